@@ -1,0 +1,88 @@
+// Package telemetry sets up amdahl's traces, metrics and profiles and owns the
+// phase API every component instruments itself with. This comment is the
+// telemetry contract: dashboards, attribution and users build on the names
+// below, and tests assert them.
+//
+// # Setup
+//
+// Setup(ctx, opts...) builds the providers: defaults, then the environment,
+// then options (an option beats its variable), then validation. An invalid
+// setting is a *ConfigError naming the setting; nothing is left running.
+// Shutdown(ctx) is idempotent and flushes everything (pyroscope: Flush(true)
+// before Stop).
+//
+// Environment variables (all optional):
+//
+//	OTEL_SERVICE_NAME                 service.name (default "amdahl"; WithServiceName wins)
+//	OTEL_RESOURCE_ATTRIBUTES          extra resource attributes (SDK)
+//	OTEL_EXPORTER_OTLP_ENDPOINT       OTLP endpoint URL, e.g. http://127.0.0.1:4317; unset = no OTLP
+//	OTEL_EXPORTER_OTLP_TRACES_ENDPOINT  overrides the above for traces
+//	OTEL_EXPORTER_OTLP_PROTOCOL       grpc (default) | http/protobuf
+//	OTEL_EXPORTER_OTLP_TRACES_PROTOCOL  overrides the above for traces
+//	OTEL_EXPORTER_OTLP_HEADERS, _TIMEOUT, _COMPRESSION, _CERTIFICATE, …  read by the OTel exporter itself
+//	OTEL_TRACES_SAMPLER, OTEL_TRACES_SAMPLER_ARG, OTEL_BSP_*  read by the SDK itself
+//	AMDAHL_TRACE_FILE                 write spans as OTLP JSON lines to this file (WithTraceFile)
+//	AMDAHL_METRICS_ADDR               serve Prometheus /metrics on host:port (WithMetricsAddr)
+//	AMDAHL_PROFILE_DIR                write cpu.pprof and heap.pprof here (WithProfileDir)
+//	AMDAHL_PHASE_LABELS               true (default) | false: pprof phase labels
+//	PYROSCOPE_SERVER_ADDRESS          push profiles to Pyroscope at this URL (WithPyroscope)
+//	PYROSCOPE_APPLICATION_NAME        pyroscope application (default: service.name)
+//
+// AMDAHL_PROFILE_DIR and PYROSCOPE_SERVER_ADDRESS are exclusive: the process
+// has one CPU profiler. Trace processing: OTLP and the trace file use the
+// batch span processor; WithRecorder keeps spans in memory (the embedded
+// default of amdahl run); WithSpanProcessor adds any other.
+//
+// # Spans
+//
+//	amdahl.work            root of one unit of work, submission to result delivered
+//	<component>.<phase>    one phase: ipc.send, chunking.serialize, taskhost.execute, runtime.dispatch, …
+//
+// All spans are SpanKindInternal. Span attributes:
+//
+//	amdahl.component   component name (phase spans)
+//	amdahl.phase       dispatch | serialize | send | receive | deserialize | execute
+//	amdahl.direction   request | reply (absent for dispatch and execute)
+//	amdahl.transport   ipc | chunking
+//	amdahl.scenario    scenario name
+//	amdahl.variant     baseline | candidate (A/B), canary | stable (AMDAHL_VARIANT)
+//	amdahl.outcome     ok | failed | cancelled (amdahl.work)
+//	amdahl.work.id     id of the unit of work (spans only, never metrics)
+//	amdahl.bytes       payload size in bytes (spans only)
+//	amdahl.remote      true on spans the parent synthesised from a child's reply timings
+//
+// A failed phase or unit of work has status Error with the error's message
+// and an exception event. Payload bytes never go into telemetry: sizes only.
+// Trace context crosses processes as W3C traceparent/tracestate (+ baggage).
+//
+// # Metrics
+//
+// Explicit-bucket histograms with DurationBuckets (10 µs … 60 s), scope
+// ScopeName:
+//
+//	amdahl.work.duration   s  component attributes + amdahl.outcome        → amdahl_work_duration_seconds_*
+//	amdahl.phase.duration  s  amdahl.component, .phase, .direction + component attributes → amdahl_phase_duration_seconds_*
+//	amdahl.phase.critical  s  same as amdahl.phase.duration                → amdahl_phase_critical_seconds_*
+//
+// "Component attributes" are the low-cardinality ones a Component is built
+// with (transport, scenario, variant). Component metrics are named
+// amdahl.ipc.*, amdahl.chunking.*, amdahl.sidecar.* and documented in their
+// packages. The Prometheus exporter runs on a private registry; resource
+// attributes appear on target_info only.
+//
+// # Profiles
+//
+// Each phase body runs under the pprof label phase=<phase name> (CPU samples
+// only carry labels). With pyroscope on, root spans also carry span_id,
+// span_name and trace_id labels (otel-profiling-go) and the attribute
+// pyroscope.profile.id. Default profile types: cpu, alloc_objects,
+// alloc_space, inuse_objects, inuse_space; mutex and block when their rates
+// are set in PyroscopeConfig.
+//
+// # Cost
+//
+// A nil *Component is disabled: StartPhase/End read no clock and allocate
+// nothing. Enabled, the phase API adds no allocation to what the SDK itself
+// does for one span and one histogram record with the same attributes
+// (BenchmarkPhase).
+package telemetry

@@ -1,0 +1,392 @@
+package telemetry
+
+import (
+	"context"
+	"fmt"
+	"runtime/pprof"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
+)
+
+// Phase is one step of a unit of work (DESIGN.md, "The unit of work and its
+// phases"). The zero value is not a phase.
+type Phase uint8
+
+// The phases of a unit of work, in pipeline order.
+const (
+	Dispatch Phase = iota + 1
+	Serialize
+	Send
+	Receive
+	Deserialize
+	Execute
+)
+
+// NumPhases is the number of defined phases; valid phases are 1..NumPhases.
+const NumPhases = int(Execute)
+
+var phaseNames = [...]string{"", "dispatch", "serialize", "send", "receive", "deserialize", "execute"}
+
+// Phases lists every phase in pipeline order.
+func Phases() []Phase {
+	return []Phase{Dispatch, Serialize, Send, Receive, Deserialize, Execute}
+}
+
+// String returns the phase's name as it appears in telemetry ("serialize").
+func (p Phase) String() string {
+	if p.Valid() {
+		return phaseNames[p]
+	}
+	return fmt.Sprintf("phase(%d)", uint8(p))
+}
+
+// Valid reports whether p is one of the defined phases.
+func (p Phase) Valid() bool { return p >= Dispatch && p <= Execute }
+
+// ParsePhase returns the phase named s, or an error listing the valid names.
+func ParsePhase(s string) (Phase, error) {
+	for i := 1; i < len(phaseNames); i++ {
+		if phaseNames[i] == s {
+			return Phase(i), nil
+		}
+	}
+	return 0, fmt.Errorf("unknown phase %q (valid: dispatch, serialize, send, receive, deserialize, execute)", s)
+}
+
+// Direction separates the two legs of serialize/send/receive/deserialize.
+// None is used for phases that have no direction (dispatch, execute).
+type Direction uint8
+
+// The directions of a phase.
+const (
+	None Direction = iota
+	Request
+	Reply
+)
+
+// NumDirections is the number of directions including None.
+const NumDirections = int(Reply) + 1
+
+var directionNames = [...]string{"", "request", "reply"}
+
+// String returns "request", "reply", or "" for None.
+func (d Direction) String() string {
+	if d <= Reply {
+		return directionNames[d]
+	}
+	return fmt.Sprintf("direction(%d)", uint8(d))
+}
+
+// ParseDirection returns the direction named s ("" is None).
+func ParseDirection(s string) (Direction, error) {
+	for i, n := range directionNames {
+		if n == s {
+			return Direction(i), nil
+		}
+	}
+	return 0, fmt.Errorf("unknown direction %q (valid: request, reply, or empty)", s)
+}
+
+// Outcome is how a unit of work ended.
+type Outcome uint8
+
+// The outcomes of a unit of work.
+const (
+	OK Outcome = iota
+	Failed
+	Cancelled
+)
+
+var outcomeNames = [...]string{"ok", "failed", "cancelled"}
+
+// String returns "ok", "failed" or "cancelled".
+func (o Outcome) String() string {
+	if int(o) < len(outcomeNames) {
+		return outcomeNames[o]
+	}
+	return fmt.Sprintf("outcome(%d)", uint8(o))
+}
+
+// Component is the instrumentation of one component (ipc, chunking, runtime,
+// taskhost, sidecar) with a fixed set of low-cardinality attributes
+// (transport, scenario, variant). Every span name, attribute set, metric
+// option and pprof label set is built once in the constructor, so that
+// StartPhase and End add no allocation of their own beyond what the OTel SDK
+// does.
+//
+// A nil *Component, or one made from a nil *Telemetry, is disabled: its
+// methods do nothing and cost a branch. A Component is safe for concurrent
+// use.
+type Component struct {
+	name   string
+	tracer trace.Tracer
+	labels bool
+
+	phaseHist    metric.Float64Histogram
+	criticalHist metric.Float64Histogram
+	workHist     metric.Float64Histogram
+
+	spanNames [NumPhases + 1][NumDirections]string
+	spanOpts  [NumPhases + 1][NumDirections][]trace.SpanStartOption
+	metricOpt [NumPhases + 1][NumDirections]metric.RecordOption
+	labelCtx  [NumPhases + 1]context.Context
+	phaseLbl  [NumPhases + 1]pprof.LabelSet
+
+	workOpts   []trace.SpanStartOption
+	workMetric [len(outcomeNames)]metric.RecordOption
+}
+
+// ComponentConfig is what a Component is built from. Use
+// (*Telemetry).Component in programs; NewComponent exists for tests and for
+// embedding with providers of your own.
+type ComponentConfig struct {
+	// TracerProvider and MeterProvider; nil for either disables the
+	// component entirely.
+	TracerProvider trace.TracerProvider
+	MeterProvider  metric.MeterProvider
+	// PhaseLabels runs each phase body under the pprof label phase=<name>.
+	PhaseLabels bool
+	// Attributes are added to every span and metric of the component. Keep
+	// them low-cardinality: transport, scenario, variant.
+	Attributes []attribute.KeyValue
+}
+
+// NewComponent builds the instrumentation of the component name. It returns
+// an error only if an instrument cannot be created.
+func NewComponent(name string, cfg ComponentConfig) (*Component, error) {
+	if cfg.TracerProvider == nil || cfg.MeterProvider == nil {
+		return nil, nil
+	}
+	if name == "" {
+		return nil, fmt.Errorf("telemetry: component name is empty")
+	}
+	c := &Component{
+		name:   name,
+		tracer: cfg.TracerProvider.Tracer(ScopeName, trace.WithInstrumentationVersion(Version)),
+		labels: cfg.PhaseLabels,
+	}
+	var err error
+	if c.phaseHist, c.criticalHist, c.workHist, err = instruments(cfg.MeterProvider); err != nil {
+		return nil, err
+	}
+	base := append([]attribute.KeyValue{AttrComponent.String(name)}, cfg.Attributes...)
+	for p := Dispatch; p <= Execute; p++ {
+		c.phaseLbl[p] = pprof.Labels(LabelPhase, p.String())
+		c.labelCtx[p] = pprof.WithLabels(context.Background(), c.phaseLbl[p])
+		for d := None; d <= Reply; d++ {
+			kv := append(append([]attribute.KeyValue(nil), base...), AttrPhase.String(p.String()))
+			if d != None {
+				kv = append(kv, AttrDirection.String(d.String()))
+			}
+			set := attribute.NewSet(kv...)
+			c.spanNames[p][d] = name + "." + p.String()
+			c.spanOpts[p][d] = []trace.SpanStartOption{trace.WithAttributes(kv...), trace.WithSpanKind(trace.SpanKindInternal)}
+			c.metricOpt[p][d] = metric.WithAttributeSet(set)
+		}
+	}
+	c.workOpts = []trace.SpanStartOption{trace.WithAttributes(cfg.Attributes...), trace.WithSpanKind(trace.SpanKindInternal)}
+	for o := range outcomeNames {
+		kv := append(append([]attribute.KeyValue(nil), cfg.Attributes...), AttrOutcome.String(outcomeNames[o]))
+		c.workMetric[o] = metric.WithAttributeSet(attribute.NewSet(kv...))
+	}
+	return c, nil
+}
+
+// Name returns the component's name ("" for a disabled component).
+func (c *Component) Name() string {
+	if c == nil {
+		return ""
+	}
+	return c.name
+}
+
+// Enabled reports whether the component records anything.
+func (c *Component) Enabled() bool { return c != nil }
+
+// Tracer returns the component's tracer, or a no-op tracer when disabled.
+func (c *Component) Tracer() trace.Tracer {
+	if c == nil {
+		return noopTracer
+	}
+	return c.tracer
+}
+
+// PhaseSpan is one running phase, returned by StartPhase. It is a small
+// value: copy it freely, end it once. The zero value (from a disabled
+// component) is valid and its End does nothing.
+type PhaseSpan struct {
+	c     *Component
+	ctx   context.Context // span context, for exemplars; restored labels
+	span  trace.Span
+	start time.Time
+	phase Phase
+	dir   Direction
+	label bool
+}
+
+// StartPhase starts the phase p (direction d) of the component: the span
+// "<component>.<phase>" as a child of the span in ctx, with the amdahl.phase,
+// amdahl.direction and amdahl.component attributes, and (if enabled) the pprof
+// label phase=<name> on the calling goroutine until End. It returns the
+// context carrying the new span, for propagation into the phase body.
+//
+// Phases on one goroutine are meant to be sequential; a nested phase replaces
+// the label and its End restores the labels carried by its parent context,
+// like pprof.Do. An invalid phase panics: it is a programming error.
+func (c *Component) StartPhase(ctx context.Context, p Phase, d Direction) (context.Context, PhaseSpan) {
+	if c == nil {
+		return ctx, PhaseSpan{phase: p, dir: d}
+	}
+	if !p.Valid() || d > Reply {
+		panic(fmt.Sprintf("telemetry: StartPhase(%v, %v): invalid phase or direction", p, d))
+	}
+	parent := ctx
+	ctx, span := c.tracer.Start(ctx, c.spanNames[p][d], c.spanOpts[p][d]...)
+	ps := PhaseSpan{c: c, ctx: parent, span: span, start: time.Now(), phase: p, dir: d}
+	if c.labels {
+		ps.label = true
+		if hasLabels(parent) {
+			// Keep the labels already set (span_id from otel-profiling-go,
+			// the caller's own): this path allocates, the common one not.
+			lctx := pprof.WithLabels(ctx, c.phaseLbl[p])
+			pprof.SetGoroutineLabels(lctx)
+			return lctx, ps
+		}
+		pprof.SetGoroutineLabels(c.labelCtx[p])
+	}
+	return ctx, ps
+}
+
+func hasLabels(ctx context.Context) bool {
+	has := false
+	pprof.ForLabels(ctx, func(string, string) bool { has = true; return false })
+	return has
+}
+
+// Span returns the phase's span for attributes and events (sizes, counts);
+// a no-op span when disabled.
+func (ps PhaseSpan) Span() trace.Span {
+	if ps.span == nil {
+		return noopSpan
+	}
+	return ps.span
+}
+
+// Start returns when the phase started.
+func (ps PhaseSpan) Start() time.Time { return ps.start }
+
+// Phase returns the phase being measured.
+func (ps PhaseSpan) Phase() Phase { return ps.phase }
+
+// Direction returns the direction of the phase being measured.
+func (ps PhaseSpan) Direction() Direction { return ps.dir }
+
+// End ends the span, records amdahl.phase.duration, restores the goroutine's
+// pprof labels and returns the phase's duration. A disabled phase reads no
+// clock and returns 0: callers that must report timings with telemetry off
+// measure them themselves.
+// End must be called once, on the goroutine that started the phase.
+func (ps PhaseSpan) End() time.Duration {
+	return ps.end(nil)
+}
+
+// Fail is End for a phase that failed: the span's status is set to Error with
+// err's message and err is recorded as an event.
+func (ps PhaseSpan) Fail(err error) time.Duration {
+	return ps.end(err)
+}
+
+func (ps PhaseSpan) end(err error) time.Duration {
+	if ps.c == nil {
+		return 0
+	}
+	d := time.Since(ps.start)
+	if err != nil {
+		ps.span.RecordError(err)
+		ps.span.SetStatus(codes.Error, err.Error())
+	}
+	ps.span.End()
+	ps.c.phaseHist.Record(ps.ctx, d.Seconds(), ps.c.metricOpt[ps.phase][ps.dir])
+	if ps.label {
+		pprof.SetGoroutineLabels(ps.ctx)
+	}
+	return d
+}
+
+// RecordCritical records d as phase p's exclusive time on the critical path of
+// one unit of work (amdahl.phase.critical). The attribution code calls it once
+// per phase per unit of work.
+func (c *Component) RecordCritical(ctx context.Context, p Phase, d Direction, dur time.Duration) {
+	if c == nil || !p.Valid() || d > Reply {
+		return
+	}
+	c.criticalHist.Record(ctx, dur.Seconds(), c.metricOpt[p][d])
+}
+
+// RecordPhase records a phase duration measured elsewhere (for example a child
+// process's phase timings returned in its reply) into amdahl.phase.duration
+// without a span.
+func (c *Component) RecordPhase(ctx context.Context, p Phase, d Direction, dur time.Duration) {
+	if c == nil || !p.Valid() || d > Reply {
+		return
+	}
+	c.phaseHist.Record(ctx, dur.Seconds(), c.metricOpt[p][d])
+}
+
+// WorkSpan is one running unit of work, returned by StartWork.
+type WorkSpan struct {
+	c     *Component
+	ctx   context.Context
+	span  trace.Span
+	start time.Time
+}
+
+// StartWork starts the root span amdahl.work of one unit of work. attrs are
+// span-only attributes (amdahl.work.id, sizes): they never reach metrics.
+// The component's own attributes (scenario, transport, variant) go on both.
+func (c *Component) StartWork(ctx context.Context, attrs ...attribute.KeyValue) (context.Context, WorkSpan) {
+	if c == nil {
+		return ctx, WorkSpan{start: time.Now()}
+	}
+	ctx, span := c.tracer.Start(ctx, SpanWork, c.workOpts...)
+	if len(attrs) > 0 {
+		span.SetAttributes(attrs...)
+	}
+	return ctx, WorkSpan{c: c, ctx: ctx, span: span, start: time.Now()}
+}
+
+// Span returns the root span (a no-op span when disabled).
+func (w WorkSpan) Span() trace.Span {
+	if w.span == nil {
+		return noopSpan
+	}
+	return w.span
+}
+
+// Start returns when the unit of work started.
+func (w WorkSpan) Start() time.Time { return w.start }
+
+// End ends the root span with outcome o (err, if not nil, becomes the span's
+// error status), records amdahl.work.duration and returns the end-to-end
+// duration.
+func (w WorkSpan) End(o Outcome, err error) time.Duration {
+	d := time.Since(w.start)
+	if w.c == nil {
+		return d
+	}
+	if int(o) >= len(outcomeNames) {
+		o = Failed
+	}
+	w.span.SetAttributes(AttrOutcome.String(o.String()))
+	if err != nil {
+		w.span.RecordError(err)
+		w.span.SetStatus(codes.Error, err.Error())
+	}
+	w.span.End()
+	w.c.workHist.Record(w.ctx, d.Seconds(), w.c.workMetric[o])
+	return d
+}

@@ -1,0 +1,189 @@
+package telemetry
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"go.opentelemetry.io/otel/attribute"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace"
+)
+
+func newTestComponent(t *testing.T, name string, attrs ...attribute.KeyValue) (*Component, *tracetest.SpanRecorder, *sdkmetric.ManualReader) {
+	t.Helper()
+	sr := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(sr))
+	reader := sdkmetric.NewManualReader()
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+	t.Cleanup(func() { _ = tp.Shutdown(context.Background()); _ = mp.Shutdown(context.Background()) })
+	c, err := NewComponent(name, ComponentConfig{TracerProvider: tp, MeterProvider: mp, PhaseLabels: true, Attributes: attrs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c, sr, reader
+}
+
+func attrMap(kvs []attribute.KeyValue) map[attribute.Key]string {
+	m := map[attribute.Key]string{}
+	for _, kv := range kvs {
+		m[kv.Key] = kv.Value.Emit()
+	}
+	return m
+}
+
+func TestPhaseSpansAndMetrics(t *testing.T) {
+	c, sr, reader := newTestComponent(t, "ipc", AttrTransport.String("ipc"), AttrScenario.String("taskhost"))
+	ctx, work := c.StartWork(context.Background(), AttrWorkID.Int(7))
+	for _, tc := range []struct {
+		phase Phase
+		dir   Direction
+		fail  error
+	}{
+		{Dispatch, None, nil},
+		{Serialize, Request, nil},
+		{Send, Request, errors.New("broken pipe")},
+		{Deserialize, Reply, nil},
+	} {
+		_, ph := c.StartPhase(ctx, tc.phase, tc.dir)
+		if tc.fail != nil {
+			ph.Fail(tc.fail)
+		} else if d := ph.End(); d <= 0 {
+			t.Errorf("%v: End returned %v, want > 0", tc.phase, d)
+		}
+	}
+	work.End(OK, nil)
+
+	spans := sr.Ended()
+	if got, want := len(spans), 5; got != want {
+		t.Fatalf("got %d spans, want %d", got, want)
+	}
+	root := spans[4]
+	if root.Name() != SpanWork {
+		t.Fatalf("last span %q, want %q", root.Name(), SpanWork)
+	}
+	ra := attrMap(root.Attributes())
+	if ra[AttrWorkID] != "7" || ra[AttrOutcome] != "ok" || ra[AttrScenario] != "taskhost" {
+		t.Errorf("root attributes %v", ra)
+	}
+	wantNames := []string{"ipc.dispatch", "ipc.serialize", "ipc.send", "ipc.deserialize"}
+	wantDir := []string{"", "request", "request", "reply"}
+	for i, s := range spans[:4] {
+		if s.Name() != wantNames[i] {
+			t.Errorf("span %d: got name %q, want %q", i, s.Name(), wantNames[i])
+		}
+		if s.Parent().SpanID() != root.SpanContext().SpanID() {
+			t.Errorf("%s: parent %v, want root %v", s.Name(), s.Parent().SpanID(), root.SpanContext().SpanID())
+		}
+		a := attrMap(s.Attributes())
+		if a[AttrComponent] != "ipc" || a[AttrPhase] != wantNames[i][4:] || a[AttrDirection] != wantDir[i] || a[AttrTransport] != "ipc" {
+			t.Errorf("%s: attributes %v", s.Name(), a)
+		}
+		if s.SpanKind() != trace.SpanKindInternal {
+			t.Errorf("%s: kind %v, want internal", s.Name(), s.SpanKind())
+		}
+	}
+	if spans[2].Status().Description != "broken pipe" {
+		t.Errorf("failed send: status %+v, want error 'broken pipe'", spans[2].Status())
+	}
+
+	var rm metricdata.ResourceMetrics
+	if err := reader.Collect(context.Background(), &rm); err != nil {
+		t.Fatal(err)
+	}
+	counts := map[string]uint64{}
+	for _, sm := range rm.ScopeMetrics {
+		if sm.Scope.Name != ScopeName {
+			t.Errorf("scope %q, want %q", sm.Scope.Name, ScopeName)
+		}
+		for _, m := range sm.Metrics {
+			if m.Unit != "s" {
+				t.Errorf("%s: unit %q, want s", m.Name, m.Unit)
+			}
+			h, ok := m.Data.(metricdata.Histogram[float64])
+			if !ok {
+				t.Fatalf("%s: data %T, want explicit-bucket histogram", m.Name, m.Data)
+			}
+			for _, dp := range h.DataPoints {
+				if len(dp.Bounds) != len(DurationBuckets) {
+					t.Errorf("%s: %d bounds, want %d", m.Name, len(dp.Bounds), len(DurationBuckets))
+				}
+				ph, _ := dp.Attributes.Value(AttrPhase)
+				dir, _ := dp.Attributes.Value(AttrDirection)
+				out, _ := dp.Attributes.Value(AttrOutcome)
+				if _, ok := dp.Attributes.Value(AttrWorkID); ok {
+					t.Errorf("%s: work id leaked onto a metric", m.Name)
+				}
+				counts[m.Name+"/"+ph.AsString()+"/"+dir.AsString()+"/"+out.AsString()] += dp.Count
+			}
+		}
+	}
+	want := map[string]uint64{
+		MetricPhaseDuration + "/dispatch//":         1,
+		MetricPhaseDuration + "/serialize/request/": 1,
+		MetricPhaseDuration + "/send/request/":      1,
+		MetricPhaseDuration + "/deserialize/reply/": 1,
+		MetricWorkDuration + "///ok":                1,
+	}
+	for k, v := range want {
+		if counts[k] != v {
+			t.Errorf("count %s = %d, want %d (all: %v)", k, counts[k], v, counts)
+		}
+	}
+}
+
+func TestDisabledComponent(t *testing.T) {
+	var c *Component
+	ctx := context.Background()
+	got, ph := c.StartPhase(ctx, Execute, None)
+	if got != ctx {
+		t.Error("disabled StartPhase changed the context")
+	}
+	if ph.Span().IsRecording() {
+		t.Error("disabled phase span is recording")
+	}
+	if d := ph.End(); d < 0 {
+		t.Errorf("disabled End = %v, want >= 0", d)
+	}
+	_, w := c.StartWork(ctx)
+	w.End(Failed, errors.New("x"))
+	c.RecordCritical(ctx, Send, Request, 1)
+	var tel *Telemetry
+	if comp, err := tel.Component("ipc"); comp != nil || err != nil {
+		t.Errorf("nil Telemetry gave component %v, %v; want nil, nil", comp, err)
+	}
+}
+
+func TestParseNames(t *testing.T) {
+	for _, p := range Phases() {
+		got, err := ParsePhase(p.String())
+		if err != nil || got != p {
+			t.Errorf("ParsePhase(%q) = %v, %v", p.String(), got, err)
+		}
+	}
+	if _, err := ParsePhase("compile"); err == nil {
+		t.Error("ParsePhase(compile): want error")
+	}
+	for _, d := range []Direction{None, Request, Reply} {
+		got, err := ParseDirection(d.String())
+		if err != nil || got != d {
+			t.Errorf("ParseDirection(%q) = %v, %v", d.String(), got, err)
+		}
+	}
+	if _, err := ParseDirection("sideways"); err == nil {
+		t.Error("ParseDirection(sideways): want error")
+	}
+}
+
+func TestInvalidPhasePanics(t *testing.T) {
+	c, _, _ := newTestComponent(t, "ipc")
+	defer func() {
+		if recover() == nil {
+			t.Error("StartPhase(0) did not panic")
+		}
+	}()
+	c.StartPhase(context.Background(), 0, None)
+}

@@ -1,0 +1,141 @@
+package telemetry
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	goruntime "runtime"
+	"runtime/pprof"
+	"time"
+
+	"github.com/grafana/pyroscope-go"
+)
+
+// PyroscopeConfig configures continuous profiling to a Pyroscope server.
+type PyroscopeConfig struct {
+	// ServerAddress is the server URL (PYROSCOPE_SERVER_ADDRESS); empty
+	// disables pyroscope.
+	ServerAddress string
+	// ApplicationName defaults to the service name.
+	ApplicationName string
+	// Tags are static labels on every profile.
+	Tags map[string]string
+	// UploadRate defaults to pyroscope's 15 s.
+	UploadRate time.Duration
+	// ProfileTypes defaults to CPU, alloc and inuse (objects and space).
+	ProfileTypes []pyroscope.ProfileType
+	// MutexProfileFraction and BlockProfileRate, when > 0, add the mutex and
+	// block profile types and set the runtime rates (restored at Shutdown).
+	MutexProfileFraction int
+	BlockProfileRate     int
+	// Logger receives pyroscope's messages; nil discards them.
+	Logger pyroscope.Logger
+}
+
+type profiles struct {
+	pyro *pyroscope.Profiler
+
+	cpuFile *os.File
+	dir     string
+
+	prevMutex int
+	setMutex  bool
+	setBlock  bool
+}
+
+func startProfiles(dir string, pc PyroscopeConfig, service string) (*profiles, error) {
+	if dir == "" && pc.ServerAddress == "" {
+		return nil, nil
+	}
+	p := &profiles{dir: dir}
+	if pc.ServerAddress != "" {
+		cfg := pyroscope.Config{
+			ApplicationName: pc.ApplicationName,
+			ServerAddress:   pc.ServerAddress,
+			Tags:            pc.Tags,
+			UploadRate:      pc.UploadRate,
+			Logger:          pc.Logger,
+			ProfileTypes:    pc.ProfileTypes,
+		}
+		if cfg.ApplicationName == "" {
+			cfg.ApplicationName = service
+		}
+		if len(cfg.ProfileTypes) == 0 {
+			cfg.ProfileTypes = append([]pyroscope.ProfileType(nil), pyroscope.DefaultProfileTypes...)
+		}
+		if pc.MutexProfileFraction > 0 {
+			p.prevMutex = goruntime.SetMutexProfileFraction(pc.MutexProfileFraction)
+			p.setMutex = true
+			cfg.ProfileTypes = append(cfg.ProfileTypes, pyroscope.ProfileMutexCount, pyroscope.ProfileMutexDuration)
+		}
+		if pc.BlockProfileRate > 0 {
+			goruntime.SetBlockProfileRate(pc.BlockProfileRate)
+			p.setBlock = true
+			cfg.ProfileTypes = append(cfg.ProfileTypes, pyroscope.ProfileBlockCount, pyroscope.ProfileBlockDuration)
+		}
+		prof, err := pyroscope.Start(cfg)
+		if err != nil {
+			p.restoreRates()
+			return nil, &ConfigError{Setting: EnvPyroscopeAddress, Value: pc.ServerAddress, Reason: err.Error()}
+		}
+		p.pyro = prof
+	}
+	if dir != "" {
+		f, err := os.Create(filepath.Join(dir, "cpu.pprof"))
+		if err != nil {
+			_ = p.stop()
+			return nil, &ConfigError{Setting: EnvProfileDir, Value: dir, Reason: err.Error()}
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			f.Close()
+			_ = p.stop()
+			return nil, fmt.Errorf("telemetry: start cpu profile: %w", err)
+		}
+		p.cpuFile = f
+	}
+	return p, nil
+}
+
+func (p *profiles) restoreRates() {
+	if p.setMutex {
+		goruntime.SetMutexProfileFraction(p.prevMutex)
+		p.setMutex = false
+	}
+	if p.setBlock {
+		goruntime.SetBlockProfileRate(0)
+		p.setBlock = false
+	}
+}
+
+func (p *profiles) stop() error {
+	var errs []error
+	if p.cpuFile != nil {
+		pprof.StopCPUProfile()
+		errs = append(errs, p.cpuFile.Close())
+		p.cpuFile = nil
+		errs = append(errs, writeHeap(filepath.Join(p.dir, "heap.pprof")))
+	}
+	if p.pyro != nil {
+		// Stop alone uploads only the last CPU chunk; Flush first so heap
+		// (and mutex/block) data since the last tick is not lost.
+		p.pyro.Flush(true)
+		errs = append(errs, p.pyro.Stop())
+		p.pyro = nil
+	}
+	p.restoreRates()
+	return errors.Join(errs...)
+}
+
+func writeHeap(path string) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return fmt.Errorf("write heap profile: %w", err)
+	}
+	goruntime.GC()
+	if err := pprof.Lookup("heap").WriteTo(f, 0); err != nil {
+		f.Close()
+		return fmt.Errorf("write heap profile: %w", err)
+	}
+	return f.Close()
+}

@@ -1,0 +1,492 @@
+package telemetry
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace"
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracegrpc"
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
+	otelprom "go.opentelemetry.io/otel/exporters/prometheus"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/propagation"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/resource"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
+	"go.opentelemetry.io/otel/trace"
+
+	otelpyroscope "github.com/grafana/otel-profiling-go"
+)
+
+// Environment variables read by Setup (see doc.go for the whole contract).
+const (
+	EnvOTLPEndpoint       = "OTEL_EXPORTER_OTLP_ENDPOINT"
+	EnvOTLPTracesEndpoint = "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"
+	EnvOTLPProtocol       = "OTEL_EXPORTER_OTLP_PROTOCOL"
+	EnvOTLPTracesProtocol = "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL"
+	EnvTraceFile          = "AMDAHL_TRACE_FILE"
+	EnvMetricsAddr        = "AMDAHL_METRICS_ADDR"
+	EnvProfileDir         = "AMDAHL_PROFILE_DIR"
+	EnvPhaseLabels        = "AMDAHL_PHASE_LABELS"
+	EnvPyroscopeAddress   = "PYROSCOPE_SERVER_ADDRESS"
+	EnvPyroscopeAppName   = "PYROSCOPE_APPLICATION_NAME"
+)
+
+// Option configures Setup. Options are applied after the environment, so an
+// option wins over the variable it corresponds to.
+type Option func(*config)
+
+type config struct {
+	serviceName   string
+	recorder      bool
+	traceFile     string
+	otlpEndpoint  string
+	otlpProtocol  string
+	processors    []sdktrace.SpanProcessor
+	sampler       sdktrace.Sampler
+	metricsAddr   string
+	readers       []sdkmetric.Reader
+	profileDir    string
+	pyroscope     PyroscopeConfig
+	phaseLabels   bool
+	resourceAttrs []attribute.KeyValue
+	lookupEnv     func(string) (string, bool)
+}
+
+// WithServiceName sets service.name (default "amdahl"; OTEL_SERVICE_NAME
+// overrides the default, this option overrides both).
+func WithServiceName(name string) Option { return func(c *config) { c.serviceName = name } }
+
+// WithResourceAttributes adds attributes to the resource.
+func WithResourceAttributes(kv ...attribute.KeyValue) Option {
+	return func(c *config) { c.resourceAttrs = append(c.resourceAttrs, kv...) }
+}
+
+// WithRecorder keeps every ended span in memory (the embedded default that
+// feeds attribution); read them with (*Telemetry).Recorder.
+func WithRecorder() Option { return func(c *config) { c.recorder = true } }
+
+// WithTraceFile writes spans to path as OTLP JSON, one
+// ExportTraceServiceRequest per line (the Collector file exporter's format).
+// The file is created (truncated) by Setup.
+func WithTraceFile(path string) Option { return func(c *config) { c.traceFile = path } }
+
+// WithOTLP exports spans to an OTLP endpoint (a URL: http://host:4317) with
+// protocol "grpc" or "http/protobuf".
+func WithOTLP(endpoint, protocol string) Option {
+	return func(c *config) { c.otlpEndpoint, c.otlpProtocol = endpoint, protocol }
+}
+
+// WithSpanProcessor adds a span processor (tests: tracetest.NewSpanRecorder).
+func WithSpanProcessor(sp sdktrace.SpanProcessor) Option {
+	return func(c *config) { c.processors = append(c.processors, sp) }
+}
+
+// WithSampler sets the sampler (default: the SDK's, which honours
+// OTEL_TRACES_SAMPLER).
+func WithSampler(s sdktrace.Sampler) Option { return func(c *config) { c.sampler = s } }
+
+// WithMetricsAddr serves the Prometheus exposition at http://addr/metrics
+// ("127.0.0.1:0" picks a free port; see (*Telemetry).MetricsAddr).
+func WithMetricsAddr(addr string) Option { return func(c *config) { c.metricsAddr = addr } }
+
+// WithMetricReader adds a metric reader (tests: sdkmetric.NewManualReader).
+func WithMetricReader(r sdkmetric.Reader) Option {
+	return func(c *config) { c.readers = append(c.readers, r) }
+}
+
+// WithProfileDir writes cpu.pprof (whole run) and heap.pprof (at Shutdown)
+// into dir. CPU samples carry the phase labels.
+func WithProfileDir(dir string) Option { return func(c *config) { c.profileDir = dir } }
+
+// WithPyroscope enables continuous profiling to a Pyroscope server.
+func WithPyroscope(pc PyroscopeConfig) Option { return func(c *config) { c.pyroscope = pc } }
+
+// WithPhaseLabels turns the pprof phase labels on or off (default on).
+func WithPhaseLabels(on bool) Option { return func(c *config) { c.phaseLabels = on } }
+
+// WithLookupEnv replaces os.LookupEnv (tests, or a program that reads its
+// settings from elsewhere).
+func WithLookupEnv(f func(string) (string, bool)) Option { return func(c *config) { c.lookupEnv = f } }
+
+// ConfigError is a bad telemetry setting; Setting names the option or
+// environment variable.
+type ConfigError struct {
+	Setting string
+	Value   string
+	Reason  string
+}
+
+func (e *ConfigError) Error() string {
+	return fmt.Sprintf("telemetry: %s=%q: %s", e.Setting, e.Value, e.Reason)
+}
+
+// Telemetry holds the providers built by Setup. Its methods are safe for
+// concurrent use; a nil *Telemetry is valid and disabled.
+type Telemetry struct {
+	tracerProvider trace.TracerProvider
+	sdkTP          *sdktrace.TracerProvider
+	mp             *sdkmetric.MeterProvider
+	registry       *prometheus.Registry
+	propagator     propagation.TextMapPropagator
+	recorder       *Recorder
+	phaseLabels    bool
+
+	metricsLn  net.Listener
+	metricsSrv *http.Server
+	serveDone  chan struct{}
+
+	profiles *profiles
+
+	shutdownOnce sync.Once
+	shutdownErr  error
+}
+
+// Setup builds tracer, meter and (optionally) profiler providers: defaults,
+// then the environment, then opts, then validation. Any invalid setting is a
+// *ConfigError and nothing is left running. The caller owns the result and
+// must call Shutdown.
+func Setup(ctx context.Context, opts ...Option) (*Telemetry, error) {
+	c := config{phaseLabels: true, lookupEnv: os.LookupEnv}
+	for _, o := range opts { // first pass only for WithLookupEnv
+		o(&c)
+	}
+	c = config{phaseLabels: true, lookupEnv: c.lookupEnv}
+	if err := c.fromEnv(); err != nil {
+		return nil, err
+	}
+	for _, o := range opts {
+		o(&c)
+	}
+	if err := c.validate(); err != nil {
+		return nil, err
+	}
+
+	t := &Telemetry{
+		propagator:  propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{}),
+		phaseLabels: c.phaseLabels,
+	}
+	ok := false
+	defer func() {
+		if !ok {
+			_ = t.Shutdown(ctx)
+		}
+	}()
+
+	res, err := c.resource(ctx)
+	if err != nil {
+		return nil, err
+	}
+
+	// Traces.
+	tpOpts := []sdktrace.TracerProviderOption{sdktrace.WithResource(res)}
+	if c.sampler != nil {
+		tpOpts = append(tpOpts, sdktrace.WithSampler(c.sampler))
+	}
+	for _, sp := range c.processors {
+		tpOpts = append(tpOpts, sdktrace.WithSpanProcessor(sp))
+	}
+	if c.recorder {
+		t.recorder = NewRecorder()
+		tpOpts = append(tpOpts, sdktrace.WithSpanProcessor(t.recorder))
+	}
+	if c.traceFile != "" {
+		fe, err := NewTraceFileExporter(ctx, c.traceFile)
+		if err != nil {
+			return nil, &ConfigError{Setting: EnvTraceFile, Value: c.traceFile, Reason: err.Error()}
+		}
+		tpOpts = append(tpOpts, sdktrace.WithBatcher(fe))
+	}
+	if c.otlpEndpoint != "" {
+		exp, err := newOTLPExporter(ctx, c.otlpEndpoint, c.otlpProtocol)
+		if err != nil {
+			return nil, err
+		}
+		tpOpts = append(tpOpts, sdktrace.WithBatcher(exp))
+	}
+	t.sdkTP = sdktrace.NewTracerProvider(tpOpts...)
+	t.tracerProvider = t.sdkTP
+
+	// Metrics: always a private Prometheus registry, so /metrics can be
+	// served on demand (MetricsHandler) even without an address.
+	t.registry = prometheus.NewRegistry()
+	pexp, err := otelprom.New(otelprom.WithRegisterer(t.registry))
+	if err != nil {
+		return nil, fmt.Errorf("telemetry: prometheus exporter: %w", err)
+	}
+	mpOpts := []sdkmetric.Option{sdkmetric.WithResource(res), sdkmetric.WithReader(pexp)}
+	for _, r := range c.readers {
+		mpOpts = append(mpOpts, sdkmetric.WithReader(r))
+	}
+	t.mp = sdkmetric.NewMeterProvider(mpOpts...)
+	if c.metricsAddr != "" {
+		if err := t.serveMetrics(c.metricsAddr); err != nil {
+			return nil, err
+		}
+	}
+
+	// Profiles.
+	if t.profiles, err = startProfiles(c.profileDir, c.pyroscope, serviceName(res)); err != nil {
+		return nil, err
+	}
+	if t.profiles != nil && t.profiles.pyro != nil {
+		// Root spans carry span_id/span_name labels so a flame graph can be
+		// opened from a trace.
+		t.tracerProvider = otelpyroscope.NewTracerProvider(t.sdkTP)
+	}
+	ok = true
+	return t, nil
+}
+
+func (c *config) env(name string) (string, bool) {
+	v, ok := c.lookupEnv(name)
+	v = strings.TrimSpace(v)
+	return v, ok && v != ""
+}
+
+func (c *config) fromEnv() error {
+	if v, ok := c.env(EnvOTLPTracesEndpoint); ok {
+		c.otlpEndpoint = v
+	} else if v, ok := c.env(EnvOTLPEndpoint); ok {
+		c.otlpEndpoint = v
+	}
+	if v, ok := c.env(EnvOTLPTracesProtocol); ok {
+		c.otlpProtocol = v
+	} else if v, ok := c.env(EnvOTLPProtocol); ok {
+		c.otlpProtocol = v
+	}
+	if v, ok := c.env(EnvTraceFile); ok {
+		c.traceFile = v
+	}
+	if v, ok := c.env(EnvMetricsAddr); ok {
+		c.metricsAddr = v
+	}
+	if v, ok := c.env(EnvProfileDir); ok {
+		c.profileDir = v
+	}
+	if v, ok := c.env(EnvPhaseLabels); ok {
+		switch strings.ToLower(v) {
+		case "1", "true", "on":
+			c.phaseLabels = true
+		case "0", "false", "off":
+			c.phaseLabels = false
+		default:
+			return &ConfigError{Setting: EnvPhaseLabels, Value: v, Reason: "want true or false"}
+		}
+	}
+	if v, ok := c.env(EnvPyroscopeAddress); ok {
+		c.pyroscope.ServerAddress = v
+	}
+	if v, ok := c.env(EnvPyroscopeAppName); ok {
+		c.pyroscope.ApplicationName = v
+	}
+	return nil
+}
+
+func (c *config) validate() error {
+	if c.otlpEndpoint != "" {
+		switch c.otlpProtocol {
+		case "":
+			c.otlpProtocol = "grpc"
+		case "grpc", "http/protobuf":
+		default:
+			return &ConfigError{Setting: EnvOTLPProtocol, Value: c.otlpProtocol,
+				Reason: "unsupported protocol (valid: grpc, http/protobuf)"}
+		}
+		u, err := url.Parse(c.otlpEndpoint)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return &ConfigError{Setting: EnvOTLPEndpoint, Value: c.otlpEndpoint,
+				Reason: "want a URL such as http://127.0.0.1:4317"}
+		}
+	}
+	if c.metricsAddr != "" {
+		if _, _, err := net.SplitHostPort(c.metricsAddr); err != nil {
+			return &ConfigError{Setting: EnvMetricsAddr, Value: c.metricsAddr, Reason: "want host:port"}
+		}
+	}
+	if c.pyroscope.ServerAddress != "" {
+		u, err := url.Parse(c.pyroscope.ServerAddress)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return &ConfigError{Setting: EnvPyroscopeAddress, Value: c.pyroscope.ServerAddress,
+				Reason: "want a URL such as http://127.0.0.1:4040"}
+		}
+	}
+	if c.profileDir != "" && c.pyroscope.ServerAddress != "" {
+		return &ConfigError{Setting: EnvProfileDir, Value: c.profileDir,
+			Reason: "cannot be combined with " + EnvPyroscopeAddress + ": the CPU profiler has one owner"}
+	}
+	if c.profileDir != "" {
+		if err := os.MkdirAll(c.profileDir, 0o755); err != nil {
+			return &ConfigError{Setting: EnvProfileDir, Value: c.profileDir, Reason: err.Error()}
+		}
+	}
+	return nil
+}
+
+func (c *config) resource(ctx context.Context) (*resource.Resource, error) {
+	// Later options win: the default name, then OTEL_SERVICE_NAME and
+	// OTEL_RESOURCE_ATTRIBUTES, then WithServiceName.
+	attrs := append([]attribute.KeyValue{semconv.ServiceName("amdahl"), semconv.ServiceVersion(Version)}, c.resourceAttrs...)
+	opts := []resource.Option{resource.WithSchemaURL(semconv.SchemaURL), resource.WithTelemetrySDK(),
+		resource.WithAttributes(attrs...), resource.WithFromEnv()}
+	if v, ok := c.env("OTEL_SERVICE_NAME"); ok { // also through WithLookupEnv
+		opts = append(opts, resource.WithAttributes(semconv.ServiceName(v)))
+	}
+	if c.serviceName != "" {
+		opts = append(opts, resource.WithAttributes(semconv.ServiceName(c.serviceName)))
+	}
+	res, err := resource.New(ctx, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("telemetry: resource: %w", err)
+	}
+	return res, nil
+}
+
+func newOTLPExporter(ctx context.Context, endpoint, protocol string) (*otlptrace.Exporter, error) {
+	var (
+		exp *otlptrace.Exporter
+		err error
+	)
+	switch protocol {
+	case "grpc":
+		exp, err = otlptracegrpc.New(ctx, otlptracegrpc.WithEndpointURL(endpoint))
+	default:
+		exp, err = otlptracehttp.New(ctx, otlptracehttp.WithEndpointURL(endpoint))
+	}
+	if err != nil {
+		return nil, &ConfigError{Setting: EnvOTLPEndpoint, Value: endpoint, Reason: err.Error()}
+	}
+	return exp, nil
+}
+
+func (t *Telemetry) serveMetrics(addr string) error {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return &ConfigError{Setting: EnvMetricsAddr, Value: addr, Reason: err.Error()}
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", t.MetricsHandler())
+	t.metricsLn = ln
+	t.metricsSrv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	t.serveDone = make(chan struct{})
+	go func() {
+		defer close(t.serveDone)
+		_ = t.metricsSrv.Serve(ln)
+	}()
+	return nil
+}
+
+// TracerProvider returns the tracer provider (a no-op one for nil).
+func (t *Telemetry) TracerProvider() trace.TracerProvider {
+	if t == nil {
+		return nil
+	}
+	return t.tracerProvider
+}
+
+// MeterProvider returns the meter provider (nil for a nil Telemetry).
+func (t *Telemetry) MeterProvider() metric.MeterProvider {
+	if t == nil || t.mp == nil {
+		return nil
+	}
+	return t.mp
+}
+
+// Propagator returns the W3C trace-context + baggage propagator.
+func (t *Telemetry) Propagator() propagation.TextMapPropagator {
+	return propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{})
+}
+
+// Recorder returns the in-memory span recorder, or nil when WithRecorder was
+// not given.
+func (t *Telemetry) Recorder() *Recorder {
+	if t == nil {
+		return nil
+	}
+	return t.recorder
+}
+
+// MetricsAddr returns the address /metrics is served on ("" when not served).
+func (t *Telemetry) MetricsAddr() string {
+	if t == nil || t.metricsLn == nil {
+		return ""
+	}
+	return t.metricsLn.Addr().String()
+}
+
+// MetricsHandler returns the Prometheus exposition handler of the private
+// registry.
+func (t *Telemetry) MetricsHandler() http.Handler {
+	if t == nil || t.registry == nil {
+		return http.NotFoundHandler()
+	}
+	return promhttp.HandlerFor(t.registry, promhttp.HandlerOpts{})
+}
+
+// Component builds the instrumentation of one component with static
+// attributes; nil (disabled) for a nil Telemetry.
+func (t *Telemetry) Component(name string, attrs ...attribute.KeyValue) (*Component, error) {
+	if t == nil {
+		return nil, nil
+	}
+	return NewComponent(name, ComponentConfig{
+		TracerProvider: t.tracerProvider, MeterProvider: t.mp,
+		PhaseLabels: t.phaseLabels, Attributes: attrs,
+	})
+}
+
+// ForceFlush exports every span ended so far.
+func (t *Telemetry) ForceFlush(ctx context.Context) error {
+	if t == nil || t.sdkTP == nil {
+		return nil
+	}
+	return errors.Join(t.sdkTP.ForceFlush(ctx), t.mp.ForceFlush(ctx))
+}
+
+// Shutdown flushes and stops everything: spans, metrics, the /metrics server,
+// profiles (pyroscope: Flush(true) before Stop; pprof files closed). It is
+// idempotent; later calls return the first call's result.
+func (t *Telemetry) Shutdown(ctx context.Context) error {
+	if t == nil {
+		return nil
+	}
+	t.shutdownOnce.Do(func() {
+		var errs []error
+		if t.profiles != nil {
+			errs = append(errs, t.profiles.stop())
+		}
+		if t.sdkTP != nil {
+			errs = append(errs, t.sdkTP.Shutdown(ctx))
+		}
+		if t.mp != nil {
+			errs = append(errs, t.mp.Shutdown(ctx))
+		}
+		if t.metricsSrv != nil {
+			if err := t.metricsSrv.Shutdown(ctx); err != nil {
+				errs = append(errs, err, t.metricsSrv.Close())
+			}
+			<-t.serveDone
+		}
+		t.shutdownErr = errors.Join(errs...)
+	})
+	return t.shutdownErr
+}
+
+func serviceName(res *resource.Resource) string {
+	if v, ok := res.Set().Value(semconv.ServiceNameKey); ok {
+		return v.AsString()
+	}
+	return "amdahl"
+}

@@ -1,0 +1,397 @@
+package telemetry
+
+import (
+	"bytes"
+	"compress/gzip"
+	"context"
+	"errors"
+	"io"
+	"math"
+	"mime"
+	"mime/multipart"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/pprof/profile"
+	"github.com/grafana/pyroscope-go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
+	"google.golang.org/grpc"
+)
+
+// noEnv isolates Setup from the test machine's environment.
+func noEnv(string) (string, bool) { return "", false }
+
+func envOf(m map[string]string) func(string) (string, bool) {
+	return func(k string) (string, bool) { v, ok := m[k]; return v, ok }
+}
+
+// otlpServer is a real OTLP/gRPC trace service on loopback.
+type otlpServer struct {
+	coltracepb.UnimplementedTraceServiceServer
+	mu   sync.Mutex
+	reqs []*coltracepb.ExportTraceServiceRequest
+	got  chan struct{}
+}
+
+func (s *otlpServer) Export(_ context.Context, req *coltracepb.ExportTraceServiceRequest) (*coltracepb.ExportTraceServiceResponse, error) {
+	s.mu.Lock()
+	s.reqs = append(s.reqs, req)
+	s.mu.Unlock()
+	select {
+	case s.got <- struct{}{}:
+	default:
+	}
+	return &coltracepb.ExportTraceServiceResponse{}, nil
+}
+
+func TestOTLPGRPCExport(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := grpc.NewServer()
+	col := &otlpServer{got: make(chan struct{}, 1)}
+	coltracepb.RegisterTraceServiceServer(srv, col)
+	go srv.Serve(ln)
+	defer srv.Stop()
+
+	ctx := context.Background()
+	tel, err := Setup(ctx, WithLookupEnv(envOf(map[string]string{
+		EnvOTLPEndpoint: "http://" + ln.Addr().String(), EnvOTLPProtocol: "grpc",
+		"OTEL_SERVICE_NAME": "otlp-test",
+	})))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := tel.Component("runtime")
+	if err != nil {
+		t.Fatal(err)
+	}
+	wctx, w := c.StartWork(ctx)
+	_, ph := c.StartPhase(wctx, Dispatch, None)
+	ph.End()
+	w.End(OK, nil)
+	if err := tel.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	col.mu.Lock()
+	defer col.mu.Unlock()
+	var names []string
+	parents := map[string][]byte{}
+	ids := map[string][]byte{}
+	for _, r := range col.reqs {
+		for _, rs := range r.ResourceSpans {
+			svc := ""
+			for _, a := range rs.Resource.Attributes {
+				if a.Key == "service.name" {
+					svc = a.Value.GetStringValue()
+				}
+			}
+			if svc != "otlp-test" {
+				t.Errorf("service.name %q, want otlp-test", svc)
+			}
+			for _, ss := range rs.ScopeSpans {
+				for _, s := range ss.Spans {
+					names = append(names, s.Name)
+					parents[s.Name], ids[s.Name] = s.ParentSpanId, s.SpanId
+					if s.Name == "runtime.dispatch" {
+						found := false
+						for _, a := range s.Attributes {
+							found = found || (a.Key == string(AttrPhase) && a.Value.GetStringValue() == "dispatch")
+						}
+						if !found {
+							t.Errorf("runtime.dispatch lacks amdahl.phase=dispatch: %v", s.Attributes)
+						}
+					}
+				}
+			}
+		}
+	}
+	if len(names) != 2 {
+		t.Fatalf("collector got spans %v, want 2", names)
+	}
+	if !bytes.Equal(parents["runtime.dispatch"], ids[SpanWork]) {
+		t.Errorf("dispatch parent %x, want root %x", parents["runtime.dispatch"], ids[SpanWork])
+	}
+}
+
+func TestTraceFileRoundTrip(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "trace.jsonl")
+	ctx := context.Background()
+	tel, err := Setup(ctx, WithLookupEnv(noEnv), WithTraceFile(path), WithRecorder())
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, _ := tel.Component("chunking", AttrTransport.String("chunking"))
+	wctx, w := c.StartWork(ctx, AttrWorkID.Int(1))
+	_, ph := c.StartPhase(wctx, Serialize, Request)
+	ph.Span().SetAttributes(AttrBytes.Int(4096))
+	ph.End()
+	_, ph = c.StartPhase(wctx, Send, Request)
+	ph.End()
+	w.End(OK, nil)
+	if err := tel.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	recorded := tel.Recorder().Spans()
+
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// OTLP/JSON: hex ids, not base64.
+	want := recorded[0].SpanContext().TraceID().String()
+	if !strings.Contains(string(raw), `"traceId":"`+want+`"`) {
+		t.Fatalf("trace file lacks hex traceId %s:\n%s", want, raw)
+	}
+	reqs, err := ReadTraceFile(bytes.NewReader(raw))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{} // name -> span id hex
+	for _, r := range reqs {
+		for _, rs := range r.ResourceSpans {
+			for _, ss := range rs.ScopeSpans {
+				for _, s := range ss.Spans {
+					got[s.Name] = hexID(s.SpanId)
+				}
+			}
+		}
+	}
+	if len(got) != len(recorded) {
+		t.Fatalf("file has %d spans, recorder %d", len(got), len(recorded))
+	}
+	for _, s := range recorded {
+		if got[s.Name()] != s.SpanContext().SpanID().String() {
+			t.Errorf("%s: file span id %s, want %s", s.Name(), got[s.Name()], s.SpanContext().SpanID())
+		}
+	}
+	// And back again: re-marshalling a read request yields the same line.
+	line, err := MarshalTraceLine(reqs[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := UnmarshalTraceLine(line)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(again.ResourceSpans[0].ScopeSpans[0].Spans) != len(reqs[0].ResourceSpans[0].ScopeSpans[0].Spans) {
+		t.Error("re-marshalled request lost spans")
+	}
+	if _, err := ReadTraceFile(strings.NewReader("{}\nnot json\n")); err == nil || !strings.Contains(err.Error(), "line 2") {
+		t.Errorf("bad line: got %v, want error naming line 2", err)
+	}
+}
+
+func hexID(b []byte) string {
+	const digits = "0123456789abcdef"
+	out := make([]byte, 0, 2*len(b))
+	for _, c := range b {
+		out = append(out, digits[c>>4], digits[c&15])
+	}
+	return string(out)
+}
+
+func TestMetricsEndpoint(t *testing.T) {
+	ctx := context.Background()
+	tel, err := Setup(ctx, WithLookupEnv(noEnv), WithMetricsAddr("127.0.0.1:0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tel.Shutdown(ctx)
+	c, _ := tel.Component("ipc", AttrTransport.String("ipc"), AttrScenario.String("taskhost"), AttrVariant.String("baseline"))
+	_, ph := c.StartPhase(ctx, Send, Request)
+	ph.End()
+	c.RecordCritical(ctx, Send, Request, time.Millisecond)
+
+	resp, err := http.Get("http://" + tel.MetricsAddr() + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	p := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := p.TextToMetricFamilies(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"amdahl_phase_duration_seconds", "amdahl_phase_critical_seconds"} {
+		fam, ok := fams[name]
+		if !ok {
+			t.Fatalf("no %s in /metrics (have %d families)", name, len(fams))
+		}
+		labels := map[string]string{}
+		for _, lp := range fam.Metric[0].Label {
+			labels[lp.GetName()] = lp.GetValue()
+		}
+		for k, v := range map[string]string{"amdahl_phase": "send", "amdahl_direction": "request",
+			"amdahl_transport": "ipc", "amdahl_scenario": "taskhost", "amdahl_variant": "baseline", "amdahl_component": "ipc"} {
+			if labels[k] != v {
+				t.Errorf("%s: label %s=%q, want %q", name, k, labels[k], v)
+			}
+		}
+		if n := len(fam.Metric[0].GetHistogram().GetBucket()); n != len(DurationBuckets)+1 { // + le="+Inf"
+			t.Errorf("%s: %d buckets, want %d", name, n, len(DurationBuckets)+1)
+		}
+	}
+}
+
+func TestPyroscopeUploadHasPhaseLabels(t *testing.T) {
+	var (
+		mu       sync.Mutex
+		cpuProfs []*profile.Profile
+		errs     []error
+	)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		defer w.WriteHeader(http.StatusOK)
+		if r.URL.Path != "/ingest" || r.URL.Query().Get("units") != "samples" {
+			return // non-CPU uploads
+		}
+		_, params, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
+		if err != nil {
+			mu.Lock()
+			errs = append(errs, err)
+			mu.Unlock()
+			return
+		}
+		mr := multipart.NewReader(r.Body, params["boundary"])
+		for part, err := mr.NextPart(); err == nil; part, err = mr.NextPart() {
+			if part.FormName() != "profile" {
+				continue
+			}
+			b, _ := io.ReadAll(part)
+			zr, err := gzip.NewReader(bytes.NewReader(b))
+			if err == nil {
+				var prof *profile.Profile
+				if prof, err = profile.Parse(zr); err == nil {
+					mu.Lock()
+					cpuProfs = append(cpuProfs, prof)
+					mu.Unlock()
+					continue
+				}
+			}
+			mu.Lock()
+			errs = append(errs, err)
+			mu.Unlock()
+		}
+	}))
+	defer srv.Close()
+
+	ctx := context.Background()
+	tel, err := Setup(ctx, WithLookupEnv(noEnv), WithPyroscope(PyroscopeConfig{
+		ServerAddress: srv.URL, UploadRate: time.Hour,
+		ProfileTypes: []pyroscope.ProfileType{pyroscope.ProfileCPU},
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, _ := tel.Component("taskhost")
+	// Burn CPU inside a phase until the profile has samples: 100 Hz means
+	// ~10 ms per sample; 400 ms gives dozens. Measured by CPU work, not sleep.
+	_, ph := c.StartPhase(ctx, Execute, None)
+	deadline := time.Now().Add(400 * time.Millisecond)
+	x := 1.0
+	for time.Now().Before(deadline) {
+		for i := 0; i < 10000; i++ {
+			x = math.Sqrt(x + float64(i))
+		}
+	}
+	ph.End()
+	if err := tel.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	_ = x
+	mu.Lock()
+	defer mu.Unlock()
+	if len(errs) > 0 {
+		t.Fatalf("bad uploads: %v", errors.Join(errs...))
+	}
+	labelled := 0
+	for _, p := range cpuProfs {
+		for _, s := range p.Sample {
+			if v := s.Label[LabelPhase]; len(v) == 1 && v[0] == "execute" {
+				labelled++
+			}
+		}
+	}
+	if labelled == 0 {
+		t.Fatalf("got %d CPU profiles and no sample labelled phase=execute", len(cpuProfs))
+	}
+}
+
+func TestProfileDir(t *testing.T) {
+	dir := t.TempDir()
+	ctx := context.Background()
+	tel, err := Setup(ctx, WithLookupEnv(noEnv), WithProfileDir(dir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tel.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := tel.Shutdown(ctx); err != nil { // idempotent
+		t.Fatal(err)
+	}
+	for _, f := range []string{"cpu.pprof", "heap.pprof"} {
+		fh, err := os.Open(filepath.Join(dir, f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := profile.Parse(fh); err != nil {
+			t.Errorf("%s: %v", f, err)
+		}
+		fh.Close()
+	}
+}
+
+func TestBadConfig(t *testing.T) {
+	unwritable := filepath.Join(t.TempDir(), "missing-dir", "trace.jsonl")
+	for _, tc := range []struct {
+		name    string
+		env     map[string]string
+		opts    []Option
+		setting string
+	}{
+		{"unknown protocol", map[string]string{EnvOTLPEndpoint: "http://127.0.0.1:4317", EnvOTLPProtocol: "carrier-pigeon"}, nil, EnvOTLPProtocol},
+		{"malformed endpoint", map[string]string{EnvOTLPEndpoint: "::not a url"}, nil, EnvOTLPEndpoint},
+		{"endpoint without scheme", nil, []Option{WithOTLP("127.0.0.1:4317", "grpc")}, EnvOTLPEndpoint},
+		{"unwritable trace file", map[string]string{EnvTraceFile: unwritable}, nil, EnvTraceFile},
+		{"bad metrics addr", map[string]string{EnvMetricsAddr: "nowhere"}, nil, EnvMetricsAddr},
+		{"bad phase labels", map[string]string{EnvPhaseLabels: "maybe"}, nil, EnvPhaseLabels},
+		{"bad pyroscope address", map[string]string{EnvPyroscopeAddress: "pyroscope:4040"}, nil, EnvPyroscopeAddress},
+		{"profile dir with pyroscope", map[string]string{EnvPyroscopeAddress: "http://127.0.0.1:1", EnvProfileDir: t.TempDir()}, nil, EnvProfileDir},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			opts := append([]Option{WithLookupEnv(envOf(tc.env))}, tc.opts...)
+			tel, err := Setup(context.Background(), opts...)
+			if err == nil {
+				tel.Shutdown(context.Background())
+				t.Fatal("got nil error")
+			}
+			var ce *ConfigError
+			if !errors.As(err, &ce) || ce.Setting != tc.setting {
+				t.Fatalf("got %v, want a ConfigError naming %s", err, tc.setting)
+			}
+			if !strings.Contains(err.Error(), tc.setting) {
+				t.Errorf("message %q does not name %s", err, tc.setting)
+			}
+		})
+	}
+}
+
+func TestOptionBeatsEnv(t *testing.T) {
+	ctx := context.Background()
+	tel, err := Setup(ctx, WithLookupEnv(envOf(map[string]string{EnvMetricsAddr: "nowhere"})), WithMetricsAddr("127.0.0.1:0"))
+	if err != nil {
+		t.Fatalf("option should override a bad env value: %v", err)
+	}
+	tel.Shutdown(ctx)
+}
