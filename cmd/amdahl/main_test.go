@@ -1,0 +1,87 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/amdahl-rt/amdahl/telemetry"
+)
+
+func writeTrace(t *testing.T, phases []telemetry.Phase) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "trace.jsonl")
+	ctx := context.Background()
+	tel, err := telemetry.Setup(ctx, telemetry.WithLookupEnv(func(string) (string, bool) { return "", false }),
+		telemetry.WithTraceFile(path))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, _ := tel.Component("ipc")
+	for i := 0; i < 3; i++ {
+		wctx, w := c.StartWork(ctx)
+		for _, p := range phases {
+			_, ph := c.StartPhase(wctx, p, telemetry.Request)
+			ph.End()
+		}
+		w.End(telemetry.OK, nil)
+	}
+	if err := tel.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+func TestReportCommand(t *testing.T) {
+	base := writeTrace(t, []telemetry.Phase{telemetry.Serialize, telemetry.Send})
+	cand := writeTrace(t, []telemetry.Phase{telemetry.Serialize, telemetry.Send})
+	empty := filepath.Join(t.TempDir(), "empty.jsonl")
+	if err := os.WriteFile(empty, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name     string
+		args     []string
+		code     int
+		stdout   []string
+		stderrIn string
+	}{
+		{"table", []string{"report", base}, exitOK, []string{"work items 3", "serialize/request", "send/request", "naive share"}, ""},
+		{"json", []string{"report", "--json", base}, exitOK, []string{`"Works":3`}, ""},
+		{"ab", []string{"report", "--baseline", base, cand}, exitOK, []string{"predicted e2e gain", "measured e2e gain"}, ""},
+		{"no file", []string{"report"}, exitUsage, nil, "one trace file"},
+		{"missing file", []string{"report", filepath.Join(t.TempDir(), "nope")}, exitFail, nil, "no such file"},
+		{"no work spans", []string{"report", empty}, exitFail, nil, "no amdahl.work root spans"},
+		{"bad flag", []string{"report", "--frobnicate", base}, exitUsage, nil, "unknown flag"},
+		{"version", []string{"version"}, exitOK, []string{"amdahl " + telemetry.Version}, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var out, errb bytes.Buffer
+			code := run(context.Background(), tc.args, &out, &errb)
+			if code != tc.code {
+				t.Fatalf("exit %d, want %d; stderr %q", code, tc.code, errb.String())
+			}
+			for _, want := range tc.stdout {
+				if !strings.Contains(out.String(), want) {
+					t.Errorf("stdout lacks %q:\n%s", want, out.String())
+				}
+			}
+			if tc.stderrIn != "" && !strings.Contains(errb.String(), tc.stderrIn) {
+				t.Errorf("stderr %q lacks %q", errb.String(), tc.stderrIn)
+			}
+			if tc.code != exitOK && strings.Count(strings.TrimSpace(errb.String()), "\n") != 0 {
+				t.Errorf("want a one-line reason, got %q", errb.String())
+			}
+			if tc.name == "json" {
+				var v map[string]any
+				if err := json.Unmarshal(out.Bytes(), &v); err != nil {
+					t.Errorf("not JSON: %v", err)
+				}
+			}
+		})
+	}
+}
