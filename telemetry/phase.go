@@ -239,8 +239,14 @@ type PhaseSpan struct {
 // like pprof.Do. An invalid phase panics: it is a programming error.
 func (c *Component) StartPhase(ctx context.Context, p Phase, d Direction) (context.Context, PhaseSpan) {
 	if c == nil {
-		return ctx, PhaseSpan{phase: p, dir: d}
+		return ctx, PhaseSpan{}
 	}
+	return c.startPhase(ctx, p, d)
+}
+
+// startPhase is StartPhase's enabled path, kept out of line so the disabled
+// check inlines into callers.
+func (c *Component) startPhase(ctx context.Context, p Phase, d Direction) (context.Context, PhaseSpan) {
 	if !p.Valid() || d > Reply {
 		panic(fmt.Sprintf("telemetry: StartPhase(%v, %v): invalid phase or direction", p, d))
 	}
@@ -291,6 +297,9 @@ func (ps PhaseSpan) Direction() Direction { return ps.dir }
 // measure them themselves.
 // End must be called once, on the goroutine that started the phase.
 func (ps PhaseSpan) End() time.Duration {
+	if ps.c == nil {
+		return 0
+	}
 	return ps.end(nil)
 }
 
