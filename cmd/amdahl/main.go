@@ -60,6 +60,14 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
-	root.AddCommand(newReportCmd(), newVersionCmd())
+	root.AddCommand(newReportCmd(), newDashboardsCmd(), newVersionCmd())
 	return root
+}
+
+// noArgs rejects positional arguments as a usage error (exit 2).
+func noArgs(cmd *cobra.Command, args []string) error {
+	if len(args) > 0 {
+		return usageError{fmt.Errorf("%s takes no arguments, got %q", cmd.CommandPath(), args)}
+	}
+	return nil
 }

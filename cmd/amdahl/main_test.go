@@ -58,6 +58,8 @@ func TestReportCommand(t *testing.T) {
 		{"no work spans", []string{"report", empty}, exitFail, nil, "no amdahl.work root spans"},
 		{"bad flag", []string{"report", "--frobnicate", base}, exitUsage, nil, "unknown flag"},
 		{"version", []string{"version"}, exitOK, []string{"amdahl " + telemetry.Version}, ""},
+		{"dashboards", []string{"dashboards", "--out", t.TempDir()}, exitOK, []string{"amdahl-attribution.json"}, ""},
+		{"dashboards extra arg", []string{"dashboards", "x"}, exitUsage, nil, "takes no arguments"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var out, errb bytes.Buffer
