@@ -1,0 +1,198 @@
+// Package features implements feature waves (after MSBuild's change waves):
+// behaviour changes ship enabled, grouped by the amdahl version that
+// introduced them, and AMDAHL_DISABLE_FEATURES_FROM_VERSION=X.Y turns off
+// every wave ≥ X.Y at once, restoring the legacy behaviour.
+//
+// Environment:
+//
+//	AMDAHL_DISABLE_FEATURES_FROM_VERSION  unset: every wave enabled.
+//	    A version of 2 to 4 non-negative integers (X.Y[.Z[.W]]) compared like
+//	    .NET System.Version (absent components are -1, so "0.1.0" > "0.1").
+//	    A value between two waves rounds up to the next wave; below the
+//	    lowest wave clamps to the lowest (all disabled); above the highest
+//	    clamps to the highest (the highest wave disabled). An unparseable
+//	    value enables every wave and is reported as a warning.
+//
+// The process-wide resolution happens once, on first use, and is logged
+// through log/slog; Reset forgets it (for tests).
+package features
+
+import (
+	"fmt"
+	"log/slog"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+)
+
+// EnvDisableFrom is the environment variable that disables waves.
+const EnvDisableFrom = "AMDAHL_DISABLE_FEATURES_FROM_VERSION"
+
+// Version is a wave version with System.Version semantics: Build and
+// Revision are -1 when absent.
+type Version struct {
+	Major, Minor, Build, Revision int
+}
+
+// Wave returns the two-component version major.minor.
+func Wave(major, minor int) Version { return Version{major, minor, -1, -1} }
+
+// The waves amdahl has shipped, oldest first.
+var (
+	// Wave0_1 raised the default ipc buffer (ipc.buffer) from 128 KiB to 1 MiB.
+	Wave0_1 = Wave(0, 1)
+)
+
+// Waves lists every wave, oldest first.
+func Waves() []Version { return []Version{Wave0_1} }
+
+// EnableAll is the sentinel resolution that keeps every wave enabled.
+var EnableAll = Wave(999, 999)
+
+// String formats v as .NET does: only present components.
+func (v Version) String() string {
+	s := strconv.Itoa(v.Major) + "." + strconv.Itoa(v.Minor)
+	if v.Build >= 0 {
+		s += "." + strconv.Itoa(v.Build)
+		if v.Revision >= 0 {
+			s += "." + strconv.Itoa(v.Revision)
+		}
+	}
+	return s
+}
+
+// Compare returns -1, 0 or +1 as v is less than, equal to or greater than w.
+func (v Version) Compare(w Version) int {
+	a := [4]int{v.Major, v.Minor, v.Build, v.Revision}
+	b := [4]int{w.Major, w.Minor, w.Build, w.Revision}
+	for i := range a {
+		if a[i] != b[i] {
+			if a[i] < b[i] {
+				return -1
+			}
+			return 1
+		}
+	}
+	return 0
+}
+
+// ParseVersion parses 2 to 4 dot-separated non-negative integers.
+func ParseVersion(s string) (Version, error) {
+	parts := strings.Split(strings.TrimSpace(s), ".")
+	if len(parts) < 2 || len(parts) > 4 {
+		return Version{}, fmt.Errorf("parse version %q: want 2 to 4 dot-separated integers", s)
+	}
+	c := [4]int{-1, -1, -1, -1}
+	for i, p := range parts {
+		n, err := strconv.Atoi(p)
+		if err != nil || n < 0 || p == "" || strings.ContainsAny(p, "+- ") {
+			return Version{}, fmt.Errorf("parse version %q: component %q is not a non-negative integer", s, p)
+		}
+		c[i] = n
+	}
+	return Version{c[0], c[1], c[2], c[3]}, nil
+}
+
+// State says how a resolution was reached.
+type State uint8
+
+// The states of a resolution.
+const (
+	// Unset: the variable is unset or empty; every wave is enabled.
+	Unset State = iota
+	// Valid: the value named a wave or EnableAll, or was rounded up to one.
+	Valid
+	// InvalidFormat: the value could not be parsed; every wave is enabled.
+	InvalidFormat
+	// OutOfRotation: the value was outside the known waves and was clamped.
+	OutOfRotation
+)
+
+var stateNames = [...]string{"unset", "valid", "invalid-format", "out-of-rotation"}
+
+// String returns the state's name.
+func (s State) String() string {
+	if int(s) < len(stateNames) {
+		return stateNames[s]
+	}
+	return "state(" + strconv.Itoa(int(s)) + ")"
+}
+
+// Resolution is the outcome of resolving the disable-from value.
+type Resolution struct {
+	// DisableFrom is the resolved wave: every wave w with w ≥ DisableFrom
+	// is disabled. EnableAll when nothing is disabled.
+	DisableFrom Version
+	State       State
+	// Warning is a human-readable explanation when State is InvalidFormat
+	// or OutOfRotation, empty otherwise.
+	Warning string
+}
+
+// Enabled reports whether wave w is enabled under r.
+func (r Resolution) Enabled(w Version) bool { return w.Compare(r.DisableFrom) < 0 }
+
+// Resolve resolves value (the content of AMDAHL_DISABLE_FEATURES_FROM_VERSION)
+// against waves, which must be sorted oldest first and non-empty.
+func Resolve(value string, waves []Version) Resolution {
+	if strings.TrimSpace(value) == "" {
+		return Resolution{DisableFrom: EnableAll, State: Unset}
+	}
+	v, err := ParseVersion(value)
+	if err != nil {
+		return Resolution{DisableFrom: EnableAll, State: InvalidFormat,
+			Warning: fmt.Sprintf("%s=%q is not a version (%v); all features stay enabled", EnvDisableFrom, value, err)}
+	}
+	if v.Compare(EnableAll) == 0 {
+		return Resolution{DisableFrom: EnableAll, State: Valid}
+	}
+	lowest, highest := waves[0], waves[len(waves)-1]
+	if v.Compare(lowest) < 0 {
+		return Resolution{DisableFrom: lowest, State: OutOfRotation,
+			Warning: fmt.Sprintf("%s=%s is below the lowest wave %s; clamped to %s (all waves disabled)", EnvDisableFrom, v, lowest, lowest)}
+	}
+	if v.Compare(highest) > 0 {
+		return Resolution{DisableFrom: highest, State: OutOfRotation,
+			Warning: fmt.Sprintf("%s=%s is above the highest wave %s; clamped to %s (wave %s disabled)", EnvDisableFrom, v, highest, highest, highest)}
+	}
+	for _, w := range waves {
+		if v.Compare(w) <= 0 {
+			return Resolution{DisableFrom: w, State: Valid}
+		}
+	}
+	return Resolution{DisableFrom: highest, State: Valid}
+}
+
+var (
+	mu       sync.Mutex
+	resolved *Resolution
+)
+
+// Current returns the process-wide resolution from the environment,
+// resolving and logging it on first use. Safe for concurrent use.
+func Current() Resolution {
+	mu.Lock()
+	defer mu.Unlock()
+	if resolved == nil {
+		r := Resolve(os.Getenv(EnvDisableFrom), Waves())
+		resolved = &r
+		if r.Warning != "" {
+			slog.Warn("feature waves: "+r.Warning, "state", r.State.String())
+		} else {
+			slog.Debug("feature waves resolved", "disable_from", r.DisableFrom.String(), "state", r.State.String())
+		}
+	}
+	return *resolved
+}
+
+// Enabled reports whether wave w is enabled in this process.
+func Enabled(w Version) bool { return Current().Enabled(w) }
+
+// Reset forgets the process-wide resolution so that the next Current reads
+// the environment again. For tests (use with t.Setenv).
+func Reset() {
+	mu.Lock()
+	resolved = nil
+	mu.Unlock()
+}

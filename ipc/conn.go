@@ -1,0 +1,616 @@
+package ipc
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
+	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/amdahl-rt/amdahl/ipc/ipcpb"
+	"github.com/amdahl-rt/amdahl/telemetry"
+)
+
+// ErrClosed is returned by operations on a closed Conn.
+var ErrClosed = errors.New("ipc: connection closed")
+
+// ErrPeerClosed is matched by the error Recv returns when the peer closed
+// the connection cleanly between packets.
+var ErrPeerClosed = errors.New("ipc: peer closed the connection")
+
+// AttrBuffer is the span attribute carrying the effective send buffer on
+// ipc.send spans.
+const AttrBuffer attribute.Key = "amdahl.ipc.buffer.effective"
+
+var propagator = propagation.TraceContext{}
+
+// stream is what a Conn runs on: a socket, or a pair of pipes.
+type stream interface {
+	io.ReadWriteCloser
+	SetDeadline(time.Time) error
+}
+
+// Incoming is one packet received by a Conn.
+type Incoming struct {
+	// Type and Msg are the packet: Msg is *ipcpb.TaskConfiguration,
+	// *ipcpb.TaskResult, *ipcpb.LogMessage or *ipcpb.Shutdown, owned by the
+	// receiver. Delta-encoded maps are already restored from the baseline.
+	Type Type
+	Msg  proto.Message
+	// Size is the frame's body size in bytes.
+	Size int
+	// ReceiveStart is when the frame's header had arrived; the receive and
+	// deserialize durations follow it.
+	ReceiveStart        time.Time
+	ReceiveDuration     time.Duration
+	DeserializeDuration time.Duration
+
+	remote trace.SpanContext
+}
+
+// Context returns parent carrying the span context the sender put in the
+// packet (a request's W3C trace context), so spans started from it are
+// children of the sender's dispatch span. Without one it returns parent.
+func (in *Incoming) Context(parent context.Context) context.Context {
+	if !in.remote.IsValid() {
+		return parent
+	}
+	return trace.ContextWithRemoteSpanContext(parent, in.remote)
+}
+
+// Conn is one end of an ipc connection after a successful handshake: one
+// reader goroutine and one writer goroutine own the socket. Send, Reply and
+// Recv are safe for concurrent use; packets are never interleaved.
+type Conn struct {
+	nc    stream
+	cfg   config
+	m     *metrics
+	role  telemetry.Direction // direction of packets this end sends
+	peer  telemetry.Direction // direction of packets this end receives
+	bufRq int
+	bufEf int
+
+	sendMu  sync.Mutex // serialize+enqueue in wire order (delta encoding relies on it)
+	sendDel delta
+	pool    sync.Pool
+
+	q queue
+
+	in       chan *Incoming
+	readDone chan struct{}
+	readErr  error // set before readDone is closed
+
+	writeStart  atomic.Int64 // unix ns when the current write began; 0 when idle
+	outMu       sync.Mutex
+	outstanding map[uint64]time.Time // task configurations sent, awaiting their result
+
+	closing   chan struct{}
+	closeOnce sync.Once
+	closeErr  error
+	wg        sync.WaitGroup
+}
+
+// delta holds, per connection and direction, the last maps sent or
+// received in full.
+type delta struct {
+	confEnv, confProps, resEnv map[string]string
+}
+
+type item struct {
+	frame []byte
+	buf   *[]byte
+	t     Type
+	sc    trace.SpanContext
+	done  chan error // nil in async mode; flush markers have frame == nil
+}
+
+func newConn(nc stream, cfg config, m *metrics, parent bool) *Conn {
+	c := &Conn{
+		nc:       nc,
+		cfg:      cfg,
+		m:        m,
+		role:     telemetry.Request,
+		peer:     telemetry.Reply,
+		in:       make(chan *Incoming),
+		readDone: make(chan struct{}),
+		closing:  make(chan struct{}),
+	}
+	if !parent {
+		c.role, c.peer = telemetry.Reply, telemetry.Request
+	}
+	c.q.init(cfg.queueBytes, cfg.queuePackets, m)
+	c.outstanding = map[uint64]time.Time{}
+	c.wg.Add(2)
+	go c.readLoop()
+	go c.writeLoop()
+	if cfg.stall > 0 {
+		c.wg.Add(1)
+		go c.watchdog()
+	}
+	return c
+}
+
+// BufferSize returns the requested and the effective (read back) SO_SNDBUF
+// of this end.
+func (c *Conn) BufferSize() (requested, effective int) { return c.bufRq, c.bufEf }
+
+// Mode returns the send mode.
+func (c *Conn) Mode() Mode { return *c.cfg.mode }
+
+// Send serializes m (a packet from ipcpb) and queues it for the writer. In
+// Sync mode it returns once the bytes are written (or writing failed); in
+// Async mode once queued, blocking only while the queue is full. Send does
+// not retain m, but it reads m and temporarily sets the delta-encoded map
+// fields while serializing, so m must not be used concurrently. For a
+// *ipcpb.TaskConfiguration, Send sets TraceContext from ctx.
+//
+// If ctx ends while a Sync send waits for the writer, Send returns ctx's
+// error; the packet may still be written. An async write error is returned
+// by the next Send, Flush or Shutdown.
+func (c *Conn) Send(ctx context.Context, m proto.Message) error {
+	return c.send(ctx, m, nil)
+}
+
+// Reply sends res as the reply to in, filling res.Timings with the child's
+// phases relative to in.ReceiveStart: receive and deserialize from in,
+// execute from execStart and execDur, and the reply's own serialize time,
+// which is measured and appended to the encoded packet.
+func (c *Conn) Reply(ctx context.Context, in *Incoming, res *ipcpb.TaskResult, execStart time.Time, execDur time.Duration) error {
+	base := in.ReceiveStart
+	res.Timings = append(res.Timings[:0],
+		&ipcpb.PhaseTiming{Phase: ipcpb.Phase_PHASE_RECEIVE, StartOffsetNs: 0, DurationNs: int64(in.ReceiveDuration)},
+		&ipcpb.PhaseTiming{Phase: ipcpb.Phase_PHASE_DESERIALIZE, StartOffsetNs: int64(in.ReceiveDuration), DurationNs: int64(in.DeserializeDuration)},
+		&ipcpb.PhaseTiming{Phase: ipcpb.Phase_PHASE_EXECUTE, StartOffsetNs: int64(execStart.Sub(base)), DurationNs: int64(execDur)},
+	)
+	return c.send(ctx, res, &base)
+}
+
+func (c *Conn) send(ctx context.Context, m proto.Message, replyBase *time.Time) error {
+	t, err := TypeOf(m)
+	if err != nil {
+		return err
+	}
+	var done chan error
+	if *c.cfg.mode == Sync {
+		done = make(chan error, 1)
+	}
+	c.sendMu.Lock()
+	if err := c.q.err(); err != nil {
+		c.sendMu.Unlock()
+		return err
+	}
+	it, err := c.serialize(ctx, t, m, replyBase)
+	if err != nil {
+		c.sendMu.Unlock()
+		return err
+	}
+	it.done = done
+	err = c.q.push(ctx, it, c.closing)
+	if cfg, ok := m.(*ipcpb.TaskConfiguration); ok && err == nil {
+		c.outMu.Lock()
+		c.outstanding[cfg.Id] = time.Now()
+		c.outMu.Unlock()
+	}
+	c.sendMu.Unlock()
+	if err != nil {
+		c.putBuf(it.buf)
+		return fmt.Errorf("ipc: send %s: %w", t, err)
+	}
+	if done == nil {
+		return nil
+	}
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		return fmt.Errorf("ipc: send %s: %w", t, ctx.Err())
+	case <-c.closing:
+		return ErrClosed
+	}
+}
+
+func (c *Conn) getBuf() *[]byte {
+	if b, ok := c.pool.Get().(*[]byte); ok {
+		return b
+	}
+	b := make([]byte, 0, 64<<10)
+	return &b
+}
+
+func (c *Conn) putBuf(b *[]byte) {
+	if b == nil || cap(*b) > bufKeep {
+		return
+	}
+	*b = (*b)[:0]
+	c.pool.Put(b)
+}
+
+// serialize runs under sendMu: delta marking must happen in wire order.
+func (c *Conn) serialize(ctx context.Context, t Type, m proto.Message, replyBase *time.Time) (*item, error) {
+	_, ph := c.cfg.comp.StartPhase(ctx, telemetry.Serialize, c.role)
+	restore := c.markDelta(ctx, m)
+	buf := c.getBuf()
+	start := time.Now()
+	frame, err := appendFrame(*buf, t, m, c.cfg.maxPacket)
+	restore()
+	if err == nil && replyBase != nil {
+		// The reply's serialize time is part of the reply: encode it as one
+		// more element of the repeated timings field, after the fact.
+		pt := &ipcpb.PhaseTiming{Phase: ipcpb.Phase_PHASE_REPLY_SERIALIZE, StartOffsetNs: int64(start.Sub(*replyBase)), DurationNs: int64(time.Since(start))}
+		b, merr := proto.Marshal(pt)
+		if merr != nil {
+			err = fmt.Errorf("ipc: encode reply timing: %w", merr)
+		} else {
+			frame = protowire.AppendTag(frame, 7, protowire.BytesType)
+			frame = protowire.AppendBytes(frame, b)
+			frame, err = finishFrame(frame, 0, t, c.cfg.maxPacket)
+		}
+	}
+	if err != nil {
+		ph.Fail(err)
+		c.m.protocolError(ctx, "encode")
+		c.putBuf(buf)
+		return nil, err
+	}
+	*buf = frame
+	ph.Span().SetAttributes(telemetry.AttrBytes.Int(len(frame) - HeaderSize))
+	ph.End()
+	return &item{frame: frame, buf: buf, t: t, sc: trace.SpanContextFromContext(ctx)}, nil
+}
+
+// markDelta sets trace context and the Identical marks on m, returning a
+// func that restores m's delta fields.
+func (c *Conn) markDelta(ctx context.Context, m proto.Message) func() {
+	on := *c.cfg.delta
+	switch p := m.(type) {
+	case *ipcpb.TaskConfiguration:
+		if p.TraceContext == nil {
+			p.TraceContext = make(map[string]string, 2)
+		}
+		clear(p.TraceContext)
+		propagator.Inject(ctx, propagation.MapCarrier(p.TraceContext))
+		env, envMode := p.Environment, p.EnvironmentMode
+		props, propsMode := p.GlobalProperties, p.GlobalPropertiesMode
+		p.EnvironmentMode, p.GlobalPropertiesMode = ipcpb.DeltaMode_DELTA_MODE_FULL, ipcpb.DeltaMode_DELTA_MODE_FULL
+		if sendIdentical(on, env, &c.sendDel.confEnv) {
+			p.Environment, p.EnvironmentMode = nil, ipcpb.DeltaMode_DELTA_MODE_IDENTICAL
+		}
+		if sendIdentical(on, props, &c.sendDel.confProps) {
+			p.GlobalProperties, p.GlobalPropertiesMode = nil, ipcpb.DeltaMode_DELTA_MODE_IDENTICAL
+		}
+		return func() {
+			p.Environment, p.EnvironmentMode = env, envMode
+			p.GlobalProperties, p.GlobalPropertiesMode = props, propsMode
+		}
+	case *ipcpb.TaskResult:
+		env, envMode := p.Environment, p.EnvironmentMode
+		p.EnvironmentMode = ipcpb.DeltaMode_DELTA_MODE_FULL
+		if sendIdentical(on, env, &c.sendDel.resEnv) {
+			p.Environment, p.EnvironmentMode = nil, ipcpb.DeltaMode_DELTA_MODE_IDENTICAL
+		}
+		return func() { p.Environment, p.EnvironmentMode = env, envMode }
+	}
+	return func() {}
+}
+
+func sendIdentical(on bool, cur map[string]string, base *map[string]string) bool {
+	if on && *base != nil && maps.Equal(cur, *base) {
+		return true
+	}
+	*base = cloneMap(cur)
+	return false
+}
+
+func cloneMap(m map[string]string) map[string]string {
+	if m == nil {
+		return map[string]string{}
+	}
+	return maps.Clone(m)
+}
+
+// applyDelta restores Identical maps on a received packet from the
+// receive-side baseline, and records Full ones as the new baseline.
+func applyDelta(d *delta, m proto.Message) error {
+	restore := func(field string, mode ipcpb.DeltaMode, cur *map[string]string, base *map[string]string) error {
+		if mode == ipcpb.DeltaMode_DELTA_MODE_IDENTICAL {
+			if *base == nil {
+				return fmt.Errorf("ipc: %s marked identical before any full %s: %w", field, field, errDeltaBaseline)
+			}
+			*cur = maps.Clone(*base)
+			return nil
+		}
+		*base = cloneMap(*cur)
+		return nil
+	}
+	switch p := m.(type) {
+	case *ipcpb.TaskConfiguration:
+		if err := restore("environment", p.EnvironmentMode, &p.Environment, &d.confEnv); err != nil {
+			return err
+		}
+		return restore("global properties", p.GlobalPropertiesMode, &p.GlobalProperties, &d.confProps)
+	case *ipcpb.TaskResult:
+		return restore("environment", p.EnvironmentMode, &p.Environment, &d.resEnv)
+	}
+	return nil
+}
+
+var errDeltaBaseline = errors.New("no delta baseline")
+
+// Flush blocks until every packet queued before it has been written, and
+// returns the first write error.
+func (c *Conn) Flush(ctx context.Context) error {
+	done := make(chan error, 1)
+	c.sendMu.Lock()
+	err := c.q.push(ctx, &item{done: done}, c.closing)
+	c.sendMu.Unlock()
+	if err != nil {
+		return fmt.Errorf("ipc: flush: %w", err)
+	}
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		return fmt.Errorf("ipc: flush: %w", ctx.Err())
+	case <-c.closing:
+		return ErrClosed
+	}
+}
+
+// Recv blocks until the next packet arrives, ctx ends or the connection
+// fails. After the peer closes cleanly it returns an error matching
+// ErrPeerClosed (and io.EOF); a truncated packet matches
+// io.ErrUnexpectedEOF.
+func (c *Conn) Recv(ctx context.Context) (*Incoming, error) {
+	select {
+	case in := <-c.in:
+		return in, nil
+	case <-c.readDone:
+		return nil, c.readErr
+	case <-ctx.Done():
+		return nil, fmt.Errorf("ipc: receive: %w", ctx.Err())
+	case <-c.closing:
+		return nil, ErrClosed
+	}
+}
+
+// Shutdown flushes queued packets (bounded by ctx), then closes the
+// connection. Safe to call more than once and together with Close.
+func (c *Conn) Shutdown(ctx context.Context) error {
+	ferr := c.Flush(ctx)
+	if errors.Is(ferr, ErrClosed) {
+		ferr = nil
+	}
+	return errors.Join(ferr, c.Close())
+}
+
+// Close closes the socket at once and waits for the reader and writer
+// goroutines. Queued packets not yet written fail with ErrClosed. Safe to
+// call more than once.
+func (c *Conn) Close() error {
+	c.closeOnce.Do(func() {
+		close(c.closing)
+		if err := c.nc.Close(); err != nil {
+			c.closeErr = fmt.Errorf("ipc: close: %w", err)
+		}
+		c.wg.Wait()
+		c.q.fail(ErrClosed)
+	})
+	return c.closeErr
+}
+
+func (c *Conn) writeLoop() {
+	defer c.wg.Done()
+	ctx := context.Background()
+	var werr error
+	for {
+		it, ok := c.q.pop(c.closing)
+		if !ok {
+			return
+		}
+		if it.frame == nil { // flush marker
+			it.done <- werr
+			continue
+		}
+		if werr == nil {
+			werr = c.write(ctx, it)
+			if werr != nil {
+				c.q.fail(werr)
+			}
+		}
+		if it.done != nil {
+			it.done <- werr
+		}
+		c.putBuf(it.buf)
+	}
+}
+
+func (c *Conn) write(ctx context.Context, it *item) error {
+	if it.sc.IsValid() {
+		ctx = trace.ContextWithSpanContext(ctx, it.sc)
+	}
+	_, ph := c.cfg.comp.StartPhase(ctx, telemetry.Send, c.role)
+	start := time.Now()
+	c.writeStart.Store(start.UnixNano())
+	if c.cfg.onWrite != nil {
+		c.cfg.onWrite(it.t, len(it.frame))
+	}
+	_, err := c.nc.Write(it.frame)
+	c.writeStart.Store(0)
+	blocked := time.Since(start)
+	c.m.blocked.Record(ctx, blocked.Seconds(), c.m.blockedOpt[c.role])
+	if err != nil {
+		err = fmt.Errorf("ipc: write %s packet (%d bytes): %w", it.t, len(it.frame), err)
+		ph.Fail(err)
+		return err
+	}
+	c.m.packet(ctx, opSend, c.role, len(it.frame))
+	ph.Span().SetAttributes(telemetry.AttrBytes.Int(len(it.frame)), AttrBuffer.Int(c.bufEf))
+	ph.End()
+	return nil
+}
+
+func (c *Conn) readLoop() {
+	defer c.wg.Done()
+	defer close(c.readDone)
+	ctx := context.Background()
+	rd := NewReader(c.nc, c.cfg.maxPacket)
+	var d delta
+	for {
+		in, err := c.readOne(ctx, rd, &d)
+		if err != nil {
+			select {
+			case <-c.closing:
+				c.readErr = ErrClosed
+			default:
+				c.readErr = err
+				kind := errorKind(err)
+				if kind != "eof" {
+					c.m.protocolError(ctx, kind)
+				}
+				if kind != "eof" && kind != "io" {
+					// The stream is desynchronised: nothing after this can
+					// be trusted, so fail the whole connection.
+					_ = c.nc.Close()
+				}
+			}
+			return
+		}
+		select {
+		case c.in <- in:
+		case <-c.closing:
+			c.readErr = ErrClosed
+			return
+		}
+	}
+}
+
+func errorKind(err error) string {
+	var (
+		ut *UnknownTypeError
+		se *PacketSizeError
+		de *DecodeError
+	)
+	switch {
+	case errors.Is(err, ErrPeerClosed):
+		return "eof"
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		return "truncated"
+	case errors.As(err, &ut):
+		return "unknown_type"
+	case errors.As(err, &se):
+		return "too_large"
+	case errors.As(err, &de):
+		return "decode"
+	case errors.Is(err, errDeltaBaseline):
+		return "delta"
+	}
+	return "io"
+}
+
+func (c *Conn) readOne(ctx context.Context, rd *Reader, d *delta) (*Incoming, error) {
+	t, n, err := rd.ReadHeader()
+	if err != nil {
+		if err == io.EOF {
+			return nil, fmt.Errorf("%w: %w", ErrPeerClosed, io.EOF)
+		}
+		return nil, err
+	}
+	start := time.Now()
+	body, err := rd.ReadBody(t, n)
+	if err != nil {
+		return nil, err
+	}
+	recvDone := time.Now()
+	m, err := Unmarshal(t, body)
+	if err == nil {
+		err = applyDelta(d, m)
+	}
+	decDone := time.Now()
+	if err != nil {
+		return nil, err
+	}
+	in := &Incoming{Type: t, Msg: m, Size: n, ReceiveStart: start, ReceiveDuration: recvDone.Sub(start), DeserializeDuration: decDone.Sub(recvDone)}
+	if p, ok := m.(*ipcpb.TaskResult); ok {
+		c.outMu.Lock()
+		delete(c.outstanding, p.Id)
+		c.outMu.Unlock()
+	}
+	if p, ok := m.(*ipcpb.TaskConfiguration); ok && len(p.TraceContext) > 0 {
+		in.remote = trace.SpanContextFromContext(propagator.Extract(ctx, propagation.MapCarrier(p.TraceContext)))
+	}
+	c.m.packet(ctx, opReceive, c.peer, n+HeaderSize)
+	if c.cfg.comp.Enabled() {
+		// The request's trace context is known only after decoding, so the
+		// receive and deserialize spans are recorded after the fact.
+		pctx := in.Context(ctx)
+		c.pastPhase(pctx, telemetry.Receive, start, recvDone, n)
+		c.pastPhase(pctx, telemetry.Deserialize, recvDone, decDone, n)
+	}
+	return in, nil
+}
+
+func (c *Conn) pastPhase(ctx context.Context, p telemetry.Phase, start, end time.Time, n int) {
+	comp := c.cfg.comp
+	_, span := comp.Tracer().Start(ctx, comp.Name()+"."+p.String(), trace.WithTimestamp(start),
+		trace.WithSpanKind(trace.SpanKindInternal),
+		trace.WithAttributes(telemetry.AttrComponent.String(comp.Name()), telemetry.AttrPhase.String(p.String()),
+			telemetry.AttrDirection.String(c.peer.String()), telemetry.AttrBytes.Int(n)))
+	span.End(trace.WithTimestamp(end))
+	comp.RecordPhase(ctx, p, c.peer, end.Sub(start))
+}
+
+// watchdog reports, once each, a write blocked or a result outstanding for
+// longer than the stall threshold. It only logs and counts.
+func (c *Conn) watchdog() {
+	defer c.wg.Done()
+	ctx := context.Background()
+	tick := time.NewTicker(max(c.cfg.stall/4, time.Millisecond))
+	defer tick.Stop()
+	var reportedWrite int64
+	reported := map[uint64]bool{}
+	report := func(kind string, args ...any) {
+		c.m.stalls.Add(ctx, 1, metric.WithAttributes(c.m.transport, AttrKind.String(kind)))
+		c.cfg.logger.Warn("ipc: stall: "+kind+" outstanding longer than the stall threshold", append(args, "threshold", c.cfg.stall, "transport", c.cfg.transport)...)
+		if c.cfg.onStall != nil {
+			c.cfg.onStall(kind)
+		}
+	}
+	for {
+		select {
+		case <-c.closing:
+			return
+		case now := <-tick.C:
+			if ws := c.writeStart.Load(); ws != 0 && ws != reportedWrite && now.Sub(time.Unix(0, ws)) > c.cfg.stall {
+				reportedWrite = ws
+				report("write", "blocked_for", now.Sub(time.Unix(0, ws)), "queued_packets", c.q.len())
+			}
+			c.outMu.Lock()
+			var late []uint64
+			for id, t := range c.outstanding {
+				if !reported[id] && now.Sub(t) > c.cfg.stall {
+					reported[id] = true
+					late = append(late, id)
+				}
+			}
+			for id := range reported {
+				if _, ok := c.outstanding[id]; !ok {
+					delete(reported, id)
+				}
+			}
+			c.outMu.Unlock()
+			for _, id := range late {
+				report("reply", "task_id", id)
+			}
+		}
+	}
+}

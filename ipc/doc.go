@@ -1,0 +1,83 @@
+// Package ipc is the wire between an amdahl parent and its out-of-process
+// task hosts (the MSBuild TaskHost pattern, done for Linux): a transport, a
+// handshake, length-prefixed frames of
+// protobuf packets (package ipcpb), one reader and one writer goroutine per
+// connection, sync and async send modes, delta encoding of repeated
+// environments, and send-buffer sizing where Linux honours it.
+//
+// # Transports
+//
+// The package spawns nothing: it works on connections and files it is
+// given, with helpers for both ends.
+//
+//   - NewPair: socketpair(AF_UNIX, SOCK_STREAM) handed to the child at spawn
+//     (the default: no path, no naming race). The child calls
+//     AcceptInherited.
+//   - Listen / Dial: a named Unix socket in a private 0700 directory, for
+//     connecting to an existing host; both ends check SO_PEERCRED (same uid).
+//   - NewPipePair: two anonymous pipes sized with F_SETPIPE_SZ; EPERM above
+//     /proc/sys/fs/pipe-max-size or past the per-user pipe budget is logged
+//     as a warning and the pipe keeps its size.
+//
+// # Wire
+//
+// Handshake (both ends, concurrently): 8-byte Magic "AMDAHLIP", big-endian
+// uint16 ProtocolVersion, 32-byte Token; then a one-byte verdict (0 ok,
+// 1 magic, 2 version, 3 token). A mismatch is a *HandshakeError naming the
+// field. The token reaches the child in AMDAHL_IPC_TOKEN, never in argv.
+//
+// Frames: one type byte (TypeTaskConfiguration … TypeShutdown), a
+// little-endian uint32 body length, then the body: the packet's protobuf
+// encoding. Both ends enforce a maximum body size (WithMaxPacketSize,
+// default 256 MiB). The reader always reads exactly the announced length
+// with io.ReadFull and allocates as bytes arrive, never ahead of them.
+// Errors: io.EOF between frames (clean close, ErrPeerClosed from Recv),
+// io.ErrUnexpectedEOF inside one, *UnknownTypeError, *PacketSizeError
+// (matches ErrPacketTooLarge), *TrailingBytesError (DecodePacket), and
+// *DecodeError.
+//
+// Requests (*ipcpb.TaskConfiguration) carry the W3C trace context of the
+// sender's span; replies (*ipcpb.TaskResult sent with Conn.Reply) carry the
+// child's phase timings (receive, deserialize, execute, reply serialize) as
+// offsets from the start of receiving the request.
+//
+// # Settings
+//
+// Precedence: explicit Option > environment > feature-wave default. An
+// invalid value is an error naming the setting and the valid values.
+//
+//	AMDAHL_IPC_BUFFER (ipc.buffer)  requested SO_SNDBUF of this end, in
+//	    bytes, optionally with suffix KiB or MiB (1 … 1 GiB). Default 1 MiB;
+//	    128 KiB when wave 0.1 is disabled with
+//	    AMDAHL_DISABLE_FEATURES_FROM_VERSION=0.1 (package internal/features).
+//	    On AF_UNIX only the sender's SO_SNDBUF limits in-flight bytes, so
+//	    each end sets its own; the kernel doubles and clamps it to
+//	    net.core.wmem_max. The effective value is read back, logged and
+//	    exported (Conn.BufferSize, amdahl.ipc.buffer.effective).
+//	AMDAHL_IPC_MODE (ipc.mode)      sync (default) or async.
+//	AMDAHL_IPC_DELTA (ipc.delta)    on (default) or off: send environments
+//	    and global properties as "identical" when unchanged since the last
+//	    full copy on this connection.
+//	AMDAHL_IPC_FD, AMDAHL_IPC_TOKEN set by the parent (Pair.ChildEnv,
+//	    PipePair.ChildEnv) for AcceptInherited: one socket fd ("3") or a
+//	    pipe read and write fd ("3,4"), and the hex token. A program started
+//	    by hand without them gets ErrNotChild, whose message says so.
+//	    For pipes, ipc.buffer is applied with F_SETPIPE_SZ to the pipe this
+//	    end writes (rounded up to a power-of-two number of pages).
+//
+// # Telemetry
+//
+// Spans ipc.serialize and ipc.send (attributes amdahl.bytes,
+// amdahl.ipc.buffer.effective) on the sending side, ipc.receive and
+// ipc.deserialize on the receiving side, each with amdahl.phase and
+// amdahl.direction (request for packets the parent sends, reply for those
+// the child sends). Metrics (see the Metric* constants): bytes and packets
+// per op and direction, send-blocked time, queue depth and bytes,
+// requested and effective buffer, handshakes by outcome and field,
+// protocol errors by kind, stalls by kind.
+//
+// There is no data-phase timeout. A stall watchdog (WithStallThreshold,
+// default 1 minute) logs and counts a write blocked, or a task
+// configuration without its result, for longer than the threshold, once
+// each; it never cancels anything.
+package ipc

@@ -1,0 +1,235 @@
+package ipc
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"strconv"
+	"strings"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+// TransportSocketpair is the amdahl.transport attribute value of a
+// socketpair connection.
+const TransportSocketpair = "socketpair"
+
+// ErrNotChild is returned by AcceptInherited in a process that was not
+// started by an amdahl parent (for example a task host started by hand).
+var ErrNotChild = errors.New("ipc: this program is an amdahl task host and is not meant to be started by hand; " +
+	"it is started by amdahl, which passes it a connection (" + EnvFD + ") and a handshake token (" + EnvToken + ")")
+
+// Pair is a connected AF_UNIX stream socketpair made by the parent before
+// it starts a child: the parent keeps its end and hands ChildFile to the
+// child (exec.Cmd.ExtraFiles) together with ChildEnv.
+type Pair struct {
+	parent *net.UnixConn
+	child  *os.File
+	token  Token
+}
+
+// NewPair creates a socketpair (close-on-exec on both ends; exec.Cmd
+// clears the flag on the fds it passes) and a fresh token.
+func NewPair() (*Pair, error) {
+	tok, err := NewToken()
+	if err != nil {
+		return nil, err
+	}
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("ipc: socketpair: %w", err)
+	}
+	pf := os.NewFile(uintptr(fds[0]), "ipc-parent")
+	defer pf.Close()
+	fc, err := net.FileConn(pf)
+	if err != nil {
+		_ = unix.Close(fds[1])
+		return nil, fmt.Errorf("ipc: socketpair: parent end: %w", err)
+	}
+	return &Pair{parent: fc.(*net.UnixConn), child: os.NewFile(uintptr(fds[1]), "ipc-child"), token: tok}, nil
+}
+
+// ChildFile returns the child's end, to put in exec.Cmd.ExtraFiles. The
+// parent must close it (CloseChild) once the child has started.
+func (p *Pair) ChildFile() *os.File { return p.child }
+
+// ChildEnv returns the environment entries that tell the child where its
+// end is (fd, its number in the child: 3 + index in ExtraFiles) and the
+// token. The token travels in the environment, never in argv.
+func (p *Pair) ChildEnv(fd int) []string {
+	return []string{EnvFD + "=" + strconv.Itoa(fd), EnvToken + "=" + p.token.String()}
+}
+
+// CloseChild closes the parent's copy of the child's end, so that the
+// parent sees EOF when the child exits. Safe to call more than once.
+func (p *Pair) CloseChild() error {
+	if err := p.child.Close(); err != nil && !errors.Is(err, os.ErrClosed) {
+		return fmt.Errorf("ipc: close child end: %w", err)
+	}
+	return nil
+}
+
+// Connect performs the parent's handshake on its end of the pair and
+// returns the Conn, which owns the socket from then on. On error the
+// socket is closed.
+func (p *Pair) Connect(ctx context.Context, opts ...Option) (*Conn, error) {
+	return Connect(ctx, p.parent, p.token, opts...)
+}
+
+// Close closes both ends if they were not handed over; for error paths
+// before Connect.
+func (p *Pair) Close() error {
+	return errors.Join(p.CloseChild(), ignoreClosed(p.parent.Close()))
+}
+
+func ignoreClosed(err error) error {
+	if errors.Is(err, net.ErrClosed) {
+		return nil
+	}
+	return err
+}
+
+// Connect runs the parent end of the handshake on nc (an AF_UNIX stream
+// socket) and starts the Conn. The Conn owns nc; on error nc is closed.
+func Connect(ctx context.Context, nc *net.UnixConn, tok Token, opts ...Option) (*Conn, error) {
+	return open(ctx, nc, tok, true, TransportSocketpair, nil, opts)
+}
+
+// Accept runs the child end of the handshake on nc and starts the Conn.
+// The Conn owns nc; on error nc is closed.
+func Accept(ctx context.Context, nc *net.UnixConn, tok Token, opts ...Option) (*Conn, error) {
+	return open(ctx, nc, tok, false, TransportSocketpair, nil, opts)
+}
+
+// AcceptInherited is Accept for a child started by an amdahl parent: it
+// takes the connection from the inherited fd named by AMDAHL_IPC_FD and the
+// token from AMDAHL_IPC_TOKEN (which it then removes from the environment,
+// so grandchildren do not inherit it). Without them it returns ErrNotChild.
+func AcceptInherited(ctx context.Context, opts ...Option) (*Conn, error) {
+	fdStr, okFD := os.LookupEnv(EnvFD)
+	tokStr, okTok := os.LookupEnv(EnvToken)
+	if !okFD || !okTok {
+		return nil, ErrNotChild
+	}
+	tok, err := ParseToken(strings.TrimSpace(tokStr))
+	if err != nil {
+		return nil, fmt.Errorf("ipc: %s: %w", EnvToken, err)
+	}
+	_ = os.Unsetenv(EnvToken)
+	if strings.Contains(fdStr, ",") {
+		r, w, err := inheritedPipes(fdStr)
+		if err != nil {
+			return nil, err
+		}
+		return openPipes(ctx, r, w, tok, false, opts)
+	}
+	fd, err := strconv.Atoi(strings.TrimSpace(fdStr))
+	if err != nil || fd < 3 {
+		return nil, fmt.Errorf("ipc: %s=%q: want an inherited fd number ≥ 3", EnvFD, fdStr)
+	}
+	f := os.NewFile(uintptr(fd), "ipc-inherited")
+	defer f.Close()
+	fc, err := net.FileConn(f)
+	if err != nil {
+		return nil, fmt.Errorf("ipc: %s=%d: not a socket: %w", EnvFD, fd, err)
+	}
+	uc, ok := fc.(*net.UnixConn)
+	if !ok {
+		_ = fc.Close()
+		return nil, fmt.Errorf("ipc: %s=%d: not a unix socket", EnvFD, fd)
+	}
+	return Accept(ctx, uc, tok, opts...)
+}
+
+func open(ctx context.Context, nc *net.UnixConn, tok Token, parent bool, transport string, hello []byte, opts []Option) (*Conn, error) {
+	return openStream(ctx, nc, func(n int, _ *slog.Logger) (int, error) { return applySendBuffer(nc, n) }, tok, parent, transport, hello, opts)
+}
+
+// openStream resolves the options, runs the handshake, sizes the buffer
+// with setBuffer and starts the Conn. On error nc is closed.
+func openStream(ctx context.Context, nc stream, setBuffer func(int, *slog.Logger) (int, error), tok Token, parent bool, transport string, hello []byte, opts []Option) (*Conn, error) {
+	cfg, err := resolve(transport, opts)
+	if err != nil {
+		_ = nc.Close()
+		return nil, err
+	}
+	m, err := newMetrics(cfg.mp, cfg.transport)
+	if err != nil {
+		_ = nc.Close()
+		return nil, err
+	}
+	if err := handshake(ctx, nc, tok, cfg.handshakeTimeout, hello); err != nil {
+		m.handshake(ctx, err)
+		_ = nc.Close()
+		return nil, err
+	}
+	m.handshake(ctx, nil)
+	eff, err := setBuffer(*cfg.buffer, cfg.logger)
+	if err != nil {
+		_ = nc.Close()
+		return nil, err
+	}
+	m.bufReq.Record(ctx, int64(*cfg.buffer), m.plainRec)
+	m.bufEff.Record(ctx, int64(eff), m.plainRec)
+	logBuffer(cfg, *cfg.buffer, eff)
+	c := newConn(nc, cfg, m, parent)
+	c.bufRq, c.bufEf = *cfg.buffer, eff
+	return c, nil
+}
+
+// applySendBuffer sets SO_SNDBUF, the only buffer that limits in-flight
+// bytes on an AF_UNIX stream socket (unix(7)), and reads back what the
+// kernel granted (doubled, clamped by net.core.wmem_max).
+func applySendBuffer(nc *net.UnixConn, n int) (int, error) {
+	if err := nc.SetWriteBuffer(n); err != nil {
+		return 0, fmt.Errorf("ipc: set SO_SNDBUF %d: %w", n, err)
+	}
+	return sendBuffer(nc)
+}
+
+func sendBuffer(nc syscall.Conn) (int, error) {
+	raw, err := nc.SyscallConn()
+	if err != nil {
+		return 0, fmt.Errorf("ipc: read SO_SNDBUF: %w", err)
+	}
+	var v int
+	var serr error
+	if err := raw.Control(func(fd uintptr) {
+		v, serr = unix.GetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_SNDBUF)
+	}); err != nil {
+		return 0, fmt.Errorf("ipc: read SO_SNDBUF: %w", err)
+	}
+	if serr != nil {
+		return 0, fmt.Errorf("ipc: read SO_SNDBUF: %w", serr)
+	}
+	return v, nil
+}
+
+func wmemMax() int {
+	b, err := os.ReadFile("/proc/sys/net/core/wmem_max")
+	if err != nil {
+		return -1
+	}
+	n, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil {
+		return -1
+	}
+	return n
+}
+
+func logBuffer(cfg config, requested, effective int) {
+	args := []any{"requested", requested, "effective", effective, "wmem_max", wmemMax(), "transport", cfg.transport}
+	want := 2 * requested // the kernel doubles SO_SNDBUF
+	if cfg.transport == TransportPipe {
+		want = requested // F_SETPIPE_SZ rounds up to a power-of-two number of pages
+	}
+	if effective < want {
+		cfg.logger.Warn("ipc: send buffer below the requested size (clamped by net.core.wmem_max or the pipe limits)", args...)
+		return
+	}
+	cfg.logger.Debug("ipc: send buffer", args...)
+}
