@@ -45,6 +45,8 @@ func childMain(mode string) error {
 	switch mode {
 	case "echo":
 		return childEcho(ctx)
+	case "dial-as-nobody":
+		return dialAsNobody()
 	case "stall", "partial":
 		// Handshake by hand, then misbehave on the raw socket.
 		raw, tok, err := inheritedRaw()
