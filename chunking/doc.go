@@ -1,0 +1,63 @@
+// Package chunking implements Durable Task compatible chunked orchestrator
+// completions: the worker-side Planner (size once, fail fast, pack
+// greedily), the retrying Sender, and the receiving Sidecar that
+// reassembles chunks keyed by completion token. The wire format and
+// algorithm follow durabletask-dotnet (see
+// shared/reference/durabletask-chunking.md); the protocol types live in
+// subpackage dtpb.
+//
+// # Planner
+//
+// Without LargePayloads every action is sized once, in order; the first
+// action larger than the limit replaces the whole turn by a failure
+// completion (CompleteOrchestration FAILED, errorType
+// System.InvalidOperationException, the reference message text with
+// invariant number formatting). The whole-response size is derived from the
+// kept sizes plus envelope and framing; a response that fits is sent as it
+// is. Otherwise actions are packed greedily, in order, reusing the kept
+// sizes. With LargePayloads nothing is rejected and a lone oversized action
+// gets a chunk of its own. The field matrix (isPartial, chunkIndex presence,
+// first-chunk-only fields, numEventsProcessed presence, customStatus on
+// every chunk) is the reference's.
+//
+// Accounting Wire (default) budgets envelope and per-action framing so that
+// every chunk's serialized size is at most the limit, except a lone action
+// that does not fit even alone; Payload counts only action sizes, exactly
+// as .NET (whose chunks can exceed the limit with many tiny actions).
+// Algorithm Legacy is a faithful port of the pre-optimisation .NET
+// algorithm with the same output and more sizing work, for A/B runs.
+//
+// # Encode once
+//
+// The Sender marshals each chunk into a buffer of the planned size, reusing
+// the size caches the planner filled (proto.MarshalOptions.UseCachedSize),
+// and passes the bytes to gRPC as Encoded through Codec, so gRPC neither
+// sizes nor marshals them again.
+//
+// # Settings
+//
+// The package reads no environment variables; the runtime maps the
+// settings chunking.algorithm (cached|legacy, default cached),
+// chunking.accounting (wire|payload, default wire) and
+// chunking.max_chunk_bytes (1,048,576..4,089,446, default 4,089,446) onto
+// PlannerConfig with ParseAlgorithm and ParseAccounting.
+//
+// # Telemetry
+//
+// Spans: chunking.serialize (attributes amdahl.chunking.actions, .chunks,
+// .sizing.actions, .sizing.responses, .algorithm, amdahl.bytes),
+// chunking.send with one child span chunking.send.chunk per chunk (retries
+// as "retry" events with amdahl.rpc.code and amdahl.chunking.attempt),
+// chunking.abandon, and on the sidecar chunking.deserialize (validation
+// and reassembly of each message) and chunking.execute (an applied
+// completion). The trace context travels in gRPC metadata through otelgrpc
+// stats handlers (W3C traceparent).
+//
+// Metrics: amdahl.chunking.sizing.computations {call} by amdahl.sizing.kind
+// (action|response), amdahl.chunking.bytes (By), amdahl.chunking.chunks
+// ({chunk} per completion, histogram), amdahl.chunking.retries {retry} by
+// amdahl.rpc.code, amdahl.chunking.rejections {completion} by amdahl.reason;
+// amdahl.sidecar.partial_buffers {buffer} (up-down),
+// amdahl.sidecar.duplicates {chunk}, amdahl.sidecar.protocol_errors
+// {error} by amdahl.reason.
+package chunking

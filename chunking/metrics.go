@@ -1,0 +1,151 @@
+package chunking
+
+import (
+	"context"
+	"fmt"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/metric/noop"
+	"google.golang.org/grpc/codes"
+
+	"github.com/amdahl-rt/amdahl/telemetry"
+)
+
+// Metric names of the chunking and sidecar components (DESIGN.md,
+// "Metrics"). Attributes are low-cardinality: no ids.
+const (
+	MetricSizingComputations = "amdahl.chunking.sizing.computations" // {call}, by amdahl.sizing.kind
+	MetricBytes              = "amdahl.chunking.bytes"               // By, planned chunk bytes
+	MetricChunks             = "amdahl.chunking.chunks"              // {chunk} per completion (histogram)
+	MetricRetries            = "amdahl.chunking.retries"             // {retry}, by amdahl.rpc.code
+	MetricRejections         = "amdahl.chunking.rejections"          // {completion}, by amdahl.reason
+	MetricPartialBuffers     = "amdahl.sidecar.partial_buffers"      // {buffer}, up-down
+	MetricDuplicates         = "amdahl.sidecar.duplicates"           // {chunk}
+	MetricProtocolErrors     = "amdahl.sidecar.protocol_errors"      // {error}, by amdahl.reason
+)
+
+// Attribute keys of chunking spans and metrics.
+const (
+	AttrSizingKind      = "amdahl.sizing.kind" // action | response
+	AttrCode            = "amdahl.rpc.code"    // gRPC code name
+	AttrReason          = "amdahl.reason"
+	AttrActions         = "amdahl.chunking.actions"
+	AttrChunks          = "amdahl.chunking.chunks"
+	AttrChunkIndex      = "amdahl.chunking.chunk_index"
+	AttrActionSizings   = "amdahl.chunking.sizing.actions"
+	AttrResponseSizings = "amdahl.chunking.sizing.responses"
+	AttrAlgorithm       = "amdahl.chunking.algorithm"
+	AttrOversized       = "amdahl.chunking.oversized"
+	AttrAttempt         = "amdahl.chunking.attempt"
+)
+
+// Rejection and protocol-error reasons.
+const (
+	ReasonOversizedAction = "oversized_action"
+	ReasonUnknownToken    = "unknown_token"
+	ReasonMissingIndex    = "missing_index"
+	ReasonGap             = "gap"
+	ReasonNoBuffer        = "no_buffer"
+	ReasonOverCap         = "over_cap"
+	ReasonMissingToken    = "missing_token"
+	ReasonCompleted       = "already_completed"
+)
+
+type metrics struct {
+	sizing     metric.Int64Counter
+	bytes      metric.Int64Counter
+	chunks     metric.Int64Histogram
+	retries    metric.Int64Counter
+	rejections metric.Int64Counter
+	kindAction metric.AddOption
+	kindResp   metric.AddOption
+	oversized  metric.AddOption
+}
+
+func meter(mp metric.MeterProvider) metric.Meter {
+	if mp == nil {
+		mp = noop.NewMeterProvider()
+	}
+	return telemetry.Meter(mp)
+}
+
+func newMetrics(mp metric.MeterProvider) (*metrics, error) {
+	m := meter(mp)
+	var err error
+	x := &metrics{}
+	if x.sizing, err = m.Int64Counter(MetricSizingComputations, metric.WithUnit("{call}"),
+		metric.WithDescription("Outer protobuf sizing calls made while planning completions, by kind.")); err != nil {
+		return nil, fmt.Errorf("chunking: create %s: %w", MetricSizingComputations, err)
+	}
+	if x.bytes, err = m.Int64Counter(MetricBytes, metric.WithUnit("By"),
+		metric.WithDescription("Serialized bytes of planned completion chunks.")); err != nil {
+		return nil, fmt.Errorf("chunking: create %s: %w", MetricBytes, err)
+	}
+	if x.chunks, err = m.Int64Histogram(MetricChunks, metric.WithUnit("{chunk}"),
+		metric.WithExplicitBucketBoundaries(1, 2, 3, 4, 8, 16, 32, 64, 128),
+		metric.WithDescription("Chunks per completion.")); err != nil {
+		return nil, fmt.Errorf("chunking: create %s: %w", MetricChunks, err)
+	}
+	if x.retries, err = m.Int64Counter(MetricRetries, metric.WithUnit("{retry}"),
+		metric.WithDescription("Retried completion calls, by gRPC code.")); err != nil {
+		return nil, fmt.Errorf("chunking: create %s: %w", MetricRetries, err)
+	}
+	if x.rejections, err = m.Int64Counter(MetricRejections, metric.WithUnit("{completion}"),
+		metric.WithDescription("Completions replaced by a failure completion, by reason.")); err != nil {
+		return nil, fmt.Errorf("chunking: create %s: %w", MetricRejections, err)
+	}
+	x.kindAction = metric.WithAttributeSet(attribute.NewSet(attribute.String(AttrSizingKind, "action")))
+	x.kindResp = metric.WithAttributeSet(attribute.NewSet(attribute.String(AttrSizingKind, "response")))
+	x.oversized = metric.WithAttributeSet(attribute.NewSet(attribute.String(AttrReason, ReasonOversizedAction)))
+	return x, nil
+}
+
+func (m *metrics) planned(ctx context.Context, pl *Plan, bytes int) {
+	if pl.ActionSizings > 0 {
+		m.sizing.Add(ctx, int64(pl.ActionSizings), m.kindAction)
+	}
+	if pl.ResponseSizings > 0 {
+		m.sizing.Add(ctx, int64(pl.ResponseSizings), m.kindResp)
+	}
+	if bytes > 0 {
+		m.bytes.Add(ctx, int64(bytes))
+	}
+	m.chunks.Record(ctx, int64(len(pl.Chunks)))
+	if pl.Oversized != nil {
+		m.rejections.Add(ctx, 1, m.oversized)
+	}
+}
+
+func (m *metrics) retried(ctx context.Context, c codes.Code) {
+	m.retries.Add(ctx, 1, metric.WithAttributes(attribute.String(AttrCode, c.String())))
+}
+
+type sidecarMetrics struct {
+	partial   metric.Int64UpDownCounter
+	dups      metric.Int64Counter
+	protoErrs metric.Int64Counter
+}
+
+func newSidecarMetrics(mp metric.MeterProvider) (*sidecarMetrics, error) {
+	m := meter(mp)
+	var err error
+	x := &sidecarMetrics{}
+	if x.partial, err = m.Int64UpDownCounter(MetricPartialBuffers, metric.WithUnit("{buffer}"),
+		metric.WithDescription("Chunked completions currently buffered by the sidecar.")); err != nil {
+		return nil, fmt.Errorf("chunking: create %s: %w", MetricPartialBuffers, err)
+	}
+	if x.dups, err = m.Int64Counter(MetricDuplicates, metric.WithUnit("{chunk}"),
+		metric.WithDescription("Chunks received again and acknowledged without appending.")); err != nil {
+		return nil, fmt.Errorf("chunking: create %s: %w", MetricDuplicates, err)
+	}
+	if x.protoErrs, err = m.Int64Counter(MetricProtocolErrors, metric.WithUnit("{error}"),
+		metric.WithDescription("Completion calls rejected as protocol violations, by reason.")); err != nil {
+		return nil, fmt.Errorf("chunking: create %s: %w", MetricProtocolErrors, err)
+	}
+	return x, nil
+}
+
+func (m *sidecarMetrics) protocolError(ctx context.Context, reason string) {
+	m.protoErrs.Add(ctx, 1, metric.WithAttributes(attribute.String(AttrReason, reason)))
+}

@@ -1,0 +1,206 @@
+package chunking
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/amdahl-rt/amdahl/chunking/dtpb"
+	"github.com/amdahl-rt/amdahl/telemetry"
+)
+
+// SenderConfig configures a Sender.
+type SenderConfig struct {
+	// Planner plans each completion; nil means a default Planner.
+	Planner *Planner
+	// Retry is the per-call retry budget; zero fields take the defaults of
+	// DefaultRetryPolicy.
+	Retry RetryPolicy
+	// Component, if not nil, records the chunking.send phase with one child
+	// span per chunk.
+	Component *telemetry.Component
+	// MeterProvider, if not nil, receives amdahl.chunking.retries.
+	MeterProvider metric.MeterProvider
+}
+
+// Sender completes orchestrator work items on a TaskHubSidecarService: it
+// plans, encodes once, and sends the chunks in order, one at a time, each
+// with its own retry budget. A Sender is safe for concurrent use; it does
+// not own the connection.
+type Sender struct {
+	cc      grpc.ClientConnInterface
+	planner *Planner
+	retry   RetryPolicy
+	comp    *telemetry.Component
+	metrics *metrics
+}
+
+// NewSender returns a Sender calling cc. The connection should be created
+// with an otelgrpc client stats handler for the trace context to reach the
+// sidecar.
+func NewSender(cc grpc.ClientConnInterface, cfg SenderConfig) (*Sender, error) {
+	if cc == nil {
+		return nil, errors.New("chunking: new sender: nil connection")
+	}
+	rp, err := cfg.Retry.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	pl := cfg.Planner
+	if pl == nil {
+		if pl, err = NewPlanner(PlannerConfig{Component: cfg.Component, MeterProvider: cfg.MeterProvider}); err != nil {
+			return nil, err
+		}
+	}
+	m, err := newMetrics(cfg.MeterProvider)
+	if err != nil {
+		return nil, err
+	}
+	return &Sender{cc: cc, planner: pl, retry: rp, comp: cfg.Component, metrics: m}, nil
+}
+
+// retryable are the codes durabletask-dotnet retries.
+func retryable(c codes.Code) bool {
+	switch c {
+	case codes.Unavailable, codes.Unknown, codes.DeadlineExceeded, codes.Internal:
+		return true
+	}
+	return false
+}
+
+// Result reports what Complete did.
+type Result struct {
+	// Plan is the plan that was sent (or partly sent, on error).
+	Plan *Plan
+	// Sent is the number of chunks acknowledged by the sidecar.
+	Sent int
+	// Attempts is the number of CompleteOrchestratorTask calls made.
+	Attempts int
+	// Abandoned reports that the work item was abandoned after a permanent
+	// failure.
+	Abandoned bool
+}
+
+// Complete plans r and sends it. It blocks until the last chunk is
+// acknowledged, a chunk fails permanently, or ctx ends. On a permanent
+// failure (a non-retried code, or the retry budget exhausted) it abandons
+// the work item with r's completion token (itself retried) and returns the
+// chunk's error, which carries the gRPC status. When ctx ends it returns
+// ctx's error and abandons nothing (the lease simply expires).
+func (s *Sender) Complete(ctx context.Context, r *dtpb.OrchestratorResponse) (Result, error) {
+	if r == nil {
+		return Result{}, errors.New("chunking: complete: nil response")
+	}
+	// Serialize = plan + the one encoding pass.
+	_, ph := s.comp.StartPhase(ctx, telemetry.Serialize, telemetry.Request)
+	pl := s.planner.plan(r)
+	res := Result{Plan: pl}
+	enc := make([]Encoded, len(pl.Chunks))
+	for i, c := range pl.Chunks {
+		size := -1
+		if pl.Sizes != nil {
+			size = pl.Sizes[i]
+		}
+		var err error
+		if enc[i], err = Encode(c, size); err != nil {
+			ph.Fail(err)
+			return res, err
+		}
+	}
+	s.planner.record(ctx, ph, r, pl)
+	ph.End()
+
+	sctx, sp := s.comp.StartPhase(ctx, telemetry.Send, telemetry.Request)
+	for i := range enc {
+		n, err := s.sendChunk(sctx, i, len(enc), &enc[i])
+		res.Attempts += n
+		if err != nil {
+			err = fmt.Errorf("complete %s chunk %d of %d: %w", r.GetInstanceId(), i, len(enc), err)
+			if ctx.Err() == nil && status.Code(err) != codes.Canceled {
+				if aerr := s.abandon(sctx, r.GetCompletionToken()); aerr != nil {
+					err = errors.Join(err, aerr)
+				} else {
+					res.Abandoned = true
+				}
+			}
+			sp.Fail(err)
+			return res, err
+		}
+		res.Sent++
+	}
+	sp.End()
+	return res, nil
+}
+
+func (s *Sender) sendChunk(ctx context.Context, i, n int, e *Encoded) (int, error) {
+	ctx, span := s.comp.Tracer().Start(ctx, "chunking.send.chunk", trace.WithAttributes(
+		attribute.Int(AttrChunkIndex, i), attribute.Int(AttrChunks, n), telemetry.AttrBytes.Int(len(e.Bytes))))
+	defer span.End()
+	var reply dtpb.CompleteTaskResponse
+	attempts, err := s.withRetry(ctx, span, func(ctx context.Context) error {
+		return s.cc.Invoke(ctx, dtpb.MethodCompleteOrchestratorTask, e, &reply, grpc.ForceCodecV2(Codec{}))
+	})
+	if err != nil {
+		span.RecordError(err)
+	}
+	return attempts, err
+}
+
+func (s *Sender) abandon(ctx context.Context, token string) error {
+	ctx, span := s.comp.Tracer().Start(ctx, "chunking.abandon")
+	defer span.End()
+	req := &dtpb.AbandonOrchestrationTaskRequest{CompletionToken: token}
+	var reply dtpb.AbandonOrchestrationTaskResponse
+	_, err := s.withRetry(ctx, span, func(ctx context.Context) error {
+		return s.cc.Invoke(ctx, dtpb.MethodAbandonTaskOrchestratorWorkItem, req, &reply)
+	})
+	if err != nil {
+		return fmt.Errorf("abandon work item: %w", err)
+	}
+	return nil
+}
+
+// withRetry calls f until it succeeds, fails with a non-retried code, the
+// budget is spent, or ctx ends. It returns the number of calls made.
+func (s *Sender) withRetry(ctx context.Context, span trace.Span, f func(context.Context) error) (int, error) {
+	var timer *time.Timer
+	defer func() {
+		if timer != nil {
+			timer.Stop()
+		}
+	}()
+	for attempt := 1; ; attempt++ {
+		err := f(ctx)
+		if err == nil {
+			return attempt, nil
+		}
+		code := status.Code(err)
+		if !retryable(code) || attempt >= s.retry.MaxAttempts || ctx.Err() != nil {
+			return attempt, err
+		}
+		s.metrics.retried(ctx, code)
+		d := s.retry.delay(attempt, rand.Float64())
+		span.AddEvent("retry", trace.WithAttributes(
+			attribute.String(AttrCode, code.String()), attribute.Int(AttrAttempt, attempt),
+			attribute.Int64("amdahl.chunking.backoff_ns", d.Nanoseconds())))
+		if timer == nil {
+			timer = time.NewTimer(d)
+		} else {
+			timer.Reset(d)
+		}
+		select {
+		case <-ctx.Done():
+			return attempt, ctx.Err()
+		case <-timer.C:
+		}
+	}
+}

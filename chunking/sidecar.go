@@ -1,0 +1,485 @@
+package chunking
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"sync"
+	"time"
+
+	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	"github.com/amdahl-rt/amdahl/chunking/dtpb"
+	"github.com/amdahl-rt/amdahl/telemetry"
+)
+
+// Sidecar defaults.
+const (
+	DefaultBufferTTL         = 5 * time.Minute
+	DefaultMaxBufferedBytes  = 256 << 20
+	DefaultMaxBufferedChunks = 4096
+	// DefaultMaxRecvMsgSize absorbs the framing overshoot of .NET's payload
+	// accounting (the newest Durable Task Go SDK uses the same 64 MiB).
+	DefaultMaxRecvMsgSize = 64 << 20
+)
+
+// SidecarConfig configures a Sidecar. Zero fields take the defaults.
+type SidecarConfig struct {
+	// BufferTTL drops a partial completion idle for longer (default 5 min).
+	BufferTTL time.Duration
+	// MaxBufferedBytes and MaxBufferedChunks cap one token's buffer.
+	MaxBufferedBytes  int
+	MaxBufferedChunks int
+	// MaxRecvMsgSize is the server's receive limit (default 64 MiB).
+	MaxRecvMsgSize int
+	// Now is the clock of the TTL (default time.Now); tests inject one.
+	Now func() time.Time
+	// Component, if not nil, records chunking.deserialize and
+	// chunking.execute on the server.
+	Component *telemetry.Component
+	// TracerProvider and MeterProvider, if not nil, instrument the gRPC
+	// server with otelgrpc (W3C trace context from metadata) and receive the
+	// amdahl.sidecar.* metrics.
+	TracerProvider trace.TracerProvider
+	MeterProvider  metric.MeterProvider
+	// ServerOptions are added to the gRPC server's options (interceptors,
+	// credentials, keepalive).
+	ServerOptions []grpc.ServerOption
+}
+
+// Completion is one applied orchestrator completion, reassembled if it came
+// in chunks.
+type Completion struct {
+	InstanceID      string
+	CompletionToken string
+	Actions         []*dtpb.OrchestratorAction
+	CustomStatus    *wrapperspb.StringValue
+	RequiresHistory bool
+	// NumEventsProcessed is nil when every event was processed.
+	NumEventsProcessed        *wrapperspb.Int32Value
+	OrchestrationTraceContext *dtpb.OrchestrationTraceContext
+	// Chunks is the number of messages the completion arrived in.
+	Chunks int
+}
+
+type lease struct {
+	req    *dtpb.OrchestratorRequest
+	stream uint64
+}
+
+// done remembers a completed token for one TTL, so that a final message
+// resent after a lost reply is acknowledged instead of rejected.
+type done struct {
+	last int32 // index of the final chunk (-1: absent)
+	at   time.Time
+}
+
+type buffer struct {
+	first   *dtpb.OrchestratorResponse // chunk 0, for the chunk-0-only fields
+	actions []*dtpb.OrchestratorAction
+	next    int32
+	bytes   int
+	touched time.Time
+}
+
+// Sidecar is an in-process TaskHubSidecarService: it serves GetWorkItems
+// from work submitted with Submit, reassembles chunked completions keyed by
+// completion token, and records every applied completion. Methods are safe
+// for concurrent use. Start it with Serve; stop it with Close.
+type Sidecar struct {
+	cfg     SidecarConfig
+	comp    *telemetry.Component
+	metrics *sidecarMetrics
+	srv     *grpc.Server
+
+	mu        sync.Mutex
+	pending   []*dtpb.OrchestratorRequest
+	wake      chan struct{} // closed and replaced when pending grows
+	leases    map[string]*lease
+	buffers   map[string]*buffer
+	completed map[string]done // recently completed tokens, for lost final replies
+	applied   []Completion
+	streamSeq uint64
+	tokenSeq  uint64
+	tokenPfx  uint64
+
+	closeOnce sync.Once
+	stop      chan struct{}
+	wg        sync.WaitGroup
+}
+
+// NewSidecar validates cfg and builds a Sidecar.
+func NewSidecar(cfg SidecarConfig) (*Sidecar, error) {
+	if cfg.BufferTTL < 0 || cfg.MaxBufferedBytes < 0 || cfg.MaxBufferedChunks < 0 || cfg.MaxRecvMsgSize < 0 {
+		return nil, fmt.Errorf("chunking: sidecar: negative limit (ttl %v, bytes %d, chunks %d, recv %d)",
+			cfg.BufferTTL, cfg.MaxBufferedBytes, cfg.MaxBufferedChunks, cfg.MaxRecvMsgSize)
+	}
+	if cfg.BufferTTL == 0 {
+		cfg.BufferTTL = DefaultBufferTTL
+	}
+	if cfg.MaxBufferedBytes == 0 {
+		cfg.MaxBufferedBytes = DefaultMaxBufferedBytes
+	}
+	if cfg.MaxBufferedChunks == 0 {
+		cfg.MaxBufferedChunks = DefaultMaxBufferedChunks
+	}
+	if cfg.MaxRecvMsgSize == 0 {
+		cfg.MaxRecvMsgSize = DefaultMaxRecvMsgSize
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	m, err := newSidecarMetrics(cfg.MeterProvider)
+	if err != nil {
+		return nil, err
+	}
+	s := &Sidecar{
+		cfg: cfg, comp: cfg.Component, metrics: m,
+		wake:      make(chan struct{}),
+		leases:    map[string]*lease{},
+		buffers:   map[string]*buffer{},
+		completed: map[string]done{},
+		tokenPfx:  rand.Uint64(),
+		stop:      make(chan struct{}),
+	}
+	opts := []grpc.ServerOption{grpc.MaxRecvMsgSize(cfg.MaxRecvMsgSize)}
+	if cfg.TracerProvider != nil && cfg.MeterProvider != nil {
+		opts = append(opts, grpc.StatsHandler(otelgrpc.NewServerHandler(
+			otelgrpc.WithTracerProvider(cfg.TracerProvider), otelgrpc.WithMeterProvider(cfg.MeterProvider),
+			otelgrpc.WithPropagators(propagation.TraceContext{}))))
+	}
+	s.srv = grpc.NewServer(append(opts, cfg.ServerOptions...)...)
+	dtpb.RegisterSidecarServer(s.srv, (*sidecarService)(s))
+	return s, nil
+}
+
+// Serve serves gRPC on lis until Close, and runs the TTL janitor. It
+// blocks; it returns nil after Close.
+func (s *Sidecar) Serve(lis net.Listener) error {
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		t := time.NewTicker(max(s.cfg.BufferTTL/4, time.Millisecond))
+		defer t.Stop()
+		for {
+			select {
+			case <-s.stop:
+				return
+			case <-t.C:
+				s.ExpireBuffers()
+			}
+		}
+	}()
+	if err := s.srv.Serve(lis); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
+		return fmt.Errorf("sidecar: serve: %w", err)
+	}
+	return nil
+}
+
+// Close stops the server (ending open GetWorkItems streams) and the
+// janitor, and waits for them. It is idempotent.
+func (s *Sidecar) Close() {
+	s.closeOnce.Do(func() {
+		close(s.stop)
+		s.srv.Stop()
+	})
+	s.wg.Wait()
+}
+
+// Submit queues an orchestrator work item for delivery on GetWorkItems.
+func (s *Sidecar) Submit(req *dtpb.OrchestratorRequest) {
+	s.mu.Lock()
+	s.pending = append(s.pending, req)
+	close(s.wake)
+	s.wake = make(chan struct{})
+	s.mu.Unlock()
+}
+
+// Completions returns the completions applied so far, in order.
+func (s *Sidecar) Completions() []Completion {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]Completion(nil), s.applied...)
+}
+
+// DrainCompletions returns the completions applied so far, in order, and
+// forgets them (the sidecar no longer retains their actions).
+func (s *Sidecar) DrainCompletions() []Completion {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := s.applied
+	s.applied = nil
+	return out
+}
+
+// BufferedTokens returns how many partial completions are buffered.
+func (s *Sidecar) BufferedTokens() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.buffers)
+}
+
+// ExpireBuffers drops partial completions idle for longer than the TTL,
+// and forgets tokens completed longer than a TTL ago, and returns how many
+// buffers it dropped. Serve calls it periodically.
+func (s *Sidecar) ExpireBuffers() int {
+	now := s.cfg.Now()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for tok, b := range s.buffers {
+		if now.Sub(b.touched) > s.cfg.BufferTTL {
+			s.dropLocked(tok)
+			n++
+		}
+	}
+	for tok, d := range s.completed {
+		if now.Sub(d.at) > s.cfg.BufferTTL {
+			delete(s.completed, tok)
+		}
+	}
+	return n
+}
+
+func (s *Sidecar) dropLocked(tok string) {
+	if _, ok := s.buffers[tok]; ok {
+		delete(s.buffers, tok)
+		s.metrics.partial.Add(context.Background(), -1)
+	}
+}
+
+// sidecarService is the gRPC face of Sidecar.
+type sidecarService Sidecar
+
+func (ss *sidecarService) GetWorkItems(_ *dtpb.GetWorkItemsRequest, stream grpc.ServerStreamingServer[dtpb.WorkItem]) error {
+	s := (*Sidecar)(ss)
+	ctx := stream.Context()
+	s.mu.Lock()
+	s.streamSeq++
+	id := s.streamSeq
+	s.mu.Unlock()
+	defer s.disconnect(id)
+	for {
+		s.mu.Lock()
+		if len(s.pending) == 0 {
+			wake := s.wake
+			s.mu.Unlock()
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-s.stop:
+				return status.Errorf(codes.Unavailable, "sidecar shutting down")
+			case <-wake:
+			}
+			continue
+		}
+		req := s.pending[0]
+		s.pending = s.pending[1:]
+		s.tokenSeq++
+		tok := fmt.Sprintf("%016x-%d", s.tokenPfx, s.tokenSeq)
+		s.leases[tok] = &lease{req: req, stream: id}
+		s.mu.Unlock()
+		err := stream.Send(&dtpb.WorkItem{
+			Request:         &dtpb.WorkItem_OrchestratorRequest{OrchestratorRequest: req},
+			CompletionToken: tok,
+		})
+		if err != nil {
+			return err // disconnect requeues it
+		}
+	}
+}
+
+// disconnect drops the buffers and leases of the work items a stream
+// delivered and queues those work items again (redelivery, new token).
+func (s *Sidecar) disconnect(stream uint64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	requeued := false
+	for tok, l := range s.leases {
+		if l.stream == stream {
+			s.dropLocked(tok)
+			delete(s.leases, tok)
+			s.pending = append(s.pending, l.req)
+			requeued = true
+		}
+	}
+	if requeued {
+		close(s.wake)
+		s.wake = make(chan struct{})
+	}
+}
+
+func (ss *sidecarService) AbandonTaskOrchestratorWorkItem(ctx context.Context, req *dtpb.AbandonOrchestrationTaskRequest) (*dtpb.AbandonOrchestrationTaskResponse, error) {
+	s := (*Sidecar)(ss)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	l, ok := s.leases[req.GetCompletionToken()]
+	if !ok {
+		return nil, status.Errorf(codes.NotFound, "abandon: unknown completion token %q", req.GetCompletionToken())
+	}
+	s.dropLocked(req.GetCompletionToken())
+	delete(s.leases, req.GetCompletionToken())
+	s.pending = append(s.pending, l.req)
+	close(s.wake)
+	s.wake = make(chan struct{})
+	return &dtpb.AbandonOrchestrationTaskResponse{}, nil
+}
+
+func (s *Sidecar) reject(ctx context.Context, reason string, c codes.Code, format string, args ...any) error {
+	s.metrics.protocolError(ctx, reason)
+	return status.Errorf(c, format, args...)
+}
+
+//nolint:staticcheck // SA1019: IsPartial and ChunkIndex are deprecated but they are the protocol.
+func (ss *sidecarService) CompleteOrchestratorTask(ctx context.Context, req *dtpb.OrchestratorResponse) (*dtpb.CompleteTaskResponse, error) {
+	s := (*Sidecar)(ss)
+	ctx, ph := s.comp.StartPhase(ctx, telemetry.Deserialize, telemetry.Request)
+	ph.Span().SetAttributes(attribute.Bool("amdahl.chunking.partial", req.GetIsPartial()),
+		attribute.Int(AttrActions, len(req.GetActions())))
+	done, err := s.complete(ctx, req)
+	if err != nil {
+		ph.Fail(err)
+		return nil, err
+	}
+	ph.End()
+	if done != nil {
+		_, ex := s.comp.StartPhase(ctx, telemetry.Execute, telemetry.None)
+		ex.Span().SetAttributes(attribute.Int(AttrActions, len(done.Actions)), attribute.Int(AttrChunks, done.Chunks))
+		ex.End()
+	}
+	return &dtpb.CompleteTaskResponse{}, nil
+}
+
+// complete validates req against the token's state and applies it
+// atomically under s.mu. It returns the applied completion, or nil when
+// the chunk was buffered or was a duplicate.
+//
+//nolint:staticcheck // SA1019
+func (s *Sidecar) complete(ctx context.Context, req *dtpb.OrchestratorResponse) (*Completion, error) {
+	tok := req.GetCompletionToken()
+	var idx int32 = -1
+	if req.ChunkIndex != nil {
+		idx = req.ChunkIndex.GetValue()
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if tok == "" {
+		return nil, s.reject(ctx, ReasonMissingToken, codes.InvalidArgument, "completion token is empty")
+	}
+	if d, ok := s.completed[tok]; ok {
+		last := d.last
+		// The reply to the final message was lost and it was sent again.
+		if !req.IsPartial && idx == last {
+			s.metrics.dups.Add(ctx, 1)
+			return nil, nil
+		}
+		if req.IsPartial && idx >= 0 && idx < last {
+			s.metrics.dups.Add(ctx, 1)
+			return nil, nil
+		}
+		return nil, s.reject(ctx, ReasonCompleted, codes.FailedPrecondition, "completion token %q already completed", tok)
+	}
+	l, ok := s.leases[tok]
+	if !ok {
+		return nil, s.reject(ctx, ReasonUnknownToken, codes.NotFound, "unknown completion token %q", tok)
+	}
+	if req.GetInstanceId() != l.req.GetInstanceId() {
+		return nil, s.reject(ctx, ReasonUnknownToken, codes.InvalidArgument,
+			"completion token %q belongs to instance %q, not %q", tok, l.req.GetInstanceId(), req.GetInstanceId())
+	}
+	buf := s.buffers[tok]
+	if req.IsPartial {
+		if idx < 0 {
+			return nil, s.reject(ctx, ReasonMissingIndex, codes.InvalidArgument, "isPartial=true without chunkIndex (token %q)", tok)
+		}
+		if buf == nil {
+			if idx != 0 {
+				return nil, s.reject(ctx, ReasonNoBuffer, codes.FailedPrecondition, "chunk %d of token %q without a buffered chunk 0", idx, tok)
+			}
+			buf = &buffer{first: req}
+			s.buffers[tok] = buf
+			s.metrics.partial.Add(ctx, 1)
+		} else {
+			if idx < buf.next {
+				s.metrics.dups.Add(ctx, 1)
+				buf.touched = s.cfg.Now()
+				return nil, nil
+			}
+			if idx > buf.next {
+				s.dropLocked(tok)
+				return nil, s.reject(ctx, ReasonGap, codes.FailedPrecondition, "chunk %d of token %q, expected %d", idx, tok, buf.next)
+			}
+		}
+		if err := s.appendLocked(ctx, tok, buf, req); err != nil {
+			return nil, err
+		}
+		return nil, nil
+	}
+	c := &Completion{
+		InstanceID: req.GetInstanceId(), CompletionToken: tok,
+		CustomStatus: req.GetCustomStatus(), RequiresHistory: req.GetRequiresHistory(),
+	}
+	switch {
+	case buf == nil:
+		// An ordinary completion; chunkIndex=0 with isPartial=false is the
+		// older .NET form of the same thing.
+		if idx > 0 {
+			return nil, s.reject(ctx, ReasonNoBuffer, codes.FailedPrecondition, "final chunk %d of token %q without buffered chunks", idx, tok)
+		}
+		c.Actions = req.GetActions()
+		c.NumEventsProcessed = req.GetNumEventsProcessed()
+		c.OrchestrationTraceContext = req.GetOrchestrationTraceContext()
+		c.Chunks = 1
+	case idx < 0:
+		// A standalone final message over a buffer: the worker replaced the
+		// completion (for example by a failure completion after chunk k
+		// failed externalization). The buffered chunks are discarded.
+		s.dropLocked(tok)
+		c.Actions = req.GetActions()
+		c.NumEventsProcessed = req.GetNumEventsProcessed()
+		c.OrchestrationTraceContext = req.GetOrchestrationTraceContext()
+		c.Chunks = 1
+	case idx != buf.next:
+		s.dropLocked(tok)
+		return nil, s.reject(ctx, ReasonGap, codes.FailedPrecondition, "final chunk %d of token %q, expected %d", idx, tok, buf.next)
+	default:
+		if err := s.appendLocked(ctx, tok, buf, req); err != nil {
+			return nil, err
+		}
+		s.dropLocked(tok)
+		c.Actions = buf.actions
+		c.NumEventsProcessed = buf.first.GetNumEventsProcessed()
+		c.OrchestrationTraceContext = buf.first.GetOrchestrationTraceContext()
+		c.Chunks = int(idx) + 1
+	}
+	delete(s.leases, tok)
+	s.completed[tok] = done{last: idx, at: s.cfg.Now()}
+	s.applied = append(s.applied, *c)
+	return c, nil
+}
+
+func (s *Sidecar) appendLocked(ctx context.Context, tok string, buf *buffer, req *dtpb.OrchestratorResponse) error {
+	n := proto.Size(req)
+	if buf.bytes+n > s.cfg.MaxBufferedBytes || int(buf.next)+1 > s.cfg.MaxBufferedChunks {
+		s.dropLocked(tok)
+		return s.reject(ctx, ReasonOverCap, codes.ResourceExhausted,
+			"token %q: buffer over cap (%d bytes + %d > %d bytes, or chunk %d ≥ %d chunks)",
+			tok, buf.bytes, n, s.cfg.MaxBufferedBytes, buf.next, s.cfg.MaxBufferedChunks)
+	}
+	buf.bytes += n
+	buf.actions = append(buf.actions, req.GetActions()...)
+	buf.next++
+	buf.touched = s.cfg.Now()
+	return nil
+}

@@ -1,0 +1,114 @@
+package chunking
+
+import (
+	"context"
+	"testing"
+
+	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/propagation"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+
+	"github.com/amdahl-rt/amdahl/telemetry"
+)
+
+func TestTelemetry(t *testing.T) {
+	rec := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
+	reader := sdkmetric.NewManualReader()
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+	t.Cleanup(func() { _ = tp.Shutdown(context.Background()); _ = mp.Shutdown(context.Background()) })
+	comp, err := telemetry.NewComponent("chunking", telemetry.ComponentConfig{TracerProvider: tp, MeterProvider: mp})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &faults{calls: map[int32]int{}, before: map[int32]codes.Code{1: codes.Unavailable}}
+	rg := startRig(t, SidecarConfig{Component: comp, TracerProvider: tp, MeterProvider: mp,
+		ServerOptions: []grpc.ServerOption{grpc.UnaryInterceptor(f.intercept)}},
+		grpc.WithStatsHandler(otelgrpc.NewClientHandler(otelgrpc.WithTracerProvider(tp), otelgrpc.WithMeterProvider(mp),
+			otelgrpc.WithPropagators(propagation.TraceContext{}))))
+	r := response(actionOfSize(t, 0, 700<<10), actionOfSize(t, 1, 700<<10), actionOfSize(t, 2, 700<<10))
+	r.CompletionToken = rg.lease(t, r.InstanceId)
+	pl := newPlanner(t, PlannerConfig{MaxChunkBytes: 1 << 20, Component: comp, MeterProvider: mp})
+	s, err := NewSender(rg.conn, SenderConfig{Planner: pl, Component: comp, MeterProvider: mp, Retry: RetryPolicy{BaseDelay: 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, root := tp.Tracer("test").Start(context.Background(), "root")
+	if _, err := s.Complete(ctx, r); err != nil {
+		t.Fatal(err)
+	}
+	root.End()
+
+	count := map[string]int{}
+	var serialize sdktrace.ReadOnlySpan
+	retries := 0
+	for _, sp := range rec.Ended() {
+		count[sp.Name()]++
+		if sp.Name() == "chunking.serialize" {
+			serialize = sp
+		}
+		for _, e := range sp.Events() {
+			if e.Name == "retry" {
+				retries++
+			}
+		}
+		if sp.SpanContext().TraceID() != root.SpanContext().TraceID() && sp.Name() != "root" {
+			t.Errorf("span %s in trace %v, want the sender's trace %v (context not propagated)", sp.Name(), sp.SpanContext().TraceID(), root.SpanContext().TraceID())
+		}
+	}
+	for name, want := range map[string]int{"chunking.serialize": 1, "chunking.send": 1, "chunking.send.chunk": 3,
+		"chunking.deserialize": 3, "chunking.execute": 1} {
+		if count[name] != want {
+			t.Errorf("%d %s spans, want %d (all: %v)", count[name], name, want, count)
+		}
+	}
+	if retries != 1 {
+		t.Errorf("%d retry events, want 1", retries)
+	}
+	if serialize != nil {
+		attrs := map[attribute.Key]attribute.Value{}
+		for _, kv := range serialize.Attributes() {
+			attrs[kv.Key] = kv.Value
+		}
+		if attrs[AttrChunks].AsInt64() != 3 || attrs[AttrActions].AsInt64() != 3 || attrs[AttrActionSizings].AsInt64() != 3 || attrs[telemetry.AttrBytes].AsInt64() == 0 {
+			t.Errorf("serialize attributes %v", attrs)
+		}
+	}
+
+	var rm metricdata.ResourceMetrics
+	if err := reader.Collect(context.Background(), &rm); err != nil {
+		t.Fatal(err)
+	}
+	sums := map[string]int64{}
+	for _, sm := range rm.ScopeMetrics {
+		for _, m := range sm.Metrics {
+			if d, ok := m.Data.(metricdata.Sum[int64]); ok {
+				for _, p := range d.DataPoints {
+					key := m.Name
+					if v, ok := p.Attributes.Value(AttrSizingKind); ok {
+						key += "/" + v.AsString()
+					}
+					if v, ok := p.Attributes.Value(AttrCode); ok {
+						key += "/" + v.AsString()
+					}
+					sums[key] += p.Value
+				}
+			}
+		}
+	}
+	for name, want := range map[string]int64{MetricSizingComputations + "/action": 3, MetricRetries + "/Unavailable": 1,
+		MetricPartialBuffers: 0} {
+		if got, ok := sums[name]; !ok || got != want {
+			t.Errorf("metric %s = %d (recorded %v), want %d", name, got, ok, want)
+		}
+	}
+	if sums[MetricBytes] == 0 {
+		t.Errorf("%s not recorded", MetricBytes)
+	}
+}
