@@ -65,9 +65,20 @@
 //	amdahl.phase.critical  s  same as amdahl.phase.duration                → amdahl_phase_critical_seconds_*
 //
 // "Component attributes" are the low-cardinality ones a Component is built
-// with (transport, scenario, variant). Component metrics are named
-// amdahl.ipc.*, amdahl.chunking.*, amdahl.sidecar.* and documented in their
-// packages. The Prometheus exporter runs on a private registry; resource
+// with (transport, scenario, variant). Component metrics, defined as
+// constants in ipc/metrics.go and chunking/metrics.go (units and attributes
+// there):
+//
+//	amdahl.ipc.bytes, amdahl.ipc.packets          counters by amdahl.ipc.op (send|receive), direction, transport
+//	amdahl.ipc.send.blocked                       s histogram: time a sender was blocked writing
+//	amdahl.ipc.queue.depth, amdahl.ipc.queue.bytes  async send queue (up-down counters)
+//	amdahl.ipc.buffer.requested, .effective       By gauges: SO_SNDBUF / pipe size asked for and got
+//	amdahl.ipc.handshakes                         counter by outcome and amdahl.ipc.field
+//	amdahl.ipc.protocol.errors, amdahl.ipc.stalls counters by amdahl.ipc.kind
+//	amdahl.chunking.sizing.computations           counter by kind (action|response): the seed's "outer sizing calls"
+//	amdahl.chunking.bytes, amdahl.chunking.chunks planned bytes; chunks per completion
+//	amdahl.chunking.retries, .rejections          counters by gRPC code / reason
+//	amdahl.sidecar.partial_buffers, .duplicates, .protocol_errors  the reassembling side The Prometheus exporter runs on a private registry; resource
 // attributes appear on target_info only.
 //
 // # Profiles
