@@ -79,6 +79,7 @@
 //	amdahl.chunking.bytes, amdahl.chunking.chunks planned bytes; chunks per completion
 //	amdahl.chunking.retries, .rejections          counters by gRPC code / reason
 //	amdahl.sidecar.partial_buffers, .duplicates, .protocol_errors  the reassembling side The Prometheus exporter runs on a private registry; resource
+//
 // attributes appear on target_info only.
 //
 // # Profiles
