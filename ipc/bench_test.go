@@ -147,7 +147,7 @@ func BenchmarkStream(b *testing.B) {
 		frames[i] = append(f, payload[:s]...)
 	}
 	rd := NewReader(fr, DefaultMaxPacketSize)
-	parent, child := inProcessPairB(b, []Option{WithBufferSize(DefaultBufferSize), WithDelta(false)}, []Option{WithBufferSize(DefaultBufferSize)})
+	parent, child := inProcessPair(b, []Option{WithBufferSize(DefaultBufferSize), WithDelta(false)}, []Option{WithBufferSize(DefaultBufferSize)})
 	var raw, framing, conn time.Duration
 	b.SetBytes(benchTotal())
 	b.ResetTimer()
@@ -173,36 +173,6 @@ func BenchmarkStream(b *testing.B) {
 	b.ReportMetric(mb(conn), "conn-MB/s")
 	b.ReportMetric(raw.Seconds()/framing.Seconds(), "framing/raw")
 	b.ReportMetric(raw.Seconds()/conn.Seconds(), "conn/raw")
-}
-
-func inProcessPairB(b *testing.B, parentOpts, childOpts []Option) (*Conn, *Conn) {
-	b.Helper()
-	p, err := NewPair()
-	if err != nil {
-		b.Fatal(err)
-	}
-	fc, err := net.FileConn(p.ChildFile())
-	if err != nil {
-		b.Fatal(err)
-	}
-	if err := p.CloseChild(); err != nil {
-		b.Fatal(err)
-	}
-	ctx := context.Background()
-	ch := make(chan *Conn, 1)
-	errc := make(chan error, 1)
-	go func() {
-		c, err := Accept(ctx, fc.(*net.UnixConn), p.token, childOpts...)
-		errc <- err
-		ch <- c
-	}()
-	parent, err := p.Connect(ctx, parentOpts...)
-	if cerr := <-errc; err != nil || cerr != nil {
-		b.Fatalf("handshake: %v, %v", err, cerr)
-	}
-	child := <-ch
-	b.Cleanup(func() { _ = parent.Close(); _ = child.Close() })
-	return parent, child
 }
 
 // workingChild serves configurations like a task host that deserializes
@@ -235,7 +205,7 @@ func BenchmarkBuffer(b *testing.B) {
 		b.Run(mode.String(), func(b *testing.B) {
 			res := map[int][2]time.Duration{}
 			for _, size := range []int{LegacyBufferSize, DefaultBufferSize} {
-				parent, child := inProcessPairB(b, []Option{WithBufferSize(size), WithMode(mode)}, []Option{WithBufferSize(size)})
+				parent, child := inProcessPair(b, []Option{WithBufferSize(size), WithMode(mode)}, []Option{WithBufferSize(size)})
 				send, e2e := streamWorking(b, parent, child)
 				res[size] = [2]time.Duration{send, e2e}
 			}

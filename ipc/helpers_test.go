@@ -105,7 +105,7 @@ func (x *tel) sum(t *testing.T, name string, attrs map[string]string) int64 {
 
 // inProcessPair returns both ends of a socketpair after the handshake,
 // parent first.
-func inProcessPair(t *testing.T, parentOpts, childOpts []Option) (*Conn, *Conn) {
+func inProcessPair(t testing.TB, parentOpts, childOpts []Option) (*Conn, *Conn) {
 	t.Helper()
 	p, err := NewPair()
 	if err != nil {
