@@ -108,7 +108,8 @@ type Sidecar struct {
 	wake      chan struct{} // closed and replaced when pending grows
 	leases    map[string]*lease
 	buffers   map[string]*buffer
-	completed map[string]done // recently completed tokens, for lost final replies
+	completed map[string]done     // recently completed tokens, for lost final replies
+	active    map[string]struct{} // instance ids scheduled by StartInstance, not yet completed
 	applied   []Completion
 	streamSeq uint64
 	tokenSeq  uint64
@@ -150,6 +151,7 @@ func NewSidecar(cfg SidecarConfig) (*Sidecar, error) {
 		leases:    map[string]*lease{},
 		buffers:   map[string]*buffer{},
 		completed: map[string]done{},
+		active:    map[string]struct{}{},
 		tokenPfx:  rand.Uint64(),
 		stop:      make(chan struct{}),
 	}
@@ -336,6 +338,28 @@ func (ss *sidecarService) AbandonTaskOrchestratorWorkItem(ctx context.Context, r
 	return &dtpb.AbandonOrchestrationTaskResponse{}, nil
 }
 
+// StartInstance schedules an orchestration: its work item (an
+// OrchestratorRequest with the instance id) is queued for GetWorkItems. An
+// empty instance id gets a generated one; an id that is already scheduled
+// and not yet completed is rejected with AlreadyExists.
+func (ss *sidecarService) StartInstance(_ context.Context, req *dtpb.CreateInstanceRequest) (*dtpb.CreateInstanceResponse, error) {
+	s := (*Sidecar)(ss)
+	id := req.GetInstanceId()
+	s.mu.Lock()
+	if id == "" {
+		s.tokenSeq++
+		id = fmt.Sprintf("%016x-i%d", s.tokenPfx, s.tokenSeq)
+	}
+	if _, ok := s.active[id]; ok {
+		s.mu.Unlock()
+		return nil, status.Errorf(codes.AlreadyExists, "start instance: instance %q is already scheduled and not completed", id)
+	}
+	s.active[id] = struct{}{}
+	s.mu.Unlock()
+	s.Submit(&dtpb.OrchestratorRequest{InstanceId: id})
+	return &dtpb.CreateInstanceResponse{InstanceId: id}, nil
+}
+
 func (s *Sidecar) reject(ctx context.Context, reason string, c codes.Code, format string, args ...any) error {
 	s.metrics.protocolError(ctx, reason)
 	return status.Errorf(c, format, args...)
@@ -464,6 +488,7 @@ func (s *Sidecar) complete(ctx context.Context, req *dtpb.OrchestratorResponse) 
 		c.Chunks = int(idx) + 1
 	}
 	delete(s.leases, tok)
+	delete(s.active, c.InstanceID)
 	s.completed[tok] = done{last: idx, at: s.cfg.Now()}
 	s.applied = append(s.applied, *c)
 	return c, nil

@@ -529,3 +529,43 @@ func TestSidecarForgetsCompletedTokens(t *testing.T) {
 		t.Fatalf("resend after the TTL: got %v, want NotFound", err)
 	}
 }
+
+// TestStartInstance: StartInstance queues a work item delivered on
+// GetWorkItems; a second start of a running instance is AlreadyExists; once
+// completed, the id can be started again; an empty id gets a generated one.
+func TestStartInstance(t *testing.T) {
+	rg := startRig(t, SidecarConfig{})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	st, err := dtpb.GetWorkItems(ctx, rg.conn, &dtpb.GetWorkItemsRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := dtpb.StartInstance(ctx, rg.conn, &dtpb.CreateInstanceRequest{InstanceId: "order-1"}); err != nil {
+		t.Fatal(err)
+	}
+	wi, err := st.Recv()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := wi.GetOrchestratorRequest().GetInstanceId(); got != "order-1" || wi.GetCompletionToken() == "" {
+		t.Fatalf("work item for %q with token %q, want order-1 with a token", got, wi.GetCompletionToken())
+	}
+	_, err = dtpb.StartInstance(ctx, rg.conn, &dtpb.CreateInstanceRequest{InstanceId: "order-1"})
+	if status.Code(err) != codes.AlreadyExists {
+		t.Fatalf("second start: got %v, want AlreadyExists", err)
+	}
+	s := rg.sender(t, PlannerConfig{})
+	r := response(task(0, 10))
+	r.InstanceId = "order-1"
+	if _, err := s.Complete(ctx, withToken(r, wi.GetCompletionToken())); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := dtpb.StartInstance(ctx, rg.conn, &dtpb.CreateInstanceRequest{InstanceId: "order-1"}); err != nil {
+		t.Fatalf("start after completion: %v", err)
+	}
+	got, err := dtpb.StartInstance(ctx, rg.conn, &dtpb.CreateInstanceRequest{})
+	if err != nil || got.GetInstanceId() == "" {
+		t.Fatalf("start with empty id: got %v, %v; want a generated id", got, err)
+	}
+}

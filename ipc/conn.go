@@ -59,8 +59,9 @@ type Incoming struct {
 }
 
 // Context returns parent carrying the span context the sender put in the
-// packet (a request's W3C trace context), so spans started from it are
-// children of the sender's dispatch span. Without one it returns parent.
+// packet (a request's W3C trace context, or, in a result, the context of the
+// request it answers), so spans started from it join the sender's trace.
+// Without one it returns parent.
 func (in *Incoming) Context(parent context.Context) context.Context {
 	if !in.remote.IsValid() {
 		return parent
@@ -164,9 +165,20 @@ func (c *Conn) Send(ctx context.Context, m proto.Message) error {
 // Reply sends res as the reply to in, filling res.Timings with the child's
 // phases relative to in.ReceiveStart: receive and deserialize from in,
 // execute from execStart and execDur, and the reply's own serialize time,
-// which is measured and appended to the encoded packet.
+// which is measured and appended to the encoded packet. It also sets
+// res.ReceiveStartUnixNano (the offsets' anchor) and res.TraceContext (the
+// request's trace context), so the parent can place the child's phases in
+// its own clock and trace.
 func (c *Conn) Reply(ctx context.Context, in *Incoming, res *ipcpb.TaskResult, execStart time.Time, execDur time.Duration) error {
 	base := in.ReceiveStart
+	res.ReceiveStartUnixNano = base.UnixNano()
+	clear(res.TraceContext)
+	if in.remote.IsValid() {
+		if res.TraceContext == nil {
+			res.TraceContext = make(map[string]string, 2)
+		}
+		propagator.Inject(trace.ContextWithRemoteSpanContext(ctx, in.remote), propagation.MapCarrier(res.TraceContext))
+	}
 	res.Timings = append(res.Timings[:0],
 		&ipcpb.PhaseTiming{Phase: ipcpb.Phase_PHASE_RECEIVE, StartOffsetNs: 0, DurationNs: int64(in.ReceiveDuration)},
 		&ipcpb.PhaseTiming{Phase: ipcpb.Phase_PHASE_DESERIALIZE, StartOffsetNs: int64(in.ReceiveDuration), DurationNs: int64(in.DeserializeDuration)},
@@ -545,8 +557,11 @@ func (c *Conn) readOne(ctx context.Context, rd *Reader, d *delta) (*Incoming, er
 		delete(c.outstanding, p.Id)
 		c.outMu.Unlock()
 	}
-	if p, ok := m.(*ipcpb.TaskConfiguration); ok && len(p.TraceContext) > 0 {
-		in.remote = trace.SpanContextFromContext(propagator.Extract(ctx, propagation.MapCarrier(p.TraceContext)))
+	switch p := m.(type) {
+	case *ipcpb.TaskConfiguration:
+		in.remote = remoteContext(ctx, p.TraceContext)
+	case *ipcpb.TaskResult:
+		in.remote = remoteContext(ctx, p.TraceContext)
 	}
 	c.m.packet(ctx, opReceive, c.peer, n+HeaderSize)
 	if c.cfg.comp.Enabled() {
@@ -557,6 +572,13 @@ func (c *Conn) readOne(ctx context.Context, rd *Reader, d *delta) (*Incoming, er
 		c.pastPhase(pctx, telemetry.Deserialize, recvDone, decDone, n)
 	}
 	return in, nil
+}
+
+func remoteContext(ctx context.Context, carrier map[string]string) trace.SpanContext {
+	if len(carrier) == 0 {
+		return trace.SpanContext{}
+	}
+	return trace.SpanContextFromContext(propagator.Extract(ctx, propagation.MapCarrier(carrier)))
 }
 
 func (c *Conn) pastPhase(ctx context.Context, p telemetry.Phase, start, end time.Time, n int) {

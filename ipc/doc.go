@@ -54,7 +54,7 @@
 //	    each end sets its own; the kernel doubles and clamps it to
 //	    net.core.wmem_max. The effective value is read back, logged and
 //	    exported (Conn.BufferSize, amdahl.ipc.buffer.effective).
-//	AMDAHL_IPC_MODE (ipc.mode)      sync (default) or async.
+//	AMDAHL_IPC_SEND (ipc.send)      sync (default) or async.
 //	AMDAHL_IPC_DELTA (ipc.delta)    on (default) or off: send environments
 //	    and global properties as "identical" when unchanged since the last
 //	    full copy on this connection.

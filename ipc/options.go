@@ -51,7 +51,7 @@ func WithMeterProvider(mp metric.MeterProvider) Option { return func(o *config) 
 // (default slog.Default()).
 func WithLogger(l *slog.Logger) Option { return func(o *config) { o.logger = l } }
 
-// WithMode sets the send mode (setting ipc.mode; default Sync).
+// WithMode sets the send mode (setting ipc.send; default Sync).
 func WithMode(m Mode) Option { return func(o *config) { o.mode = &m } }
 
 // WithBufferSize sets the requested SO_SNDBUF of this end, in bytes
@@ -129,7 +129,7 @@ func resolve(transport string, opts []Option) (config, error) {
 	}
 	switch {
 	case *c.mode != Sync && *c.mode != Async:
-		return c, fmt.Errorf("invalid ipc.mode %d: want Sync or Async", *c.mode)
+		return c, fmt.Errorf("invalid ipc.send %d: want Sync or Async", *c.mode)
 	case *c.buffer <= 0 || *c.buffer > MaxBufferSize:
 		return c, fmt.Errorf("invalid ipc.buffer %d: want 1 to %d bytes", *c.buffer, MaxBufferSize)
 	case c.maxPacket <= 0 || c.maxPacket > 1<<31-1:

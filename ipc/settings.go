@@ -11,7 +11,7 @@ import (
 // Environment variables read by the ipc package (see doc.go).
 const (
 	EnvBuffer = "AMDAHL_IPC_BUFFER" // setting ipc.buffer
-	EnvMode   = "AMDAHL_IPC_MODE"   // setting ipc.mode
+	EnvMode   = "AMDAHL_IPC_SEND"   // setting ipc.send
 	EnvDelta  = "AMDAHL_IPC_DELTA"  // setting ipc.delta
 	EnvFD     = "AMDAHL_IPC_FD"     // child end: inherited connection fd
 	EnvToken  = "AMDAHL_IPC_TOKEN"  // child end: per-connection handshake token
@@ -77,7 +77,7 @@ func (m Mode) String() string {
 	return "sync"
 }
 
-// ParseMode parses an ipc.mode value.
+// ParseMode parses an ipc.send value.
 func ParseMode(s string) (Mode, error) {
 	switch strings.TrimSpace(s) {
 	case "sync":
@@ -85,7 +85,7 @@ func ParseMode(s string) (Mode, error) {
 	case "async":
 		return Async, nil
 	}
-	return 0, fmt.Errorf("invalid ipc.mode (%s) %q: want sync or async", EnvMode, s)
+	return 0, fmt.Errorf("invalid ipc.send (%s) %q: want sync or async", EnvMode, s)
 }
 
 // ParseDelta parses an ipc.delta value.

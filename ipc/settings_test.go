@@ -110,7 +110,7 @@ func TestModeAndDeltaSettings(t *testing.T) {
 		t.Fatalf("options did not win over env: mode %v delta %v", *cfg.mode, *cfg.delta)
 	}
 	t.Setenv(EnvMode, "fast")
-	if _, err := resolve("test", nil); err == nil || !strings.Contains(err.Error(), "ipc.mode") {
-		t.Fatalf("resolve with %s=fast: got %v, want an error naming ipc.mode", EnvMode, err)
+	if _, err := resolve("test", nil); err == nil || !strings.Contains(err.Error(), "ipc.send") {
+		t.Fatalf("resolve with %s=fast: got %v, want an error naming ipc.send", EnvMode, err)
 	}
 }

@@ -2051,6 +2051,121 @@ func (*AbandonOrchestrationTaskResponse) Descriptor() ([]byte, []int) {
 	return file_amdahl_durabletask_proto_rawDescGZIP(), []int{25}
 }
 
+// CreateInstanceRequest (StartInstance) declares the identity, name,
+// version and input of a new orchestration; scheduledStartTimestamp (5),
+// orchestrationIdReusePolicy (6) and later fields are kept as unknown fields.
+type CreateInstanceRequest struct {
+	state         protoimpl.MessageState  `protogen:"open.v1"`
+	InstanceId    string                  `protobuf:"bytes,1,opt,name=instanceId,proto3" json:"instanceId,omitempty"`
+	Name          string                  `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	Version       *wrapperspb.StringValue `protobuf:"bytes,3,opt,name=version,proto3" json:"version,omitempty"`
+	Input         *wrapperspb.StringValue `protobuf:"bytes,4,opt,name=input,proto3" json:"input,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreateInstanceRequest) Reset() {
+	*x = CreateInstanceRequest{}
+	mi := &file_amdahl_durabletask_proto_msgTypes[26]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateInstanceRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateInstanceRequest) ProtoMessage() {}
+
+func (x *CreateInstanceRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_amdahl_durabletask_proto_msgTypes[26]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateInstanceRequest.ProtoReflect.Descriptor instead.
+func (*CreateInstanceRequest) Descriptor() ([]byte, []int) {
+	return file_amdahl_durabletask_proto_rawDescGZIP(), []int{26}
+}
+
+func (x *CreateInstanceRequest) GetInstanceId() string {
+	if x != nil {
+		return x.InstanceId
+	}
+	return ""
+}
+
+func (x *CreateInstanceRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *CreateInstanceRequest) GetVersion() *wrapperspb.StringValue {
+	if x != nil {
+		return x.Version
+	}
+	return nil
+}
+
+func (x *CreateInstanceRequest) GetInput() *wrapperspb.StringValue {
+	if x != nil {
+		return x.Input
+	}
+	return nil
+}
+
+type CreateInstanceResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	InstanceId    string                 `protobuf:"bytes,1,opt,name=instanceId,proto3" json:"instanceId,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreateInstanceResponse) Reset() {
+	*x = CreateInstanceResponse{}
+	mi := &file_amdahl_durabletask_proto_msgTypes[27]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateInstanceResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateInstanceResponse) ProtoMessage() {}
+
+func (x *CreateInstanceResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_amdahl_durabletask_proto_msgTypes[27]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateInstanceResponse.ProtoReflect.Descriptor instead.
+func (*CreateInstanceResponse) Descriptor() ([]byte, []int) {
+	return file_amdahl_durabletask_proto_rawDescGZIP(), []int{27}
+}
+
+func (x *CreateInstanceResponse) GetInstanceId() string {
+	if x != nil {
+		return x.InstanceId
+	}
+	return ""
+}
+
 var File_amdahl_durabletask_proto protoreflect.FileDescriptor
 
 const file_amdahl_durabletask_proto_rawDesc = "" +
@@ -2227,7 +2342,18 @@ const file_amdahl_durabletask_proto_rawDesc = "" +
 	"\x14CompleteTaskResponse\"K\n" +
 	"\x1fAbandonOrchestrationTaskRequest\x12(\n" +
 	"\x0fcompletionToken\x18\x01 \x01(\tR\x0fcompletionToken\"\"\n" +
-	" AbandonOrchestrationTaskResponse*\xb5\x02\n" +
+	" AbandonOrchestrationTaskResponse\"\xb7\x01\n" +
+	"\x15CreateInstanceRequest\x12\x1e\n" +
+	"\n" +
+	"instanceId\x18\x01 \x01(\tR\n" +
+	"instanceId\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x126\n" +
+	"\aversion\x18\x03 \x01(\v2\x1c.google.protobuf.StringValueR\aversion\x122\n" +
+	"\x05input\x18\x04 \x01(\v2\x1c.google.protobuf.StringValueR\x05input\"8\n" +
+	"\x16CreateInstanceResponse\x12\x1e\n" +
+	"\n" +
+	"instanceId\x18\x01 \x01(\tR\n" +
+	"instanceId*\xb5\x02\n" +
 	"\x13OrchestrationStatus\x12 \n" +
 	"\x1cORCHESTRATION_STATUS_RUNNING\x10\x00\x12\"\n" +
 	"\x1eORCHESTRATION_STATUS_COMPLETED\x10\x01\x12)\n" +
@@ -2256,7 +2382,7 @@ func file_amdahl_durabletask_proto_rawDescGZIP() []byte {
 }
 
 var file_amdahl_durabletask_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_amdahl_durabletask_proto_msgTypes = make([]protoimpl.MessageInfo, 31)
+var file_amdahl_durabletask_proto_msgTypes = make([]protoimpl.MessageInfo, 33)
 var file_amdahl_durabletask_proto_goTypes = []any{
 	(OrchestrationStatus)(0),                 // 0: amdahl.durabletask.v1.OrchestrationStatus
 	(WorkerCapability)(0),                    // 1: amdahl.durabletask.v1.WorkerCapability
@@ -2286,53 +2412,55 @@ var file_amdahl_durabletask_proto_goTypes = []any{
 	(*CompleteTaskResponse)(nil),             // 25: amdahl.durabletask.v1.CompleteTaskResponse
 	(*AbandonOrchestrationTaskRequest)(nil),  // 26: amdahl.durabletask.v1.AbandonOrchestrationTaskRequest
 	(*AbandonOrchestrationTaskResponse)(nil), // 27: amdahl.durabletask.v1.AbandonOrchestrationTaskResponse
-	nil,                                      // 28: amdahl.durabletask.v1.TaskFailureDetails.PropertiesEntry
-	nil,                                      // 29: amdahl.durabletask.v1.ScheduleTaskAction.TagsEntry
-	nil,                                      // 30: amdahl.durabletask.v1.CreateSubOrchestrationAction.TagsEntry
-	nil,                                      // 31: amdahl.durabletask.v1.CompleteOrchestrationAction.TagsEntry
-	nil,                                      // 32: amdahl.durabletask.v1.OrchestratorRequest.PropertiesEntry
-	(*wrapperspb.StringValue)(nil),           // 33: google.protobuf.StringValue
-	(*timestamppb.Timestamp)(nil),            // 34: google.protobuf.Timestamp
-	(*wrapperspb.Int32Value)(nil),            // 35: google.protobuf.Int32Value
-	(*structpb.Value)(nil),                   // 36: google.protobuf.Value
+	(*CreateInstanceRequest)(nil),            // 28: amdahl.durabletask.v1.CreateInstanceRequest
+	(*CreateInstanceResponse)(nil),           // 29: amdahl.durabletask.v1.CreateInstanceResponse
+	nil,                                      // 30: amdahl.durabletask.v1.TaskFailureDetails.PropertiesEntry
+	nil,                                      // 31: amdahl.durabletask.v1.ScheduleTaskAction.TagsEntry
+	nil,                                      // 32: amdahl.durabletask.v1.CreateSubOrchestrationAction.TagsEntry
+	nil,                                      // 33: amdahl.durabletask.v1.CompleteOrchestrationAction.TagsEntry
+	nil,                                      // 34: amdahl.durabletask.v1.OrchestratorRequest.PropertiesEntry
+	(*wrapperspb.StringValue)(nil),           // 35: google.protobuf.StringValue
+	(*timestamppb.Timestamp)(nil),            // 36: google.protobuf.Timestamp
+	(*wrapperspb.Int32Value)(nil),            // 37: google.protobuf.Int32Value
+	(*structpb.Value)(nil),                   // 38: google.protobuf.Value
 }
 var file_amdahl_durabletask_proto_depIdxs = []int32{
-	33, // 0: amdahl.durabletask.v1.OrchestrationInstance.executionId:type_name -> google.protobuf.StringValue
-	33, // 1: amdahl.durabletask.v1.TaskFailureDetails.stackTrace:type_name -> google.protobuf.StringValue
+	35, // 0: amdahl.durabletask.v1.OrchestrationInstance.executionId:type_name -> google.protobuf.StringValue
+	35, // 1: amdahl.durabletask.v1.TaskFailureDetails.stackTrace:type_name -> google.protobuf.StringValue
 	3,  // 2: amdahl.durabletask.v1.TaskFailureDetails.innerFailure:type_name -> amdahl.durabletask.v1.TaskFailureDetails
-	28, // 3: amdahl.durabletask.v1.TaskFailureDetails.properties:type_name -> amdahl.durabletask.v1.TaskFailureDetails.PropertiesEntry
-	33, // 4: amdahl.durabletask.v1.TraceContext.traceState:type_name -> google.protobuf.StringValue
-	34, // 5: amdahl.durabletask.v1.EntityOperationSignaledEvent.scheduledTime:type_name -> google.protobuf.Timestamp
-	33, // 6: amdahl.durabletask.v1.EntityOperationSignaledEvent.input:type_name -> google.protobuf.StringValue
-	33, // 7: amdahl.durabletask.v1.EntityOperationSignaledEvent.targetInstanceId:type_name -> google.protobuf.StringValue
-	34, // 8: amdahl.durabletask.v1.EntityOperationCalledEvent.scheduledTime:type_name -> google.protobuf.Timestamp
-	33, // 9: amdahl.durabletask.v1.EntityOperationCalledEvent.input:type_name -> google.protobuf.StringValue
-	33, // 10: amdahl.durabletask.v1.EntityOperationCalledEvent.parentInstanceId:type_name -> google.protobuf.StringValue
-	33, // 11: amdahl.durabletask.v1.EntityOperationCalledEvent.parentExecutionId:type_name -> google.protobuf.StringValue
-	33, // 12: amdahl.durabletask.v1.EntityOperationCalledEvent.targetInstanceId:type_name -> google.protobuf.StringValue
-	33, // 13: amdahl.durabletask.v1.EntityLockRequestedEvent.parentInstanceId:type_name -> google.protobuf.StringValue
-	33, // 14: amdahl.durabletask.v1.EntityUnlockSentEvent.parentInstanceId:type_name -> google.protobuf.StringValue
-	33, // 15: amdahl.durabletask.v1.EntityUnlockSentEvent.targetInstanceId:type_name -> google.protobuf.StringValue
-	34, // 16: amdahl.durabletask.v1.HistoryEvent.timestamp:type_name -> google.protobuf.Timestamp
-	33, // 17: amdahl.durabletask.v1.ScheduleTaskAction.version:type_name -> google.protobuf.StringValue
-	33, // 18: amdahl.durabletask.v1.ScheduleTaskAction.input:type_name -> google.protobuf.StringValue
-	29, // 19: amdahl.durabletask.v1.ScheduleTaskAction.tags:type_name -> amdahl.durabletask.v1.ScheduleTaskAction.TagsEntry
+	30, // 3: amdahl.durabletask.v1.TaskFailureDetails.properties:type_name -> amdahl.durabletask.v1.TaskFailureDetails.PropertiesEntry
+	35, // 4: amdahl.durabletask.v1.TraceContext.traceState:type_name -> google.protobuf.StringValue
+	36, // 5: amdahl.durabletask.v1.EntityOperationSignaledEvent.scheduledTime:type_name -> google.protobuf.Timestamp
+	35, // 6: amdahl.durabletask.v1.EntityOperationSignaledEvent.input:type_name -> google.protobuf.StringValue
+	35, // 7: amdahl.durabletask.v1.EntityOperationSignaledEvent.targetInstanceId:type_name -> google.protobuf.StringValue
+	36, // 8: amdahl.durabletask.v1.EntityOperationCalledEvent.scheduledTime:type_name -> google.protobuf.Timestamp
+	35, // 9: amdahl.durabletask.v1.EntityOperationCalledEvent.input:type_name -> google.protobuf.StringValue
+	35, // 10: amdahl.durabletask.v1.EntityOperationCalledEvent.parentInstanceId:type_name -> google.protobuf.StringValue
+	35, // 11: amdahl.durabletask.v1.EntityOperationCalledEvent.parentExecutionId:type_name -> google.protobuf.StringValue
+	35, // 12: amdahl.durabletask.v1.EntityOperationCalledEvent.targetInstanceId:type_name -> google.protobuf.StringValue
+	35, // 13: amdahl.durabletask.v1.EntityLockRequestedEvent.parentInstanceId:type_name -> google.protobuf.StringValue
+	35, // 14: amdahl.durabletask.v1.EntityUnlockSentEvent.parentInstanceId:type_name -> google.protobuf.StringValue
+	35, // 15: amdahl.durabletask.v1.EntityUnlockSentEvent.targetInstanceId:type_name -> google.protobuf.StringValue
+	36, // 16: amdahl.durabletask.v1.HistoryEvent.timestamp:type_name -> google.protobuf.Timestamp
+	35, // 17: amdahl.durabletask.v1.ScheduleTaskAction.version:type_name -> google.protobuf.StringValue
+	35, // 18: amdahl.durabletask.v1.ScheduleTaskAction.input:type_name -> google.protobuf.StringValue
+	31, // 19: amdahl.durabletask.v1.ScheduleTaskAction.tags:type_name -> amdahl.durabletask.v1.ScheduleTaskAction.TagsEntry
 	4,  // 20: amdahl.durabletask.v1.ScheduleTaskAction.parentTraceContext:type_name -> amdahl.durabletask.v1.TraceContext
-	33, // 21: amdahl.durabletask.v1.CreateSubOrchestrationAction.version:type_name -> google.protobuf.StringValue
-	33, // 22: amdahl.durabletask.v1.CreateSubOrchestrationAction.input:type_name -> google.protobuf.StringValue
+	35, // 21: amdahl.durabletask.v1.CreateSubOrchestrationAction.version:type_name -> google.protobuf.StringValue
+	35, // 22: amdahl.durabletask.v1.CreateSubOrchestrationAction.input:type_name -> google.protobuf.StringValue
 	4,  // 23: amdahl.durabletask.v1.CreateSubOrchestrationAction.parentTraceContext:type_name -> amdahl.durabletask.v1.TraceContext
-	30, // 24: amdahl.durabletask.v1.CreateSubOrchestrationAction.tags:type_name -> amdahl.durabletask.v1.CreateSubOrchestrationAction.TagsEntry
-	34, // 25: amdahl.durabletask.v1.CreateTimerAction.fireAt:type_name -> google.protobuf.Timestamp
+	32, // 24: amdahl.durabletask.v1.CreateSubOrchestrationAction.tags:type_name -> amdahl.durabletask.v1.CreateSubOrchestrationAction.TagsEntry
+	36, // 25: amdahl.durabletask.v1.CreateTimerAction.fireAt:type_name -> google.protobuf.Timestamp
 	2,  // 26: amdahl.durabletask.v1.SendEventAction.instance:type_name -> amdahl.durabletask.v1.OrchestrationInstance
-	33, // 27: amdahl.durabletask.v1.SendEventAction.data:type_name -> google.protobuf.StringValue
+	35, // 27: amdahl.durabletask.v1.SendEventAction.data:type_name -> google.protobuf.StringValue
 	0,  // 28: amdahl.durabletask.v1.CompleteOrchestrationAction.orchestrationStatus:type_name -> amdahl.durabletask.v1.OrchestrationStatus
-	33, // 29: amdahl.durabletask.v1.CompleteOrchestrationAction.result:type_name -> google.protobuf.StringValue
-	33, // 30: amdahl.durabletask.v1.CompleteOrchestrationAction.details:type_name -> google.protobuf.StringValue
-	33, // 31: amdahl.durabletask.v1.CompleteOrchestrationAction.newVersion:type_name -> google.protobuf.StringValue
+	35, // 29: amdahl.durabletask.v1.CompleteOrchestrationAction.result:type_name -> google.protobuf.StringValue
+	35, // 30: amdahl.durabletask.v1.CompleteOrchestrationAction.details:type_name -> google.protobuf.StringValue
+	35, // 31: amdahl.durabletask.v1.CompleteOrchestrationAction.newVersion:type_name -> google.protobuf.StringValue
 	9,  // 32: amdahl.durabletask.v1.CompleteOrchestrationAction.carryoverEvents:type_name -> amdahl.durabletask.v1.HistoryEvent
 	3,  // 33: amdahl.durabletask.v1.CompleteOrchestrationAction.failureDetails:type_name -> amdahl.durabletask.v1.TaskFailureDetails
-	31, // 34: amdahl.durabletask.v1.CompleteOrchestrationAction.tags:type_name -> amdahl.durabletask.v1.CompleteOrchestrationAction.TagsEntry
-	33, // 35: amdahl.durabletask.v1.TerminateOrchestrationAction.reason:type_name -> google.protobuf.StringValue
+	33, // 34: amdahl.durabletask.v1.CompleteOrchestrationAction.tags:type_name -> amdahl.durabletask.v1.CompleteOrchestrationAction.TagsEntry
+	35, // 35: amdahl.durabletask.v1.TerminateOrchestrationAction.reason:type_name -> google.protobuf.StringValue
 	5,  // 36: amdahl.durabletask.v1.SendEntityMessageAction.entityOperationSignaled:type_name -> amdahl.durabletask.v1.EntityOperationSignaledEvent
 	6,  // 37: amdahl.durabletask.v1.SendEntityMessageAction.entityOperationCalled:type_name -> amdahl.durabletask.v1.EntityOperationCalledEvent
 	7,  // 38: amdahl.durabletask.v1.SendEntityMessageAction.entityLockRequested:type_name -> amdahl.durabletask.v1.EntityLockRequestedEvent
@@ -2346,28 +2474,30 @@ var file_amdahl_durabletask_proto_depIdxs = []int32{
 	15, // 46: amdahl.durabletask.v1.OrchestratorAction.terminateOrchestration:type_name -> amdahl.durabletask.v1.TerminateOrchestrationAction
 	16, // 47: amdahl.durabletask.v1.OrchestratorAction.sendEntityMessage:type_name -> amdahl.durabletask.v1.SendEntityMessageAction
 	17, // 48: amdahl.durabletask.v1.OrchestratorAction.rewindOrchestration:type_name -> amdahl.durabletask.v1.RewindOrchestrationAction
-	33, // 49: amdahl.durabletask.v1.OrchestrationTraceContext.spanID:type_name -> google.protobuf.StringValue
-	34, // 50: amdahl.durabletask.v1.OrchestrationTraceContext.spanStartTime:type_name -> google.protobuf.Timestamp
-	33, // 51: amdahl.durabletask.v1.OrchestratorRequest.executionId:type_name -> google.protobuf.StringValue
+	35, // 49: amdahl.durabletask.v1.OrchestrationTraceContext.spanID:type_name -> google.protobuf.StringValue
+	36, // 50: amdahl.durabletask.v1.OrchestrationTraceContext.spanStartTime:type_name -> google.protobuf.Timestamp
+	35, // 51: amdahl.durabletask.v1.OrchestratorRequest.executionId:type_name -> google.protobuf.StringValue
 	9,  // 52: amdahl.durabletask.v1.OrchestratorRequest.pastEvents:type_name -> amdahl.durabletask.v1.HistoryEvent
 	9,  // 53: amdahl.durabletask.v1.OrchestratorRequest.newEvents:type_name -> amdahl.durabletask.v1.HistoryEvent
-	32, // 54: amdahl.durabletask.v1.OrchestratorRequest.properties:type_name -> amdahl.durabletask.v1.OrchestratorRequest.PropertiesEntry
+	34, // 54: amdahl.durabletask.v1.OrchestratorRequest.properties:type_name -> amdahl.durabletask.v1.OrchestratorRequest.PropertiesEntry
 	19, // 55: amdahl.durabletask.v1.OrchestratorRequest.orchestrationTraceContext:type_name -> amdahl.durabletask.v1.OrchestrationTraceContext
 	18, // 56: amdahl.durabletask.v1.OrchestratorResponse.actions:type_name -> amdahl.durabletask.v1.OrchestratorAction
-	33, // 57: amdahl.durabletask.v1.OrchestratorResponse.customStatus:type_name -> google.protobuf.StringValue
-	35, // 58: amdahl.durabletask.v1.OrchestratorResponse.numEventsProcessed:type_name -> google.protobuf.Int32Value
+	35, // 57: amdahl.durabletask.v1.OrchestratorResponse.customStatus:type_name -> google.protobuf.StringValue
+	37, // 58: amdahl.durabletask.v1.OrchestratorResponse.numEventsProcessed:type_name -> google.protobuf.Int32Value
 	19, // 59: amdahl.durabletask.v1.OrchestratorResponse.orchestrationTraceContext:type_name -> amdahl.durabletask.v1.OrchestrationTraceContext
-	35, // 60: amdahl.durabletask.v1.OrchestratorResponse.chunkIndex:type_name -> google.protobuf.Int32Value
+	37, // 60: amdahl.durabletask.v1.OrchestratorResponse.chunkIndex:type_name -> google.protobuf.Int32Value
 	1,  // 61: amdahl.durabletask.v1.GetWorkItemsRequest.capabilities:type_name -> amdahl.durabletask.v1.WorkerCapability
 	20, // 62: amdahl.durabletask.v1.WorkItem.orchestratorRequest:type_name -> amdahl.durabletask.v1.OrchestratorRequest
 	23, // 63: amdahl.durabletask.v1.WorkItem.healthPing:type_name -> amdahl.durabletask.v1.HealthPing
-	36, // 64: amdahl.durabletask.v1.TaskFailureDetails.PropertiesEntry.value:type_name -> google.protobuf.Value
-	36, // 65: amdahl.durabletask.v1.OrchestratorRequest.PropertiesEntry.value:type_name -> google.protobuf.Value
-	66, // [66:66] is the sub-list for method output_type
-	66, // [66:66] is the sub-list for method input_type
-	66, // [66:66] is the sub-list for extension type_name
-	66, // [66:66] is the sub-list for extension extendee
-	0,  // [0:66] is the sub-list for field type_name
+	35, // 64: amdahl.durabletask.v1.CreateInstanceRequest.version:type_name -> google.protobuf.StringValue
+	35, // 65: amdahl.durabletask.v1.CreateInstanceRequest.input:type_name -> google.protobuf.StringValue
+	38, // 66: amdahl.durabletask.v1.TaskFailureDetails.PropertiesEntry.value:type_name -> google.protobuf.Value
+	38, // 67: amdahl.durabletask.v1.OrchestratorRequest.PropertiesEntry.value:type_name -> google.protobuf.Value
+	68, // [68:68] is the sub-list for method output_type
+	68, // [68:68] is the sub-list for method input_type
+	68, // [68:68] is the sub-list for extension type_name
+	68, // [68:68] is the sub-list for extension extendee
+	0,  // [0:68] is the sub-list for field type_name
 }
 
 func init() { file_amdahl_durabletask_proto_init() }
@@ -2401,7 +2531,7 @@ func file_amdahl_durabletask_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_amdahl_durabletask_proto_rawDesc), len(file_amdahl_durabletask_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   31,
+			NumMessages:   33,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -18,6 +18,7 @@ const (
 	MethodGetWorkItems                    = "/" + ServiceName + "/GetWorkItems"
 	MethodCompleteOrchestratorTask        = "/" + ServiceName + "/CompleteOrchestratorTask"
 	MethodAbandonTaskOrchestratorWorkItem = "/" + ServiceName + "/AbandonTaskOrchestratorWorkItem"
+	MethodStartInstance                   = "/" + ServiceName + "/StartInstance"
 )
 
 // SidecarServer is the part of TaskHubSidecarService that amdahl serves.
@@ -31,6 +32,9 @@ type SidecarServer interface {
 	CompleteOrchestratorTask(ctx context.Context, req *OrchestratorResponse) (*CompleteTaskResponse, error)
 	// AbandonTaskOrchestratorWorkItem releases the work item of a token.
 	AbandonTaskOrchestratorWorkItem(ctx context.Context, req *AbandonOrchestrationTaskRequest) (*AbandonOrchestrationTaskResponse, error)
+	// StartInstance schedules a new orchestration instance; its work item
+	// is then delivered on GetWorkItems.
+	StartInstance(ctx context.Context, req *CreateInstanceRequest) (*CreateInstanceResponse, error)
 }
 
 // RegisterSidecarServer registers srv on s under ServiceName.
@@ -66,6 +70,20 @@ func abandonHandler(srv any, ctx context.Context, dec func(any) error, icp grpc.
 	})
 }
 
+func startInstanceHandler(srv any, ctx context.Context, dec func(any) error, icp grpc.UnaryServerInterceptor) (any, error) {
+	in := new(CreateInstanceRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if icp == nil {
+		return srv.(SidecarServer).StartInstance(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{Server: srv, FullMethod: MethodStartInstance}
+	return icp(ctx, in, info, func(ctx context.Context, req any) (any, error) {
+		return srv.(SidecarServer).StartInstance(ctx, req.(*CreateInstanceRequest))
+	})
+}
+
 func getWorkItemsHandler(srv any, stream grpc.ServerStream) error {
 	in := new(GetWorkItemsRequest)
 	if err := stream.RecvMsg(in); err != nil {
@@ -82,6 +100,7 @@ var SidecarServiceDesc = grpc.ServiceDesc{
 	Methods: []grpc.MethodDesc{
 		{MethodName: "CompleteOrchestratorTask", Handler: completeHandler},
 		{MethodName: "AbandonTaskOrchestratorWorkItem", Handler: abandonHandler},
+		{MethodName: "StartInstance", Handler: startInstanceHandler},
 	},
 	Streams: []grpc.StreamDesc{
 		{StreamName: "GetWorkItems", Handler: getWorkItemsHandler, ServerStreams: true},
@@ -104,4 +123,13 @@ func GetWorkItems(ctx context.Context, cc grpc.ClientConnInterface, req *GetWork
 		return nil, err
 	}
 	return x, nil
+}
+
+// StartInstance calls TaskHubSidecarService.StartInstance on cc.
+func StartInstance(ctx context.Context, cc grpc.ClientConnInterface, req *CreateInstanceRequest, opts ...grpc.CallOption) (*CreateInstanceResponse, error) {
+	out := new(CreateInstanceResponse)
+	if err := cc.Invoke(ctx, MethodStartInstance, req, out, opts...); err != nil {
+		return nil, err
+	}
+	return out, nil
 }

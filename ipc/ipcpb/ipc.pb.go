@@ -502,8 +502,14 @@ type TaskResult struct {
 	Environment     map[string]string      `protobuf:"bytes,5,rep,name=environment,proto3" json:"environment,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	EnvironmentMode DeltaMode              `protobuf:"varint,6,opt,name=environment_mode,json=environmentMode,proto3,enum=amdahl.ipc.v1.DeltaMode" json:"environment_mode,omitempty"`
 	Timings         []*PhaseTiming         `protobuf:"bytes,7,rep,name=timings,proto3" json:"timings,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// W3C trace context of the request this result answers, copied by the
+	// child, so the parent's receive spans join the request's trace.
+	TraceContext map[string]string `protobuf:"bytes,8,rep,name=trace_context,json=traceContext,proto3" json:"trace_context,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// Wall-clock time (Unix ns) at which the child started receiving the
+	// request: the anchor of the timings' offsets in the parent's clock.
+	ReceiveStartUnixNano int64 `protobuf:"varint,9,opt,name=receive_start_unix_nano,json=receiveStartUnixNano,proto3" json:"receive_start_unix_nano,omitempty"`
+	unknownFields        protoimpl.UnknownFields
+	sizeCache            protoimpl.SizeCache
 }
 
 func (x *TaskResult) Reset() {
@@ -583,6 +589,20 @@ func (x *TaskResult) GetTimings() []*PhaseTiming {
 		return x.Timings
 	}
 	return nil
+}
+
+func (x *TaskResult) GetTraceContext() map[string]string {
+	if x != nil {
+		return x.TraceContext
+	}
+	return nil
+}
+
+func (x *TaskResult) GetReceiveStartUnixNano() int64 {
+	if x != nil {
+		return x.ReceiveStartUnixNano
+	}
+	return 0
 }
 
 // LogMessage is one log event from a running task (child to parent).
@@ -745,7 +765,7 @@ const file_ipc_proto_rawDesc = "" +
 	"\x05phase\x18\x01 \x01(\x0e2\x14.amdahl.ipc.v1.PhaseR\x05phase\x12&\n" +
 	"\x0fstart_offset_ns\x18\x02 \x01(\x03R\rstartOffsetNs\x12\x1f\n" +
 	"\vduration_ns\x18\x03 \x01(\x03R\n" +
-	"durationNs\"\xe8\x03\n" +
+	"durationNs\"\xb2\x05\n" +
 	"\n" +
 	"TaskResult\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12-\n" +
@@ -754,11 +774,16 @@ const file_ipc_proto_rawDesc = "" +
 	"\x05error\x18\x04 \x01(\tR\x05error\x12L\n" +
 	"\venvironment\x18\x05 \x03(\v2*.amdahl.ipc.v1.TaskResult.EnvironmentEntryR\venvironment\x12C\n" +
 	"\x10environment_mode\x18\x06 \x01(\x0e2\x18.amdahl.ipc.v1.DeltaModeR\x0fenvironmentMode\x124\n" +
-	"\atimings\x18\a \x03(\v2\x1a.amdahl.ipc.v1.PhaseTimingR\atimings\x1a:\n" +
+	"\atimings\x18\a \x03(\v2\x1a.amdahl.ipc.v1.PhaseTimingR\atimings\x12P\n" +
+	"\rtrace_context\x18\b \x03(\v2+.amdahl.ipc.v1.TaskResult.TraceContextEntryR\ftraceContext\x125\n" +
+	"\x17receive_start_unix_nano\x18\t \x01(\x03R\x14receiveStartUnixNano\x1a:\n" +
 	"\fOutputsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1a>\n" +
 	"\x10EnvironmentEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1a?\n" +
+	"\x11TraceContextEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x82\x01\n" +
 	"\n" +
@@ -809,7 +834,7 @@ func file_ipc_proto_rawDescGZIP() []byte {
 }
 
 var file_ipc_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
-var file_ipc_proto_msgTypes = make([]protoimpl.MessageInfo, 11)
+var file_ipc_proto_msgTypes = make([]protoimpl.MessageInfo, 12)
 var file_ipc_proto_goTypes = []any{
 	(DeltaMode)(0),            // 0: amdahl.ipc.v1.DeltaMode
 	(Status)(0),               // 1: amdahl.ipc.v1.Status
@@ -827,6 +852,7 @@ var file_ipc_proto_goTypes = []any{
 	nil,                       // 13: amdahl.ipc.v1.TaskConfiguration.TraceContextEntry
 	nil,                       // 14: amdahl.ipc.v1.TaskResult.OutputsEntry
 	nil,                       // 15: amdahl.ipc.v1.TaskResult.EnvironmentEntry
+	nil,                       // 16: amdahl.ipc.v1.TaskResult.TraceContextEntry
 }
 var file_ipc_proto_depIdxs = []int32{
 	10, // 0: amdahl.ipc.v1.TaskConfiguration.parameters:type_name -> amdahl.ipc.v1.TaskConfiguration.ParametersEntry
@@ -841,13 +867,14 @@ var file_ipc_proto_depIdxs = []int32{
 	15, // 9: amdahl.ipc.v1.TaskResult.environment:type_name -> amdahl.ipc.v1.TaskResult.EnvironmentEntry
 	0,  // 10: amdahl.ipc.v1.TaskResult.environment_mode:type_name -> amdahl.ipc.v1.DeltaMode
 	6,  // 11: amdahl.ipc.v1.TaskResult.timings:type_name -> amdahl.ipc.v1.PhaseTiming
-	3,  // 12: amdahl.ipc.v1.LogMessage.level:type_name -> amdahl.ipc.v1.Level
-	4,  // 13: amdahl.ipc.v1.Shutdown.reason:type_name -> amdahl.ipc.v1.Shutdown.Reason
-	14, // [14:14] is the sub-list for method output_type
-	14, // [14:14] is the sub-list for method input_type
-	14, // [14:14] is the sub-list for extension type_name
-	14, // [14:14] is the sub-list for extension extendee
-	0,  // [0:14] is the sub-list for field type_name
+	16, // 12: amdahl.ipc.v1.TaskResult.trace_context:type_name -> amdahl.ipc.v1.TaskResult.TraceContextEntry
+	3,  // 13: amdahl.ipc.v1.LogMessage.level:type_name -> amdahl.ipc.v1.Level
+	4,  // 14: amdahl.ipc.v1.Shutdown.reason:type_name -> amdahl.ipc.v1.Shutdown.Reason
+	15, // [15:15] is the sub-list for method output_type
+	15, // [15:15] is the sub-list for method input_type
+	15, // [15:15] is the sub-list for extension type_name
+	15, // [15:15] is the sub-list for extension extendee
+	0,  // [0:15] is the sub-list for field type_name
 }
 
 func init() { file_ipc_proto_init() }
@@ -861,7 +888,7 @@ func file_ipc_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_ipc_proto_rawDesc), len(file_ipc_proto_rawDesc)),
 			NumEnums:      5,
-			NumMessages:   11,
+			NumMessages:   12,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
