@@ -204,3 +204,22 @@ func (s *Sender) withRetry(ctx context.Context, span trace.Span, f func(context.
 		}
 	}
 }
+
+// StartInstance schedules an orchestration on the sidecar
+// (TaskHubSidecarService.StartInstance) with the sender's retry policy:
+// Unavailable, Unknown, DeadlineExceeded and Internal are retried with
+// backoff; any other code, an exhausted budget or the end of ctx is
+// returned. It returns the scheduled instance id.
+func (s *Sender) StartInstance(ctx context.Context, req *dtpb.CreateInstanceRequest) (string, error) {
+	var resp *dtpb.CreateInstanceResponse
+	span := trace.SpanFromContext(ctx)
+	_, err := s.withRetry(ctx, span, func(ctx context.Context) error {
+		var err error
+		resp, err = dtpb.StartInstance(ctx, s.cc, req)
+		return err
+	})
+	if err != nil {
+		return "", fmt.Errorf("start instance %q: %w", req.GetInstanceId(), err)
+	}
+	return resp.GetInstanceId(), nil
+}

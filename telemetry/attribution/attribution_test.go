@@ -61,6 +61,13 @@ func TestCriticalPath(t *testing.T) {
 		{"overlap chain", []sp{{"w", "", 0, 0, 0, 100}, {"a", "w", S, req, 0, 40}, {"b", "w", Se, req, 30, 70}, {"c", "w", De, req, 60, 100}},
 			// c critical 60-100; before 60, b ends at 70 > 60: skipped; a ends 40: critical 0-40; gap 40-60 is the root's.
 			map[Key]int{{De, req}: 40, other: 20, {S, req}: 40}, 40},
+		// A span with no phase (phase 0: a gRPC span, a per-chunk span)
+		// counts toward its nearest phase ancestor, and toward "other"
+		// only when it has none; a phase below it is itself again.
+		{"non-phase spans inherit the enclosing phase", []sp{{"w", "", 0, 0, 0, 100}, {"a", "w", Se, req, 10, 90}, {"g", "a", 0, 0, 20, 80}, {"b", "g", De, req, 40, 60}},
+			map[Key]int{other: 20, {Se, req}: 60, {De, req}: 20}, 80},
+		{"non-phase span at the root is other", []sp{{"w", "", 0, 0, 0, 100}, {"g", "w", 0, 0, 0, 50}, {"b", "g", E, 0, 10, 20}, {"c", "w", Se, req, 50, 100}},
+			map[Key]int{other: 40, {E, 0}: 10, {Se, req}: 50}, 50},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			works := Trees(build("t1", tc.spans))

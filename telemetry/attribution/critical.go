@@ -9,7 +9,7 @@ import (
 
 // Key identifies a phase and direction. The zero Key (phase 0) collects the
 // time on the critical path that no phase span covers: the root's own time
-// and spans that are not phases.
+// and spans that are not phases and have no phase among their ancestors.
 type Key struct {
 	Phase     telemetry.Phase
 	Direction telemetry.Direction
@@ -32,9 +32,10 @@ type Work struct {
 	// Critical is each key's exclusive time on the critical path; the values
 	// add up to Root.Duration() exactly.
 	Critical map[Key]time.Duration
-	// Naive is the sum of span durations per key (overlap counted twice).
+	// Naive is the sum of phase span durations per key (overlap counted
+	// twice); spans that are not phases are not counted.
 	Naive map[Key]time.Duration
-	// Count is the number of spans per key.
+	// Count is the number of phase spans per key.
 	Count map[Key]int
 }
 
@@ -55,7 +56,7 @@ func Trees(spans []Span) []Work {
 			continue
 		}
 		w := Work{Root: s, Critical: map[Key]time.Duration{}, Naive: map[Key]time.Duration{}, Count: map[Key]int{}}
-		w.walk(spans, children, s, s.Start, s.End)
+		w.walk(spans, children, s, s.Start, s.End, Key{})
 		for _, i := range children[s.TraceID+"/"+s.SpanID] {
 			w.countSubtree(spans, children, spans[i])
 		}
@@ -79,7 +80,11 @@ func keyOf(s Span) Key {
 // recurse into it and move the cursor to its start; repeat. Children are
 // clipped to the parent window, so children overflowing their parent count
 // only inside it.
-func (w *Work) walk(spans []Span, children map[string][]int, s Span, from, to time.Time) {
+//
+// A span that is not a phase (a gRPC client or server span, a per-chunk
+// span) counts toward the phase that encloses it: inherit is the key of
+// the nearest phase ancestor, or the zero Key ("other") when there is none.
+func (w *Work) walk(spans []Span, children map[string][]int, s Span, from, to time.Time, inherit Key) {
 	kids := children[s.TraceID+"/"+s.SpanID]
 	type clipped struct {
 		span       Span
@@ -101,24 +106,28 @@ func (w *Work) walk(spans []Span, children map[string][]int, s Span, from, to ti
 	}
 	sort.Slice(cs, func(i, j int) bool { return cs[i].end.After(cs[j].end) })
 	own := keyOf(s)
+	if !own.Phase.Valid() {
+		own = inherit
+	}
 	cursor := to
 	for _, c := range cs {
 		if c.end.After(cursor) {
 			continue // overlaps a child already on the path
 		}
 		w.Critical[own] += cursor.Sub(c.end)
-		w.walk(spans, children, c.span, c.start, c.end)
+		w.walk(spans, children, c.span, c.start, c.end, own)
 		cursor = c.start
 	}
 	w.Critical[own] += cursor.Sub(from)
 }
 
-// countSubtree adds s and its descendants to the naive sums and counts,
-// whether they are on the critical path or not.
+// countSubtree adds the phase spans among s and its descendants to the
+// naive sums and counts, whether they are on the critical path or not.
 func (w *Work) countSubtree(spans []Span, children map[string][]int, s Span) {
-	k := keyOf(s)
-	w.Naive[k] += s.Duration()
-	w.Count[k]++
+	if k := keyOf(s); k.Phase.Valid() {
+		w.Naive[k] += s.Duration()
+		w.Count[k]++
+	}
 	for _, i := range children[s.TraceID+"/"+s.SpanID] {
 		w.countSubtree(spans, children, spans[i])
 	}

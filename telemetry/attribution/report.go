@@ -98,6 +98,12 @@ func (r *Report) WithP99(spans []Span) {
 			byKey[k] = append(byKey[k], s.Duration())
 		}
 	}
+	r.WithP99Durations(byKey)
+}
+
+// WithP99Durations fills each row's P99 from phase span durations already
+// grouped by key.
+func (r *Report) WithP99Durations(byKey map[Key][]time.Duration) {
 	for i := range r.Rows {
 		r.Rows[i].P99 = quantile(byKey[r.Rows[i].Key], 0.99)
 	}
