@@ -40,8 +40,11 @@ func FromSDK(in []sdktrace.ReadOnlySpan) []Span {
 			TraceID: s.SpanContext().TraceID().String(),
 			SpanID:  s.SpanContext().SpanID().String(),
 			Name:    s.Name(),
-			Start:   s.StartTime(),
-			End:     s.EndTime(),
+			// Wall clock only: spans synthesised from another process's
+			// timings have no monotonic reading, and mixing the two makes
+			// the critical-path times drift from the e2e time by ns.
+			Start: s.StartTime().Round(0),
+			End:   s.EndTime().Round(0),
 		}
 		if s.Parent().IsValid() {
 			sp.ParentID = s.Parent().SpanID().String()

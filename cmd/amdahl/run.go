@@ -1,0 +1,307 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/amdahl-rt/amdahl/runtime"
+	"github.com/amdahl-rt/amdahl/telemetry"
+)
+
+// runFlags are the flags of `amdahl run`.
+type runFlags struct {
+	scenario     string
+	scenarioFile string
+	sets         []string
+	asJSON       bool
+	out          string
+	metricsAddr  string
+	sidecar      string
+	otlpEndpoint string
+	otlpProtocol string
+	pyroscope    string
+	progress     string
+	verbose      bool
+	hostArgv     []string // tests: the task host program
+}
+
+func newRunCmd() *cobra.Command {
+	var f runFlags
+	cmd := &cobra.Command{
+		Use:   "run",
+		Short: "Run a scenario through real task hosts and a sidecar, and show where the time went",
+		Long: `run executes a scenario on the embedded default: task hosts are child processes
+(this binary in its hidden taskhost mode) reached over ipc, completions go
+through the chunking sender to a sidecar (in-process on loopback, or --sidecar),
+and every unit of work is traced through dispatch, serialize, send, receive,
+deserialize and execute. It then prints, per phase and direction, the span
+count, mean and p99 duration, the critical-path share q and the naive share,
+with throughput and end-to-end p50/p99.
+
+Scenarios: the built-ins (amdahl scenarios) or a YAML/JSON file (--scenario-file).
+
+Settings (--set name=value, repeatable; or the environment variable;
+precedence --set > environment > default):
+
+` + runtime.SettingsHelp() + `
+Telemetry: OTLP and Pyroscope through the standard environment variables
+(OTEL_EXPORTER_OTLP_ENDPOINT, PYROSCOPE_SERVER_ADDRESS, …; see telemetry/doc.go)
+or the flags below.
+
+Exit status: 0 when the run completed (failed units are reported, not fatal),
+1 when it could not run, was interrupted, or no unit succeeded, 2 on bad usage.`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return runRun(cmd.Context(), cmd, f) },
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&f.scenario, "scenario", "mixed", "built-in scenario: taskhost, fanout or mixed")
+	fl.StringVar(&f.scenarioFile, "scenario-file", "", "scenario file (YAML or JSON); overrides --scenario")
+	fl.StringArrayVar(&f.sets, "set", nil, "setting name=value (repeatable; see the list above)")
+	fl.BoolVar(&f.asJSON, "json", false, "print the summary as JSON instead of a table")
+	fl.StringVar(&f.out, "out", "", "write trace.jsonl (OTLP JSON), cpu.pprof, heap.pprof (and hosts/host-N/ for each task host) and summary.json into this directory")
+	fl.StringVar(&f.metricsAddr, "metrics-addr", "", "serve Prometheus /metrics on host:port (AMDAHL_METRICS_ADDR)")
+	fl.StringVar(&f.sidecar, "sidecar", "", "complete to the sidecar at host:port (e.g. one started with amdahl sidecar) instead of an in-process one")
+	fl.StringVar(&f.otlpEndpoint, "otlp-endpoint", "", "export spans to this OTLP endpoint URL (OTEL_EXPORTER_OTLP_ENDPOINT)")
+	fl.StringVar(&f.otlpProtocol, "otlp-protocol", "grpc", "OTLP protocol: grpc or http/protobuf (with --otlp-endpoint)")
+	fl.StringVar(&f.pyroscope, "pyroscope", "", "push profiles to the Pyroscope server at this URL (PYROSCOPE_SERVER_ADDRESS)")
+	fl.StringVar(&f.progress, "progress", "auto", "progress bar on stderr: auto (when stderr is a terminal), always or never")
+	fl.BoolVarP(&f.verbose, "verbose", "v", false, "log host lifecycle and task host output at debug level")
+	return cmd
+}
+
+func runRun(ctx context.Context, cmd *cobra.Command, f runFlags) error {
+	stdout, stderr := cmd.OutOrStdout(), cmd.ErrOrStderr()
+	set, err := runtime.ResolveSettings(f.sets, nil)
+	if err != nil {
+		return usageError{err}
+	}
+	var sc *runtime.Scenario
+	if f.scenarioFile != "" {
+		sc, err = runtime.LoadScenario(f.scenarioFile)
+	} else {
+		sc, err = runtime.BuiltinScenario(f.scenario)
+	}
+	if err != nil {
+		return usageError{err}
+	}
+	switch f.progress {
+	case "auto", "always", "never":
+	default:
+		return usageError{fmt.Errorf("--progress %q: want auto, always or never", f.progress)}
+	}
+	level := slog.LevelWarn
+	if f.verbose {
+		level = slog.LevelDebug
+	}
+	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+
+	var topts []telemetry.Option
+	cfg := runtime.Config{Settings: set, Scenario: sc.Name, SidecarAddr: f.sidecar, Logger: logger, HostArgv: f.hostArgv}
+	if f.metricsAddr != "" {
+		topts = append(topts, telemetry.WithMetricsAddr(f.metricsAddr))
+	}
+	if f.otlpEndpoint != "" {
+		topts = append(topts, telemetry.WithOTLP(f.otlpEndpoint, f.otlpProtocol))
+	}
+	pyro := f.pyroscope != "" || os.Getenv(telemetry.EnvPyroscopeAddress) != ""
+	if f.pyroscope != "" {
+		topts = append(topts, telemetry.WithPyroscope(telemetry.PyroscopeConfig{ServerAddress: f.pyroscope}))
+	}
+	if f.out != "" {
+		if err := os.MkdirAll(f.out, 0o755); err != nil {
+			return fmt.Errorf("--out: %w", err)
+		}
+		topts = append(topts, telemetry.WithTraceFile(filepath.Join(f.out, "trace.jsonl")))
+		if pyro {
+			logger.Warn("profiles go to Pyroscope; --out gets no cpu.pprof (one CPU profiler per process)")
+		} else {
+			topts = append(topts, telemetry.WithProfileDir(f.out))
+			cfg.HostProfileDir = filepath.Join(f.out, "hosts")
+		}
+	}
+	cfg.Telemetry = topts
+
+	total := sc.Count
+	if set.Count > 0 {
+		total = set.Count
+	}
+	bar := newProgress(stderr, total, f.progress)
+	cfg.OnResult = bar.add
+	bar.start()
+	sum, runErr := runtime.Run(ctx, cfg, sc)
+	bar.stop()
+	if sum.Submitted == 0 && runErr != nil {
+		return runErr
+	}
+	if f.out != "" {
+		b, err := json.MarshalIndent(sum, "", "  ")
+		if err == nil {
+			err = os.WriteFile(filepath.Join(f.out, "summary.json"), append(b, '\n'), 0o644)
+		}
+		if err != nil {
+			return errors.Join(runErr, fmt.Errorf("write summary.json: %w", err))
+		}
+	}
+	if f.asJSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(sum); err != nil {
+			return err
+		}
+	} else if err := writeSummary(stdout, sum, f.out); err != nil {
+		return err
+	}
+	if runErr != nil {
+		return runErr
+	}
+	if sum.OK == 0 && sum.Submitted > 0 {
+		return fmt.Errorf("all %d units failed (first: %s)", sum.Submitted, firstExample(sum))
+	}
+	return nil
+}
+
+func firstExample(s runtime.Summary) string {
+	keys := make([]string, 0, len(s.Examples))
+	for k := range s.Examples {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	if len(keys) == 0 {
+		return "no reason recorded"
+	}
+	return s.Examples[keys[0]]
+}
+
+// writeSummary prints the run's table.
+func writeSummary(w io.Writer, s runtime.Summary, out string) error {
+	sidecar := "external"
+	if s.SidecarApplied >= 0 {
+		sidecar = fmt.Sprintf("%d completions applied", s.SidecarApplied)
+	}
+	fmt.Fprintf(w, "scenario %s  variant %s  transport %s  send %s  buffer %s  chunking %s/%s\n",
+		s.Scenario, s.Variant, s.Settings["ipc.transport"], s.Settings["ipc.send"], s.Settings["ipc.buffer"],
+		s.Settings["chunking.algorithm"], s.Settings["chunking.accounting"])
+	fmt.Fprintf(w, "units %d: ok %d, failed %d, cancelled %d   elapsed %v   throughput %.1f/s\n",
+		s.Submitted, s.OK, s.Failed, s.Cancelled, s.Elapsed.Round(time.Millisecond), s.Throughput)
+	fmt.Fprintf(w, "task hosts: %d spawned, %d replaced   sidecar: %s\n", s.HostsSpawned, s.HostsReplaced, sidecar)
+	if len(s.Failures) > 0 {
+		classes := make([]string, 0, len(s.Failures))
+		for c := range s.Failures {
+			classes = append(classes, c)
+		}
+		sort.Strings(classes)
+		for _, c := range classes {
+			fmt.Fprintf(w, "  %-18s %5d  e.g. %s\n", c, s.Failures[c], oneLine(s.Examples[c], 160))
+		}
+	}
+	fmt.Fprintln(w)
+	if err := s.Attribution.WriteText(w); err != nil {
+		return err
+	}
+	if out != "" {
+		fmt.Fprintf(w, "\nwrote %s (trace.jsonl, summary.json, profiles)\n", out)
+	}
+	return nil
+}
+
+func oneLine(s string, n int) string {
+	s = strings.ReplaceAll(s, "\n", " ")
+	if len(s) > n {
+		return s[:n] + "…"
+	}
+	return s
+}
+
+// progress is the progress bar on stderr: shown only on a terminal (or
+// always), and only once the run has lasted a second.
+type progress struct {
+	w      io.Writer
+	total  int
+	on     bool
+	done   atomic.Int64
+	failed atomic.Int64
+	begin  time.Time
+	stopc  chan struct{}
+	wg     sync.WaitGroup
+	shown  bool
+}
+
+func newProgress(w io.Writer, total int, mode string) *progress {
+	on := mode == "always"
+	if mode == "auto" {
+		if f, ok := w.(*os.File); ok {
+			if st, err := f.Stat(); err == nil && st.Mode()&os.ModeCharDevice != 0 {
+				on = true
+			}
+		}
+	}
+	return &progress{w: w, total: total, on: on, stopc: make(chan struct{})}
+}
+
+func (p *progress) add(r runtime.Result) {
+	p.done.Add(1)
+	if r.Outcome != telemetry.OK {
+		p.failed.Add(1)
+	}
+}
+
+func (p *progress) start() {
+	p.begin = time.Now()
+	if !p.on {
+		return
+	}
+	p.wg.Add(1)
+	go func() {
+		defer p.wg.Done()
+		t := time.NewTicker(200 * time.Millisecond)
+		defer t.Stop()
+		for {
+			select {
+			case <-p.stopc:
+				return
+			case <-t.C:
+				if time.Since(p.begin) >= time.Second {
+					p.draw()
+				}
+			}
+		}
+	}()
+}
+
+func (p *progress) draw() {
+	done := int(p.done.Load())
+	const width = 30
+	fill := 0
+	if p.total > 0 {
+		fill = min(width, done*width/p.total)
+	}
+	rate := float64(done) / time.Since(p.begin).Seconds()
+	fmt.Fprintf(p.w, "\r[%s%s] %d/%d units  %.0f/s  failed %d ", strings.Repeat("#", fill), strings.Repeat(".", width-fill),
+		done, p.total, rate, p.failed.Load())
+	p.shown = true
+}
+
+func (p *progress) stop() {
+	if !p.on {
+		return
+	}
+	close(p.stopc)
+	p.wg.Wait()
+	if p.shown {
+		p.draw()
+		fmt.Fprintln(p.w)
+	}
+}

@@ -1,0 +1,96 @@
+package runtime
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/amdahl-rt/amdahl/telemetry"
+	"github.com/amdahl-rt/amdahl/telemetry/attribution"
+)
+
+// collector is the span processor that assembles each unit of work: it
+// keeps the spans of the traces of units in flight (whatever process
+// side they describe: the parent's own phases, the child's synthesised
+// from its reply, the in-process sidecar's), and when a unit's root ends
+// it computes the critical path (attribution.Trees: last-finishing-child
+// walk) and hands the result to the runtime. Spans of other traces are
+// ignored, so memory is bounded by the units in flight.
+type collector struct {
+	onWork func(attribution.Work)
+
+	mu     sync.Mutex
+	traces map[trace.TraceID][]attribution.Span
+	// phase span durations by key, for the p99 column
+	durations map[attribution.Key][]time.Duration
+}
+
+func newCollector(onWork func(attribution.Work)) *collector {
+	return &collector{onWork: onWork, traces: map[trace.TraceID][]attribution.Span{}, durations: map[attribution.Key][]time.Duration{}}
+}
+
+// track starts collecting the spans of trace id (a unit's root).
+func (c *collector) track(id trace.TraceID) {
+	c.mu.Lock()
+	if _, ok := c.traces[id]; !ok {
+		c.traces[id] = make([]attribution.Span, 0, 16)
+	}
+	c.mu.Unlock()
+}
+
+// forget drops a trace whose root never ended normally (not sampled).
+func (c *collector) forget(id trace.TraceID) {
+	c.mu.Lock()
+	delete(c.traces, id)
+	c.mu.Unlock()
+}
+
+// OnStart implements sdktrace.SpanProcessor.
+func (c *collector) OnStart(context.Context, sdktrace.ReadWriteSpan) {}
+
+// OnEnd implements sdktrace.SpanProcessor.
+func (c *collector) OnEnd(s sdktrace.ReadOnlySpan) {
+	id := s.SpanContext().TraceID()
+	sp := attribution.FromSDK([]sdktrace.ReadOnlySpan{s})[0]
+	c.mu.Lock()
+	spans, ok := c.traces[id]
+	if !ok {
+		c.mu.Unlock()
+		return
+	}
+	spans = append(spans, sp)
+	if sp.Phase.Valid() {
+		k := attribution.Key{Phase: sp.Phase, Direction: sp.Direction}
+		c.durations[k] = append(c.durations[k], sp.Duration())
+	}
+	if sp.Name != telemetry.SpanWork || sp.ParentID != "" {
+		c.traces[id] = spans
+		c.mu.Unlock()
+		return
+	}
+	delete(c.traces, id)
+	c.mu.Unlock()
+	for _, w := range attribution.Trees(spans) {
+		c.onWork(w)
+	}
+}
+
+// phaseDurations returns a copy of the phase span durations by key.
+func (c *collector) phaseDurations() map[attribution.Key][]time.Duration {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make(map[attribution.Key][]time.Duration, len(c.durations))
+	for k, v := range c.durations {
+		out[k] = append([]time.Duration(nil), v...)
+	}
+	return out
+}
+
+// Shutdown implements sdktrace.SpanProcessor.
+func (c *collector) Shutdown(context.Context) error { return nil }
+
+// ForceFlush implements sdktrace.SpanProcessor.
+func (c *collector) ForceFlush(context.Context) error { return nil }

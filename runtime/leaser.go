@@ -1,0 +1,159 @@
+package runtime
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc"
+
+	"github.com/amdahl-rt/amdahl/chunking"
+	"github.com/amdahl-rt/amdahl/chunking/dtpb"
+)
+
+// leaser is the worker side of the Durable Task work-item stream: it keeps
+// one GetWorkItems stream open (reconnecting with backoff) and hands each
+// delivered work item's completion token to the unit waiting for its
+// instance. A unit leases its orchestration with StartInstance, then waits.
+type leaser struct {
+	cc  grpc.ClientConnInterface
+	log *slog.Logger
+	req *dtpb.GetWorkItemsRequest
+
+	mu      sync.Mutex
+	waiters map[string]chan leaseResult
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+type leaseResult struct {
+	token string
+	err   error
+}
+
+// Backoff of the stream's reconnection.
+const (
+	streamBackoffMin = 50 * time.Millisecond
+	streamBackoffMax = 5 * time.Second
+)
+
+func startLeaser(cc grpc.ClientConnInterface, _ chunking.RetryPolicy, largePayloads bool, log *slog.Logger) *leaser {
+	caps := []dtpb.WorkerCapability{dtpb.WorkerCapability_WORKER_CAPABILITY_HISTORY_STREAMING}
+	if largePayloads {
+		caps = append(caps, dtpb.WorkerCapability_WORKER_CAPABILITY_LARGE_PAYLOADS)
+	}
+	l := &leaser{cc: cc, log: log, waiters: map[string]chan leaseResult{}, done: make(chan struct{}),
+		req: &dtpb.GetWorkItemsRequest{Capabilities: caps}}
+	l.ctx, l.cancel = context.WithCancel(context.Background())
+	go l.loop()
+	return l
+}
+
+func (l *leaser) loop() {
+	defer close(l.done)
+	backoff := streamBackoffMin
+	var timer *time.Timer
+	defer func() {
+		if timer != nil {
+			timer.Stop()
+		}
+	}()
+	for {
+		err := l.stream()
+		if l.ctx.Err() != nil {
+			l.failAll(ErrClosed)
+			return
+		}
+		// The sidecar requeues what this stream had leased; the units
+		// waiting now cannot know whether it will come back, so they fail
+		// with the stream's error rather than wait without bound.
+		l.failAll(fmt.Errorf("sidecar work-item stream: %w", err))
+		l.log.Warn("runtime: sidecar work-item stream ended; reconnecting", "err", err, "backoff", backoff)
+		if timer == nil {
+			timer = time.NewTimer(backoff)
+		} else {
+			timer.Reset(backoff)
+		}
+		select {
+		case <-l.ctx.Done():
+			l.failAll(ErrClosed)
+			return
+		case <-timer.C:
+		}
+		backoff = min(2*backoff, streamBackoffMax)
+	}
+}
+
+// stream runs one GetWorkItems stream until it fails.
+func (l *leaser) stream() error {
+	st, err := dtpb.GetWorkItems(l.ctx, l.cc, l.req)
+	if err != nil {
+		return err
+	}
+	for {
+		wi, err := st.Recv()
+		if err != nil {
+			return err
+		}
+		req := wi.GetOrchestratorRequest()
+		if req == nil {
+			continue // health pings, other kinds
+		}
+		l.mu.Lock()
+		ch, ok := l.waiters[req.GetInstanceId()]
+		l.mu.Unlock()
+		if !ok {
+			l.log.Debug("runtime: work item for an instance nobody waits for", "instance", req.GetInstanceId())
+			continue
+		}
+		select {
+		case ch <- leaseResult{token: wi.GetCompletionToken()}:
+		default:
+		}
+	}
+}
+
+func (l *leaser) failAll(err error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, ch := range l.waiters {
+		select {
+		case ch <- leaseResult{err: err}:
+		default:
+		}
+	}
+}
+
+// lease schedules the orchestration instance on the sidecar and waits for
+// its work item, returning the completion token.
+func (l *leaser) lease(ctx context.Context, s *chunking.Sender, instance string) (string, error) {
+	ch := make(chan leaseResult, 1)
+	l.mu.Lock()
+	l.waiters[instance] = ch
+	l.mu.Unlock()
+	defer func() {
+		l.mu.Lock()
+		delete(l.waiters, instance)
+		l.mu.Unlock()
+	}()
+	if _, err := s.StartInstance(ctx, &dtpb.CreateInstanceRequest{InstanceId: instance, Name: "amdahl"}); err != nil {
+		return "", fmt.Errorf("sidecar: %w", err)
+	}
+	select {
+	case r := <-ch:
+		return r.token, r.err
+	case <-ctx.Done():
+		return "", fmt.Errorf("wait for the work item of %s: %w", instance, ctx.Err())
+	case <-l.done:
+		return "", ErrClosed
+	}
+}
+
+func (l *leaser) close() {
+	l.cancel()
+	<-l.done
+}

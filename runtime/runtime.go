@@ -1,0 +1,757 @@
+package runtime
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc"
+	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc/filters"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	"github.com/amdahl-rt/amdahl/chunking"
+	"github.com/amdahl-rt/amdahl/chunking/dtpb"
+	"github.com/amdahl-rt/amdahl/ipc"
+	"github.com/amdahl-rt/amdahl/ipc/ipcpb"
+	"github.com/amdahl-rt/amdahl/telemetry"
+	"github.com/amdahl-rt/amdahl/telemetry/attribution"
+)
+
+// Span names and attributes the runtime adds (telemetry/doc.go lists them).
+const (
+	SpanDispatch = "runtime.dispatch"
+	SpanHost     = "runtime.host"
+	AttrHostID   = attribute.Key("amdahl.host.id")
+	AttrHostPID  = attribute.Key("amdahl.host.pid")
+	AttrKind     = attribute.Key("amdahl.work.kind")
+	AttrShape    = attribute.Key("amdahl.work.shape")
+	AttrReason   = attribute.Key("amdahl.reason")
+)
+
+// Transport attribute values of units of work.
+const (
+	TransportIPC      = "ipc"
+	TransportChunking = "chunking"
+)
+
+// Config configures a Runtime. Settings is required (DefaultSettings or
+// ResolveSettings); every other field has a default.
+type Config struct {
+	Settings Settings
+	// Scenario labels every span and metric (amdahl.scenario).
+	Scenario string
+	// HostArgv is the program and arguments of a task host; default: this
+	// executable with the argument "taskhost" (amdahl's hidden command).
+	// Any program that calls ServeHost will do.
+	HostArgv []string
+	// HostEnv is added to the environment of every task host.
+	HostEnv []string
+	// HostGrace bounds each step of a host's graceful shutdown (default 2s).
+	HostGrace time.Duration
+	// HostProfileDir, if set, makes every task host write cpu.pprof and
+	// heap.pprof into HostProfileDir/host-<id>/.
+	HostProfileDir string
+	// SidecarAddr is the address (host:port) of a TaskHubSidecarService to
+	// complete to; "" starts an in-process sidecar on 127.0.0.1:0.
+	SidecarAddr string
+	// Retry is the per-call retry budget of the chunking sender and of
+	// StartInstance (zero fields: chunking.DefaultRetryPolicy).
+	Retry chunking.RetryPolicy
+	// DrainTimeout bounds how long units already running may take to finish
+	// once the run's context ends (default 10s); after it they are
+	// cancelled.
+	DrainTimeout time.Duration
+	// Telemetry options for telemetry.Setup (the runtime adds its own span
+	// processor, which assembles each unit of work for attribution).
+	Telemetry []telemetry.Option
+	// OnResult, if set, is called once per unit of work as it ends, from
+	// the runtime's goroutines (it must be safe for concurrent use and
+	// quick).
+	OnResult func(Result)
+	// Logger receives host output and lifecycle events (default
+	// slog.Default()).
+	Logger *slog.Logger
+}
+
+// Result is how one unit of work ended.
+type Result struct {
+	Seq     int
+	Kind    Kind
+	Shape   string
+	Outcome telemetry.Outcome
+	// Reason says why a unit failed or was cancelled; Class is its short,
+	// stable form for grouping ("task host died", "oversized action", …).
+	Reason string
+	Class  string
+	E2E    time.Duration
+}
+
+// Runtime runs units of work: a bounded submission queue, Concurrency
+// workers, a node pool of task hosts and a chunking sender to a sidecar.
+// Submit, Wait and Close are safe for concurrent use.
+type Runtime struct {
+	cfg    Config
+	set    Settings
+	log    *slog.Logger
+	tel    *telemetry.Telemetry
+	col    *collector
+	pool   *pool
+	runID  string
+	sender *chunking.Sender
+	cc     *grpc.ClientConn
+	side   *chunking.Sidecar // in-process sidecar, or nil
+	sideCh chan error
+	lease  *leaser
+	gen    *Generator // text source for fanout payloads
+
+	rt, rtChunk, hostComp *telemetry.Component
+	tracer                trace.Tracer
+
+	queue    chan *unit
+	stopping chan struct{} // closed when no more work is accepted
+	drainCtx context.Context
+	drainEnd context.CancelFunc
+	workers  sync.WaitGroup
+	inflight sync.WaitGroup // units submitted and not yet ended
+
+	mu       sync.Mutex
+	units    map[trace.TraceID]*unit
+	works    []attribution.Work
+	counts   [3]int
+	classes  map[string]int
+	examples map[string]string
+	applied  atomic.Int64
+	seq      atomic.Int64
+	start    time.Time
+
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// unit is one unit of work in flight.
+type unit struct {
+	item  Item
+	id    string
+	ctx   context.Context // carries the root span
+	work  telemetry.WorkSpan
+	disp  trace.Span
+	comp  *telemetry.Component
+	start time.Time
+	res   Result
+}
+
+// New starts a Runtime: telemetry, the sidecar connection (and the
+// in-process sidecar), the work-item stream and the workers. Task hosts are
+// spawned lazily. The caller must call Close.
+func New(ctx context.Context, cfg Config) (_ *Runtime, err error) {
+	if cfg.Settings.Nodes < 1 || cfg.Settings.Concurrency < 1 || cfg.Settings.Queue < 1 {
+		return nil, errors.New("runtime: settings not resolved (use DefaultSettings or ResolveSettings)")
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.HostGrace <= 0 {
+		cfg.HostGrace = 2 * time.Second
+	}
+	if cfg.DrainTimeout <= 0 {
+		cfg.DrainTimeout = 10 * time.Second
+	}
+	if cfg.Scenario == "" {
+		cfg.Scenario = "custom"
+	}
+	if len(cfg.HostArgv) == 0 {
+		exe, err := os.Executable()
+		if err != nil {
+			return nil, fmt.Errorf("runtime: find this executable for task hosts: %w", err)
+		}
+		cfg.HostArgv = []string{exe, "taskhost"}
+	}
+	r := &Runtime{
+		cfg: cfg, set: cfg.Settings, log: cfg.Logger,
+		queue:    make(chan *unit, cfg.Settings.Queue),
+		stopping: make(chan struct{}),
+		units:    map[trace.TraceID]*unit{},
+		classes:  map[string]int{},
+		examples: map[string]string{},
+		runID:    strconv.FormatInt(time.Now().UnixNano()%1e9, 36),
+	}
+	r.drainCtx, r.drainEnd = context.WithCancel(context.Background())
+	r.col = newCollector(r.onWork)
+	defer func() {
+		if err != nil {
+			r.drainEnd()
+			_ = r.shutdownParts(context.Background())
+		}
+	}()
+	if r.tel, err = telemetry.Setup(ctx, append(cfg.Telemetry, telemetry.WithSpanProcessor(r.col))...); err != nil {
+		return nil, err
+	}
+	attrs := func(transport string) []attribute.KeyValue {
+		return []attribute.KeyValue{telemetry.AttrTransport.String(transport),
+			telemetry.AttrScenario.String(cfg.Scenario), telemetry.AttrVariant.String(cfg.Settings.Variant)}
+	}
+	var ipcComp, chunkComp *telemetry.Component
+	for _, c := range []struct {
+		dst       **telemetry.Component
+		name, tpt string
+	}{{&r.rt, "runtime", TransportIPC}, {&r.rtChunk, "runtime", TransportChunking}, {&r.hostComp, "taskhost", TransportIPC},
+		{&ipcComp, "ipc", TransportIPC}, {&chunkComp, "chunking", TransportChunking}} {
+		if *c.dst, err = r.tel.Component(c.name, attrs(c.tpt)...); err != nil {
+			return nil, err
+		}
+	}
+	r.tracer = r.rt.Tracer()
+	mp, tp := r.tel.MeterProvider(), r.tel.TracerProvider()
+
+	// Sidecar: in-process on loopback, or the one at SidecarAddr.
+	addr := cfg.SidecarAddr
+	if addr == "" {
+		if r.side, err = chunking.NewSidecar(chunking.SidecarConfig{Component: chunkComp, TracerProvider: tp, MeterProvider: mp}); err != nil {
+			return nil, err
+		}
+		lis, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, fmt.Errorf("runtime: in-process sidecar: %w", err)
+		}
+		addr = lis.Addr().String()
+		r.sideCh = make(chan error, 1)
+		go func() { r.sideCh <- r.side.Serve(lis) }()
+	}
+	notLease := filters.Not(filters.Any(filters.MethodName("StartInstance"), filters.MethodName("GetWorkItems")))
+	r.cc, err = grpc.NewClient(addr,
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(chunking.DefaultMaxRecvMsgSize)),
+		grpc.WithStatsHandler(otelgrpc.NewClientHandler(otelgrpc.WithTracerProvider(tp), otelgrpc.WithMeterProvider(mp),
+			otelgrpc.WithPropagators(propagation.TraceContext{}), otelgrpc.WithFilter(notLease))))
+	if err != nil {
+		return nil, fmt.Errorf("runtime: sidecar %s: %w", addr, err)
+	}
+	planner, err := chunking.NewPlanner(chunking.PlannerConfig{
+		MaxChunkBytes: cfg.Settings.MaxChunkBytes, Algorithm: cfg.Settings.ChunkAlgorithm,
+		Accounting: cfg.Settings.ChunkAccounting, LargePayloads: cfg.Settings.LargePayloads,
+		Component: chunkComp, MeterProvider: mp,
+	})
+	if err != nil {
+		return nil, err
+	}
+	if r.sender, err = chunking.NewSender(r.cc, chunking.SenderConfig{Planner: planner, Retry: cfg.Retry, Component: chunkComp, MeterProvider: mp}); err != nil {
+		return nil, err
+	}
+	r.lease = startLeaser(r.cc, cfg.Retry, cfg.Settings.LargePayloads, r.log)
+
+	hostEnv := append(append([]string(nil), cfg.HostEnv...), cfg.Settings.childEnv()...)
+	r.pool = newPool(cfg.Settings.Nodes, &hostConfig{
+		argv: cfg.HostArgv, env: hostEnv, transport: cfg.Settings.IPCTransport, logger: r.log, grace: cfg.HostGrace,
+		profileDir: cfg.HostProfileDir,
+		ipcOpts:    append(cfg.Settings.ipcOptions(), ipc.WithTelemetry(ipcComp), ipc.WithMeterProvider(mp), ipc.WithLogger(r.log)),
+	})
+	r.start = time.Now()
+	for range cfg.Settings.Concurrency {
+		r.workers.Add(1)
+		go r.worker()
+	}
+	return r, nil
+}
+
+// Telemetry returns the runtime's telemetry (metrics handler, recorder).
+func (r *Runtime) Telemetry() *telemetry.Telemetry { return r.tel }
+
+// SidecarAddr returns the address of the sidecar the runtime completes to.
+func (r *Runtime) SidecarAddr() string { return r.cc.Target() }
+
+// HostPIDs returns the process ids of the live task hosts by host id.
+func (r *Runtime) HostPIDs() map[int]int {
+	out := map[int]int{}
+	for _, h := range r.pool.hosts() {
+		if !h.dead.Load() {
+			out[h.id] = h.pid
+		}
+	}
+	return out
+}
+
+// Submit queues one unit of work, blocking while the queue is full. Its
+// end-to-end time starts now: queue wait is part of its dispatch phase.
+// After Submit returns nil the unit ends in exactly one Result (OnResult,
+// Summary), also if the runtime is closed first (cancelled). It returns
+// ErrClosed after Close, or ctx's error if ctx ends while the queue is full
+// (the unit is then not submitted).
+func (r *Runtime) Submit(ctx context.Context, it Item) error {
+	select {
+	case <-r.stopping:
+		return ErrClosed
+	default:
+	}
+	u := &unit{item: it, id: fmt.Sprintf("amdahl-%s-%d", r.runID, r.seq.Add(1))}
+	u.comp = r.rt
+	transport := TransportIPC
+	if it.Kind == KindFanout {
+		u.comp, transport = r.rtChunk, TransportChunking
+	}
+	// Every unit is a root of its own trace.
+	root := trace.ContextWithSpanContext(context.Background(), trace.SpanContext{})
+	u.ctx, u.work = u.comp.StartWork(root, telemetry.AttrWorkID.String(u.id), AttrKind.String(it.Kind.String()),
+		AttrShape.String(it.Shape))
+	u.start = u.work.Start()
+	tid := trace.SpanContextFromContext(u.ctx).TraceID()
+	r.mu.Lock()
+	r.units[tid] = u
+	r.mu.Unlock()
+	r.col.track(tid)
+	_, u.disp = r.tracer.Start(u.ctx, SpanDispatch, trace.WithAttributes(
+		telemetry.AttrComponent.String("runtime"), telemetry.AttrPhase.String(telemetry.Dispatch.String()),
+		telemetry.AttrTransport.String(transport)))
+	r.inflight.Add(1)
+	select {
+	case r.queue <- u:
+		return nil
+	case <-r.stopping:
+		r.finish(u, telemetry.Cancelled, "cancelled", ErrClosed)
+		return nil
+	case <-ctx.Done():
+		// Not submitted: end the spans without a result.
+		u.disp.End()
+		u.work.End(telemetry.Cancelled, ctx.Err())
+		r.dropUnit(u)
+		r.inflight.Done()
+		return fmt.Errorf("runtime: submit: %w", ctx.Err())
+	}
+}
+
+func (r *Runtime) dropUnit(u *unit) {
+	tid := trace.SpanContextFromContext(u.ctx).TraceID()
+	r.mu.Lock()
+	delete(r.units, tid)
+	r.mu.Unlock()
+	r.col.forget(tid)
+}
+
+func (r *Runtime) worker() {
+	defer r.workers.Done()
+	for {
+		select {
+		case u := <-r.queue:
+			r.runUnit(u)
+		case <-r.stopping:
+			// Units still queued are reported cancelled, none is lost.
+			for {
+				select {
+				case u := <-r.queue:
+					r.finish(u, telemetry.Cancelled, "cancelled", errors.New("the run was stopped before this unit started"))
+				default:
+					return
+				}
+			}
+		}
+	}
+}
+
+// runUnit runs one unit of work on the worker's goroutine.
+func (r *Runtime) runUnit(u *unit) {
+	// The unit's context carries its root span and ends with the drain.
+	ctx, cancel := context.WithCancel(u.ctx)
+	stop := context.AfterFunc(r.drainCtx, cancel)
+	defer func() { stop(); cancel() }()
+	u.ctx = ctx
+	var err error
+	var class string
+	outcome := telemetry.OK
+	switch u.item.Kind {
+	case KindTask:
+		class, err = r.runTask(ctx, u)
+	case KindFanout:
+		class, err = r.runFanout(ctx, u)
+	default:
+		class, err = "bad item", fmt.Errorf("unit %d: unknown kind %v", u.item.Seq, u.item.Kind)
+	}
+	if err != nil {
+		outcome = telemetry.Failed
+		if errors.Is(err, context.Canceled) && r.drainCtx.Err() != nil {
+			outcome, class = telemetry.Cancelled, "cancelled"
+		}
+	}
+	r.finish(u, outcome, class, err)
+}
+
+// finish ends the unit's spans (once) and records its result.
+func (r *Runtime) finish(u *unit, o telemetry.Outcome, class string, err error) {
+	if u.disp.IsRecording() {
+		u.disp.End()
+	}
+	if err != nil {
+		u.work.Span().SetAttributes(AttrReason.String(class))
+	}
+	e2e := u.work.End(o, err)
+	if !trace.SpanContextFromContext(u.ctx).IsSampled() {
+		r.dropUnit(u)
+	}
+	res := Result{Seq: u.item.Seq, Kind: u.item.Kind, Shape: u.item.Shape, Outcome: o, Class: class, E2E: e2e}
+	if err != nil {
+		res.Reason = err.Error()
+	}
+	r.mu.Lock()
+	r.counts[o]++
+	if o != telemetry.OK {
+		r.classes[class]++
+		if _, ok := r.examples[class]; !ok {
+			r.examples[class] = res.Reason
+		}
+	}
+	r.mu.Unlock()
+	if r.cfg.OnResult != nil {
+		r.cfg.OnResult(res)
+	}
+	r.inflight.Done()
+}
+
+// onWork receives each unit's attribution from the collector, on the
+// goroutine that ended the root span.
+func (r *Runtime) onWork(w attribution.Work) {
+	tid, err := trace.TraceIDFromHex(w.Root.TraceID)
+	if err != nil {
+		return
+	}
+	r.mu.Lock()
+	u := r.units[tid]
+	delete(r.units, tid)
+	r.works = append(r.works, w)
+	r.mu.Unlock()
+	if u == nil {
+		return
+	}
+	for k, d := range w.Critical {
+		u.comp.RecordCritical(u.ctx, k.Phase, k.Direction, d)
+	}
+}
+
+// endDispatch ends the dispatch span at the current time and records its
+// duration.
+func (r *Runtime) endDispatch(u *unit) {
+	d := time.Since(u.start)
+	u.disp.End()
+	u.comp.RecordPhase(u.ctx, telemetry.Dispatch, telemetry.None, d)
+}
+
+// runTask: lease the orchestration, acquire a host, run the task there,
+// then complete the orchestration with the task's outputs.
+func (r *Runtime) runTask(ctx context.Context, u *unit) (string, error) {
+	dctx := trace.ContextWithSpan(u.ctx, u.disp)
+	token, err := r.lease.lease(dctx, r.sender, u.id)
+	if err != nil {
+		r.endDispatch(u)
+		return "sidecar", err
+	}
+	h, err := r.pool.acquire(dctx)
+	if err != nil {
+		r.endDispatch(u)
+		return "task host start", r.failOrchestration(u, token, err)
+	}
+	task := u.item.Task
+	params := task.Parameters
+	if task.ExecutePasses != 1 {
+		params = make(map[string]string, len(task.Parameters)+1)
+		for k, v := range task.Parameters {
+			params[k] = v
+		}
+		params[ParamPasses] = strconv.Itoa(task.ExecutePasses)
+	}
+	name := task.TaskName
+	if name == "" {
+		name = TaskHash
+	}
+	cfg := &ipcpb.TaskConfiguration{
+		Id: uint64(u.item.Seq) + 1, TaskName: name, TaskLocation: "amdahl", ProjectFile: u.id,
+		Parameters: params, Environment: task.Environment,
+	}
+	// Dispatch ends once the host is ours; the round trip on the host is
+	// its own span beside it, so the gaps between the ipc phases of both
+	// processes (kernel transit, wake-ups) are not charged to dispatch.
+	r.endDispatch(u)
+	hctx, hs := r.tracer.Start(u.ctx, SpanHost, trace.WithAttributes(AttrHostID.Int(h.id), AttrHostPID.Int(h.pid)))
+	sendStart := time.Now()
+	in, err := h.run(hctx, cfg, r.set.TaskTimeout)
+	r.pool.release(h)
+	if err != nil {
+		hs.RecordError(err)
+		hs.End()
+		class := "task host died"
+		switch {
+		case errors.Is(err, ErrTaskTimeout):
+			class = "task timed out"
+		case errors.Is(err, context.Canceled):
+			class = "cancelled"
+		}
+		return class, r.failOrchestration(u, token, err)
+	}
+	res := in.Msg.(*ipcpb.TaskResult)
+	r.childSpans(hctx, res, sendStart, in.ReceiveStart)
+	hs.End()
+
+	status := dtpb.OrchestrationStatus_ORCHESTRATION_STATUS_COMPLETED
+	var taskErr error
+	if res.GetStatus() != ipcpb.Status_STATUS_SUCCESS {
+		status = dtpb.OrchestrationStatus_ORCHESTRATION_STATUS_FAILED
+		taskErr = fmt.Errorf("task %s failed in host %d: %s", name, h.id, res.GetError())
+	}
+	out, _ := json.Marshal(res.GetOutputs())
+	resp := &dtpb.OrchestratorResponse{InstanceId: u.id, CompletionToken: token, Actions: []*dtpb.OrchestratorAction{{
+		Id: 0, OrchestratorActionType: &dtpb.OrchestratorAction_CompleteOrchestration{CompleteOrchestration: &dtpb.CompleteOrchestrationAction{
+			OrchestrationStatus: status, Result: wrapperspb.String(string(out)),
+		}},
+	}}}
+	if _, err := r.complete(u.ctx, resp); err != nil {
+		return "completion", err
+	}
+	if taskErr != nil {
+		return "task failed", taskErr
+	}
+	return "", nil
+}
+
+// failOrchestration completes the orchestration as failed with cause (so
+// the sidecar's lease is not left dangling) and returns cause, joined with
+// the completion's error if that failed too.
+func (r *Runtime) failOrchestration(u *unit, token string, cause error) error {
+	resp := &dtpb.OrchestratorResponse{InstanceId: u.id, CompletionToken: token, Actions: []*dtpb.OrchestratorAction{{
+		Id: 0, OrchestratorActionType: &dtpb.OrchestratorAction_CompleteOrchestration{CompleteOrchestration: &dtpb.CompleteOrchestrationAction{
+			OrchestrationStatus: dtpb.OrchestrationStatus_ORCHESTRATION_STATUS_FAILED,
+			FailureDetails:      &dtpb.TaskFailureDetails{ErrorType: "amdahl.TaskHostError", ErrorMessage: cause.Error()},
+		}},
+	}}}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(u.ctx), 30*time.Second)
+	defer cancel()
+	if _, err := r.complete(ctx, resp); err != nil {
+		return errors.Join(cause, fmt.Errorf("and completing the orchestration as failed: %w", err))
+	}
+	return cause
+}
+
+// complete sends a completion and accounts what the in-process sidecar
+// applied (drained, so the sidecar keeps no payloads).
+func (r *Runtime) complete(ctx context.Context, resp *dtpb.OrchestratorResponse) (chunking.Result, error) {
+	res, err := r.sender.Complete(ctx, resp)
+	if r.side != nil {
+		r.applied.Add(int64(len(r.side.DrainCompletions())))
+	}
+	if err != nil {
+		return res, fmt.Errorf("sidecar: %w", err)
+	}
+	return res, nil
+}
+
+// runFanout: lease the orchestration, then complete it with the item's
+// actions, chunked.
+func (r *Runtime) runFanout(ctx context.Context, u *unit) (string, error) {
+	dctx := trace.ContextWithSpan(u.ctx, u.disp)
+	token, err := r.lease.lease(dctx, r.sender, u.id)
+	r.endDispatch(u)
+	if err != nil {
+		return "sidecar", err
+	}
+	fo := u.item.Fanout
+	resp := &dtpb.OrchestratorResponse{InstanceId: u.id, CompletionToken: token, Actions: make([]*dtpb.OrchestratorAction, len(fo.ActionBytes))}
+	for i, n := range fo.ActionBytes {
+		resp.Actions[i] = &dtpb.OrchestratorAction{Id: int32(i), OrchestratorActionType: &dtpb.OrchestratorAction_ScheduleTask{
+			ScheduleTask: &dtpb.ScheduleTaskAction{Name: "amdahl.fanout", Input: wrapperspb.String(r.text(n, u.item.Seq*1000+i))}}}
+	}
+	res, err := r.complete(u.ctx, resp)
+	if err != nil {
+		return "completion", err
+	}
+	if res.Plan != nil && res.Plan.Oversized != nil {
+		return "oversized action", fmt.Errorf("orchestration failed: %w", res.Plan.Oversized)
+	}
+	return "", nil
+}
+
+// text returns n bytes of payload text (shared, never copied).
+func (r *Runtime) text(n, salt int) string {
+	r.mu.Lock()
+	if r.gen == nil {
+		sc := &Scenario{Name: "payload", Seed: 1, Count: 1, Workloads: []Workload{{Kind: KindFanout, Weight: 1,
+			Fanout: &FanoutSpec{Shapes: []FanoutShape{{Name: "payload", Weight: 1, Actions: 1, ActionBytes: 1}}}}}}
+		r.gen = sc.NewGenerator()
+	}
+	g := r.gen
+	r.mu.Unlock()
+	return g.Text(n, salt)
+}
+
+// childSpans records the task host's phases, returned in its reply, as
+// spans of the parent's trace (amdahl.remote=true) under the host span,
+// placed in the parent's clock within [sendStart, replyStart].
+func (r *Runtime) childSpans(ctx context.Context, res *ipcpb.TaskResult, sendStart, replyStart time.Time) {
+	if len(res.GetTimings()) == 0 {
+		return
+	}
+	base := time.Unix(0, res.GetReceiveStartUnixNano())
+	var last time.Duration
+	for _, t := range res.GetTimings() {
+		last = max(last, time.Duration(t.GetStartOffsetNs()+t.GetDurationNs()))
+	}
+	// Wall clocks of two processes on one machine agree closely, but clamp
+	// so the child's window lies inside the round trip that contains it.
+	lo, hi := sendStart.Round(0), replyStart.Round(0)
+	if base.Before(lo) {
+		base = lo
+	}
+	if end := base.Add(last); end.After(hi) {
+		base = hi.Add(-last)
+		if base.Before(lo) {
+			base = lo
+		}
+	}
+	for _, t := range res.GetTimings() {
+		var p telemetry.Phase
+		d := telemetry.Request
+		switch t.GetPhase() {
+		case ipcpb.Phase_PHASE_RECEIVE:
+			p = telemetry.Receive
+		case ipcpb.Phase_PHASE_DESERIALIZE:
+			p = telemetry.Deserialize
+		case ipcpb.Phase_PHASE_EXECUTE:
+			p, d = telemetry.Execute, telemetry.None
+		case ipcpb.Phase_PHASE_REPLY_SERIALIZE:
+			p, d = telemetry.Serialize, telemetry.Reply
+		default:
+			continue
+		}
+		st := base.Add(time.Duration(t.GetStartOffsetNs()))
+		en := st.Add(time.Duration(t.GetDurationNs()))
+		kv := []attribute.KeyValue{telemetry.AttrComponent.String("taskhost"), telemetry.AttrPhase.String(p.String()),
+			telemetry.AttrTransport.String(TransportIPC), telemetry.AttrRemote.Bool(true)}
+		if d != telemetry.None {
+			kv = append(kv, telemetry.AttrDirection.String(d.String()))
+		}
+		_, sp := r.hostComp.Tracer().Start(ctx, "taskhost."+p.String(), trace.WithTimestamp(st), trace.WithAttributes(kv...))
+		sp.End(trace.WithTimestamp(en))
+		r.hostComp.RecordPhase(ctx, p, d, en.Sub(st))
+	}
+}
+
+// Wait blocks until every submitted unit has ended, or ctx ends.
+func (r *Runtime) Wait(ctx context.Context) error {
+	done := make(chan struct{})
+	go func() { r.inflight.Wait(); close(done) }()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Close stops accepting work, reports queued units as cancelled, lets
+// running units finish for up to DrainTimeout (then cancels them), stops
+// every task host gracefully, the work-item stream, the sidecar connection
+// and the in-process sidecar, and shuts telemetry down. Safe to call more
+// than once; ctx bounds the shutdown of hosts and telemetry.
+func (r *Runtime) Close(ctx context.Context) error {
+	r.closeOnce.Do(func() {
+		close(r.stopping)
+		timer := time.AfterFunc(r.cfg.DrainTimeout, r.drainEnd)
+		r.workers.Wait()
+		timer.Stop()
+		r.inflight.Wait()
+		r.drainEnd()
+		r.closeErr = r.shutdownParts(ctx)
+	})
+	return r.closeErr
+}
+
+func (r *Runtime) shutdownParts(ctx context.Context) error {
+	var errs []error
+	if r.pool != nil {
+		errs = append(errs, r.pool.close(ctx))
+	}
+	if r.lease != nil {
+		r.lease.close()
+	}
+	if r.cc != nil {
+		errs = append(errs, r.cc.Close())
+	}
+	if r.side != nil {
+		r.side.Close()
+		if r.sideCh != nil {
+			errs = append(errs, <-r.sideCh)
+		}
+	}
+	if r.tel != nil {
+		errs = append(errs, r.tel.Shutdown(ctx))
+	}
+	return errors.Join(errs...)
+}
+
+// Summary is the account of a run.
+type Summary struct {
+	Scenario string            `json:"scenario"`
+	Variant  string            `json:"variant"`
+	Settings map[string]string `json:"settings"`
+	// Submitted = OK + Failed + Cancelled.
+	Submitted int `json:"submitted"`
+	OK        int `json:"ok"`
+	Failed    int `json:"failed"`
+	Cancelled int `json:"cancelled"`
+	// Failures counts failed and cancelled units by reason class;
+	// Examples holds the first full reason of each class.
+	Failures map[string]int    `json:"failures,omitempty"`
+	Examples map[string]string `json:"failure_examples,omitempty"`
+	Elapsed  time.Duration     `json:"elapsed_ns"`
+	// Throughput is units of work ended per second of the run.
+	Throughput float64 `json:"throughput_per_s"`
+	// HostsSpawned and HostsReplaced count task host processes started,
+	// and discarded because they died, hung or were killed.
+	HostsSpawned  int64 `json:"hosts_spawned"`
+	HostsReplaced int64 `json:"hosts_replaced"`
+	// SidecarApplied counts completions the in-process sidecar applied
+	// (-1 with an external sidecar).
+	SidecarApplied int64 `json:"sidecar_applied"`
+	// Attribution: e2e quantiles and, per phase and direction, mean, p99,
+	// critical-path share q and naive share, over the units whose traces
+	// were sampled.
+	Attribution attribution.Report `json:"attribution"`
+}
+
+// Summary returns the account of the units ended so far.
+func (r *Runtime) Summary() Summary {
+	r.mu.Lock()
+	works := append([]attribution.Work(nil), r.works...)
+	s := Summary{
+		Scenario: r.cfg.Scenario, Variant: r.set.Variant, Settings: r.set.Map(),
+		OK: r.counts[telemetry.OK], Failed: r.counts[telemetry.Failed], Cancelled: r.counts[telemetry.Cancelled],
+		Failures: map[string]int{}, Examples: map[string]string{},
+	}
+	for k, v := range r.classes {
+		s.Failures[k] = v
+	}
+	for k, v := range r.examples {
+		s.Examples[k] = v
+	}
+	r.mu.Unlock()
+	s.Submitted = s.OK + s.Failed + s.Cancelled
+	s.Elapsed = time.Since(r.start)
+	if s.Elapsed > 0 {
+		s.Throughput = float64(s.Submitted) / s.Elapsed.Seconds()
+	}
+	s.HostsSpawned, s.HostsReplaced = r.pool.spawned.Load(), r.pool.replaced.Load()
+	s.SidecarApplied = -1
+	if r.side != nil {
+		s.SidecarApplied = r.applied.Load()
+	}
+	s.Attribution = attribution.Summarize(works)
+	s.Attribution.WithP99Durations(r.col.phaseDurations())
+	return s
+}

@@ -1,0 +1,645 @@
+package runtime
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.uber.org/goleak"
+
+	"github.com/amdahl-rt/amdahl/chunking"
+	"github.com/amdahl-rt/amdahl/ipc/ipcpb"
+	"github.com/amdahl-rt/amdahl/telemetry"
+)
+
+// The test binary doubles as a task host and as a standalone sidecar (the
+// helper-process pattern): these variables select the mode.
+const (
+	envTestHost    = "AMDAHL_RUNTIME_TEST_HOST"
+	envTestSidecar = "AMDAHL_RUNTIME_TEST_SIDECAR"
+)
+
+// Test tasks served by the test host besides the built-ins.
+const (
+	taskBlock = "test.block" // announces itself on stderr, then blocks until the host dies
+	taskFail  = "test.fail"  // fails with an error
+)
+
+func TestMain(m *testing.M) {
+	if os.Getenv(envTestHost) == "1" {
+		tasks := BuiltinTasks()
+		tasks[taskBlock] = func(ctx context.Context, task *ipcpb.TaskConfiguration) (map[string]string, error) {
+			fmt.Fprintf(os.Stderr, "blocking in task %d\n", task.GetId())
+			select {} // until killed
+		}
+		tasks[taskFail] = func(context.Context, *ipcpb.TaskConfiguration) (map[string]string, error) {
+			return nil, errors.New("this task always fails")
+		}
+		if err := ServeHost(context.Background(), tasks); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(2)
+		}
+		os.Exit(0)
+	}
+	if os.Getenv(envTestSidecar) == "1" {
+		sc, err := chunking.NewSidecar(chunking.SidecarConfig{})
+		if err == nil {
+			var lis net.Listener
+			if lis, err = net.Listen("tcp", "127.0.0.1:0"); err == nil {
+				fmt.Println(lis.Addr())
+				err = sc.Serve(lis)
+			}
+		}
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	goleak.VerifyTestMain(m)
+}
+
+func noEnv(string) (string, bool) { return "", false }
+
+// captureLog is a slog handler that keeps every message, and signals when
+// one containing want arrives.
+type captureLog struct {
+	mu    sync.Mutex
+	lines []string
+	want  string
+	seen  chan struct{}
+	once  sync.Once
+}
+
+func newCaptureLog(want string) *captureLog {
+	return &captureLog{want: want, seen: make(chan struct{})}
+}
+
+func (c *captureLog) Enabled(context.Context, slog.Level) bool { return true }
+func (c *captureLog) Handle(_ context.Context, r slog.Record) error {
+	var b strings.Builder
+	b.WriteString(r.Message)
+	r.Attrs(func(a slog.Attr) bool { fmt.Fprintf(&b, " %s=%v", a.Key, a.Value); return true })
+	c.mu.Lock()
+	c.lines = append(c.lines, b.String())
+	c.mu.Unlock()
+	if c.want != "" && strings.Contains(r.Message, c.want) {
+		c.once.Do(func() { close(c.seen) })
+	}
+	return nil
+}
+func (c *captureLog) WithAttrs(attrs []slog.Attr) slog.Handler {
+	return &attrHandler{c: c, attrs: attrs}
+}
+func (c *captureLog) WithGroup(string) slog.Handler { return c }
+
+type attrHandler struct {
+	c     *captureLog
+	attrs []slog.Attr
+}
+
+func (h *attrHandler) Enabled(ctx context.Context, l slog.Level) bool { return true }
+func (h *attrHandler) Handle(ctx context.Context, r slog.Record) error {
+	r.AddAttrs(h.attrs...)
+	return h.c.Handle(ctx, r)
+}
+func (h *attrHandler) WithAttrs(attrs []slog.Attr) slog.Handler {
+	return &attrHandler{c: h.c, attrs: append(append([]slog.Attr(nil), h.attrs...), attrs...)}
+}
+func (h *attrHandler) WithGroup(string) slog.Handler { return h }
+
+// testConfig is a Config whose task hosts are this test binary, with
+// telemetry from no environment and spans kept in rec.
+func testConfig(t *testing.T, set Settings, rec *telemetry.Recorder) Config {
+	t.Helper()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts := []telemetry.Option{telemetry.WithLookupEnv(noEnv)}
+	if rec != nil {
+		opts = append(opts, telemetry.WithSpanProcessor(rec))
+	}
+	return Config{
+		Settings: set, HostArgv: []string{exe}, HostEnv: []string{envTestHost + "=1"},
+		Telemetry: opts, Logger: slog.New(slog.DiscardHandler),
+		Retry: chunking.RetryPolicy{MaxAttempts: 3, BaseDelay: 5 * time.Millisecond, MaxDelay: 20 * time.Millisecond},
+	}
+}
+
+func testSettings(t *testing.T, sets ...string) Settings {
+	t.Helper()
+	s, err := ResolveSettings(append([]string{"runtime.nodes=2", "runtime.concurrency=4"}, sets...), noEnv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func attrOf(s sdktrace.ReadOnlySpan, k attribute.Key) (attribute.Value, bool) {
+	for _, kv := range s.Attributes() {
+		if kv.Key == k {
+			return kv.Value, true
+		}
+	}
+	return attribute.Value{}, false
+}
+
+// checkTrace asserts the shape of the recorded trace: one amdahl.work root
+// per unit, each in its own trace; the task host's spans (synthesised from
+// its reply) in the same trace under the runtime.host span; and critical
+// shares of each unit that add up to its end-to-end time.
+func checkTrace(t *testing.T, spans []sdktrace.ReadOnlySpan, units int, wantHostSpans bool) {
+	t.Helper()
+	byID := map[string]sdktrace.ReadOnlySpan{}
+	roots := map[string]int{} // trace id → roots
+	for _, s := range spans {
+		byID[s.SpanContext().SpanID().String()] = s
+		if s.Name() == telemetry.SpanWork {
+			if s.Parent().IsValid() {
+				t.Errorf("amdahl.work span %s has a parent %s, want a root", s.SpanContext().SpanID(), s.Parent().SpanID())
+			}
+			roots[s.SpanContext().TraceID().String()]++
+		}
+	}
+	if len(roots) != units {
+		t.Errorf("got %d traces with an amdahl.work root, want %d (one per unit)", len(roots), units)
+	}
+	for tid, n := range roots {
+		if n != 1 {
+			t.Errorf("trace %s has %d roots, want 1", tid, n)
+		}
+	}
+	remote := 0
+	for _, s := range spans {
+		v, ok := attrOf(s, telemetry.AttrRemote)
+		if !ok || !v.AsBool() {
+			continue
+		}
+		remote++
+		if !strings.HasPrefix(s.Name(), "taskhost.") {
+			t.Errorf("remote span %q, want taskhost.<phase>", s.Name())
+		}
+		parent, ok := byID[s.Parent().SpanID().String()]
+		if !ok || parent.Name() != SpanHost {
+			t.Errorf("remote span %s: parent %v, want the %s span", s.Name(), s.Parent().SpanID(), SpanHost)
+			continue
+		}
+		if parent.SpanContext().TraceID() != s.SpanContext().TraceID() || roots[s.SpanContext().TraceID().String()] != 1 {
+			t.Errorf("remote span %s is not in its unit's trace", s.Name())
+		}
+		if s.StartTime().Before(parent.StartTime()) || s.EndTime().After(parent.EndTime()) {
+			t.Errorf("remote span %s [%v, %v] outside its host span [%v, %v]", s.Name(), s.StartTime(), s.EndTime(), parent.StartTime(), parent.EndTime())
+		}
+	}
+	if wantHostSpans && remote < 4*units {
+		t.Errorf("got %d task host spans, want at least 4 per unit (receive, deserialize, execute, serialize)", remote)
+	}
+}
+
+func TestRunTaskhostEndToEnd(t *testing.T) {
+	sc, err := BuiltinScenario("taskhost")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ name, transport, send string }{
+		{"socketpair sync", "socketpair", "sync"},
+		{"pipe async", "pipe", "async"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rec := telemetry.NewRecorder()
+			cfg := testConfig(t, testSettings(t, "scenario.count=40", "ipc.transport="+tc.transport, "ipc.send="+tc.send), rec)
+			sum, err := Run(context.Background(), cfg, sc)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if sum.Submitted != 40 || sum.OK != 40 || sum.Failed+sum.Cancelled != 0 {
+				t.Fatalf("got submitted %d ok %d failed %d cancelled %d (%v), want 40 ok", sum.Submitted, sum.OK, sum.Failed, sum.Cancelled, sum.Examples)
+			}
+			if sum.HostsSpawned < 1 || sum.HostsSpawned > 2 || sum.HostsReplaced != 0 {
+				t.Errorf("hosts spawned %d replaced %d, want 1..2 spawned (runtime.nodes=2) and none replaced", sum.HostsSpawned, sum.HostsReplaced)
+			}
+			if sum.SidecarApplied != 40 {
+				t.Errorf("sidecar applied %d completions, want 40", sum.SidecarApplied)
+			}
+			if sum.Attribution.Works != 40 {
+				t.Errorf("attribution covers %d units, want 40", sum.Attribution.Works)
+			}
+			var q float64
+			seen := map[string]bool{}
+			for _, row := range sum.Attribution.Rows {
+				q += row.Q
+				seen[row.Name] = true
+			}
+			if q < 0.999 || q > 1.001 {
+				t.Errorf("critical-path shares add up to %.4f, want 1", q)
+			}
+			for _, name := range []string{"dispatch", "serialize/request", "send/request", "receive/request", "deserialize/request", "execute", "serialize/reply", "receive/reply", "deserialize/reply"} {
+				if !seen[name] {
+					t.Errorf("no %s row in the attribution; rows: %v", name, seen)
+				}
+			}
+			checkTrace(t, rec.Spans(), 40, true)
+		})
+	}
+}
+
+// TestCriticalSharesPerUnit: each unit's critical-path times add up to its
+// end-to-end time exactly (q of every unit sums to 1).
+func TestCriticalSharesPerUnit(t *testing.T) {
+	sc, err := BuiltinScenario("mixed")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := testConfig(t, testSettings(t, "scenario.count=60"), nil)
+	r, err := New(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close(context.Background())
+	gen := sc.NewGenerator()
+	for range 60 {
+		if err := r.Submit(context.Background(), gen.Next()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := r.Wait(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	r.mu.Lock()
+	works := r.works
+	r.mu.Unlock()
+	if len(works) != 60 {
+		t.Fatalf("got %d attributed units, want 60", len(works))
+	}
+	for _, w := range works {
+		var sum time.Duration
+		for _, d := range w.Critical {
+			sum += d
+		}
+		if sum != w.Root.Duration() {
+			t.Errorf("unit %s: critical times add up to %v, e2e is %v", w.Root.TraceID, sum, w.Root.Duration())
+		}
+	}
+}
+
+func TestRunFanout(t *testing.T) {
+	sc, err := BuiltinScenario("fanout")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name          string
+		sets          []string
+		wantOversized bool
+	}{
+		{"oversized actions fail the orchestration", nil, true},
+		{"large payloads accept them", []string{"chunking.large_payloads=on", "chunking.algorithm=legacy"}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rec := telemetry.NewRecorder()
+			var mu sync.Mutex
+			shapes := map[string]int{}
+			cfg := testConfig(t, testSettings(t, append([]string{"scenario.count=16"}, tc.sets...)...), rec)
+			cfg.OnResult = func(r Result) {
+				mu.Lock()
+				shapes[r.Shape]++
+				if r.Outcome != telemetry.OK && r.Class != "oversized action" {
+					t.Errorf("unit %d (%s) failed: %s", r.Seq, r.Shape, r.Reason)
+				}
+				mu.Unlock()
+			}
+			sum, err := Run(context.Background(), cfg, sc)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if sum.Submitted != 16 || sum.OK+sum.Failed != 16 {
+				t.Fatalf("got submitted %d ok %d failed %d, want 16 = ok + failed", sum.Submitted, sum.OK, sum.Failed)
+			}
+			if sum.SidecarApplied != 16 {
+				t.Errorf("sidecar applied %d completions, want 16 (a failed orchestration is a completion too)", sum.SidecarApplied)
+			}
+			if sum.HostsSpawned != 0 {
+				t.Errorf("fanout spawned %d task hosts, want 0", sum.HostsSpawned)
+			}
+			over := shapes["oversized-first"]
+			if over == 0 {
+				t.Fatalf("no oversized-first unit among %v; pick another seed", shapes)
+			}
+			if tc.wantOversized && sum.Failures["oversized action"] != over {
+				t.Errorf("got %d oversized failures, want %d (every oversized-first unit)", sum.Failures["oversized action"], over)
+			}
+			if !tc.wantOversized && sum.Failed != 0 {
+				t.Errorf("got %d failures with large payloads, want 0: %v", sum.Failed, sum.Examples)
+			}
+			checkTrace(t, rec.Spans(), 16, false)
+		})
+	}
+}
+
+// waitGone waits until the process pid no longer exists (reaped).
+func processGone(pid int) bool {
+	return errors.Is(syscall.Kill(pid, 0), syscall.ESRCH)
+}
+
+// blockingUnit is a task unit that blocks in its host.
+func blockingUnit(seq int) Item {
+	return Item{Seq: seq, Kind: KindTask, Task: &TaskItem{TaskName: taskBlock, Parameters: map[string]string{"p0": "x"}}}
+}
+
+func smallUnit(seq int) Item {
+	return Item{Seq: seq, Kind: KindTask, Task: &TaskItem{Parameters: map[string]string{"p0": strings.Repeat("x", 1000)}, ExecutePasses: 1}}
+}
+
+// results collects Results by sequence number.
+type results struct {
+	mu  sync.Mutex
+	got map[int]Result
+}
+
+func (rs *results) add(r Result) {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	if rs.got == nil {
+		rs.got = map[int]Result{}
+	}
+	if _, dup := rs.got[r.Seq]; dup {
+		panic(fmt.Sprintf("unit %d ended twice", r.Seq))
+	}
+	rs.got[r.Seq] = r
+}
+
+func (rs *results) get(seq int) (Result, bool) {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	r, ok := rs.got[seq]
+	return r, ok
+}
+
+func TestHostKilledMidTask(t *testing.T) {
+	logs := newCaptureLog("blocking in task")
+	var rs results
+	cfg := testConfig(t, testSettings(t), nil)
+	cfg.Logger = slog.New(logs)
+	cfg.OnResult = rs.add
+	r, err := New(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close(context.Background())
+	if err := r.Submit(context.Background(), blockingUnit(0)); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-logs.seen:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the blocking task never started")
+	}
+	pids := r.HostPIDs()
+	if len(pids) != 1 {
+		t.Fatalf("got hosts %v, want exactly one", pids)
+	}
+	var victim int
+	for _, pid := range pids {
+		victim = pid
+	}
+	if err := syscall.Kill(victim, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	for i := 1; i <= 20; i++ {
+		if err := r.Submit(context.Background(), smallUnit(i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := r.Wait(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	res, ok := rs.get(0)
+	if !ok || res.Outcome != telemetry.Failed || res.Class != "task host died" || !strings.Contains(res.Reason, "signal: killed") {
+		t.Errorf("killed unit: got %+v, want failed, class \"task host died\", reason naming signal: killed", res)
+	}
+	for i := 1; i <= 20; i++ {
+		if res, _ := rs.get(i); res.Outcome != telemetry.OK {
+			t.Errorf("unit %d: got %v (%s), want ok", i, res.Outcome, res.Reason)
+		}
+	}
+	sum := r.Summary()
+	if sum.HostsReplaced < 1 || sum.HostsSpawned < 2 {
+		t.Errorf("hosts spawned %d replaced %d, want the killed one replaced by a new one", sum.HostsSpawned, sum.HostsReplaced)
+	}
+	if sum.Submitted != 21 || sum.OK != 20 || sum.Failed != 1 {
+		t.Errorf("summary %d = %d ok + %d failed + %d cancelled, want 21 = 20 + 1", sum.Submitted, sum.OK, sum.Failed, sum.Cancelled)
+	}
+	if !processGone(victim) {
+		t.Errorf("killed host %d was not reaped", victim)
+	}
+}
+
+func TestTaskTimeout(t *testing.T) {
+	var rs results
+	cfg := testConfig(t, testSettings(t, "runtime.task_timeout=300ms"), nil)
+	cfg.OnResult = rs.add
+	r, err := New(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close(context.Background())
+	if err := r.Submit(context.Background(), blockingUnit(0)); err != nil {
+		t.Fatal(err)
+	}
+	fail := Item{Seq: 1, Kind: KindTask, Task: &TaskItem{TaskName: taskFail, Parameters: map[string]string{}}}
+	if err := r.Submit(context.Background(), fail); err != nil {
+		t.Fatal(err)
+	}
+	for i := 2; i <= 10; i++ {
+		if err := r.Submit(context.Background(), smallUnit(i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := r.Wait(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if res, _ := rs.get(0); res.Outcome != telemetry.Failed || res.Class != "task timed out" || !strings.Contains(res.Reason, "timed out after 300ms") {
+		t.Errorf("hung unit: got %+v, want failed with class \"task timed out\"", res)
+	}
+	if res, _ := rs.get(1); res.Outcome != telemetry.Failed || res.Class != "task failed" || !strings.Contains(res.Reason, "this task always fails") {
+		t.Errorf("failing unit: got %+v, want failed with class \"task failed\" and the task's error", res)
+	}
+	for i := 2; i <= 10; i++ {
+		if res, _ := rs.get(i); res.Outcome != telemetry.OK {
+			t.Errorf("unit %d: got %v (%s), want ok", i, res.Outcome, res.Reason)
+		}
+	}
+	if sum := r.Summary(); sum.HostsReplaced < 1 {
+		t.Errorf("hosts replaced %d, want the hung host replaced", sum.HostsReplaced)
+	}
+}
+
+// startSidecarProcess runs the test binary as a standalone sidecar and
+// returns its address and process.
+func startSidecarProcess(t *testing.T) (string, *exec.Cmd) {
+	t.Helper()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(exe)
+	cmd.Env = append(os.Environ(), envTestSidecar+"=1")
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	addr, err := bufio.NewReader(out).ReadString('\n')
+	if err != nil {
+		t.Fatalf("sidecar process: %v", err)
+	}
+	return strings.TrimSpace(addr), cmd
+}
+
+func TestSidecarKilledMidRun(t *testing.T) {
+	addr, side := startSidecarProcess(t)
+	var rs results
+	var mu sync.Mutex
+	okSeen := 0
+	killed := make(chan struct{})
+	cfg := testConfig(t, testSettings(t, "runtime.concurrency=2"), nil)
+	cfg.SidecarAddr = addr
+	cfg.OnResult = func(r Result) {
+		rs.add(r)
+		mu.Lock()
+		defer mu.Unlock()
+		if r.Outcome == telemetry.OK {
+			okSeen++
+			if okSeen == 5 {
+				_ = side.Process.Kill()
+				close(killed)
+			}
+		}
+	}
+	r, err := New(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close(context.Background())
+	const n = 30
+	for i := range n {
+		if err := r.Submit(context.Background(), smallUnit(i)); err != nil {
+			t.Fatal(err)
+		}
+		if i == 10 {
+			<-killed
+		}
+	}
+	if err := r.Wait(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	sum := r.Summary()
+	if sum.Submitted != n || sum.OK+sum.Failed+sum.Cancelled != n {
+		t.Fatalf("summary %d = %d ok + %d failed + %d cancelled, want %d", sum.Submitted, sum.OK, sum.Failed, sum.Cancelled, n)
+	}
+	if sum.OK < 5 || sum.Failed < n-11 {
+		t.Errorf("got %d ok, %d failed; want at least 5 ok before the kill and the units after it failed", sum.OK, sum.Failed)
+	}
+	if sum.SidecarApplied != -1 {
+		t.Errorf("sidecar applied %d, want -1 for an external sidecar", sum.SidecarApplied)
+	}
+	for i := 11; i < n; i++ {
+		res, _ := rs.get(i)
+		if res.Outcome != telemetry.Failed || (res.Class != "sidecar" && res.Class != "completion") ||
+			!strings.Contains(res.Reason, "sidecar") {
+			t.Errorf("unit %d after the kill: got %v class %q reason %q, want failed with a sidecar reason", i, res.Outcome, res.Class, res.Reason)
+		}
+	}
+}
+
+func TestCancelledRunReconciles(t *testing.T) {
+	sc, err := BuiltinScenario("taskhost")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var mu sync.Mutex
+	n := 0
+	cfg := testConfig(t, testSettings(t, "scenario.count=100000"), nil)
+	cfg.OnResult = func(Result) {
+		mu.Lock()
+		defer mu.Unlock()
+		if n++; n == 30 {
+			cancel()
+		}
+	}
+	sum, err := Run(ctx, cfg, sc)
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("got error %v, want context.Canceled", err)
+	}
+	if sum.Submitted == 0 || sum.Submitted >= 100000 || sum.Submitted != sum.OK+sum.Failed+sum.Cancelled {
+		t.Fatalf("summary %d = %d ok + %d failed + %d cancelled, want a partial run that reconciles", sum.Submitted, sum.OK, sum.Failed, sum.Cancelled)
+	}
+	if sum.OK < 30 {
+		t.Errorf("got %d ok, want at least the 30 that ended before the cancel", sum.OK)
+	}
+}
+
+func TestCloseLeavesNoProcess(t *testing.T) {
+	cfg := testConfig(t, testSettings(t, "runtime.nodes=3", "runtime.concurrency=6"), nil)
+	r, err := New(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 12 {
+		if err := r.Submit(context.Background(), smallUnit(i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := r.Wait(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	pids := r.HostPIDs()
+	if len(pids) == 0 {
+		t.Fatal("no task host ran")
+	}
+	if err := r.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Close(context.Background()); err != nil {
+		t.Fatalf("second Close: %v", err)
+	}
+	for id, pid := range pids {
+		if !processGone(pid) {
+			t.Errorf("host %d (pid %d) still exists after Close", id, pid)
+		}
+	}
+	if err := r.Submit(context.Background(), smallUnit(99)); !errors.Is(err, ErrClosed) {
+		t.Errorf("Submit after Close: got %v, want ErrClosed", err)
+	}
+}
+
+// TestHostStartedByHand: the task host refuses to run without a parent,
+// with a message that says so.
+func TestHostStartedByHand(t *testing.T) {
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(exe)
+	cmd.Env = append(os.Environ(), envTestHost+"=1")
+	out, err := cmd.CombinedOutput()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 2 || !strings.Contains(string(out), "not meant to be started by hand") {
+		t.Fatalf("got %v, output %q; want exit status 2 and a message about being started by hand", err, out)
+	}
+}

@@ -1,0 +1,369 @@
+package runtime
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	goruntime "runtime"
+	"sort"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/amdahl-rt/amdahl/chunking"
+	"github.com/amdahl-rt/amdahl/ipc"
+)
+
+// Transport is how the runtime connects to its task hosts (setting
+// ipc.transport).
+type Transport uint8
+
+// The transports to task hosts.
+const (
+	// Socketpair: an AF_UNIX stream socketpair handed to the child at spawn.
+	Socketpair Transport = iota
+	// Pipes: two anonymous pipes sized with F_SETPIPE_SZ.
+	Pipes
+)
+
+// String returns "socketpair" or "pipe".
+func (t Transport) String() string {
+	if t == Pipes {
+		return ipc.TransportPipe
+	}
+	return ipc.TransportSocketpair
+}
+
+// ParseTransport parses an ipc.transport value.
+func ParseTransport(s string) (Transport, error) {
+	switch s {
+	case ipc.TransportSocketpair:
+		return Socketpair, nil
+	case ipc.TransportPipe:
+		return Pipes, nil
+	}
+	return 0, fmt.Errorf("want %s or %s", ipc.TransportSocketpair, ipc.TransportPipe)
+}
+
+// Settings are the runtime's knobs. Each has one name, usable as
+// `--set name=value` and as the environment variable AMDAHL_<NAME> (dots
+// and the name upper-cased: ipc.buffer ⇔ AMDAHL_IPC_BUFFER). Build them
+// with DefaultSettings or ResolveSettings; the zero value is not valid.
+type Settings struct {
+	IPCBuffer       int                 // ipc.buffer: requested send buffer, bytes
+	IPCSend         ipc.Mode            // ipc.send: sync | async
+	IPCTransport    Transport           // ipc.transport: socketpair | pipe
+	IPCDelta        bool                // ipc.delta: on | off
+	ChunkAlgorithm  chunking.Algorithm  // chunking.algorithm: cached | legacy
+	ChunkAccounting chunking.Accounting // chunking.accounting: wire | payload
+	MaxChunkBytes   int                 // chunking.max_chunk_bytes
+	LargePayloads   bool                // chunking.large_payloads
+	Nodes           int                 // runtime.nodes: task hosts at most
+	Concurrency     int                 // runtime.concurrency: units of work in flight at most
+	Queue           int                 // runtime.queue: submitted units waiting for a worker at most
+	TaskTimeout     time.Duration       // runtime.task_timeout: 0 = none
+	Count           int                 // scenario.count: 0 = the scenario's own
+	Seed            uint64              // scenario.seed (when SeedSet)
+	SeedSet         bool
+	Variant         string // variant: low-cardinality label on every span and metric
+}
+
+// setting is one knob of the registry.
+type setting struct {
+	name   string
+	values string // valid values, for messages and help
+	doc    string
+	get    func(*Settings) string
+	set    func(*Settings, string) error
+}
+
+// EnvName returns the environment variable of a setting name:
+// "ipc.buffer" → "AMDAHL_IPC_BUFFER".
+func EnvName(name string) string {
+	return "AMDAHL_" + strings.ToUpper(strings.ReplaceAll(name, ".", "_"))
+}
+
+func onOff(b bool) string {
+	if b {
+		return "on"
+	}
+	return "off"
+}
+
+func parseOnOff(s string) (bool, error) {
+	switch s {
+	case "on", "true":
+		return true, nil
+	case "off", "false":
+		return false, nil
+	}
+	return false, errors.New("want on or off")
+}
+
+func parseCount(s string, min, max int) (int, error) {
+	n, err := strconv.Atoi(s)
+	if err != nil || n < min || n > max {
+		return 0, fmt.Errorf("want a whole number from %d to %d", min, max)
+	}
+	return n, nil
+}
+
+var registry = []setting{
+	{name: "ipc.buffer", values: "bytes, or a number with KiB or MiB (1 to 1073741824 bytes)",
+		doc: "requested kernel send buffer of each end (SO_SNDBUF, or F_SETPIPE_SZ for pipes); default 1MiB, 128KiB with AMDAHL_DISABLE_FEATURES_FROM_VERSION=0.1",
+		get: func(s *Settings) string { return strconv.Itoa(s.IPCBuffer) },
+		set: func(s *Settings, v string) error {
+			n, err := ipc.ParseBufferSize(v)
+			if err != nil {
+				return errors.New("want a positive number of bytes up to 1073741824, optionally with suffix KiB or MiB (e.g. 262144, 256KiB, 1MiB)")
+			}
+			s.IPCBuffer = n
+			return nil
+		}},
+	{name: "ipc.send", values: "sync, async", doc: "sync: Send returns once the bytes are written (backpressure felt by the caller); async: once queued",
+		get: func(s *Settings) string { return s.IPCSend.String() },
+		set: func(s *Settings, v string) error {
+			m, err := ipc.ParseMode(v)
+			if err != nil {
+				return errors.New("want sync or async")
+			}
+			s.IPCSend = m
+			return nil
+		}},
+	{name: "ipc.transport", values: "socketpair, pipe", doc: "connection to each task host",
+		get: func(s *Settings) string { return s.IPCTransport.String() },
+		set: func(s *Settings, v string) (err error) { s.IPCTransport, err = ParseTransport(v); return err }},
+	{name: "ipc.delta", values: "on, off", doc: "send an unchanged environment as \"identical\" instead of in full",
+		get: func(s *Settings) string { return onOff(s.IPCDelta) },
+		set: func(s *Settings, v string) (err error) { s.IPCDelta, err = parseOnOff(v); return err }},
+	{name: "chunking.algorithm", values: "cached, legacy", doc: "completion planner: cached sizes each action once; legacy is the pre-optimisation algorithm (A/B)",
+		get: func(s *Settings) string { return s.ChunkAlgorithm.String() },
+		set: func(s *Settings, v string) error {
+			a, err := chunking.ParseAlgorithm(v)
+			if err != nil {
+				return errors.New("want cached or legacy")
+			}
+			s.ChunkAlgorithm = a
+			return nil
+		}},
+	{name: "chunking.accounting", values: "wire, payload", doc: "what counts toward a chunk's size: wire keeps every chunk within the limit; payload is .NET-exact",
+		get: func(s *Settings) string { return s.ChunkAccounting.String() },
+		set: func(s *Settings, v string) error {
+			a, err := chunking.ParseAccounting(v)
+			if err != nil {
+				return errors.New("want wire or payload")
+			}
+			s.ChunkAccounting = a
+			return nil
+		}},
+	{name: "chunking.max_chunk_bytes", values: fmt.Sprintf("%d to %d", chunking.MinMaxChunkBytes, chunking.DefaultMaxChunkBytes),
+		doc: "chunk size limit in bytes",
+		get: func(s *Settings) string { return strconv.Itoa(s.MaxChunkBytes) },
+		set: func(s *Settings, v string) (err error) {
+			s.MaxChunkBytes, err = parseCount(v, chunking.MinMaxChunkBytes, chunking.DefaultMaxChunkBytes)
+			return err
+		}},
+	{name: "chunking.large_payloads", values: "on, off", doc: "announce large-payload support: an oversized action gets a chunk of its own instead of failing the orchestration",
+		get: func(s *Settings) string { return onOff(s.LargePayloads) },
+		set: func(s *Settings, v string) (err error) { s.LargePayloads, err = parseOnOff(v); return err }},
+	{name: "runtime.nodes", values: "1 to 256", doc: "task host processes at most (spawned lazily, reused)",
+		get: func(s *Settings) string { return strconv.Itoa(s.Nodes) },
+		set: func(s *Settings, v string) (err error) { s.Nodes, err = parseCount(v, 1, 256); return err }},
+	{name: "runtime.concurrency", values: "1 to 4096", doc: "units of work in flight at most",
+		get: func(s *Settings) string { return strconv.Itoa(s.Concurrency) },
+		set: func(s *Settings, v string) (err error) { s.Concurrency, err = parseCount(v, 1, 4096); return err }},
+	{name: "runtime.queue", values: "1 to 65536", doc: "submitted units waiting for a worker at most; Submit blocks beyond it",
+		get: func(s *Settings) string { return strconv.Itoa(s.Queue) },
+		set: func(s *Settings, v string) (err error) { s.Queue, err = parseCount(v, 1, 65536); return err }},
+	{name: "runtime.task_timeout", values: "a Go duration (e.g. 30s, 2m); 0 for none", doc: "a task still running in its host after this fails and the host is replaced",
+		get: func(s *Settings) string { return s.TaskTimeout.String() },
+		set: func(s *Settings, v string) error {
+			d, err := time.ParseDuration(v)
+			if err != nil || d < 0 {
+				return errors.New("want a non-negative Go duration such as 30s or 2m (0 for none)")
+			}
+			s.TaskTimeout = d
+			return nil
+		}},
+	{name: "scenario.count", values: "1 to 10000000, or 0 for the scenario's own", doc: "units of work in the run",
+		get: func(s *Settings) string { return strconv.Itoa(s.Count) },
+		set: func(s *Settings, v string) (err error) { s.Count, err = parseCount(v, 0, 10_000_000); return err }},
+	{name: "scenario.seed", values: "a whole number from 0 to 18446744073709551615", doc: "seed of the scenario's generator (default: the scenario's own)",
+		get: func(s *Settings) string {
+			if !s.SeedSet {
+				return ""
+			}
+			return strconv.FormatUint(s.Seed, 10)
+		},
+		set: func(s *Settings, v string) error {
+			n, err := strconv.ParseUint(v, 10, 64)
+			if err != nil {
+				return errors.New("want a whole number from 0 to 18446744073709551615")
+			}
+			s.Seed, s.SeedSet = n, true
+			return nil
+		}},
+	{name: "variant", values: "1 to 32 of a-z 0-9 _ -", doc: "label of this run on every span and metric (baseline/candidate, canary/stable)",
+		get: func(s *Settings) string { return s.Variant },
+		set: func(s *Settings, v string) error {
+			if v == "" || len(v) > 32 || strings.TrimLeft(v, "abcdefghijklmnopqrstuvwxyz0123456789_-") != "" {
+				return errors.New("want 1 to 32 characters of a-z 0-9 _ -")
+			}
+			s.Variant = v
+			return nil
+		}},
+}
+
+func lookup(name string) (*setting, bool) {
+	for i := range registry {
+		if registry[i].name == name {
+			return &registry[i], true
+		}
+	}
+	return nil, false
+}
+
+// SettingNames returns every setting name, sorted.
+func SettingNames() []string {
+	out := make([]string, len(registry))
+	for i, s := range registry {
+		out[i] = s.name
+	}
+	sort.Strings(out)
+	return out
+}
+
+// SettingError is an unknown setting name or an invalid value.
+type SettingError struct {
+	Name   string
+	Value  string
+	Source string // "--set", or the environment variable
+	Reason string
+}
+
+func (e *SettingError) Error() string {
+	if e.Value == "" && e.Reason == "" {
+		return fmt.Sprintf("unknown setting %q (from %s); valid names: %s", e.Name, e.Source, strings.Join(SettingNames(), ", "))
+	}
+	return fmt.Sprintf("invalid value %q for setting %s (from %s): %s", e.Value, e.Name, e.Source, e.Reason)
+}
+
+// DefaultSettings returns the defaults, the feature-wave dependent ones
+// (ipc.buffer) resolved for this process.
+func DefaultSettings() Settings {
+	nodes := min(max(goruntime.NumCPU(), 2), 8)
+	return Settings{
+		IPCBuffer:     ipc.DefaultBuffer(),
+		IPCSend:       ipc.Sync,
+		IPCTransport:  Socketpair,
+		IPCDelta:      true,
+		MaxChunkBytes: chunking.DefaultMaxChunkBytes,
+		Nodes:         nodes,
+		Concurrency:   2 * nodes,
+		Queue:         2 * nodes,
+		TaskTimeout:   2 * time.Minute,
+		Variant:       "baseline",
+	}
+}
+
+// Set sets the setting name from its string value; source names where it
+// came from in the error ("--set", "AMDAHL_IPC_BUFFER").
+func (s *Settings) Set(name, value, source string) error {
+	st, ok := lookup(name)
+	if !ok {
+		return &SettingError{Name: name, Source: source}
+	}
+	if err := st.set(s, strings.TrimSpace(value)); err != nil {
+		return &SettingError{Name: name, Value: value, Source: source, Reason: err.Error()}
+	}
+	return nil
+}
+
+// Get returns the value of the setting name as a string ("" for an unset
+// scenario.seed); ok is false for an unknown name.
+func (s *Settings) Get(name string) (string, bool) {
+	st, ok := lookup(name)
+	if !ok {
+		return "", false
+	}
+	return st.get(s), true
+}
+
+// Map returns every setting's value by name (summary.json, logs).
+func (s *Settings) Map() map[string]string {
+	out := make(map[string]string, len(registry))
+	for _, st := range registry {
+		out[st.name] = st.get(s)
+	}
+	return out
+}
+
+// ResolveSettings builds the settings: defaults, then the environment
+// (AMDAHL_<NAME>, read with lookupEnv; nil means os.LookupEnv), then sets,
+// each "name=value" (a --set flag), later ones winning. Any unknown name or
+// invalid value is a *SettingError naming the setting and the valid names
+// or values; nothing is half-applied.
+func ResolveSettings(sets []string, lookupEnv func(string) (string, bool)) (Settings, error) {
+	if lookupEnv == nil {
+		lookupEnv = os.LookupEnv
+	}
+	s := DefaultSettings()
+	for _, st := range registry {
+		if v, ok := lookupEnv(EnvName(st.name)); ok {
+			if err := s.Set(st.name, v, EnvName(st.name)); err != nil {
+				return Settings{}, err
+			}
+		}
+	}
+	for _, kv := range sets {
+		name, value, ok := strings.Cut(kv, "=")
+		if !ok || strings.TrimSpace(name) == "" {
+			return Settings{}, fmt.Errorf("--set wants name=value, got %q (valid names: %s)", kv, strings.Join(SettingNames(), ", "))
+		}
+		if err := s.Set(strings.TrimSpace(name), value, "--set"); err != nil {
+			return Settings{}, err
+		}
+	}
+	return s, nil
+}
+
+// SettingsHelp returns a table of every setting: name, environment
+// variable, valid values, default and what it does (for `amdahl run --help`).
+func SettingsHelp() string {
+	var b strings.Builder
+	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
+	def := DefaultSettings()
+	fmt.Fprintln(tw, "  NAME\tENVIRONMENT\tDEFAULT\tVALUES")
+	names := SettingNames()
+	for _, n := range names {
+		st, _ := lookup(n)
+		d := st.get(&def)
+		if d == "" {
+			d = "(scenario's)"
+		}
+		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\n", st.name, EnvName(st.name), d, st.values)
+	}
+	tw.Flush()
+	b.WriteString("\n")
+	for _, n := range names {
+		st, _ := lookup(n)
+		fmt.Fprintf(&b, "  %-26s %s\n", st.name, st.doc)
+	}
+	return b.String()
+}
+
+// childEnv returns the environment entries that carry the ipc settings to
+// a task host, so both ends of a connection use the same values.
+func (s *Settings) childEnv() []string {
+	return []string{
+		ipc.EnvBuffer + "=" + strconv.Itoa(s.IPCBuffer),
+		ipc.EnvMode + "=" + s.IPCSend.String(),
+		ipc.EnvDelta + "=" + onOff(s.IPCDelta),
+	}
+}
+
+// ipcOptions returns the ipc options of the parent's end.
+func (s *Settings) ipcOptions() []ipc.Option {
+	return []ipc.Option{ipc.WithBufferSize(s.IPCBuffer), ipc.WithMode(s.IPCSend), ipc.WithDelta(s.IPCDelta)}
+}

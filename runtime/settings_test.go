@@ -1,0 +1,146 @@
+package runtime
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/amdahl-rt/amdahl/chunking"
+	"github.com/amdahl-rt/amdahl/ipc"
+)
+
+// A valid value for every documented setting, and what it must set.
+var validSettings = []struct {
+	name, value string
+	check       func(Settings) bool
+}{
+	{"ipc.buffer", "256KiB", func(s Settings) bool { return s.IPCBuffer == 256<<10 }},
+	{"ipc.send", "async", func(s Settings) bool { return s.IPCSend == ipc.Async }},
+	{"ipc.transport", "pipe", func(s Settings) bool { return s.IPCTransport == Pipes }},
+	{"ipc.delta", "off", func(s Settings) bool { return !s.IPCDelta }},
+	{"chunking.algorithm", "legacy", func(s Settings) bool { return s.ChunkAlgorithm == chunking.Legacy }},
+	{"chunking.accounting", "payload", func(s Settings) bool { return s.ChunkAccounting == chunking.Payload }},
+	{"chunking.max_chunk_bytes", "2000000", func(s Settings) bool { return s.MaxChunkBytes == 2_000_000 }},
+	{"chunking.large_payloads", "on", func(s Settings) bool { return s.LargePayloads }},
+	{"runtime.nodes", "5", func(s Settings) bool { return s.Nodes == 5 }},
+	{"runtime.concurrency", "7", func(s Settings) bool { return s.Concurrency == 7 }},
+	{"runtime.queue", "9", func(s Settings) bool { return s.Queue == 9 }},
+	{"runtime.task_timeout", "45s", func(s Settings) bool { return s.TaskTimeout == 45*time.Second }},
+	{"scenario.count", "123", func(s Settings) bool { return s.Count == 123 }},
+	{"scenario.seed", "42", func(s Settings) bool { return s.SeedSet && s.Seed == 42 }},
+	{"variant", "candidate", func(s Settings) bool { return s.Variant == "candidate" }},
+}
+
+func TestEverySettingAccepted(t *testing.T) {
+	if len(validSettings) != len(SettingNames()) {
+		t.Fatalf("the test covers %d settings, the registry has %d: %v", len(validSettings), len(SettingNames()), SettingNames())
+	}
+	for _, tc := range validSettings {
+		t.Run(tc.name, func(t *testing.T) {
+			s, err := ResolveSettings([]string{tc.name + "=" + tc.value}, noEnv)
+			if err != nil {
+				t.Fatalf("--set %s=%s: %v", tc.name, tc.value, err)
+			}
+			if !tc.check(s) {
+				t.Errorf("--set %s=%s did not take effect: %+v", tc.name, tc.value, s)
+			}
+			if got, _ := s.Get(tc.name); got == "" {
+				t.Errorf("Get(%s) is empty after setting it", tc.name)
+			}
+			env := map[string]string{EnvName(tc.name): tc.value}
+			s, err = ResolveSettings(nil, func(k string) (string, bool) { v, ok := env[k]; return v, ok })
+			if err != nil {
+				t.Fatalf("%s=%s: %v", EnvName(tc.name), tc.value, err)
+			}
+			if !tc.check(s) {
+				t.Errorf("%s=%s did not take effect", EnvName(tc.name), tc.value)
+			}
+			if !strings.Contains(SettingsHelp(), tc.name) || !strings.Contains(SettingsHelp(), EnvName(tc.name)) {
+				t.Errorf("SettingsHelp does not document %s (%s)", tc.name, EnvName(tc.name))
+			}
+		})
+	}
+}
+
+func TestBadSettingsRejected(t *testing.T) {
+	for _, tc := range []struct {
+		set  string
+		want []string
+	}{
+		{"ipc.bufer=1MiB", []string{`unknown setting "ipc.bufer"`, "valid names:", "ipc.buffer", "variant"}},
+		{"ipc.buffer=lots", []string{"ipc.buffer", `"lots"`, "KiB or MiB"}},
+		{"ipc.buffer=0", []string{"ipc.buffer", "positive"}},
+		{"ipc.send=fast", []string{"ipc.send", "want sync or async"}},
+		{"ipc.transport=tcp", []string{"ipc.transport", "socketpair or pipe"}},
+		{"ipc.delta=maybe", []string{"ipc.delta", "on or off"}},
+		{"chunking.algorithm=magic", []string{"chunking.algorithm", "cached or legacy"}},
+		{"chunking.accounting=bytes", []string{"chunking.accounting", "wire or payload"}},
+		{"chunking.max_chunk_bytes=100", []string{"chunking.max_chunk_bytes", "1048576 to 4089446"}},
+		{"chunking.large_payloads=yes please", []string{"chunking.large_payloads", "on or off"}},
+		{"runtime.nodes=0", []string{"runtime.nodes", "1 to 256"}},
+		{"runtime.concurrency=-1", []string{"runtime.concurrency", "1 to 4096"}},
+		{"runtime.queue=x", []string{"runtime.queue"}},
+		{"runtime.task_timeout=soon", []string{"runtime.task_timeout", "duration"}},
+		{"scenario.count=-5", []string{"scenario.count"}},
+		{"scenario.seed=-1", []string{"scenario.seed", "whole number"}},
+		{"variant=Has Spaces", []string{"variant", "a-z 0-9"}},
+		{"novalue", []string{"--set wants name=value", `"novalue"`}},
+		{"=x", []string{"--set wants name=value"}},
+	} {
+		t.Run(tc.set, func(t *testing.T) {
+			_, err := ResolveSettings([]string{tc.set}, noEnv)
+			if err == nil {
+				t.Fatalf("--set %s: got nil, want an error", tc.set)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("--set %s: got %q, want it to contain %q", tc.set, err, w)
+				}
+			}
+		})
+	}
+	// A bad environment value names the variable.
+	_, err := ResolveSettings(nil, func(k string) (string, bool) {
+		if k == "AMDAHL_IPC_SEND" {
+			return "fast", true
+		}
+		return "", false
+	})
+	if err == nil || !strings.Contains(err.Error(), "AMDAHL_IPC_SEND") {
+		t.Errorf("AMDAHL_IPC_SEND=fast: got %v, want an error naming the variable", err)
+	}
+}
+
+func TestSettingsPrecedence(t *testing.T) {
+	env := func(k string) (string, bool) {
+		if k == "AMDAHL_RUNTIME_NODES" {
+			return "3", true
+		}
+		return "", false
+	}
+	s, err := ResolveSettings(nil, env)
+	if err != nil || s.Nodes != 3 {
+		t.Fatalf("env only: got nodes %d, %v; want 3", s.Nodes, err)
+	}
+	s, err = ResolveSettings([]string{"runtime.nodes=4", "runtime.nodes=6"}, env)
+	if err != nil || s.Nodes != 6 {
+		t.Fatalf("--set over env, last wins: got nodes %d, %v; want 6", s.Nodes, err)
+	}
+	d := DefaultSettings()
+	if d.IPCBuffer != ipc.DefaultBuffer() || d.IPCSend != ipc.Sync || !d.IPCDelta || d.MaxChunkBytes != chunking.DefaultMaxChunkBytes {
+		t.Errorf("defaults: %+v", d)
+	}
+}
+
+func TestSettingsCarryToChildren(t *testing.T) {
+	s, err := ResolveSettings([]string{"ipc.buffer=128KiB", "ipc.send=async", "ipc.delta=off"}, noEnv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := strings.Join(s.childEnv(), " ")
+	for _, want := range []string{ipc.EnvBuffer + "=131072", ipc.EnvMode + "=async", ipc.EnvDelta + "=off"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("child environment %q lacks %q", got, want)
+		}
+	}
+}

@@ -1,0 +1,170 @@
+package runtime
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"runtime/pprof"
+	"sort"
+	"strconv"
+	"time"
+
+	"github.com/amdahl-rt/amdahl/ipc"
+	"github.com/amdahl-rt/amdahl/ipc/ipcpb"
+	"github.com/amdahl-rt/amdahl/telemetry"
+)
+
+// TaskFunc runs one task inside a task host. It gets the decoded
+// configuration (parameters, environment, payload) and returns the task's
+// outputs; an error fails the task (STATUS_FAILURE with the error's text)
+// without ending the host. ctx ends when the host shuts down.
+type TaskFunc func(ctx context.Context, task *ipcpb.TaskConfiguration) (outputs map[string]string, err error)
+
+// Task names of the built-in tasks.
+const (
+	// TaskHash decodes the parameters and runs SHA-256 over them
+	// "amdahl.passes" times (parameter of that name, default 1): the
+	// execute phase of the taskhost scenario.
+	TaskHash = "amdahl.hash"
+	// ParamPasses is TaskHash's parameter naming the number of passes.
+	ParamPasses = "amdahl.passes"
+)
+
+// BuiltinTasks returns the tasks every amdahl task host serves.
+func BuiltinTasks() map[string]TaskFunc {
+	return map[string]TaskFunc{TaskHash: hashTask}
+}
+
+// hashTask is real CPU work proportional to the configuration's size: the
+// parameters are hashed in key order, passes times, each pass over the
+// previous digest and every value.
+func hashTask(ctx context.Context, task *ipcpb.TaskConfiguration) (map[string]string, error) {
+	passes := 1
+	if v, ok := task.GetParameters()[ParamPasses]; ok {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 || n > 1000 {
+			return nil, fmt.Errorf("%s: parameter %s=%q: want a whole number from 0 to 1000", TaskHash, ParamPasses, v)
+		}
+		passes = n
+	}
+	keys := make([]string, 0, len(task.GetParameters()))
+	for k := range task.GetParameters() {
+		if k != ParamPasses {
+			keys = append(keys, k)
+		}
+	}
+	sort.Strings(keys)
+	var sum [sha256.Size]byte
+	n := 0
+	for range passes {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		h := sha256.New()
+		h.Write(sum[:])
+		for _, k := range keys {
+			v := task.GetParameters()[k]
+			h.Write([]byte(k))
+			h.Write([]byte(v))
+			n += len(v)
+		}
+		h.Write(task.GetPayload())
+		h.Sum(sum[:0])
+	}
+	return map[string]string{"digest": hex.EncodeToString(sum[:]), "bytes": strconv.Itoa(n)}, nil
+}
+
+// EnvHostProfileDir, when set by the parent, makes a task host write its
+// own cpu.pprof and heap.pprof into that directory (CPU samples carry the
+// phase labels: receive, deserialize, execute, serialize).
+const EnvHostProfileDir = "AMDAHL_HOST_PROFILE_DIR"
+
+// ServeHost is the child side of a task host: it takes the connection its
+// amdahl parent handed it (ipc.AcceptInherited), then runs every
+// TaskConfiguration it receives with the TaskFunc named by its TaskName,
+// one at a time, and replies with a TaskResult carrying the outputs and
+// the child's phase timings. It returns nil when the parent sends Shutdown
+// or closes the connection, ctx's error when ctx ends, and ipc.ErrNotChild
+// in a program not started by an amdahl parent. An unknown task name fails
+// that task, not the host. opts are applied after the settings the parent
+// passed in the environment.
+//
+// Programs that host their own task functions call ServeHost from main.
+func ServeHost(ctx context.Context, tasks map[string]TaskFunc, opts ...ipc.Option) (err error) {
+	logger := slog.Default()
+	var comp *telemetry.Component
+	if dir := os.Getenv(EnvHostProfileDir); dir != "" {
+		tel, err := telemetry.Setup(ctx, telemetry.WithLookupEnv(func(string) (string, bool) { return "", false }),
+			telemetry.WithProfileDir(dir), telemetry.WithServiceName("amdahl-taskhost"))
+		if err != nil {
+			return fmt.Errorf("taskhost: profiles: %w", err)
+		}
+		defer func() { err = errors.Join(err, tel.Shutdown(context.WithoutCancel(ctx))) }()
+		if comp, err = tel.Component("taskhost", telemetry.AttrTransport.String("ipc")); err != nil {
+			return err
+		}
+	}
+	conn, err := ipc.AcceptInherited(ctx, append([]ipc.Option{ipc.WithTelemetry(comp), ipc.WithLogger(logger)}, opts...)...)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	for {
+		in, err := conn.Recv(ctx)
+		if errors.Is(err, ipc.ErrPeerClosed) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("taskhost: %w", err)
+		}
+		switch m := in.Msg.(type) {
+		case *ipcpb.Shutdown:
+			return conn.Shutdown(ctx)
+		case *ipcpb.TaskConfiguration:
+			res, start, dur := runTask(in.Context(ctx), comp, tasks, m)
+			if err := conn.Reply(ctx, in, res, start, dur); err != nil {
+				return fmt.Errorf("taskhost: reply to task %d: %w", m.GetId(), err)
+			}
+		default:
+			logger.Warn("taskhost: ignoring unexpected packet", "type", in.Type)
+		}
+	}
+}
+
+// runTask runs one task under the pprof label phase=execute and measures
+// it itself (the phase API reads no clock when telemetry is off).
+func runTask(ctx context.Context, comp *telemetry.Component, tasks map[string]TaskFunc, m *ipcpb.TaskConfiguration) (*ipcpb.TaskResult, time.Time, time.Duration) {
+	res := &ipcpb.TaskResult{Id: m.GetId(), Status: ipcpb.Status_STATUS_SUCCESS}
+	f, ok := tasks[m.GetTaskName()]
+	start := time.Now()
+	if !ok {
+		res.Status, res.Error = ipcpb.Status_STATUS_FAILURE, fmt.Sprintf("unknown task %q in this task host", m.GetTaskName())
+		return res, start, time.Since(start)
+	}
+	var out map[string]string
+	var err error
+	ectx, ph := comp.StartPhase(ctx, telemetry.Execute, telemetry.None)
+	if comp == nil {
+		// Telemetry off: still label the CPU samples of the task body.
+		pprof.Do(ectx, pprof.Labels(telemetry.LabelPhase, telemetry.Execute.String()), func(ctx context.Context) {
+			out, err = f(ctx, m)
+		})
+	} else {
+		out, err = f(ectx, m)
+	}
+	ph.End()
+	dur := time.Since(start)
+	switch {
+	case errors.Is(err, context.Canceled):
+		res.Status, res.Error = ipcpb.Status_STATUS_CANCELLED, err.Error()
+	case err != nil:
+		res.Status, res.Error = ipcpb.Status_STATUS_FAILURE, err.Error()
+	default:
+		res.Outputs = out
+	}
+	return res, start, dur
+}
