@@ -1,9 +1,22 @@
 package main
 
 import (
+	"context"
+	"os"
 	"testing"
 
 	"go.uber.org/goleak"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+// envTestMain makes the test binary act as the amdahl binary (the
+// helper-process pattern): amdahl run spawns os.Executable() as
+// "<exe> taskhost", which here is this test binary, with this variable
+// inherited.
+const envTestMain = "AMDAHL_CMD_TEST_MAIN"
+
+func TestMain(m *testing.M) {
+	if os.Getenv(envTestMain) == "1" {
+		os.Exit(run(context.Background(), os.Args[1:], os.Stdout, os.Stderr))
+	}
+	goleak.VerifyTestMain(m)
+}

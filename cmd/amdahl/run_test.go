@@ -1,0 +1,189 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/pprof/profile"
+
+	"github.com/amdahl-rt/amdahl/runtime"
+)
+
+// runCLI runs the CLI in process; task hosts it spawns are this test
+// binary acting as amdahl (envTestMain).
+func runCLI(t *testing.T, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	t.Setenv(envTestMain, "1")
+	for _, k := range []string{"OTEL_EXPORTER_OTLP_ENDPOINT", "PYROSCOPE_SERVER_ADDRESS", "AMDAHL_METRICS_ADDR", "AMDAHL_TRACE_FILE", "AMDAHL_PROFILE_DIR"} {
+		t.Setenv(k, "")
+		os.Unsetenv(k)
+	}
+	var out, errb bytes.Buffer
+	code = run(context.Background(), args, &out, &errb)
+	return code, out.String(), errb.String()
+}
+
+func TestRunCommand(t *testing.T) {
+	code, out, errs := runCLI(t, "run", "--scenario", "taskhost", "--set", "scenario.count=30", "--set", "runtime.nodes=2")
+	if code != exitOK {
+		t.Fatalf("exit %d; stderr %q", code, errs)
+	}
+	for _, want := range []string{"scenario taskhost", "units 30: ok 30, failed 0, cancelled 0", "throughput", "p50", "p99",
+		"dispatch", "send/request", "execute", "deserialize/reply", "naive share", "30 completions applied"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+func TestRunJSONAndOut(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "out")
+	code, out, errs := runCLI(t, "run", "--scenario", "mixed", "--set", "scenario.count=40", "--set", "runtime.nodes=2", "--json", "--out", dir)
+	if code != exitOK {
+		t.Fatalf("exit %d; stderr %q", code, errs)
+	}
+	var sum runtime.Summary
+	if err := json.Unmarshal([]byte(out), &sum); err != nil {
+		t.Fatalf("stdout is not a JSON summary: %v\n%s", err, out)
+	}
+	if sum.Submitted != 40 || sum.OK+sum.Failed+sum.Cancelled != 40 || sum.Attribution.Works != 40 {
+		t.Errorf("summary: submitted %d ok %d failed %d cancelled %d attributed %d, want 40 reconciled", sum.Submitted, sum.OK, sum.Failed, sum.Cancelled, sum.Attribution.Works)
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "summary.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var fileSum runtime.Summary
+	if err := json.Unmarshal(b, &fileSum); err != nil || fileSum.Submitted != 40 {
+		t.Errorf("summary.json: %v, submitted %d", err, fileSum.Submitted)
+	}
+	for _, name := range []string{"cpu.pprof", "heap.pprof", filepath.Join("hosts", "host-1", "cpu.pprof")} {
+		f, err := os.Open(filepath.Join(dir, name))
+		if err != nil {
+			t.Errorf("--out lacks %s: %v", name, err)
+			continue
+		}
+		if _, err := profile.Parse(f); err != nil {
+			t.Errorf("%s does not parse as pprof: %v", name, err)
+		}
+		f.Close()
+	}
+	// The trace file is OTLP JSON that amdahl report attributes the same way.
+	code, rep, errs := runCLI(t, "report", filepath.Join(dir, "trace.jsonl"))
+	if code != exitOK || !strings.Contains(rep, "work items 40") {
+		t.Errorf("report of the run's trace: exit %d, stderr %q, output:\n%s", code, errs, rep)
+	}
+}
+
+func TestRunAgainstStandaloneSidecar(t *testing.T) {
+	t.Setenv(envTestMain, "1")
+	ctx, cancel := context.WithCancel(context.Background())
+	pr, pw := io.Pipe()
+	done := make(chan int, 1)
+	var sideOut bytes.Buffer
+	go func() {
+		code := run(ctx, []string{"sidecar", "--listen", "127.0.0.1:0"}, &sideOut, pw)
+		pw.Close()
+		done <- code
+	}()
+	br := bufio.NewReader(pr)
+	line, err := br.ReadString('\n')
+	if err != nil || !strings.Contains(line, "listening on ") {
+		cancel()
+		t.Fatalf("sidecar: %q, %v", line, err)
+	}
+	addr := strings.TrimSpace(line[strings.Index(line, "listening on ")+len("listening on "):])
+	code, out, errs := runCLI(t, "run", "--sidecar", addr, "--scenario", "taskhost", "--set", "scenario.count=12")
+	cancel()
+	rest, _ := io.ReadAll(br)
+	if sc := <-done; sc != exitOK {
+		t.Errorf("sidecar exit %d: %s", sc, rest)
+	}
+	if code != exitOK || !strings.Contains(out, "units 12: ok 12") || !strings.Contains(out, "sidecar: external") {
+		t.Fatalf("run --sidecar: exit %d, stderr %q, output:\n%s", code, errs, out)
+	}
+	if !strings.Contains(string(rest), "12 completions applied") {
+		t.Errorf("sidecar's last words %q, want 12 completions applied", rest)
+	}
+}
+
+func TestRunUsageErrors(t *testing.T) {
+	bad := filepath.Join(t.TempDir(), "bad.yaml")
+	if err := os.WriteFile(bad, []byte("name: x\ncount: 10\nworkloads:\n  - kind: taskhost\n    task:\n      config_mean: 46QB\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		args []string
+		want []string
+	}{
+		{"unknown setting", []string{"run", "--set", "ipc.bufer=1MiB"}, []string{`unknown setting "ipc.bufer"`, "ipc.buffer"}},
+		{"bad value", []string{"run", "--set", "ipc.send=fast"}, []string{"ipc.send", "sync or async"}},
+		{"unknown scenario", []string{"run", "--scenario", "nope"}, []string{"nope", "taskhost", "fanout", "mixed"}},
+		{"bad scenario file", []string{"run", "--scenario-file", bad}, []string{"bad.yaml:6", "config_mean", "46QB"}},
+		{"bad progress", []string{"run", "--progress", "sometimes"}, []string{"--progress"}},
+		{"extra argument", []string{"run", "now"}, []string{"takes no arguments"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			code, _, errs := runCLI(t, tc.args...)
+			if code != exitUsage {
+				t.Fatalf("exit %d, want %d; stderr %q", code, exitUsage, errs)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(errs, w) {
+					t.Errorf("stderr %q lacks %q", errs, w)
+				}
+			}
+			if strings.Count(strings.TrimSpace(errs), "\n") != 0 {
+				t.Errorf("want a one-line reason, got %q", errs)
+			}
+		})
+	}
+}
+
+func TestRunHelpDocumentsSettings(t *testing.T) {
+	code, out, _ := runCLI(t, "run", "--help")
+	if code != exitOK {
+		t.Fatalf("exit %d", code)
+	}
+	for _, name := range runtime.SettingNames() {
+		if !strings.Contains(out, name) || !strings.Contains(out, runtime.EnvName(name)) {
+			t.Errorf("run --help does not document %s (%s)", name, runtime.EnvName(name))
+		}
+	}
+}
+
+func TestScenariosCommand(t *testing.T) {
+	code, out, _ := runCLI(t, "scenarios")
+	if code != exitOK {
+		t.Fatalf("exit %d", code)
+	}
+	for _, want := range []string{"taskhost", "fanout", "mixed", "32x2MiB", "oversized-first"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("scenarios output lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+func TestTaskhostByHand(t *testing.T) {
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(exe, "taskhost")
+	cmd.Env = append(os.Environ(), envTestMain+"=1")
+	out, err := cmd.CombinedOutput()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != exitUsage || !strings.Contains(string(out), "not meant to be started by hand") {
+		t.Fatalf("amdahl taskhost by hand: %v, %q; want exit 2 and a readable message", err, out)
+	}
+}
