@@ -37,6 +37,15 @@
 //
 //	amdahl.work            root of one unit of work, submission to result delivered
 //	<component>.<phase>    one phase: ipc.send, chunking.serialize, taskhost.execute, runtime.dispatch, …
+//	runtime.dispatch       phase dispatch: queue wait, orchestration lease, task host acquisition (spawn included)
+//	runtime.host           not a phase: a task's round trip on its host (amdahl.host.id, amdahl.host.pid)
+//	taskhost.<phase>       the host's receive, deserialize, execute and serialize (reply), synthesised by
+//	                       the parent from the timings in the host's reply (amdahl.remote=true)
+//	chunking.send.chunk    not a phase: one CompleteOrchestratorTask call (with its retries)
+//
+// A span that is not a phase (gRPC client and server spans, runtime.host,
+// chunking.send.chunk) counts toward the critical path of its nearest phase
+// ancestor, or "other" when it has none.
 //
 // All spans are SpanKindInternal. Span attributes:
 //
@@ -50,6 +59,9 @@
 //	amdahl.work.id     id of the unit of work (spans only, never metrics)
 //	amdahl.bytes       payload size in bytes (spans only)
 //	amdahl.remote      true on spans the parent synthesised from a child's reply timings
+//	amdahl.work.kind   taskhost | fanout (amdahl.work; spans only)
+//	amdahl.work.shape  fanout shape name (amdahl.work; spans only)
+//	amdahl.reason      failure class of a failed or cancelled unit (amdahl.work; spans only)
 //
 // A failed phase or unit of work has status Error with the error's message
 // and an exception event. Payload bytes never go into telemetry: sizes only.
@@ -78,9 +90,10 @@
 //	amdahl.chunking.sizing.computations           counter by kind (action|response): the seed's "outer sizing calls"
 //	amdahl.chunking.bytes, amdahl.chunking.chunks planned bytes; chunks per completion
 //	amdahl.chunking.retries, .rejections          counters by gRPC code / reason
-//	amdahl.sidecar.partial_buffers, .duplicates, .protocol_errors  the reassembling side The Prometheus exporter runs on a private registry; resource
+//	amdahl.sidecar.partial_buffers, .duplicates, .protocol_errors  the reassembling side
 //
-// attributes appear on target_info only.
+// The Prometheus exporter runs on a private registry; resource attributes
+// appear on target_info only.
 //
 // # Profiles
 //

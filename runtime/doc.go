@@ -1,0 +1,105 @@
+// Package runtime is the host that ties amdahl together: a node pool of
+// out-of-process task hosts reached over ipc, a bounded submission queue
+// and workers, Durable Task leasing and chunked completions to a sidecar,
+// declarative scenarios, one registry of settings, and the accounting that
+// turns every unit of work into an attribution (critical path, q, naive
+// share).
+//
+// # Units of work
+//
+// A unit of work is one Item: a task (KindTask) or an orchestration
+// completion of many actions (KindFanout). Submit starts its root span
+// amdahl.work and its dispatch span at once, so queue wait counts. Then:
+//
+//   - lease: StartInstance on the sidecar, then wait for the instance's
+//     work item on the GetWorkItems stream (its completion token);
+//   - task units: acquire a task host (spawning one if fewer than
+//     runtime.nodes exist); dispatch ends here. The round trip runs under
+//     the span runtime.host: ipc.serialize and ipc.send of the request,
+//     the host's receive, deserialize, execute and reply serialize
+//     (synthesised from the timings the host returns in its reply, as
+//     taskhost.<phase> spans with amdahl.remote=true), and ipc.receive and
+//     ipc.deserialize of the reply. The orchestration is then completed
+//     with the task's outputs (a CompleteOrchestration action);
+//   - fanout units: dispatch ends at the lease; the actions are completed
+//     through the chunking sender (chunking.serialize, chunking.send with
+//     one chunking.send.chunk per chunk) and, with the in-process
+//     sidecar, reassembled and applied there (chunking.deserialize,
+//     chunking.execute) in the same trace.
+//
+// Every submitted unit ends in exactly one Result: ok, failed (with a
+// reason and a short class: "task host died", "task timed out", "task
+// failed", "oversized action", "sidecar", "completion", "task host
+// start") or cancelled. A task whose host died or timed out still
+// completes its orchestration as failed, so the sidecar's lease is not
+// left behind. Summary reconciles submitted = ok + failed + cancelled.
+//
+// # Accounting
+//
+// The runtime installs a span processor that keeps the spans of units in
+// flight; when a root ends it computes the unit's critical path (the
+// last-finishing-child walk of package attribution: spans without a phase
+// count toward their enclosing phase, and toward "other" when they have
+// none) and records amdahl.phase.critical per phase, beside
+// amdahl.work.duration. Units whose root span was not sampled are counted
+// but not attributed.
+//
+// # Task hosts
+//
+// A task host is a child process: by default this executable with the
+// argument "taskhost" (amdahl's hidden command), or any program that calls
+// ServeHost (Config.HostArgv), so users can host task functions of their
+// own. Hosts are spawned lazily, reused, handed out least recently used
+// first, one task at a time each. A host whose process exits or whose
+// connection breaks fails its running task with ErrHostDied (the message
+// names how the process ended) and is replaced on the next acquisition; a
+// task outliving runtime.task_timeout fails with ErrTaskTimeout and its
+// host is killed and replaced. Children get SIGKILL if the parent dies
+// (Pdeathsig). Their stdout and stderr go through pipes of the runtime's
+// own, drained line by line into the log, never inherited. Close stops
+// every host gracefully: a Shutdown packet, a wait, SIGTERM, a wait,
+// SIGKILL.
+//
+// # Shutdown and cancellation
+//
+// Close stops accepting work, reports queued units as cancelled, gives
+// running units Config.DrainTimeout to finish and cancels them after it,
+// then stops hosts, the work-item stream, the sidecar connection, the
+// in-process sidecar and telemetry. Run does the same when its context
+// ends (Ctrl-C in amdahl run) and returns the Summary of what ran.
+//
+// # Settings
+//
+// One name per knob, as `--set name=value` or the environment variable
+// AMDAHL_<NAME> (dots and name upper-cased); precedence --set > environment
+// > default (the feature-wave default for ipc.buffer). An unknown name or
+// an invalid value is a *SettingError listing the valid names or values.
+//
+//	ipc.buffer               AMDAHL_IPC_BUFFER              1MiB (128KiB with wave 0.1 off)
+//	ipc.send                 AMDAHL_IPC_SEND                sync | async
+//	ipc.transport            AMDAHL_IPC_TRANSPORT           socketpair | pipe
+//	ipc.delta                AMDAHL_IPC_DELTA               on | off
+//	chunking.algorithm       AMDAHL_CHUNKING_ALGORITHM      cached | legacy
+//	chunking.accounting      AMDAHL_CHUNKING_ACCOUNTING     wire | payload
+//	chunking.max_chunk_bytes AMDAHL_CHUNKING_MAX_CHUNK_BYTES 1048576..4089446 (default 4089446)
+//	chunking.large_payloads  AMDAHL_CHUNKING_LARGE_PAYLOADS off | on
+//	runtime.nodes            AMDAHL_RUNTIME_NODES           task hosts at most (default: CPUs, 2..8)
+//	runtime.concurrency      AMDAHL_RUNTIME_CONCURRENCY     units in flight (default 2 × nodes)
+//	runtime.queue            AMDAHL_RUNTIME_QUEUE           queued units before Submit blocks (default 2 × nodes)
+//	runtime.task_timeout     AMDAHL_RUNTIME_TASK_TIMEOUT    Go duration, 0 = none (default 2m)
+//	scenario.count           AMDAHL_SCENARIO_COUNT          units in a run (default: the scenario's)
+//	scenario.seed            AMDAHL_SCENARIO_SEED           generator seed (default: the scenario's)
+//	variant                  AMDAHL_VARIANT                 label on every span and metric (default baseline)
+//
+// The ipc settings are passed to each task host in its environment, so
+// both ends of a connection agree. SettingsHelp prints the same table with
+// descriptions.
+//
+// # Scenarios
+//
+// Declarative and seeded, from YAML or JSON (ParseScenario, LoadScenario;
+// errors name the file, line, column and field) or built in
+// (BuiltinScenarios: taskhost, fanout, mixed; their YAML is in
+// runtime/scenarios and doubles as an example). A Generator yields the
+// same Items for the same seed.
+package runtime
