@@ -20,16 +20,19 @@ import (
 // walk) and hands the result to the runtime. Spans of other traces are
 // ignored, so memory is bounded by the units in flight.
 type collector struct {
-	onWork func(attribution.Work)
+	onWork  func(attribution.Work)
+	groupOf func(trace.TraceID) string // the kind of the unit of a trace
 
 	mu     sync.Mutex
 	traces map[trace.TraceID][]attribution.Span
-	// phase span durations by key, for the p99 column
-	durations map[attribution.Key][]time.Duration
+	// phase span durations by group (unit kind; "" for all) and key, for
+	// the p99 column
+	durations map[string]map[attribution.Key][]time.Duration
 }
 
-func newCollector(onWork func(attribution.Work)) *collector {
-	return &collector{onWork: onWork, traces: map[trace.TraceID][]attribution.Span{}, durations: map[attribution.Key][]time.Duration{}}
+func newCollector(onWork func(attribution.Work), groupOf func(trace.TraceID) string) *collector {
+	return &collector{onWork: onWork, groupOf: groupOf, traces: map[trace.TraceID][]attribution.Span{},
+		durations: map[string]map[attribution.Key][]time.Duration{}}
 }
 
 // track starts collecting the spans of trace id (a unit's root).
@@ -55,6 +58,10 @@ func (c *collector) OnStart(context.Context, sdktrace.ReadWriteSpan) {}
 func (c *collector) OnEnd(s sdktrace.ReadOnlySpan) {
 	id := s.SpanContext().TraceID()
 	sp := attribution.FromSDK([]sdktrace.ReadOnlySpan{s})[0]
+	group := ""
+	if sp.Phase.Valid() {
+		group = c.groupOf(id)
+	}
 	c.mu.Lock()
 	spans, ok := c.traces[id]
 	if !ok {
@@ -64,7 +71,15 @@ func (c *collector) OnEnd(s sdktrace.ReadOnlySpan) {
 	spans = append(spans, sp)
 	if sp.Phase.Valid() {
 		k := attribution.Key{Phase: sp.Phase, Direction: sp.Direction}
-		c.durations[k] = append(c.durations[k], sp.Duration())
+		for _, g := range []string{"", group} {
+			if c.durations[g] == nil {
+				c.durations[g] = map[attribution.Key][]time.Duration{}
+			}
+			c.durations[g][k] = append(c.durations[g][k], sp.Duration())
+			if group == "" {
+				break
+			}
+		}
 	}
 	if sp.Name != telemetry.SpanWork || sp.ParentID != "" {
 		c.traces[id] = spans
@@ -78,12 +93,13 @@ func (c *collector) OnEnd(s sdktrace.ReadOnlySpan) {
 	}
 }
 
-// phaseDurations returns a copy of the phase span durations by key.
-func (c *collector) phaseDurations() map[attribution.Key][]time.Duration {
+// phaseDurations returns a copy of the phase span durations by key, of
+// the units of group ("" for all).
+func (c *collector) phaseDurations(group string) map[attribution.Key][]time.Duration {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	out := make(map[attribution.Key][]time.Duration, len(c.durations))
-	for k, v := range c.durations {
+	out := make(map[attribution.Key][]time.Duration, len(c.durations[group]))
+	for k, v := range c.durations[group] {
 		out[k] = append([]time.Duration(nil), v...)
 	}
 	return out

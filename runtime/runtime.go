@@ -130,6 +130,7 @@ type Runtime struct {
 	mu       sync.Mutex
 	units    map[trace.TraceID]*unit
 	works    []attribution.Work
+	byKind   map[Kind][]attribution.Work
 	counts   [3]int
 	classes  map[string]int
 	examples map[string]string
@@ -184,12 +185,13 @@ func New(ctx context.Context, cfg Config) (_ *Runtime, err error) {
 		queue:    make(chan *unit, cfg.Settings.Queue),
 		stopping: make(chan struct{}),
 		units:    map[trace.TraceID]*unit{},
+		byKind:   map[Kind][]attribution.Work{},
 		classes:  map[string]int{},
 		examples: map[string]string{},
 		runID:    strconv.FormatInt(time.Now().UnixNano()%1e9, 36),
 	}
 	r.drainCtx, r.drainEnd = context.WithCancel(context.Background())
-	r.col = newCollector(r.onWork)
+	r.col = newCollector(r.onWork, r.kindOf)
 	defer func() {
 		if err != nil {
 			r.drainEnd()
@@ -428,6 +430,9 @@ func (r *Runtime) onWork(w attribution.Work) {
 	u := r.units[tid]
 	delete(r.units, tid)
 	r.works = append(r.works, w)
+	if u != nil {
+		r.byKind[u.item.Kind] = append(r.byKind[u.item.Kind], w)
+	}
 	r.mu.Unlock()
 	if u == nil {
 		return
@@ -435,6 +440,16 @@ func (r *Runtime) onWork(w attribution.Work) {
 	for k, d := range w.Critical {
 		u.comp.RecordCritical(u.ctx, k.Phase, k.Direction, d)
 	}
+}
+
+// kindOf returns the kind of the unit of trace id ("" if unknown).
+func (r *Runtime) kindOf(id trace.TraceID) string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if u, ok := r.units[id]; ok {
+		return u.item.Kind.String()
+	}
+	return ""
 }
 
 // endDispatch ends the dispatch span at the current time and records its
@@ -723,12 +738,19 @@ type Summary struct {
 	// critical-path share q and naive share, over the units whose traces
 	// were sampled.
 	Attribution attribution.Report `json:"attribution"`
+	// Kinds is the same attribution per kind of unit ("taskhost",
+	// "fanout"), when the run had more than one.
+	Kinds map[string]attribution.Report `json:"kinds,omitempty"`
 }
 
 // Summary returns the account of the units ended so far.
 func (r *Runtime) Summary() Summary {
 	r.mu.Lock()
 	works := append([]attribution.Work(nil), r.works...)
+	byKind := map[Kind][]attribution.Work{}
+	for k, ws := range r.byKind {
+		byKind[k] = append([]attribution.Work(nil), ws...)
+	}
 	s := Summary{
 		Scenario: r.cfg.Scenario, Variant: r.set.Variant, Settings: r.set.Map(),
 		OK: r.counts[telemetry.OK], Failed: r.counts[telemetry.Failed], Cancelled: r.counts[telemetry.Cancelled],
@@ -752,6 +774,14 @@ func (r *Runtime) Summary() Summary {
 		s.SidecarApplied = r.applied.Load()
 	}
 	s.Attribution = attribution.Summarize(works)
-	s.Attribution.WithP99Durations(r.col.phaseDurations())
+	s.Attribution.WithP99Durations(r.col.phaseDurations(""))
+	if len(byKind) > 1 {
+		s.Kinds = map[string]attribution.Report{}
+		for k, ws := range byKind {
+			rep := attribution.Summarize(ws)
+			rep.WithP99Durations(r.col.phaseDurations(k.String()))
+			s.Kinds[k.String()] = rep
+		}
+	}
 	return s
 }

@@ -211,6 +211,17 @@ func writeSummary(w io.Writer, s runtime.Summary, out string) error {
 	if err := s.Attribution.WriteText(w); err != nil {
 		return err
 	}
+	kinds := make([]string, 0, len(s.Kinds))
+	for k := range s.Kinds {
+		kinds = append(kinds, k)
+	}
+	sort.Strings(kinds)
+	for _, k := range kinds {
+		fmt.Fprintf(w, "\n%s units only:\n", k)
+		if err := s.Kinds[k].WriteText(w); err != nil {
+			return err
+		}
+	}
 	if out != "" {
 		fmt.Fprintf(w, "\nwrote %s (trace.jsonl, summary.json, profiles)\n", out)
 	}

@@ -144,6 +144,11 @@ func (r Report) WriteText(w io.Writer) error {
 	var sumQ float64
 	for _, row := range r.Rows {
 		sumQ += row.Q
+		if !row.Key.Phase.Valid() {
+			// "other" has no spans of its own: only critical time no phase covers.
+			fmt.Fprintf(tw, "%s\t-\t-\t-\t%v\t%s\t-\t\n", row.Name, round(row.CriticalPerWork), pct(row.Q))
+			continue
+		}
 		fmt.Fprintf(tw, "%s\t%d\t%v\t%v\t%v\t%s\t%s\t\n", row.Name, row.Spans, round(row.Mean), round(row.P99),
 			round(row.CriticalPerWork), pct(row.Q), pct(row.Naive))
 	}

@@ -1,0 +1,272 @@
+package runtime
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/amdahl-rt/amdahl/chunking"
+	"github.com/amdahl-rt/amdahl/ipc/ipcpb"
+	"github.com/amdahl-rt/amdahl/telemetry"
+)
+
+// Benchmarks run only with -bench; plain `go test` never calls them. Their
+// task hosts are this test binary (TestMain's host mode), as in the tests.
+//
+//	go test -run '^$' -bench TaskOverhead -benchtime 200x -count 6 ./runtime/
+//	go test -run '^$' -bench 'Run$' -benchtime 2x -count 5 ./runtime/
+
+// benchSettings is testSettings for benchmarks (testSettings takes a
+// *testing.T): settings from no environment, sets applied in order.
+func benchSettings(b *testing.B, sets ...string) Settings {
+	b.Helper()
+	s, err := ResolveSettings(sets, noEnv)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return s
+}
+
+// benchConfig is testConfig for benchmarks: task hosts are this test
+// binary, telemetry reads no environment, logs are discarded.
+func benchConfig(b *testing.B, set Settings) Config {
+	b.Helper()
+	exe, err := os.Executable()
+	if err != nil {
+		b.Fatal(err)
+	}
+	return Config{
+		Settings: set, HostArgv: []string{exe}, HostEnv: []string{envTestHost + "=1"},
+		Telemetry: []telemetry.Option{telemetry.WithLookupEnv(noEnv)}, Logger: slog.New(slog.DiscardHandler),
+		Retry: chunking.RetryPolicy{MaxAttempts: 3, BaseDelay: 5 * time.Millisecond, MaxDelay: 20 * time.Millisecond},
+	}
+}
+
+// benchTask is the task configuration runTask sends for smallUnit(seq):
+// amdahl.hash over a ~1 KiB parameter, one pass.
+func benchTask(seq int) *ipcpb.TaskConfiguration {
+	task := smallUnit(seq).Task
+	return &ipcpb.TaskConfiguration{
+		Id: uint64(seq) + 1, TaskName: TaskHash, TaskLocation: "amdahl", ProjectFile: fmt.Sprintf("amdahl-bench-%d", seq),
+		Parameters: task.Parameters, Environment: task.Environment,
+	}
+}
+
+// bareRuns holds the ns/op of every bare sub-benchmark run of the current
+// BenchmarkTaskOverhead (one per -count): their median is the baseline of
+// the x-bare ratios. The testing package runs all -count repetitions of
+// one sub-benchmark before the next, so pool and unit cannot be paired with
+// a single bare run; the median of this process's bare runs is the
+// same-run baseline.
+var bareRuns []float64
+
+func nsPerOp(b *testing.B) float64 {
+	return float64(b.Elapsed().Nanoseconds()) / float64(b.N)
+}
+
+// reportRatio reports b's ns/op as a multiple of bare's median, if bare ran.
+func reportRatio(b *testing.B) {
+	if len(bareRuns) == 0 {
+		return
+	}
+	s := slices.Sorted(slices.Values(bareRuns))
+	median := s[len(s)/2]
+	if len(s)%2 == 0 {
+		median = (s[len(s)/2-1] + median) / 2
+	}
+	b.ReportMetric(nsPerOp(b)/median, "x-bare")
+}
+
+// warmup is how many untimed tasks each sub-benchmark runs first, so that
+// neither process's first-use costs (page faults, lazily grown buffers,
+// the delta baseline) land in whichever sub-benchmark happens to run first.
+const warmup = 20
+
+// BenchmarkTaskOverhead measures what the runtime adds to one small task
+// beyond a bare ipc round trip on the same kind of connection:
+//
+//	bare  Send the configuration, receive the result (a hand-written client)
+//	pool  the node pool: acquire, host.run, release
+//	unit  a whole unit of work: dispatch span, StartInstance lease, the task
+//	      on the host, completion to the in-process sidecar, span collection
+//	      and critical path
+//
+// pool and unit report x-bare, their ns/op over the median of bare's in
+// the same process.
+func BenchmarkTaskOverhead(b *testing.B) {
+	ctx := context.Background()
+	set := benchSettings(b, "runtime.nodes=1", "runtime.concurrency=1")
+	cfg := benchConfig(b, set)
+	p := newPool(1, &hostConfig{
+		argv: cfg.HostArgv, env: append(slices.Clone(cfg.HostEnv), set.childEnv()...),
+		transport: set.IPCTransport, logger: cfg.Logger, grace: 2 * time.Second,
+		ipcOpts: set.ipcOptions(),
+	})
+	defer func() {
+		if err := p.close(ctx); err != nil {
+			b.Error(err)
+		}
+	}()
+	// Spawn the host outside every timed loop.
+	h, err := p.acquire(ctx)
+	if err != nil {
+		b.Fatal(err)
+	}
+	p.release(h)
+	bareRuns = nil
+
+	// bare: what a hand-written ipc client does on its connection.
+	bare := func(b *testing.B, h *host, seq int) {
+		task := benchTask(seq)
+		if err := h.conn.Send(ctx, task); err != nil {
+			b.Fatal(err)
+		}
+		select {
+		case in := <-h.results:
+			if err := checkResult(in.Msg.(*ipcpb.TaskResult), task); err != nil {
+				b.Fatal(err)
+			}
+		case <-h.readDone:
+			b.Fatalf("task host died: %v", h.readErr)
+		}
+	}
+	b.Run("bare", func(b *testing.B) {
+		h, err := p.acquire(ctx)
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer p.release(h)
+		seq := 0
+		for ; seq < warmup; seq++ {
+			bare(b, h, seq)
+		}
+		for b.Loop() {
+			bare(b, h, seq)
+			seq++
+		}
+		bareRuns = append(bareRuns, nsPerOp(b))
+	})
+
+	// pool: the node pool's bookkeeping around the same round trip.
+	viaPool := func(b *testing.B, seq int) {
+		task := benchTask(seq)
+		h, err := p.acquire(ctx)
+		if err != nil {
+			b.Fatal(err)
+		}
+		in, err := h.run(ctx, task, set.TaskTimeout)
+		p.release(h)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := checkResult(in.Msg.(*ipcpb.TaskResult), task); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.Run("pool", func(b *testing.B) {
+		seq := 0
+		for ; seq < warmup; seq++ {
+			viaPool(b, seq)
+		}
+		for b.Loop() {
+			viaPool(b, seq)
+			seq++
+		}
+		reportRatio(b)
+	})
+
+	b.Run("unit", func(b *testing.B) {
+		ucfg := benchConfig(b, set)
+		done := make(chan Result, 1)
+		ucfg.OnResult = func(r Result) { done <- r }
+		r, err := New(ctx, ucfg)
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer func() {
+			if err := r.Close(ctx); err != nil {
+				b.Error(err)
+			}
+		}()
+		unit := func(seq int) {
+			if err := r.Submit(ctx, smallUnit(seq)); err != nil {
+				b.Fatal(err)
+			}
+			if res := <-done; res.Outcome != telemetry.OK {
+				b.Fatalf("unit %d: %s: %s", seq, res.Class, res.Reason)
+			}
+		}
+		// The first unit spawns the host and opens the work-item stream.
+		seq := 0
+		for ; seq < warmup; seq++ {
+			unit(seq)
+		}
+		for b.Loop() {
+			unit(seq)
+			seq++
+		}
+		reportRatio(b)
+	})
+}
+
+// checkResult says why res is not task's successful result, if it is not.
+func checkResult(res *ipcpb.TaskResult, task *ipcpb.TaskConfiguration) error {
+	if res.GetId() != task.GetId() {
+		return fmt.Errorf("got the result of task %d, want %d", res.GetId(), task.GetId())
+	}
+	if res.GetStatus() != ipcpb.Status_STATUS_SUCCESS {
+		return fmt.Errorf("task %d: got status %v (%s), want success", task.GetId(), res.GetStatus(), res.GetError())
+	}
+	return nil
+}
+
+// BenchmarkRun measures whole runs of each built-in scenario on two task
+// hosts: one iteration is one Run of count units, from New to Close. It
+// reports units/s over the whole run (host start and shutdown included),
+// the mean over iterations of each run's median end-to-end time, and the
+// fraction of units that ended OK. Any failure but "oversized action" (the
+// fanout workload's fail-fast shape, also part of mixed) is fatal.
+func BenchmarkRun(b *testing.B) {
+	for _, tc := range []struct {
+		scenario string
+		count    int
+	}{
+		{"taskhost", 1600},
+		{"fanout", 48},
+		{"mixed", 1000},
+	} {
+		b.Run(tc.scenario, func(b *testing.B) {
+			sc, err := BuiltinScenario(tc.scenario)
+			if err != nil {
+				b.Fatal(err)
+			}
+			set := benchSettings(b, "runtime.nodes=2", "runtime.concurrency=4", fmt.Sprintf("scenario.count=%d", tc.count))
+			var units, ok int
+			var p50 time.Duration
+			for b.Loop() {
+				sum, err := Run(context.Background(), benchConfig(b, set), sc)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if sum.Submitted != tc.count {
+					b.Fatalf("got %d units submitted, want %d", sum.Submitted, tc.count)
+				}
+				for class, n := range sum.Failures {
+					if class != "oversized action" {
+						b.Fatalf("%d units failed with %q, e.g. %s", n, class, sum.Examples[class])
+					}
+				}
+				units += sum.Submitted
+				ok += sum.OK
+				p50 += sum.Attribution.E2EP50
+			}
+			b.ReportMetric(float64(units)/b.Elapsed().Seconds(), "units/s")
+			b.ReportMetric(float64(p50.Microseconds())/1e3/float64(b.N), "e2e-p50-ms")
+			b.ReportMetric(float64(ok)/float64(units), "ok")
+		})
+	}
+}
