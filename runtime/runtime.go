@@ -97,6 +97,8 @@ type Result struct {
 	Reason string
 	Class  string
 	E2E    time.Duration
+	// Outputs are the task's outputs (task units that ran to a result).
+	Outputs map[string]string
 }
 
 // Runtime runs units of work: a bounded submission queue, Concurrency
@@ -144,14 +146,14 @@ type Runtime struct {
 
 // unit is one unit of work in flight.
 type unit struct {
-	item  Item
-	id    string
-	ctx   context.Context // carries the root span
-	work  telemetry.WorkSpan
-	disp  trace.Span
-	comp  *telemetry.Component
-	start time.Time
-	res   Result
+	item    Item
+	id      string
+	ctx     context.Context // carries the root span
+	work    telemetry.WorkSpan
+	disp    trace.Span
+	comp    *telemetry.Component
+	start   time.Time
+	outputs map[string]string // the task's, once its host replied
 }
 
 // New starts a Runtime: telemetry, the sidecar connection (and the
@@ -400,7 +402,7 @@ func (r *Runtime) finish(u *unit, o telemetry.Outcome, class string, err error) 
 	if !trace.SpanContextFromContext(u.ctx).IsSampled() {
 		r.dropUnit(u)
 	}
-	res := Result{Seq: u.item.Seq, Kind: u.item.Kind, Shape: u.item.Shape, Outcome: o, Class: class, E2E: e2e}
+	res := Result{Seq: u.item.Seq, Kind: u.item.Kind, Shape: u.item.Shape, Outcome: o, Class: class, E2E: e2e, Outputs: u.outputs}
 	if err != nil {
 		res.Reason = err.Error()
 	}
@@ -512,6 +514,7 @@ func (r *Runtime) runTask(ctx context.Context, u *unit) (string, error) {
 		return class, r.failOrchestration(u, token, err)
 	}
 	res := in.Msg.(*ipcpb.TaskResult)
+	u.outputs = res.GetOutputs()
 	r.childSpans(hctx, res, sendStart, in.ReceiveStart)
 	hs.End()
 
