@@ -249,7 +249,7 @@ func (c *Conn) putBuf(b *[]byte) {
 
 // serialize runs under sendMu: delta marking must happen in wire order.
 func (c *Conn) serialize(ctx context.Context, t Type, m proto.Message, replyBase *time.Time) (*item, error) {
-	_, ph := c.cfg.comp.StartPhase(ctx, telemetry.Serialize, c.role)
+	_, ph := c.phases(t).StartPhase(ctx, telemetry.Serialize, c.role)
 	restore := c.markDelta(ctx, m)
 	buf := c.getBuf()
 	start := time.Now()
@@ -420,6 +420,17 @@ func (c *Conn) Close() error {
 	return c.closeErr
 }
 
+// phases returns the component that records the phases of packets of type
+// t: task configurations and results are units of work; log, shutdown and
+// other control packets are not, and get no phase spans (they would be
+// traces of their own), only the byte and packet counters.
+func (c *Conn) phases(t Type) *telemetry.Component {
+	if t == TypeTaskConfiguration || t == TypeTaskResult {
+		return c.cfg.comp
+	}
+	return nil
+}
+
 func (c *Conn) writeLoop() {
 	defer c.wg.Done()
 	ctx := context.Background()
@@ -450,7 +461,7 @@ func (c *Conn) write(ctx context.Context, it *item) error {
 	if it.sc.IsValid() {
 		ctx = trace.ContextWithSpanContext(ctx, it.sc)
 	}
-	_, ph := c.cfg.comp.StartPhase(ctx, telemetry.Send, c.role)
+	_, ph := c.phases(it.t).StartPhase(ctx, telemetry.Send, c.role)
 	start := time.Now()
 	c.writeStart.Store(start.UnixNano())
 	if c.cfg.onWrite != nil {
@@ -564,7 +575,7 @@ func (c *Conn) readOne(ctx context.Context, rd *Reader, d *delta) (*Incoming, er
 		in.remote = remoteContext(ctx, p.TraceContext)
 	}
 	c.m.packet(ctx, opReceive, c.peer, n+HeaderSize)
-	if c.cfg.comp.Enabled() {
+	if c.phases(t).Enabled() {
 		// The request's trace context is known only after decoding, so the
 		// receive and deserialize spans are recorded after the fact.
 		pctx := in.Context(ctx)

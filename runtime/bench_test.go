@@ -3,13 +3,10 @@ package runtime
 import (
 	"context"
 	"fmt"
-	"log/slog"
-	"os"
 	"slices"
 	"testing"
 	"time"
 
-	"github.com/amdahl-rt/amdahl/chunking"
 	"github.com/amdahl-rt/amdahl/ipc/ipcpb"
 	"github.com/amdahl-rt/amdahl/telemetry"
 )
@@ -19,32 +16,6 @@ import (
 //
 //	go test -run '^$' -bench TaskOverhead -benchtime 200x -count 6 ./runtime/
 //	go test -run '^$' -bench 'Run$' -benchtime 2x -count 5 ./runtime/
-
-// benchSettings is testSettings for benchmarks (testSettings takes a
-// *testing.T): settings from no environment, sets applied in order.
-func benchSettings(b *testing.B, sets ...string) Settings {
-	b.Helper()
-	s, err := ResolveSettings(sets, noEnv)
-	if err != nil {
-		b.Fatal(err)
-	}
-	return s
-}
-
-// benchConfig is testConfig for benchmarks: task hosts are this test
-// binary, telemetry reads no environment, logs are discarded.
-func benchConfig(b *testing.B, set Settings) Config {
-	b.Helper()
-	exe, err := os.Executable()
-	if err != nil {
-		b.Fatal(err)
-	}
-	return Config{
-		Settings: set, HostArgv: []string{exe}, HostEnv: []string{envTestHost + "=1"},
-		Telemetry: []telemetry.Option{telemetry.WithLookupEnv(noEnv)}, Logger: slog.New(slog.DiscardHandler),
-		Retry: chunking.RetryPolicy{MaxAttempts: 3, BaseDelay: 5 * time.Millisecond, MaxDelay: 20 * time.Millisecond},
-	}
-}
 
 // benchTask is the task configuration runTask sends for smallUnit(seq):
 // amdahl.hash over a ~1 KiB parameter, one pass.
@@ -99,8 +70,8 @@ const warmup = 20
 // the same process.
 func BenchmarkTaskOverhead(b *testing.B) {
 	ctx := context.Background()
-	set := benchSettings(b, "runtime.nodes=1", "runtime.concurrency=1")
-	cfg := benchConfig(b, set)
+	set := testSettings(b, "runtime.nodes=1", "runtime.concurrency=1")
+	cfg := testConfig(b, set, nil)
 	p := newPool(1, &hostConfig{
 		argv: cfg.HostArgv, env: append(slices.Clone(cfg.HostEnv), set.childEnv()...),
 		transport: set.IPCTransport, logger: cfg.Logger, grace: 2 * time.Second,
@@ -180,7 +151,7 @@ func BenchmarkTaskOverhead(b *testing.B) {
 	})
 
 	b.Run("unit", func(b *testing.B) {
-		ucfg := benchConfig(b, set)
+		ucfg := testConfig(b, set, nil)
 		done := make(chan Result, 1)
 		ucfg.OnResult = func(r Result) { done <- r }
 		r, err := New(ctx, ucfg)
@@ -244,11 +215,11 @@ func BenchmarkRun(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			set := benchSettings(b, "runtime.nodes=2", "runtime.concurrency=4", fmt.Sprintf("scenario.count=%d", tc.count))
+			set := testSettings(b, "runtime.nodes=2", "runtime.concurrency=4", fmt.Sprintf("scenario.count=%d", tc.count))
 			var units, ok int
 			var p50 time.Duration
 			for b.Loop() {
-				sum, err := Run(context.Background(), benchConfig(b, set), sc)
+				sum, err := Run(context.Background(), testConfig(b, set, nil), sc)
 				if err != nil {
 					b.Fatal(err)
 				}

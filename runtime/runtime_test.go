@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.uber.org/goleak"
 
@@ -119,7 +121,7 @@ func (h *attrHandler) WithGroup(string) slog.Handler { return h }
 
 // testConfig is a Config whose task hosts are this test binary, with
 // telemetry from no environment and spans kept in rec.
-func testConfig(t *testing.T, set Settings, rec *telemetry.Recorder) Config {
+func testConfig(t testing.TB, set Settings, rec *telemetry.Recorder) Config {
 	t.Helper()
 	exe, err := os.Executable()
 	if err != nil {
@@ -136,7 +138,9 @@ func testConfig(t *testing.T, set Settings, rec *telemetry.Recorder) Config {
 	}
 }
 
-func testSettings(t *testing.T, sets ...string) Settings {
+// testSettings resolves sets over runtime.nodes=2, runtime.concurrency=4,
+// ignoring the environment.
+func testSettings(t testing.TB, sets ...string) Settings {
 	t.Helper()
 	s, err := ResolveSettings(append([]string{"runtime.nodes=2", "runtime.concurrency=4"}, sets...), noEnv)
 	if err != nil {
@@ -641,5 +645,69 @@ func TestHostStartedByHand(t *testing.T) {
 	var ee *exec.ExitError
 	if !errors.As(err, &ee) || ee.ExitCode() != 2 || !strings.Contains(string(out), "not meant to be started by hand") {
 		t.Fatalf("got %v, output %q; want exit status 2 and a message about being started by hand", err, out)
+	}
+}
+
+// TestUnitMetrics: every unit records amdahl.work.duration, and its
+// critical path amdahl.phase.critical per phase, labelled with the
+// runtime component, its transport, scenario and variant.
+func TestUnitMetrics(t *testing.T) {
+	reader := sdkmetric.NewManualReader()
+	cfg := testConfig(t, testSettings(t, "variant=candidate"), nil)
+	cfg.Scenario = "metrics"
+	cfg.Telemetry = append(cfg.Telemetry, telemetry.WithMetricReader(reader))
+	r, err := New(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close(context.Background())
+	for i := range 10 {
+		if err := r.Submit(context.Background(), smallUnit(i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := r.Wait(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	var rm metricdata.ResourceMetrics
+	if err := reader.Collect(context.Background(), &rm); err != nil {
+		t.Fatal(err)
+	}
+	counts := map[string]uint64{} // metric/phase → data points' counts
+	for _, sm := range rm.ScopeMetrics {
+		for _, m := range sm.Metrics {
+			h, ok := m.Data.(metricdata.Histogram[float64])
+			if !ok {
+				continue
+			}
+			for _, dp := range h.DataPoints {
+				comp, _ := dp.Attributes.Value(telemetry.AttrComponent)
+				tr, _ := dp.Attributes.Value(telemetry.AttrTransport)
+				sc, _ := dp.Attributes.Value(telemetry.AttrScenario)
+				va, _ := dp.Attributes.Value(telemetry.AttrVariant)
+				if !strings.HasPrefix(m.Name, "amdahl.phase.") && !strings.HasPrefix(m.Name, "amdahl.work.") {
+					continue
+				}
+				if sc.AsString() != "metrics" || va.AsString() != "candidate" {
+					t.Errorf("%s point %v: scenario %q variant %q, want metrics/candidate", m.Name, dp.Attributes, sc.AsString(), va.AsString())
+				}
+				ph, _ := dp.Attributes.Value(telemetry.AttrPhase)
+				if m.Name == telemetry.MetricWorkDuration || (m.Name == telemetry.MetricPhaseCritical && comp.AsString() == "runtime") {
+					if tr.AsString() != TransportIPC {
+						t.Errorf("%s point %v: transport %q, want ipc", m.Name, dp.Attributes, tr.AsString())
+					}
+					counts[m.Name+"/"+ph.AsString()] += dp.Count
+				}
+			}
+		}
+	}
+	// Dispatch, serialize and send are on every unit's critical path; a
+	// phase as short as this test's execute (µs) can be overlapped by the
+	// end of the parent's send span and be off the path of some units.
+	for key, want := range map[string]uint64{telemetry.MetricWorkDuration + "/": 10, telemetry.MetricPhaseCritical + "/dispatch": 10,
+		telemetry.MetricPhaseCritical + "/serialize": 10, telemetry.MetricPhaseCritical + "/send": 10, telemetry.MetricPhaseCritical + "/execute": 1} {
+		if counts[key] < want {
+			t.Errorf("%s: %d records, want at least %d; all: %v", key, counts[key], want, counts)
+		}
 	}
 }
