@@ -389,6 +389,30 @@ func (rs *results) get(seq int) (Result, bool) {
 	return r, ok
 }
 
+// submitSmall submits small task units from..to (sequence numbers) and
+// waits for every unit submitted so far to end.
+func submitSmall(t *testing.T, r *Runtime, from, to int) {
+	t.Helper()
+	for i := from; i <= to; i++ {
+		if err := r.Submit(context.Background(), smallUnit(i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := r.Wait(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// wantOK checks that units from..to ended ok.
+func (rs *results) wantOK(t *testing.T, from, to int) {
+	t.Helper()
+	for i := from; i <= to; i++ {
+		if res, _ := rs.get(i); res.Outcome != telemetry.OK {
+			t.Errorf("unit %d: got %v (%s), want ok", i, res.Outcome, res.Reason)
+		}
+	}
+}
+
 func TestHostKilledMidTask(t *testing.T) {
 	logs := newCaptureLog("blocking in task")
 	var rs results
@@ -419,23 +443,12 @@ func TestHostKilledMidTask(t *testing.T) {
 	if err := syscall.Kill(victim, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	for i := 1; i <= 20; i++ {
-		if err := r.Submit(context.Background(), smallUnit(i)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := r.Wait(context.Background()); err != nil {
-		t.Fatal(err)
-	}
+	submitSmall(t, r, 1, 20)
 	res, ok := rs.get(0)
 	if !ok || res.Outcome != telemetry.Failed || res.Class != "task host died" || !strings.Contains(res.Reason, "signal: killed") {
 		t.Errorf("killed unit: got %+v, want failed, class \"task host died\", reason naming signal: killed", res)
 	}
-	for i := 1; i <= 20; i++ {
-		if res, _ := rs.get(i); res.Outcome != telemetry.OK {
-			t.Errorf("unit %d: got %v (%s), want ok", i, res.Outcome, res.Reason)
-		}
-	}
+	rs.wantOK(t, 1, 20)
 	sum := r.Summary()
 	if sum.HostsReplaced < 1 || sum.HostsSpawned < 2 {
 		t.Errorf("hosts spawned %d replaced %d, want the killed one replaced by a new one", sum.HostsSpawned, sum.HostsReplaced)
@@ -464,25 +477,14 @@ func TestTaskTimeout(t *testing.T) {
 	if err := r.Submit(context.Background(), fail); err != nil {
 		t.Fatal(err)
 	}
-	for i := 2; i <= 10; i++ {
-		if err := r.Submit(context.Background(), smallUnit(i)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := r.Wait(context.Background()); err != nil {
-		t.Fatal(err)
-	}
+	submitSmall(t, r, 2, 10)
 	if res, _ := rs.get(0); res.Outcome != telemetry.Failed || res.Class != "task timed out" || !strings.Contains(res.Reason, "timed out after 300ms") {
 		t.Errorf("hung unit: got %+v, want failed with class \"task timed out\"", res)
 	}
 	if res, _ := rs.get(1); res.Outcome != telemetry.Failed || res.Class != "task failed" || !strings.Contains(res.Reason, "this task always fails") {
 		t.Errorf("failing unit: got %+v, want failed with class \"task failed\" and the task's error", res)
 	}
-	for i := 2; i <= 10; i++ {
-		if res, _ := rs.get(i); res.Outcome != telemetry.OK {
-			t.Errorf("unit %d: got %v (%s), want ok", i, res.Outcome, res.Reason)
-		}
-	}
+	rs.wantOK(t, 2, 10)
 	if sum := r.Summary(); sum.HostsReplaced < 1 {
 		t.Errorf("hosts replaced %d, want the hung host replaced", sum.HostsReplaced)
 	}
