@@ -210,12 +210,21 @@ func (s *Sender) withRetry(ctx context.Context, span trace.Span, f func(context.
 // Unavailable, Unknown, DeadlineExceeded and Internal are retried with
 // backoff; any other code, an exhausted budget or the end of ctx is
 // returned. It returns the scheduled instance id.
+//
+// StartInstance is not idempotent: when an attempt whose reply was lost
+// did schedule the instance, the retry gets AlreadyExists, which is then
+// taken as success (for a non-empty instance id).
 func (s *Sender) StartInstance(ctx context.Context, req *dtpb.CreateInstanceRequest) (string, error) {
 	var resp *dtpb.CreateInstanceResponse
 	span := trace.SpanFromContext(ctx)
+	attempt := 0
 	_, err := s.withRetry(ctx, span, func(ctx context.Context) error {
+		attempt++
 		var err error
 		resp, err = dtpb.StartInstance(ctx, s.cc, req)
+		if attempt > 1 && req.GetInstanceId() != "" && status.Code(err) == codes.AlreadyExists {
+			resp, err = &dtpb.CreateInstanceResponse{InstanceId: req.GetInstanceId()}, nil
+		}
 		return err
 	})
 	if err != nil {

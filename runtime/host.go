@@ -61,7 +61,9 @@ type host struct {
 	dead     atomic.Bool // the process exited, the connection broke, or it was killed
 	stopOnce sync.Once
 	stopErr  error
-	wg       sync.WaitGroup // reader, waiter and output drains
+	wg       sync.WaitGroup // reader and waiter
+	drains   sync.WaitGroup // output drains
+	outputs  []*os.File     // read ends of the child's stdout and stderr
 }
 
 // startHost spawns a task host and runs the handshake. On error nothing is
@@ -79,8 +81,13 @@ func startHost(ctx context.Context, id int, cfg *hostConfig) (*host, error) {
 		}
 		cmd.Env = append(cmd.Env, EnvHostProfileDir+"="+dir)
 	}
-	// The child must not outlive the parent, even if the parent is killed.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	// Its own process group: a terminal's Ctrl-C (SIGINT to the
+	// foreground group) reaches the parent, which drains and then shuts
+	// the hosts down, not the hosts themselves; and stop can signal the
+	// host's own children with it. Pdeathsig: the host gets SIGKILL if
+	// the parent dies. (Linux sends it when the thread that forked exits,
+	// golang/go#27505; Go exits threads rarely, and only locked ones.)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 
 	var connect func(context.Context, ...ipc.Option) (*ipc.Conn, error)
 	var closeChild, closeAll func() error
@@ -137,9 +144,11 @@ func startHost(ctx context.Context, id int, cfg *hostConfig) (*host, error) {
 		readDone: make(chan struct{}),
 		exited:   make(chan struct{}),
 	}
-	h.wg.Add(3)
+	h.outputs = []*os.File{outR, errR}
+	h.drains.Add(2)
 	go h.drain(outR, "stdout")
 	go h.drain(errR, "stderr")
+	h.wg.Add(1)
 	go func() {
 		defer h.wg.Done()
 		h.exitErr = cmd.Wait()
@@ -152,6 +161,7 @@ func startHost(ctx context.Context, id int, cfg *hostConfig) (*host, error) {
 		h.kill()
 		<-h.exited
 		h.wg.Wait()
+		h.closeOutputs()
 		return nil, fmt.Errorf("start task host %d (pid %d): %w%s", id, h.pid, err, h.exitNote())
 	}
 	h.conn = conn
@@ -164,8 +174,7 @@ func startHost(ctx context.Context, id int, cfg *hostConfig) (*host, error) {
 // drain copies one output stream of the child into the log, line by line,
 // until the child (and anything that inherited the stream) closes it.
 func (h *host) drain(r *os.File, stream string) {
-	defer h.wg.Done()
-	defer r.Close()
+	defer h.drains.Done()
 	br := bufio.NewReaderSize(r, 64<<10)
 	for {
 		line, err := br.ReadSlice('\n')
@@ -234,30 +243,54 @@ func (h *host) run(ctx context.Context, task *ipcpb.TaskConfiguration, timeout t
 	case <-h.results:
 	default:
 	}
-	if err := h.conn.Send(ctx, task); err != nil {
-		h.kill()
-		return nil, h.died(fmt.Errorf("send task %d: %w", task.GetId(), err))
-	}
 	var timer <-chan time.Time
+	sctx := ctx
 	if timeout > 0 {
+		// The timeout covers the send too: a host that stops reading
+		// blocks it.
 		t := time.NewTimer(timeout)
 		defer t.Stop()
 		timer = t.C
+		var cancel context.CancelFunc
+		sctx, cancel = context.WithTimeout(ctx, timeout)
+		defer cancel()
+	}
+	timedOut := func() error {
+		h.kill()
+		return fmt.Errorf("task host %d (pid %d): %w after %v; the host was killed and will be replaced", h.id, h.pid, ErrTaskTimeout, timeout)
+	}
+	if err := h.conn.Send(sctx, task); err != nil {
+		if ctx.Err() == nil && sctx.Err() != nil {
+			return nil, timedOut()
+		}
+		h.kill()
+		return nil, h.died(fmt.Errorf("send task %d: %w", task.GetId(), err))
+	}
+	accept := func(in *ipc.Incoming) bool {
+		if res := in.Msg.(*ipcpb.TaskResult); res.GetId() != task.GetId() {
+			h.log.Warn("runtime: ignoring a result for another task", "got", res.GetId(), "want", task.GetId())
+			return false
+		}
+		return true
 	}
 	for {
 		select {
 		case in := <-h.results:
-			res := in.Msg.(*ipcpb.TaskResult)
-			if res.GetId() != task.GetId() {
-				h.log.Warn("runtime: ignoring a result for another task", "got", res.GetId(), "want", task.GetId())
-				continue
+			if accept(in) {
+				return in, nil
 			}
-			return in, nil
 		case <-h.readDone:
+			// A result that arrived just before the connection ended wins.
+			select {
+			case in := <-h.results:
+				if accept(in) {
+					return in, nil
+				}
+			default:
+			}
 			return nil, h.died(h.readErr)
 		case <-timer:
-			h.kill()
-			return nil, fmt.Errorf("task host %d (pid %d): %w after %v; the host was killed and will be replaced", h.id, h.pid, ErrTaskTimeout, timeout)
+			return nil, timedOut()
 		case <-ctx.Done():
 			h.kill()
 			return nil, fmt.Errorf("task host %d (pid %d): %w", h.id, h.pid, ctx.Err())
@@ -278,14 +311,36 @@ func (h *host) died(cause error) error {
 	return fmt.Errorf("task host %d (pid %d): %w: %v%s", h.id, h.pid, ErrHostDied, cause, h.exitNote())
 }
 
-// kill sends SIGKILL (the process is reaped by the waiter goroutine).
+// kill sends SIGKILL to the host and anything it started in its process
+// group (the process is reaped by the waiter goroutine).
 func (h *host) kill() {
 	h.dead.Store(true)
 	select {
 	case <-h.exited:
 	default:
+		_ = syscall.Kill(-h.pid, syscall.SIGKILL)
 		_ = h.cmd.Process.Kill()
 	}
+}
+
+// closeOutputs waits up to the grace for the output drains to reach EOF
+// (they do once every process holding the pipes has exited), then closes
+// the read ends, which ends the drains: a grandchild that keeps the
+// host's stdout open cannot hang the runtime.
+func (h *host) closeOutputs() {
+	done := make(chan struct{})
+	go func() { h.drains.Wait(); close(done) }()
+	t := time.NewTimer(h.cfg.grace)
+	defer t.Stop()
+	select {
+	case <-done:
+	case <-t.C:
+		h.log.Warn("runtime: task host output still open after it exited (a process it started holds it); closing it", "waited", h.cfg.grace)
+	}
+	for _, f := range h.outputs {
+		_ = f.Close()
+	}
+	<-done
 }
 
 // stop ends the host gracefully: a Shutdown packet, a wait, SIGTERM, a
@@ -317,7 +372,7 @@ func (h *host) stop(ctx context.Context) error {
 		exited := wait()
 		if !exited {
 			h.log.Warn("runtime: task host did not exit after the shutdown packet; sending SIGTERM", "waited", grace)
-			_ = h.cmd.Process.Signal(syscall.SIGTERM)
+			_ = syscall.Kill(-h.pid, syscall.SIGTERM)
 			exited = wait()
 		}
 		if !exited {
@@ -326,12 +381,15 @@ func (h *host) stop(ctx context.Context) error {
 		}
 		<-h.exited
 		h.dead.Store(true)
+		// Whatever the host started and left behind goes with it.
+		_ = syscall.Kill(-h.pid, syscall.SIGKILL)
 		if h.conn != nil {
 			if err := h.conn.Close(); err != nil && !errors.Is(err, ipc.ErrClosed) {
 				h.stopErr = err
 			}
 		}
 		h.wg.Wait()
+		h.closeOutputs()
 	})
 	return h.stopErr
 }

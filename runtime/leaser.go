@@ -18,9 +18,11 @@ import (
 // delivered work item's completion token to the unit waiting for its
 // instance. A unit leases its orchestration with StartInstance, then waits.
 type leaser struct {
-	cc  grpc.ClientConnInterface
-	log *slog.Logger
-	req *dtpb.GetWorkItemsRequest
+	cc     grpc.ClientConnInterface
+	sender *chunking.Sender
+	log    *slog.Logger
+	req    *dtpb.GetWorkItemsRequest
+	orphan sync.WaitGroup // completions of work items nobody waits for
 
 	mu      sync.Mutex
 	waiters map[string]chan leaseResult
@@ -41,12 +43,12 @@ const (
 	streamBackoffMax = 5 * time.Second
 )
 
-func startLeaser(cc grpc.ClientConnInterface, _ chunking.RetryPolicy, largePayloads bool, log *slog.Logger) *leaser {
+func startLeaser(cc grpc.ClientConnInterface, sender *chunking.Sender, largePayloads bool, log *slog.Logger) *leaser {
 	caps := []dtpb.WorkerCapability{dtpb.WorkerCapability_WORKER_CAPABILITY_HISTORY_STREAMING}
 	if largePayloads {
 		caps = append(caps, dtpb.WorkerCapability_WORKER_CAPABILITY_LARGE_PAYLOADS)
 	}
-	l := &leaser{cc: cc, log: log, waiters: map[string]chan leaseResult{}, done: make(chan struct{}),
+	l := &leaser{cc: cc, sender: sender, log: log, waiters: map[string]chan leaseResult{}, done: make(chan struct{}),
 		req: &dtpb.GetWorkItemsRequest{Capabilities: caps}}
 	l.ctx, l.cancel = context.WithCancel(context.Background())
 	go l.loop()
@@ -63,7 +65,10 @@ func (l *leaser) loop() {
 		}
 	}()
 	for {
-		err := l.stream()
+		delivered, err := l.stream()
+		if delivered {
+			backoff = streamBackoffMin // it was healthy: start over
+		}
 		if l.ctx.Err() != nil {
 			l.failAll(ErrClosed)
 			return
@@ -88,17 +93,20 @@ func (l *leaser) loop() {
 	}
 }
 
-// stream runs one GetWorkItems stream until it fails.
-func (l *leaser) stream() error {
+// stream runs one GetWorkItems stream until it fails, and reports
+// whether it delivered anything.
+func (l *leaser) stream() (bool, error) {
 	st, err := dtpb.GetWorkItems(l.ctx, l.cc, l.req)
 	if err != nil {
-		return err
+		return false, err
 	}
+	delivered := false
 	for {
 		wi, err := st.Recv()
 		if err != nil {
-			return err
+			return delivered, err
 		}
+		delivered = true
 		req := wi.GetOrchestratorRequest()
 		if req == nil {
 			continue // health pings, other kinds
@@ -107,7 +115,7 @@ func (l *leaser) stream() error {
 		ch, ok := l.waiters[req.GetInstanceId()]
 		l.mu.Unlock()
 		if !ok {
-			l.log.Debug("runtime: work item for an instance nobody waits for", "instance", req.GetInstanceId())
+			l.orphaned(req.GetInstanceId(), wi.GetCompletionToken())
 			continue
 		}
 		select {
@@ -115,6 +123,28 @@ func (l *leaser) stream() error {
 		default:
 		}
 	}
+}
+
+// orphaned completes, as failed, a work item whose unit no longer waits
+// for it (its wait was cancelled, or it was redelivered after a reconnect
+// while its unit went on with the old token), so the sidecar does not hold
+// its lease forever.
+func (l *leaser) orphaned(instance, token string) {
+	l.log.Debug("runtime: failing a work item nobody waits for", "instance", instance)
+	l.orphan.Add(1)
+	go func() {
+		defer l.orphan.Done()
+		resp := &dtpb.OrchestratorResponse{InstanceId: instance, CompletionToken: token, Actions: []*dtpb.OrchestratorAction{{
+			OrchestratorActionType: &dtpb.OrchestratorAction_CompleteOrchestration{CompleteOrchestration: &dtpb.CompleteOrchestrationAction{
+				OrchestrationStatus: dtpb.OrchestrationStatus_ORCHESTRATION_STATUS_FAILED,
+				FailureDetails: &dtpb.TaskFailureDetails{ErrorType: "amdahl.Orphaned",
+					ErrorMessage: "the worker no longer waited for this work item (cancelled, or redelivered after a reconnect)"},
+			}},
+		}}}
+		if _, err := l.sender.Complete(l.ctx, resp); err != nil && l.ctx.Err() == nil {
+			l.log.Warn("runtime: could not fail an orphaned work item", "instance", instance, "err", err)
+		}
+	}()
 }
 
 func (l *leaser) failAll(err error) {
@@ -156,4 +186,5 @@ func (l *leaser) lease(ctx context.Context, s *chunking.Sender, instance string)
 func (l *leaser) close() {
 	l.cancel()
 	<-l.done
+	l.orphan.Wait()
 }

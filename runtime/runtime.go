@@ -139,6 +139,11 @@ type Runtime struct {
 	applied  atomic.Int64
 	seq      atomic.Int64
 	start    time.Time
+	lastEnd  time.Time // when the last unit ended
+
+	smu     sync.Mutex // guards closed; orders Submit against Close
+	closed  bool
+	submits sync.WaitGroup // Submit calls under way
 
 	closeOnce sync.Once
 	closeErr  error
@@ -254,7 +259,7 @@ func New(ctx context.Context, cfg Config) (_ *Runtime, err error) {
 	if r.sender, err = chunking.NewSender(r.cc, chunking.SenderConfig{Planner: planner, Retry: cfg.Retry, Component: chunkComp, MeterProvider: mp}); err != nil {
 		return nil, err
 	}
-	r.lease = startLeaser(r.cc, cfg.Retry, cfg.Settings.LargePayloads, r.log)
+	r.lease = startLeaser(r.cc, r.sender, cfg.Settings.LargePayloads, r.log)
 
 	hostEnv := append(append([]string(nil), cfg.HostEnv...), cfg.Settings.childEnv()...)
 	r.pool = newPool(cfg.Settings.Nodes, &hostConfig{
@@ -294,11 +299,17 @@ func (r *Runtime) HostPIDs() map[int]int {
 // ErrClosed after Close, or ctx's error if ctx ends while the queue is full
 // (the unit is then not submitted).
 func (r *Runtime) Submit(ctx context.Context, it Item) error {
-	select {
-	case <-r.stopping:
+	// Close waits for every Submit that got past this point, then drains
+	// the queue itself, so no unit is left in it unaccounted for.
+	r.smu.Lock()
+	if r.closed {
+		r.smu.Unlock()
 		return ErrClosed
-	default:
 	}
+	r.submits.Add(1)
+	r.inflight.Add(1)
+	r.smu.Unlock()
+	defer r.submits.Done()
 	u := &unit{item: it, id: fmt.Sprintf("amdahl-%s-%d", r.runID, r.seq.Add(1))}
 	u.comp = r.rt
 	transport := TransportIPC
@@ -318,7 +329,12 @@ func (r *Runtime) Submit(ctx context.Context, it Item) error {
 	_, u.disp = r.tracer.Start(u.ctx, SpanDispatch, trace.WithAttributes(
 		telemetry.AttrComponent.String("runtime"), telemetry.AttrPhase.String(telemetry.Dispatch.String()),
 		telemetry.AttrTransport.String(transport)))
-	r.inflight.Add(1)
+	select {
+	case <-r.stopping:
+		r.finish(u, telemetry.Cancelled, "cancelled", ErrClosed)
+		return nil
+	default:
+	}
 	select {
 	case r.queue <- u:
 		return nil
@@ -326,10 +342,11 @@ func (r *Runtime) Submit(ctx context.Context, it Item) error {
 		r.finish(u, telemetry.Cancelled, "cancelled", ErrClosed)
 		return nil
 	case <-ctx.Done():
-		// Not submitted: end the spans without a result.
-		u.disp.End()
-		u.work.End(telemetry.Cancelled, ctx.Err())
+		// Not submitted: forget the unit before ending its spans, so it is
+		// neither attributed nor counted in amdahl.work.duration.
 		r.dropUnit(u)
+		u.disp.End()
+		u.work.Span().End()
 		r.inflight.Done()
 		return fmt.Errorf("runtime: submit: %w", ctx.Err())
 	}
@@ -346,19 +363,32 @@ func (r *Runtime) dropUnit(u *unit) {
 func (r *Runtime) worker() {
 	defer r.workers.Done()
 	for {
+		// Stopping wins over queued work: once Close has begun, no new
+		// unit starts (select alone would pick at random).
+		select {
+		case <-r.stopping:
+			r.cancelQueued()
+			return
+		default:
+		}
 		select {
 		case u := <-r.queue:
 			r.runUnit(u)
 		case <-r.stopping:
-			// Units still queued are reported cancelled, none is lost.
-			for {
-				select {
-				case u := <-r.queue:
-					r.finish(u, telemetry.Cancelled, "cancelled", errors.New("the run was stopped before this unit started"))
-				default:
-					return
-				}
-			}
+			r.cancelQueued()
+			return
+		}
+	}
+}
+
+// cancelQueued reports every unit still queued as cancelled: none is lost.
+func (r *Runtime) cancelQueued() {
+	for {
+		select {
+		case u := <-r.queue:
+			r.finish(u, telemetry.Cancelled, "cancelled", errors.New("the run was stopped before this unit started"))
+		default:
+			return
 		}
 	}
 }
@@ -383,7 +413,10 @@ func (r *Runtime) runUnit(u *unit) {
 	}
 	if err != nil {
 		outcome = telemetry.Failed
-		if errors.Is(err, context.Canceled) && r.drainCtx.Err() != nil {
+		// Cut off by the end of the drain: whatever the error looks like (a
+		// gRPC Canceled status does not match context.Canceled), the unit
+		// was cancelled, not failed.
+		if ctx.Err() != nil && r.drainCtx.Err() != nil {
 			outcome, class = telemetry.Cancelled, "cancelled"
 		}
 	}
@@ -408,6 +441,7 @@ func (r *Runtime) finish(u *unit, o telemetry.Outcome, class string, err error) 
 	}
 	r.mu.Lock()
 	r.counts[o]++
+	r.lastEnd = time.Now()
 	if o != telemetry.OK {
 		r.classes[class]++
 		if _, ok := r.examples[class]; !ok {
@@ -549,8 +583,11 @@ func (r *Runtime) failOrchestration(u *unit, token string, cause error) error {
 			FailureDetails:      &dtpb.TaskFailureDetails{ErrorType: "amdahl.TaskHostError", ErrorMessage: cause.Error()},
 		}},
 	}}}
+	// Not cut off by the unit's own failure, but bounded, and by the drain.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(u.ctx), 30*time.Second)
 	defer cancel()
+	stop := context.AfterFunc(r.drainCtx, cancel)
+	defer stop()
 	if _, err := r.complete(ctx, resp); err != nil {
 		return errors.Join(cause, fmt.Errorf("and completing the orchestration as failed: %w", err))
 	}
@@ -679,9 +716,14 @@ func (r *Runtime) Wait(ctx context.Context) error {
 // than once; ctx bounds the shutdown of hosts and telemetry.
 func (r *Runtime) Close(ctx context.Context) error {
 	r.closeOnce.Do(func() {
+		r.smu.Lock()
+		r.closed = true
+		r.smu.Unlock()
 		close(r.stopping)
 		timer := time.AfterFunc(r.cfg.DrainTimeout, r.drainEnd)
+		r.submits.Wait()
 		r.workers.Wait()
+		r.cancelQueued() // put there by a Submit racing the workers' exit
 		timer.Stop()
 		r.inflight.Wait()
 		r.drainEnd()
@@ -718,7 +760,8 @@ type Summary struct {
 	Scenario string            `json:"scenario"`
 	Variant  string            `json:"variant"`
 	Settings map[string]string `json:"settings"`
-	// Submitted = OK + Failed + Cancelled.
+	// Submitted counts the units that ended: OK + Failed + Cancelled. Once
+	// Wait or Close has returned it equals the units Submit accepted.
 	Submitted int `json:"submitted"`
 	OK        int `json:"ok"`
 	Failed    int `json:"failed"`
@@ -728,7 +771,8 @@ type Summary struct {
 	Failures map[string]int    `json:"failures,omitempty"`
 	Examples map[string]string `json:"failure_examples,omitempty"`
 	Elapsed  time.Duration     `json:"elapsed_ns"`
-	// Throughput is units of work ended per second of the run.
+	// Elapsed runs from New to the end of the last unit; Throughput is
+	// units of work ended per second of it.
 	Throughput float64 `json:"throughput_per_s"`
 	// HostsSpawned and HostsReplaced count task host processes started,
 	// and discarded because they died, hung or were killed.
@@ -750,6 +794,7 @@ type Summary struct {
 func (r *Runtime) Summary() Summary {
 	r.mu.Lock()
 	works := append([]attribution.Work(nil), r.works...)
+	lastEnd := r.lastEnd
 	byKind := map[Kind][]attribution.Work{}
 	for k, ws := range r.byKind {
 		byKind[k] = append([]attribution.Work(nil), ws...)
@@ -768,6 +813,9 @@ func (r *Runtime) Summary() Summary {
 	r.mu.Unlock()
 	s.Submitted = s.OK + s.Failed + s.Cancelled
 	s.Elapsed = time.Since(r.start)
+	if s.Submitted > 0 && !lastEnd.IsZero() {
+		s.Elapsed = lastEnd.Sub(r.start)
+	}
 	if s.Elapsed > 0 {
 		s.Throughput = float64(s.Submitted) / s.Elapsed.Seconds()
 	}

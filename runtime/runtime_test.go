@@ -598,6 +598,12 @@ func TestCancelledRunReconciles(t *testing.T) {
 	if sum.OK < 30 {
 		t.Errorf("got %d ok, want at least the 30 that ended before the cancel", sum.OK)
 	}
+	if sum.Attribution.Works != sum.Submitted {
+		t.Errorf("attribution covers %d units, %d were submitted: a unit that was never submitted must not count", sum.Attribution.Works, sum.Submitted)
+	}
+	if sum.Failed != 0 {
+		t.Errorf("got %d failed (%v), want running units drained or cancelled, not failed", sum.Failed, sum.Examples)
+	}
 }
 
 func TestCloseLeavesNoProcess(t *testing.T) {

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"os"
 	"testing"
 
@@ -16,7 +15,7 @@ const envTestMain = "AMDAHL_CMD_TEST_MAIN"
 
 func TestMain(m *testing.M) {
 	if os.Getenv(envTestMain) == "1" {
-		os.Exit(run(context.Background(), os.Args[1:], os.Stdout, os.Stderr))
+		os.Exit(mainArgs(os.Args[1:]))
 	}
 	goleak.VerifyTestMain(m)
 }

@@ -26,11 +26,15 @@ type usageError struct{ err error }
 func (e usageError) Error() string { return e.err.Error() }
 func (e usageError) Unwrap() error { return e.err }
 
-func main() {
+func main() { os.Exit(mainArgs(os.Args[1:])) }
+
+// mainArgs runs the CLI as a process: SIGINT and SIGTERM cancel the
+// command's context (a run then drains and reports), and the exit code is
+// returned.
+func mainArgs(args []string) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
-	stop()
-	os.Exit(code)
+	defer stop()
+	return run(ctx, args, os.Stdout, os.Stderr)
 }
 
 // run executes the CLI with args and returns the exit code; one line of

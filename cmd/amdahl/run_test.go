@@ -6,11 +6,13 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/google/pprof/profile"
@@ -185,5 +187,55 @@ func TestTaskhostByHand(t *testing.T) {
 	var ee *exec.ExitError
 	if !errors.As(err, &ee) || ee.ExitCode() != exitUsage || !strings.Contains(string(out), "not meant to be started by hand") {
 		t.Fatalf("amdahl taskhost by hand: %v, %q; want exit 2 and a readable message", err, out)
+	}
+}
+
+// TestCtrlC sends SIGINT to the whole process group, as a terminal's
+// Ctrl-C does: the run stops submitting, drains, prints a reconciled
+// summary and exits 1; task hosts (in process groups of their own) are
+// shut down by it, not killed by the signal, and none is left behind.
+func TestCtrlC(t *testing.T) {
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(exe, "run", "--scenario", "taskhost", "--set", "scenario.count=10000000", "--progress", "always")
+	cmd.Env = append(os.Environ(), envTestMain+"=1")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	var stdout bytes.Buffer
+	cmd.Stdout = &stdout
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL); _ = cmd.Wait() }()
+	br := bufio.NewReader(stderr)
+	// The progress bar appears once the run has lasted a second.
+	if _, err := br.ReadString('['); err != nil {
+		t.Fatalf("no progress on stderr: %v", err)
+	}
+	if err := syscall.Kill(-cmd.Process.Pid, syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	rest, _ := io.ReadAll(br)
+	err = cmd.Wait()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != exitFail {
+		t.Fatalf("got %v, want exit status 1; stderr %q", err, rest)
+	}
+	if !strings.Contains(string(rest), "run interrupted after") {
+		t.Errorf("stderr %q lacks the reason", rest)
+	}
+	out := stdout.String()
+	if !strings.Contains(out, ", failed 0,") || !strings.Contains(out, "0 replaced") {
+		t.Errorf("want no failed unit and no replaced host after Ctrl-C:\n%s", out)
+	}
+	// The summary reconciles: units N: ok a, failed 0, cancelled c with N = a + c.
+	var n, ok, failed, cancelled int
+	if _, err := fmt.Sscanf(out[strings.Index(out, "units "):], "units %d: ok %d, failed %d, cancelled %d", &n, &ok, &failed, &cancelled); err != nil || n != ok+failed+cancelled || n == 0 {
+		t.Errorf("summary line does not reconcile (%v): %d = %d + %d + %d", err, n, ok, failed, cancelled)
 	}
 }
