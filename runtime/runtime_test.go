@@ -719,3 +719,76 @@ func TestUnitMetrics(t *testing.T) {
 		}
 	}
 }
+
+// TestCloseWithGrandchild: a task host that started a process of its own
+// which holds the host's stdout open (here a shell's background sleep)
+// neither hangs Close nor survives it: the host's process group goes with
+// the host.
+func TestCloseWithGrandchild(t *testing.T) {
+	sh, err := exec.LookPath("sh")
+	if err != nil {
+		t.Skip("no sh on PATH: cannot start a host with a grandchild")
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := testConfig(t, testSettings(t, "runtime.nodes=1"), nil)
+	cfg.HostArgv = []string{sh, "-c", `sleep 600 & exec "$0"`, exe}
+	cfg.HostGrace = 200 * time.Millisecond
+	r, err := New(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Submit(context.Background(), smallUnit(0)); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Wait(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if s := r.Summary(); s.OK != 1 {
+		t.Fatalf("unit did not succeed: %v", s.Examples)
+	}
+	pids := r.HostPIDs()
+	if len(pids) != 1 {
+		t.Fatalf("hosts %v, want one", pids)
+	}
+	if err := r.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	for _, pid := range pids {
+		// The host leads its own process group; the sleep is in it.
+		if live := liveGroupMembers(t, pid); len(live) > 0 {
+			t.Errorf("process group %d still has live members after Close: %v", pid, live)
+		}
+	}
+}
+
+// liveGroupMembers lists the processes of process group pgid that are not
+// zombies (a killed orphan stays a zombie until init reaps it).
+func liveGroupMembers(t *testing.T, pgid int) []string {
+	t.Helper()
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		t.Skipf("no /proc: %v", err)
+	}
+	var live []string
+	for _, e := range ents {
+		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid pgrp ...; comm may contain spaces.
+		st := string(b)
+		i := strings.LastIndexByte(st, ')')
+		if i < 0 {
+			continue
+		}
+		f := strings.Fields(st[i+1:])
+		if len(f) < 3 || f[2] != fmt.Sprint(pgid) || f[0] == "Z" || f[0] == "X" {
+			continue
+		}
+		live = append(live, e.Name()+" "+st[:i+1])
+	}
+	return live
+}
