@@ -8,14 +8,20 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 
 	"github.com/google/pprof/profile"
+	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
+	"google.golang.org/grpc"
 
 	"github.com/amdahl-rt/amdahl/runtime"
 )
@@ -237,5 +243,82 @@ func TestCtrlC(t *testing.T) {
 	var n, ok, failed, cancelled int
 	if _, err := fmt.Sscanf(out[strings.Index(out, "units "):], "units %d: ok %d, failed %d, cancelled %d", &n, &ok, &failed, &cancelled); err != nil || n != ok+failed+cancelled || n == 0 {
 		t.Errorf("summary line does not reconcile (%v): %d = %d + %d + %d", err, n, ok, failed, cancelled)
+	}
+}
+
+// TestRunPushesToPyroscope: --pyroscope reaches the telemetry setup; the
+// run's profiles arrive at the server's /ingest (flushed at shutdown).
+func TestRunPushesToPyroscope(t *testing.T) {
+	var mu sync.Mutex
+	apps := map[string]int{}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/ingest" {
+			mu.Lock()
+			apps[r.URL.Query().Get("name")]++
+			mu.Unlock()
+		}
+		w.WriteHeader(http.StatusOK)
+	}))
+	defer srv.Close()
+	code, _, errs := runCLI(t, "run", "--scenario", "taskhost", "--set", "scenario.count=10", "--pyroscope", srv.URL)
+	if code != exitOK {
+		t.Fatalf("exit %d; stderr %q", code, errs)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	n := 0
+	for name, c := range apps {
+		if strings.HasPrefix(name, "amdahl") {
+			n += c
+		}
+	}
+	if n == 0 {
+		t.Errorf("no profile upload named amdahl reached the server; got %v", apps)
+	}
+}
+
+// traceService is a real OTLP/gRPC trace service on loopback that counts
+// spans by name.
+type traceService struct {
+	coltracepb.UnimplementedTraceServiceServer
+	mu    sync.Mutex
+	names map[string]int
+}
+
+func (s *traceService) Export(_ context.Context, req *coltracepb.ExportTraceServiceRequest) (*coltracepb.ExportTraceServiceResponse, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, rs := range req.GetResourceSpans() {
+		for _, ss := range rs.GetScopeSpans() {
+			for _, sp := range ss.GetSpans() {
+				s.names[sp.GetName()]++
+			}
+		}
+	}
+	return &coltracepb.ExportTraceServiceResponse{}, nil
+}
+
+// TestRunExportsOTLP: --otlp-endpoint sends the run's spans, the task
+// hosts' synthesised ones included, to an OTLP collector.
+func TestRunExportsOTLP(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc := &traceService{names: map[string]int{}}
+	gs := grpc.NewServer()
+	coltracepb.RegisterTraceServiceServer(gs, svc)
+	go gs.Serve(ln)
+	defer gs.Stop()
+	code, _, errs := runCLI(t, "run", "--scenario", "taskhost", "--set", "scenario.count=15", "--otlp-endpoint", "http://"+ln.Addr().String())
+	if code != exitOK {
+		t.Fatalf("exit %d; stderr %q", code, errs)
+	}
+	svc.mu.Lock()
+	defer svc.mu.Unlock()
+	for name, want := range map[string]int{"amdahl.work": 15, "runtime.dispatch": 15, "runtime.host": 15, "taskhost.execute": 15, "ipc.send": 15, "chunking.send": 15} {
+		if got := svc.names[name]; got != want {
+			t.Errorf("collector got %d %s spans, want %d (all: %v)", got, name, want, svc.names)
+		}
 	}
 }
