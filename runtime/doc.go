@@ -79,7 +79,7 @@
 //	ipc.send                 AMDAHL_IPC_SEND                sync | async
 //	ipc.transport            AMDAHL_IPC_TRANSPORT           socketpair | pipe
 //	ipc.delta                AMDAHL_IPC_DELTA               on | off
-//	chunking.algorithm       AMDAHL_CHUNKING_ALGORITHM      cached | legacy
+//	chunking.algorithm       AMDAHL_CHUNKING_ALGORITHM      cached | legacy (legacy with wave 0.1 off)
 //	chunking.accounting      AMDAHL_CHUNKING_ACCOUNTING     wire | payload
 //	chunking.max_chunk_bytes AMDAHL_CHUNKING_MAX_CHUNK_BYTES 1048576..4089446 (default 4089446)
 //	chunking.large_payloads  AMDAHL_CHUNKING_LARGE_PAYLOADS off | on

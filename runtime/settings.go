@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/amdahl-rt/amdahl/chunking"
+	"github.com/amdahl-rt/amdahl/internal/features"
 	"github.com/amdahl-rt/amdahl/ipc"
 )
 
@@ -137,7 +138,7 @@ var registry = []setting{
 	{name: "ipc.delta", values: "on, off", doc: "send an unchanged environment as \"identical\" instead of in full",
 		get: func(s *Settings) string { return onOff(s.IPCDelta) },
 		set: func(s *Settings, v string) (err error) { s.IPCDelta, err = parseOnOff(v); return err }},
-	{name: "chunking.algorithm", values: "cached, legacy", doc: "completion planner: cached sizes each action once; legacy is the pre-optimisation algorithm (A/B)",
+	{name: "chunking.algorithm", values: "cached, legacy", doc: "completion planner: cached sizes each action once; legacy is the pre-optimisation algorithm (A/B); default cached, legacy with AMDAHL_DISABLE_FEATURES_FROM_VERSION=0.1",
 		get: func(s *Settings) string { return s.ChunkAlgorithm.String() },
 		set: func(s *Settings, v string) error {
 			a, err := chunking.ParseAlgorithm(v)
@@ -250,20 +251,27 @@ func (e *SettingError) Error() string {
 }
 
 // DefaultSettings returns the defaults, the feature-wave dependent ones
-// (ipc.buffer) resolved for this process.
+// resolved for this process: with wave 0.1 disabled
+// (AMDAHL_DISABLE_FEATURES_FROM_VERSION=0.1), ipc.buffer is 128KiB and
+// chunking.algorithm is legacy.
 func DefaultSettings() Settings {
 	nodes := min(max(goruntime.NumCPU(), 2), 8)
+	alg := chunking.Cached
+	if !features.Enabled(features.Wave0_1) {
+		alg = chunking.Legacy
+	}
 	return Settings{
-		IPCBuffer:     ipc.DefaultBuffer(),
-		IPCSend:       ipc.Sync,
-		IPCTransport:  Socketpair,
-		IPCDelta:      true,
-		MaxChunkBytes: chunking.DefaultMaxChunkBytes,
-		Nodes:         nodes,
-		Concurrency:   2 * nodes,
-		Queue:         2 * nodes,
-		TaskTimeout:   2 * time.Minute,
-		Variant:       "baseline",
+		IPCBuffer:      ipc.DefaultBuffer(),
+		ChunkAlgorithm: alg,
+		IPCSend:        ipc.Sync,
+		IPCTransport:   Socketpair,
+		IPCDelta:       true,
+		MaxChunkBytes:  chunking.DefaultMaxChunkBytes,
+		Nodes:          nodes,
+		Concurrency:    2 * nodes,
+		Queue:          2 * nodes,
+		TaskTimeout:    2 * time.Minute,
+		Variant:        "baseline",
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/amdahl-rt/amdahl/chunking"
+	"github.com/amdahl-rt/amdahl/internal/features"
 	"github.com/amdahl-rt/amdahl/ipc"
 )
 
@@ -142,5 +143,26 @@ func TestSettingsCarryToChildren(t *testing.T) {
 		if !strings.Contains(got, want) {
 			t.Errorf("child environment %q lacks %q", got, want)
 		}
+	}
+}
+
+// TestWaveDefaults: disabling wave 0.1 restores the legacy buffer and the
+// legacy chunk planner as defaults; an explicit setting still wins.
+func TestWaveDefaults(t *testing.T) {
+	t.Setenv(features.EnvDisableFrom, "0.1")
+	features.Reset()
+	t.Cleanup(features.Reset)
+	d := DefaultSettings()
+	if d.IPCBuffer != ipc.LegacyBufferSize || d.ChunkAlgorithm != chunking.Legacy {
+		t.Errorf("wave 0.1 off: got buffer %d algorithm %v, want %d and legacy", d.IPCBuffer, d.ChunkAlgorithm, ipc.LegacyBufferSize)
+	}
+	s, err := ResolveSettings([]string{"chunking.algorithm=cached", "ipc.buffer=1MiB"}, noEnv)
+	if err != nil || s.ChunkAlgorithm != chunking.Cached || s.IPCBuffer != 1<<20 {
+		t.Errorf("explicit settings over the wave: got %v %d, %v", s.ChunkAlgorithm, s.IPCBuffer, err)
+	}
+	t.Setenv(features.EnvDisableFrom, "")
+	features.Reset()
+	if d := DefaultSettings(); d.IPCBuffer != ipc.DefaultBufferSize || d.ChunkAlgorithm != chunking.Cached {
+		t.Errorf("every wave on: got buffer %d algorithm %v, want %d and cached", d.IPCBuffer, d.ChunkAlgorithm, ipc.DefaultBufferSize)
 	}
 }

@@ -40,7 +40,9 @@ func Wave(major, minor int) Version { return Version{major, minor, -1, -1} }
 
 // The waves amdahl has shipped, oldest first.
 var (
-	// Wave0_1 raised the default ipc buffer (ipc.buffer) from 128 KiB to 1 MiB.
+	// Wave0_1 raised the default ipc buffer (ipc.buffer) from 128 KiB to 1 MiB
+	// and made the cached chunk planner (chunking.algorithm=cached) the
+	// runtime's default over the legacy one.
 	Wave0_1 = Wave(0, 1)
 )
 
