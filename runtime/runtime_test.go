@@ -253,6 +253,21 @@ func TestRunTaskhostEndToEnd(t *testing.T) {
 				}
 			}
 			checkTrace(t, rec.Spans(), 40, true)
+			// Fair assignment: the hosts share the tasks.
+			perHost := map[int64]int{}
+			for _, sp := range rec.Spans() {
+				if v, ok := attrOf(sp, AttrHostID); ok && sp.Name() == SpanHost {
+					perHost[v.AsInt64()]++
+				}
+			}
+			if int64(len(perHost)) != sum.HostsSpawned {
+				t.Errorf("tasks ran on %d hosts, %d were spawned", len(perHost), sum.HostsSpawned)
+			}
+			for id, n := range perHost {
+				if len(perHost) == 2 && n < 40/5 {
+					t.Errorf("host %d ran %d of 40 tasks, want a fair share (≥ 8): %v", id, n, perHost)
+				}
+			}
 		})
 	}
 }
