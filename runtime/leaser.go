@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"time"
 
@@ -23,6 +24,7 @@ type leaser struct {
 	log    *slog.Logger
 	req    *dtpb.GetWorkItemsRequest
 	orphan sync.WaitGroup // completions of work items nobody waits for
+	prefix string         // instance ids of this runtime's units start with it
 
 	mu      sync.Mutex
 	waiters map[string]chan leaseResult
@@ -43,12 +45,12 @@ const (
 	streamBackoffMax = 5 * time.Second
 )
 
-func startLeaser(cc grpc.ClientConnInterface, sender *chunking.Sender, largePayloads bool, log *slog.Logger) *leaser {
+func startLeaser(cc grpc.ClientConnInterface, sender *chunking.Sender, prefix string, largePayloads bool, log *slog.Logger) *leaser {
 	caps := []dtpb.WorkerCapability{dtpb.WorkerCapability_WORKER_CAPABILITY_HISTORY_STREAMING}
 	if largePayloads {
 		caps = append(caps, dtpb.WorkerCapability_WORKER_CAPABILITY_LARGE_PAYLOADS)
 	}
-	l := &leaser{cc: cc, sender: sender, log: log, waiters: map[string]chan leaseResult{}, done: make(chan struct{}),
+	l := &leaser{cc: cc, sender: sender, prefix: prefix, log: log, waiters: map[string]chan leaseResult{}, done: make(chan struct{}),
 		req: &dtpb.GetWorkItemsRequest{Capabilities: caps}}
 	l.ctx, l.cancel = context.WithCancel(context.Background())
 	go l.loop()
@@ -115,7 +117,11 @@ func (l *leaser) stream() (bool, error) {
 		ch, ok := l.waiters[req.GetInstanceId()]
 		l.mu.Unlock()
 		if !ok {
-			l.orphaned(req.GetInstanceId(), wi.GetCompletionToken())
+			if strings.HasPrefix(req.GetInstanceId(), l.prefix) {
+				l.orphaned(req.GetInstanceId(), wi.GetCompletionToken())
+			} else {
+				l.foreign(req.GetInstanceId(), wi.GetCompletionToken())
+			}
 			continue
 		}
 		select {
@@ -143,6 +149,20 @@ func (l *leaser) orphaned(instance, token string) {
 		}}}
 		if _, err := l.sender.Complete(l.ctx, resp); err != nil && l.ctx.Err() == nil {
 			l.log.Warn("runtime: could not fail an orphaned work item", "instance", instance, "err", err)
+		}
+	}()
+}
+
+// foreign hands back a work item of another worker sharing the sidecar
+// (another run's instance): abandoning it requeues it for the others.
+func (l *leaser) foreign(instance, token string) {
+	l.log.Debug("runtime: abandoning another worker's work item", "instance", instance)
+	l.orphan.Add(1)
+	go func() {
+		defer l.orphan.Done()
+		req := &dtpb.AbandonOrchestrationTaskRequest{CompletionToken: token}
+		if err := l.cc.Invoke(l.ctx, dtpb.MethodAbandonTaskOrchestratorWorkItem, req, &dtpb.AbandonOrchestrationTaskResponse{}); err != nil && l.ctx.Err() == nil {
+			l.log.Warn("runtime: could not abandon another worker's work item", "instance", instance, "err", err)
 		}
 	}()
 }

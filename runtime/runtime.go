@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"context"
+	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -195,7 +196,7 @@ func New(ctx context.Context, cfg Config) (_ *Runtime, err error) {
 		byKind:   map[Kind][]attribution.Work{},
 		classes:  map[string]int{},
 		examples: map[string]string{},
-		runID:    strconv.FormatInt(time.Now().UnixNano()%1e9, 36),
+		runID:    rand.Text()[:12],
 	}
 	r.drainCtx, r.drainEnd = context.WithCancel(context.Background())
 	r.col = newCollector(r.onWork, r.kindOf)
@@ -259,7 +260,7 @@ func New(ctx context.Context, cfg Config) (_ *Runtime, err error) {
 	if r.sender, err = chunking.NewSender(r.cc, chunking.SenderConfig{Planner: planner, Retry: cfg.Retry, Component: chunkComp, MeterProvider: mp}); err != nil {
 		return nil, err
 	}
-	r.lease = startLeaser(r.cc, r.sender, cfg.Settings.LargePayloads, r.log)
+	r.lease = startLeaser(r.cc, r.sender, r.instancePrefix(), cfg.Settings.LargePayloads, r.log)
 
 	hostEnv := append(append([]string(nil), cfg.HostEnv...), cfg.Settings.childEnv()...)
 	r.pool = newPool(cfg.Settings.Nodes, &hostConfig{
@@ -274,6 +275,10 @@ func New(ctx context.Context, cfg Config) (_ *Runtime, err error) {
 	}
 	return r, nil
 }
+
+// instancePrefix starts the orchestration instance id of every unit of
+// this Runtime: other runs may share an external sidecar.
+func (r *Runtime) instancePrefix() string { return "amdahl-" + r.runID + "-" }
 
 // Telemetry returns the runtime's telemetry (metrics handler, recorder).
 func (r *Runtime) Telemetry() *telemetry.Telemetry { return r.tel }
@@ -310,7 +315,7 @@ func (r *Runtime) Submit(ctx context.Context, it Item) error {
 	r.inflight.Add(1)
 	r.smu.Unlock()
 	defer r.submits.Done()
-	u := &unit{item: it, id: fmt.Sprintf("amdahl-%s-%d", r.runID, r.seq.Add(1))}
+	u := &unit{item: it, id: fmt.Sprintf("%s%d", r.instancePrefix(), r.seq.Add(1))}
 	u.comp = r.rt
 	transport := TransportIPC
 	if it.Kind == KindFanout {

@@ -807,3 +807,43 @@ func liveGroupMembers(t *testing.T, pgid int) []string {
 	}
 	return live
 }
+
+// TestSharedSidecar: two runtimes complete to one external sidecar at
+// once; work items delivered to the other's stream are handed back, not
+// lost or failed, and every unit of both succeeds.
+func TestSharedSidecar(t *testing.T) {
+	addr, _ := startSidecarProcess(t)
+	var wg sync.WaitGroup
+	sums := make([]Summary, 2)
+	for i := range sums {
+		cfg := testConfig(t, testSettings(t, "runtime.nodes=1", "runtime.concurrency=2"), nil)
+		cfg.SidecarAddr = addr
+		r, err := New(context.Background(), cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for j := range 25 {
+				if err := r.Submit(context.Background(), smallUnit(j)); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+			if err := r.Wait(context.Background()); err != nil {
+				t.Error(err)
+			}
+			if err := r.Close(context.Background()); err != nil {
+				t.Error(err)
+			}
+			sums[i] = r.Summary()
+		}()
+	}
+	wg.Wait()
+	for i, s := range sums {
+		if s.Submitted != 25 || s.OK != 25 {
+			t.Errorf("runtime %d: %d ok of %d, want 25 of 25: %v", i, s.OK, s.Submitted, s.Examples)
+		}
+	}
+}
