@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -19,12 +20,13 @@ import (
 // delivered work item's completion token to the unit waiting for its
 // instance. A unit leases its orchestration with StartInstance, then waits.
 type leaser struct {
-	cc     grpc.ClientConnInterface
-	sender *chunking.Sender
-	log    *slog.Logger
-	req    *dtpb.GetWorkItemsRequest
-	orphan sync.WaitGroup // completions of work items nobody waits for
-	prefix string         // instance ids of this runtime's units start with it
+	cc      grpc.ClientConnInterface
+	sender  *chunking.Sender
+	log     *slog.Logger
+	req     *dtpb.GetWorkItemsRequest
+	orphan  sync.WaitGroup // completions of work items nobody waits for
+	prefix  string         // instance ids of this runtime's units start with it
+	timeout time.Duration  // bound of the wait for a work item
 
 	mu      sync.Mutex
 	waiters map[string]chan leaseResult
@@ -45,12 +47,12 @@ const (
 	streamBackoffMax = 5 * time.Second
 )
 
-func startLeaser(cc grpc.ClientConnInterface, sender *chunking.Sender, prefix string, largePayloads bool, log *slog.Logger) *leaser {
+func startLeaser(cc grpc.ClientConnInterface, sender *chunking.Sender, prefix string, timeout time.Duration, largePayloads bool, log *slog.Logger) *leaser {
 	caps := []dtpb.WorkerCapability{dtpb.WorkerCapability_WORKER_CAPABILITY_HISTORY_STREAMING}
 	if largePayloads {
 		caps = append(caps, dtpb.WorkerCapability_WORKER_CAPABILITY_LARGE_PAYLOADS)
 	}
-	l := &leaser{cc: cc, sender: sender, prefix: prefix, log: log, waiters: map[string]chan leaseResult{}, done: make(chan struct{}),
+	l := &leaser{cc: cc, sender: sender, prefix: prefix, timeout: timeout, log: log, waiters: map[string]chan leaseResult{}, done: make(chan struct{}),
 		req: &dtpb.GetWorkItemsRequest{Capabilities: caps}}
 	l.ctx, l.cancel = context.WithCancel(context.Background())
 	go l.loop()
@@ -193,15 +195,23 @@ func (l *leaser) lease(ctx context.Context, s *chunking.Sender, instance string)
 	if _, err := s.StartInstance(ctx, &dtpb.CreateInstanceRequest{InstanceId: instance, Name: "amdahl"}); err != nil {
 		return "", fmt.Errorf("sidecar: %w", err)
 	}
+	t := time.NewTimer(l.timeout)
+	defer t.Stop()
 	select {
 	case r := <-ch:
 		return r.token, r.err
 	case <-ctx.Done():
 		return "", fmt.Errorf("wait for the work item of %s: %w", instance, ctx.Err())
+	case <-t.C:
+		return "", fmt.Errorf("sidecar: %w: the work item of %s did not arrive within %v", ErrLeaseTimeout, instance, l.timeout)
 	case <-l.done:
 		return "", ErrClosed
 	}
 }
+
+// ErrLeaseTimeout matches the error of a unit whose orchestration work
+// item the sidecar did not deliver within Config.LeaseTimeout.
+var ErrLeaseTimeout = errors.New("lease timed out")
 
 func (l *leaser) close() {
 	l.cancel()

@@ -71,6 +71,10 @@ type Config struct {
 	// Retry is the per-call retry budget of the chunking sender and of
 	// StartInstance (zero fields: chunking.DefaultRetryPolicy).
 	Retry chunking.RetryPolicy
+	// LeaseTimeout bounds the wait for a unit's orchestration work item
+	// after StartInstance (default 1 minute); past it the unit fails with
+	// ErrLeaseTimeout.
+	LeaseTimeout time.Duration
 	// DrainTimeout bounds how long units already running may take to finish
 	// once the run's context ends (default 10s); after it they are
 	// cancelled.
@@ -175,6 +179,9 @@ func New(ctx context.Context, cfg Config) (_ *Runtime, err error) {
 	if cfg.HostGrace <= 0 {
 		cfg.HostGrace = 2 * time.Second
 	}
+	if cfg.LeaseTimeout <= 0 {
+		cfg.LeaseTimeout = time.Minute
+	}
 	if cfg.DrainTimeout <= 0 {
 		cfg.DrainTimeout = 10 * time.Second
 	}
@@ -260,7 +267,7 @@ func New(ctx context.Context, cfg Config) (_ *Runtime, err error) {
 	if r.sender, err = chunking.NewSender(r.cc, chunking.SenderConfig{Planner: planner, Retry: cfg.Retry, Component: chunkComp, MeterProvider: mp}); err != nil {
 		return nil, err
 	}
-	r.lease = startLeaser(r.cc, r.sender, r.instancePrefix(), cfg.Settings.LargePayloads, r.log)
+	r.lease = startLeaser(r.cc, r.sender, r.instancePrefix(), cfg.LeaseTimeout, cfg.Settings.LargePayloads, r.log)
 
 	hostEnv := append(append([]string(nil), cfg.HostEnv...), cfg.Settings.childEnv()...)
 	r.pool = newPool(cfg.Settings.Nodes, &hostConfig{
