@@ -134,7 +134,8 @@ func testConfig(t testing.TB, set Settings, rec *telemetry.Recorder) Config {
 	return Config{
 		Settings: set, HostArgv: []string{exe}, HostEnv: []string{envTestHost + "=1"},
 		Telemetry: opts, Logger: slog.New(slog.DiscardHandler),
-		Retry: chunking.RetryPolicy{MaxAttempts: 3, BaseDelay: 5 * time.Millisecond, MaxDelay: 20 * time.Millisecond},
+		Retry:        chunking.RetryPolicy{MaxAttempts: 3, BaseDelay: 5 * time.Millisecond, MaxDelay: 20 * time.Millisecond},
+		LeaseTimeout: 15 * time.Second,
 	}
 }
 
