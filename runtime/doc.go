@@ -12,7 +12,11 @@
 // amdahl.work and its dispatch span at once, so queue wait counts. Then:
 //
 //   - lease: StartInstance on the sidecar, then wait for the instance's
-//     work item on the GetWorkItems stream (its completion token);
+//     work item on the GetWorkItems stream (its completion token; bounded
+//     by Config.LeaseTimeout). Instance ids start with a random run id;
+//     a work item of another run sharing the sidecar is abandoned back to
+//     it, and one of this run that no unit waits for any more is
+//     completed as failed;
 //   - task units: acquire a task host (spawning one if fewer than
 //     runtime.nodes exist); dispatch ends here. The round trip runs under
 //     the span runtime.host: ipc.serialize and ipc.send of the request,
@@ -43,6 +47,14 @@
 // none) and records amdahl.phase.critical per phase, beside
 // amdahl.work.duration. Units whose root span was not sampled are counted
 // but not attributed.
+//
+// The walk orders spans by their end times, which come from two processes'
+// clocks (placed within the round trip that contains them) and from
+// goroutines that may be descheduled: when the parent's ipc.send span ends
+// late (its writer goroutine resumed after the host had already run the
+// task), the host's shortest phases can fall off the critical path of that
+// unit. Over a taskhost run on a loaded 2-core machine, execute's q was
+// 2.4 % against a naive share of 2.9 %.
 //
 // # Task hosts
 //
