@@ -122,7 +122,6 @@ type Runtime struct {
 	side   *chunking.Sidecar // in-process sidecar, or nil
 	sideCh chan error
 	lease  *leaser
-	gen    *Generator // text source for fanout payloads
 
 	rt, rtChunk, hostComp *telemetry.Component
 	tracer                trace.Tracer
@@ -630,9 +629,9 @@ func (r *Runtime) runFanout(ctx context.Context, u *unit) (string, error) {
 	}
 	fo := u.item.Fanout
 	resp := &dtpb.OrchestratorResponse{InstanceId: u.id, CompletionToken: token, Actions: make([]*dtpb.OrchestratorAction, len(fo.ActionBytes))}
-	for i, n := range fo.ActionBytes {
+	for i := range fo.ActionBytes {
 		resp.Actions[i] = &dtpb.OrchestratorAction{Id: int32(i), OrchestratorActionType: &dtpb.OrchestratorAction_ScheduleTask{
-			ScheduleTask: &dtpb.ScheduleTaskAction{Name: "amdahl.fanout", Input: wrapperspb.String(r.text(n, u.item.Seq*1000+i))}}}
+			ScheduleTask: &dtpb.ScheduleTaskAction{Name: "amdahl.fanout", Input: wrapperspb.String(fo.Payload(i))}}}
 	}
 	res, err := r.complete(u.ctx, resp)
 	if err != nil {
@@ -642,19 +641,6 @@ func (r *Runtime) runFanout(ctx context.Context, u *unit) (string, error) {
 		return "oversized action", fmt.Errorf("orchestration failed: %w", res.Plan.Oversized)
 	}
 	return "", nil
-}
-
-// text returns n bytes of payload text (shared, never copied).
-func (r *Runtime) text(n, salt int) string {
-	r.mu.Lock()
-	if r.gen == nil {
-		sc := &Scenario{Name: "payload", Seed: 1, Count: 1, Workloads: []Workload{{Kind: KindFanout, Weight: 1,
-			Fanout: &FanoutSpec{Shapes: []FanoutShape{{Name: "payload", Weight: 1, Actions: 1, ActionBytes: 1}}}}}}
-		r.gen = sc.NewGenerator()
-	}
-	g := r.gen
-	r.mu.Unlock()
-	return g.Text(n, salt)
 }
 
 // childSpans records the task host's phases, returned in its reply, as

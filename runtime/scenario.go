@@ -16,6 +16,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 
 	"go.yaml.in/yaml/v3"
 )
@@ -1018,6 +1019,35 @@ type FanoutItem struct {
 	// ActionBytes is the payload size of each action, in order. It is shared
 	// by every item of the shape and must not be modified.
 	ActionBytes []int
+
+	gen  *Generator // the text payloads come from; nil for items built by hand
+	salt int
+}
+
+// Payload returns the payload of action i: ActionBytes[i] bytes of the
+// generating Generator's text (shared, never copied), or, for an item built
+// by hand, of a text shared by all such items. It panics if i is out of
+// range or the size exceeds the text (at least 8 MiB).
+func (f *FanoutItem) Payload(i int) string {
+	g := f.gen
+	if g == nil {
+		g = handText()
+	}
+	return g.Text(f.ActionBytes[i], f.salt+i)
+}
+
+var (
+	handOnce sync.Once
+	handGen  *Generator
+)
+
+// handText is the text source of items built by hand, built on first use.
+func handText() *Generator {
+	handOnce.Do(func() {
+		handGen = (&Scenario{Name: "payloads", Seed: 1, Count: 1, Workloads: []Workload{{Kind: KindFanout, Weight: 1,
+			Fanout: &FanoutSpec{Shapes: []FanoutShape{{Name: "payload", Weight: 1, Actions: 1, ActionBytes: 1}}}}}}).NewGenerator()
+	})
+	return handGen
 }
 
 // Generator produces a scenario's units of work, deterministically: the same
@@ -1199,7 +1229,7 @@ func (g *Generator) Next() Item {
 	case KindFanout:
 		si := gw.shapes.pick(g.rng)
 		it.Shape = w.Fanout.Shapes[si].Name
-		it.Fanout = &FanoutItem{ActionBytes: gw.actions[si]}
+		it.Fanout = &FanoutItem{ActionBytes: gw.actions[si], gen: g, salt: int(g.rng.Uint64() >> 2)}
 	}
 	return it
 }

@@ -763,3 +763,30 @@ func FuzzParseScenario(f *testing.F) {
 		}
 	})
 }
+
+func TestFanoutPayload(t *testing.T) {
+	sc, err := BuiltinScenario("fanout")
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, b := sc.NewGenerator(), sc.NewGenerator()
+	for range 20 {
+		x, y := a.Next(), b.Next()
+		for i, n := range x.Fanout.ActionBytes {
+			p := x.Fanout.Payload(i)
+			if len(p) != n {
+				t.Fatalf("item %d action %d: payload of %d bytes, want %d", x.Seq, i, len(p), n)
+			}
+			if p != y.Fanout.Payload(i) {
+				t.Fatalf("item %d action %d: payload differs between two generators of one seed", x.Seq, i)
+			}
+		}
+	}
+	hand := &FanoutItem{ActionBytes: []int{3, 1000}}
+	if got := len(hand.Payload(1)); got != 1000 {
+		t.Errorf("hand-built item: payload of %d bytes, want 1000", got)
+	}
+	if hand.Payload(0) != hand.Payload(0) {
+		t.Error("hand-built item: payload not deterministic")
+	}
+}
