@@ -212,7 +212,8 @@ func New(ctx context.Context, cfg Config) (_ *Runtime, err error) {
 			_ = r.shutdownParts(context.Background())
 		}
 	}()
-	if r.tel, err = telemetry.Setup(ctx, append(cfg.Telemetry, telemetry.WithSpanProcessor(r.col))...); err != nil {
+	topts := append(append([]telemetry.Option(nil), cfg.Telemetry...), telemetry.WithSpanProcessor(r.col))
+	if r.tel, err = telemetry.Setup(ctx, topts...); err != nil {
 		return nil, err
 	}
 	attrs := func(transport string) []attribute.KeyValue {
