@@ -281,11 +281,7 @@ func TestCriticalSharesPerUnit(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg := testConfig(t, testSettings(t, "scenario.count=60"), nil)
-	r, err := New(context.Background(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close(context.Background())
+	r := startRuntime(t, cfg)
 	gen := sc.NewGenerator()
 	for range 60 {
 		if err := r.Submit(context.Background(), gen.Next()); err != nil {
@@ -405,6 +401,21 @@ func (rs *results) get(seq int) (Result, bool) {
 	return r, ok
 }
 
+// startRuntime starts a Runtime that the test's cleanup closes.
+func startRuntime(t *testing.T, cfg Config) *Runtime {
+	t.Helper()
+	r, err := New(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := r.Close(context.Background()); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+	})
+	return r
+}
+
 // submitSmall submits small task units from..to (sequence numbers) and
 // waits for every unit submitted so far to end.
 func submitSmall(t *testing.T, r *Runtime, from, to int) {
@@ -435,11 +446,7 @@ func TestHostKilledMidTask(t *testing.T) {
 	cfg := testConfig(t, testSettings(t), nil)
 	cfg.Logger = slog.New(logs)
 	cfg.OnResult = rs.add
-	r, err := New(context.Background(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close(context.Background())
+	r := startRuntime(t, cfg)
 	if err := r.Submit(context.Background(), blockingUnit(0)); err != nil {
 		t.Fatal(err)
 	}
@@ -481,11 +488,7 @@ func TestTaskTimeout(t *testing.T) {
 	var rs results
 	cfg := testConfig(t, testSettings(t, "runtime.task_timeout=300ms"), nil)
 	cfg.OnResult = rs.add
-	r, err := New(context.Background(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close(context.Background())
+	r := startRuntime(t, cfg)
 	if err := r.Submit(context.Background(), blockingUnit(0)); err != nil {
 		t.Fatal(err)
 	}
@@ -551,11 +554,7 @@ func TestSidecarKilledMidRun(t *testing.T) {
 			}
 		}
 	}
-	r, err := New(context.Background(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close(context.Background())
+	r := startRuntime(t, cfg)
 	const n = 30
 	for i := range n {
 		if err := r.Submit(context.Background(), smallUnit(i)); err != nil {
@@ -680,11 +679,7 @@ func TestUnitMetrics(t *testing.T) {
 	cfg := testConfig(t, testSettings(t, "variant=candidate"), nil)
 	cfg.Scenario = "metrics"
 	cfg.Telemetry = append(cfg.Telemetry, telemetry.WithMetricReader(reader))
-	r, err := New(context.Background(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close(context.Background())
+	r := startRuntime(t, cfg)
 	for i := range 10 {
 		if err := r.Submit(context.Background(), smallUnit(i)); err != nil {
 			t.Fatal(err)
