@@ -37,29 +37,29 @@ const sel = `amdahl_scenario=~"$scenario", amdahl_variant=~"$variant"`
 // same text.
 var (
 	// QCritical is each phase's critical-path share q.
-	QCritical = `sum by (amdahl_phase, amdahl_direction) (rate(amdahl_phase_critical_seconds_sum{` + sel + `}[$__rate_interval]))` +
-		` / ignoring(amdahl_phase, amdahl_direction) group_left sum(rate(amdahl_work_duration_seconds_sum{` + sel + `}[$__rate_interval]))`
+	QCritical = `sum by (amdahl_component, amdahl_phase, amdahl_direction) (rate(amdahl_phase_critical_seconds_sum{` + sel + `}[$__rate_interval]))` +
+		` / ignoring(amdahl_component, amdahl_phase, amdahl_direction) group_left sum(rate(amdahl_work_duration_seconds_sum{` + sel + `}[$__rate_interval]))`
 	// QNaive is each phase's naive share (span time / e2e time).
-	QNaive = `sum by (amdahl_phase, amdahl_direction) (rate(amdahl_phase_duration_seconds_sum{` + sel + `}[$__rate_interval]))` +
-		` / ignoring(amdahl_phase, amdahl_direction) group_left sum(rate(amdahl_work_duration_seconds_sum{` + sel + `}[$__rate_interval]))`
+	QNaive = `sum by (amdahl_component, amdahl_phase, amdahl_direction) (rate(amdahl_phase_duration_seconds_sum{` + sel + `}[$__rate_interval]))` +
+		` / ignoring(amdahl_component, amdahl_phase, amdahl_direction) group_left sum(rate(amdahl_work_duration_seconds_sum{` + sel + `}[$__rate_interval]))`
 	// QPredicted is q·r for the improvement $r chosen on the dashboard.
 	QPredicted = `(` + QCritical + `) * $r`
 	// QE2EP99 and QE2EP50 are the end-to-end latency quantiles.
 	QE2EP99 = `histogram_quantile(0.99, sum by (le) (rate(amdahl_work_duration_seconds_bucket{` + sel + `}[$__rate_interval])))`
 	QE2EP50 = `histogram_quantile(0.50, sum by (le) (rate(amdahl_work_duration_seconds_bucket{` + sel + `}[$__rate_interval])))`
 	// QPhaseP99 is each phase's p99 duration.
-	QPhaseP99 = `histogram_quantile(0.99, sum by (le, amdahl_phase, amdahl_direction) (rate(amdahl_phase_duration_seconds_bucket{` + sel + `}[$__rate_interval])))`
+	QPhaseP99 = `histogram_quantile(0.99, sum by (le, amdahl_component, amdahl_phase, amdahl_direction) (rate(amdahl_phase_duration_seconds_bucket{` + sel + `}[$__rate_interval])))`
 	// QThroughput is units of work completed per second, by outcome.
 	QThroughput = `sum by (amdahl_outcome) (rate(amdahl_work_duration_seconds_count{` + sel + `}[$__rate_interval]))`
 	// QCriticalPerWork is each phase's mean critical time per unit of work,
 	// by variant: the input of r in an A/B run.
-	QCriticalPerWork = `sum by (amdahl_phase, amdahl_direction, amdahl_variant) (rate(amdahl_phase_critical_seconds_sum{amdahl_scenario=~"$scenario"}[$__rate_interval]))` +
-		` / ignoring(amdahl_phase, amdahl_direction) group_left sum by (amdahl_variant) (rate(amdahl_work_duration_seconds_count{amdahl_scenario=~"$scenario"}[$__rate_interval]))`
+	QCriticalPerWork = `sum by (amdahl_component, amdahl_phase, amdahl_direction, amdahl_variant) (rate(amdahl_phase_critical_seconds_sum{amdahl_scenario=~"$scenario"}[$__rate_interval]))` +
+		` / ignoring(amdahl_component, amdahl_phase, amdahl_direction) group_left sum by (amdahl_variant) (rate(amdahl_work_duration_seconds_count{amdahl_scenario=~"$scenario"}[$__rate_interval]))`
 )
 
 // Attribution builds the "amdahl — attribution" dashboard.
 func Attribution() (dashboard.Dashboard, error) {
-	legend := "{{amdahl_phase}} {{amdahl_direction}}"
+	legend := "{{amdahl_component}}.{{amdahl_phase}} {{amdahl_direction}}"
 	b := dashboard.NewDashboardBuilder("amdahl — attribution").
 		Uid("amdahl-attribution").
 		Tags([]string{"amdahl"}).

@@ -41,20 +41,15 @@
 // # Accounting
 //
 // The runtime installs a span processor that keeps the spans of units in
-// flight; when a root ends it computes the unit's critical path (the
-// last-finishing-child walk of package attribution: spans without a phase
-// count toward their enclosing phase, and toward "other" when they have
-// none) and records amdahl.phase.critical per phase, beside
-// amdahl.work.duration. Units whose root span was not sampled are counted
-// but not attributed.
-//
-// The walk orders spans by their end times, which come from two processes'
-// clocks (placed within the round trip that contains them) and from
-// goroutines that may be descheduled: when the parent's ipc.send span ends
-// late (its writer goroutine resumed after the host had already run the
-// task), the host's shortest phases can fall off the critical path of that
-// unit. Over a taskhost run on a loaded 2-core machine, execute's q was
-// 2.4 % against a naive share of 2.9 %.
+// flight; when a root ends it computes the unit's critical path (package
+// attribution: the last-finishing-child walk, with the host's spans placed
+// causally within the round trip that contains them) and records
+// amdahl.phase.critical per row (amdahl.component is the row's component:
+// ipc, taskhost, chunking, runtime), beside amdahl.work.duration. The
+// Summary's attribution comes from bounded accumulators (per-row sums and
+// a log-bucket quantile sketch, within 1 % for p50 and p99): nothing is
+// kept per unit once it has ended. Units whose root span was not sampled
+// are counted but not attributed.
 //
 // # Task hosts
 //

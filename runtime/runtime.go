@@ -89,6 +89,10 @@ type Config struct {
 	// Logger receives host output and lifecycle events (default
 	// slog.Default()).
 	Logger *slog.Logger
+	// ByPhase folds the summary's attribution rows of different components
+	// (ipc.send/request, chunking.send/request) into one row per phase and
+	// direction.
+	ByPhase bool
 }
 
 // Result is how one unit of work ended.
@@ -135,8 +139,8 @@ type Runtime struct {
 
 	mu       sync.Mutex
 	units    map[trace.TraceID]*unit
-	works    []attribution.Work
-	byKind   map[Kind][]attribution.Work
+	acc      attribution.Accumulator
+	byKind   map[Kind]*attribution.Accumulator
 	counts   [3]int
 	classes  map[string]int
 	examples map[string]string
@@ -199,13 +203,13 @@ func New(ctx context.Context, cfg Config) (_ *Runtime, err error) {
 		queue:    make(chan *unit, cfg.Settings.Queue),
 		stopping: make(chan struct{}),
 		units:    map[trace.TraceID]*unit{},
-		byKind:   map[Kind][]attribution.Work{},
+		byKind:   map[Kind]*attribution.Accumulator{},
 		classes:  map[string]int{},
 		examples: map[string]string{},
 		runID:    rand.Text()[:12],
 	}
 	r.drainCtx, r.drainEnd = context.WithCancel(context.Background())
-	r.col = newCollector(r.onWork, r.kindOf)
+	r.col = newCollector(r.onWork)
 	defer func() {
 		if err != nil {
 			r.drainEnd()
@@ -469,35 +473,29 @@ func (r *Runtime) finish(u *unit, o telemetry.Outcome, class string, err error) 
 
 // onWork receives each unit's attribution from the collector, on the
 // goroutine that ended the root span.
-func (r *Runtime) onWork(w attribution.Work) {
-	tid, err := trace.TraceIDFromHex(w.Root.TraceID)
-	if err != nil {
-		return
-	}
+func (r *Runtime) onWork(w attribution.Work, diag attribution.Diagnostics) {
+	tid := trace.TraceID(w.Root.TraceID)
 	r.mu.Lock()
 	u := r.units[tid]
 	delete(r.units, tid)
-	r.works = append(r.works, w)
+	var kind *attribution.Accumulator
 	if u != nil {
-		r.byKind[u.item.Kind] = append(r.byKind[u.item.Kind], w)
+		kind = r.byKind[u.item.Kind]
+		if kind == nil {
+			kind = &attribution.Accumulator{}
+			r.byKind[u.item.Kind] = kind
+		}
 	}
 	r.mu.Unlock()
+	r.acc.Add(w)
+	r.acc.AddDiagnostics(diag)
 	if u == nil {
 		return
 	}
-	for k, d := range w.Critical {
-		u.comp.RecordCritical(u.ctx, k.Phase, k.Direction, d)
+	kind.Add(w)
+	for _, s := range w.Stats {
+		u.comp.RecordCriticalOf(u.ctx, s.Key.Component, s.Key.Phase, s.Key.Direction, s.Critical)
 	}
-}
-
-// kindOf returns the kind of the unit of trace id ("" if unknown).
-func (r *Runtime) kindOf(id trace.TraceID) string {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if u, ok := r.units[id]; ok {
-		return u.item.Kind.String()
-	}
-	return ""
 }
 
 // endDispatch ends the dispatch span at the current time and records its
@@ -792,11 +790,10 @@ type Summary struct {
 // Summary returns the account of the units ended so far.
 func (r *Runtime) Summary() Summary {
 	r.mu.Lock()
-	works := append([]attribution.Work(nil), r.works...)
 	lastEnd := r.lastEnd
-	byKind := map[Kind][]attribution.Work{}
-	for k, ws := range r.byKind {
-		byKind[k] = append([]attribution.Work(nil), ws...)
+	byKind := map[Kind]*attribution.Accumulator{}
+	for k, a := range r.byKind {
+		byKind[k] = a
 	}
 	s := Summary{
 		Scenario: r.cfg.Scenario, Variant: r.set.Variant, Settings: r.set.Map(),
@@ -823,14 +820,11 @@ func (r *Runtime) Summary() Summary {
 	if r.side != nil {
 		s.SidecarApplied = r.applied.Load()
 	}
-	s.Attribution = attribution.Summarize(works)
-	s.Attribution.WithP99Durations(r.col.phaseDurations(""))
+	s.Attribution = r.acc.Report(r.cfg.ByPhase)
 	if len(byKind) > 1 {
 		s.Kinds = map[string]attribution.Report{}
-		for k, ws := range byKind {
-			rep := attribution.Summarize(ws)
-			rep.WithP99Durations(r.col.phaseDurations(k.String()))
-			s.Kinds[k.String()] = rep
+		for k, a := range byKind {
+			s.Kinds[k.String()] = a.Report(r.cfg.ByPhase)
 		}
 	}
 	return s

@@ -75,6 +75,7 @@
 //	amdahl.work.duration   s  component attributes + amdahl.outcome        → amdahl_work_duration_seconds_*
 //	amdahl.phase.duration  s  amdahl.component, .phase, .direction + component attributes → amdahl_phase_duration_seconds_*
 //	amdahl.phase.critical  s  same as amdahl.phase.duration                → amdahl_phase_critical_seconds_*
+//	                          (amdahl.component is the row's: a unit's critical path crosses ipc, taskhost, chunking, runtime)
 //
 // "Component attributes" are the low-cardinality ones a Component is built
 // with (transport, scenario, variant). Component metrics, defined as

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"runtime/pprof"
+	"sync"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -138,6 +139,15 @@ type Component struct {
 
 	workOpts   []trace.SpanStartOption
 	workMetric [len(outcomeNames)]metric.RecordOption
+
+	attrs    []attribute.KeyValue
+	critOpts sync.Map // criticalKey -> metric.RecordOption
+}
+
+type criticalKey struct {
+	component string
+	phase     Phase
+	dir       Direction
 }
 
 // ComponentConfig is what a Component is built from. Use
@@ -165,6 +175,7 @@ func NewComponent(name string, cfg ComponentConfig) (*Component, error) {
 		return nil, fmt.Errorf("telemetry: component name is empty")
 	}
 	c := &Component{
+		attrs:  append([]attribute.KeyValue(nil), cfg.Attributes...),
 		name:   name,
 		tracer: cfg.TracerProvider.Tracer(ScopeName, trace.WithInstrumentationVersion(Version)),
 		labels: cfg.PhaseLabels,
@@ -334,6 +345,31 @@ func (c *Component) RecordCritical(ctx context.Context, p Phase, d Direction, du
 		return
 	}
 	c.criticalHist.Record(ctx, dur.Seconds(), c.metricOpt[p][d])
+}
+
+// RecordCriticalOf is RecordCritical for a row of another component (the
+// critical path of a unit crosses components: ipc, taskhost, chunking):
+// amdahl.component is component, the other attributes are c's. The
+// attribute sets are built once per row and cached.
+func (c *Component) RecordCriticalOf(ctx context.Context, component string, p Phase, d Direction, dur time.Duration) {
+	if c == nil || !p.Valid() || d > Reply {
+		return
+	}
+	if component == c.name {
+		c.criticalHist.Record(ctx, dur.Seconds(), c.metricOpt[p][d])
+		return
+	}
+	k := criticalKey{component, p, d}
+	opt, ok := c.critOpts.Load(k)
+	if !ok {
+		kv := append([]attribute.KeyValue{AttrComponent.String(component)}, c.attrs...)
+		kv = append(kv, AttrPhase.String(p.String()))
+		if d != None {
+			kv = append(kv, AttrDirection.String(d.String()))
+		}
+		opt, _ = c.critOpts.LoadOrStore(k, metric.WithAttributeSet(attribute.NewSet(kv...)))
+	}
+	c.criticalHist.Record(ctx, dur.Seconds(), opt.(metric.RecordOption))
 }
 
 // RecordPhase records a phase duration measured elsewhere (for example a child

@@ -39,6 +39,10 @@ func writeTrace(t *testing.T, phases []telemetry.Phase) string {
 func TestReportCommand(t *testing.T) {
 	base := writeTrace(t, []telemetry.Phase{telemetry.Serialize, telemetry.Send})
 	cand := writeTrace(t, []telemetry.Phase{telemetry.Serialize, telemetry.Send})
+	bad := filepath.Join(t.TempDir(), "bad.jsonl")
+	if err := os.WriteFile(bad, []byte("{\"resourceSpans\":[]}\n{\"resourceSpans\":[{\"scopeSpans\":[{\"spans\":[{\"traceId\":\"zz\"}]}]}]}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	empty := filepath.Join(t.TempDir(), "empty.jsonl")
 	if err := os.WriteFile(empty, nil, 0o644); err != nil {
 		t.Fatal(err)
@@ -51,11 +55,19 @@ func TestReportCommand(t *testing.T) {
 		stderrIn string
 	}{
 		{"table", []string{"report", base}, exitOK, []string{"work items 3", "serialize/request", "send/request", "naive share"}, ""},
-		{"json", []string{"report", "--json", base}, exitOK, []string{`"Works":3`}, ""},
-		{"ab", []string{"report", "--baseline", base, cand}, exitOK, []string{"predicted e2e gain", "measured e2e gain"}, ""},
+		{"json", []string{"report", "--json", base}, exitOK, []string{`"works":3`, `"schema_version":1`}, ""},
+		{"by phase", []string{"report", "--by", "phase", base}, exitOK, []string{"serialize/request", "send/request"}, ""},
+		{"ab", []string{"report", "--baseline", base, "--target", "ipc.send", cand}, exitOK, []string{"predicted e2e gain", "critical-path replay", "measured e2e gain", "* ipc.send/request", "intervals: bootstrap over units"}, ""},
+		{"ab runs", []string{"report", "--baseline", base + "," + cand, "--target", "send/request", cand, base}, exitOK, []string{"bootstrap over runs"}, ""},
+		{"ab json", []string{"report", "--json", "--baseline", base, cand}, exitOK, []string{`"comparison"`, `"measured"`}, ""},
+		{"ab unknown target", []string{"report", "--baseline", base, "--target", "nope", cand}, exitUsage, nil, "matches no row"},
+		{"target without baseline", []string{"report", "--target", "ipc", cand}, exitUsage, nil, "--target needs --baseline"},
+		{"bad by", []string{"report", "--by", "x", base}, exitUsage, nil, "want component or phase"},
 		{"no file", []string{"report"}, exitUsage, nil, "one trace file"},
 		{"missing file", []string{"report", filepath.Join(t.TempDir(), "nope")}, exitFail, nil, "no such file"},
 		{"no work spans", []string{"report", empty}, exitFail, nil, "no amdahl.work root spans"},
+		{"malformed", []string{"report", bad}, exitFail, nil, "bad.jsonl:2:"},
+		{"too many spans", []string{"report", "--max-spans", "2", base}, exitFail, nil, "more than 2 spans"},
 		{"bad flag", []string{"report", "--frobnicate", base}, exitUsage, nil, "unknown flag"},
 		{"version", []string{"version"}, exitOK, []string{"amdahl " + telemetry.Version}, ""},
 		{"dashboards", []string{"dashboards", "--out", t.TempDir()}, exitOK, []string{"amdahl-attribution.json"}, ""},
@@ -78,7 +90,7 @@ func TestReportCommand(t *testing.T) {
 			if tc.code != exitOK && strings.Count(strings.TrimSpace(errb.String()), "\n") != 0 {
 				t.Errorf("want a one-line reason, got %q", errb.String())
 			}
-			if tc.name == "json" {
+			if strings.Contains(tc.name, "json") {
 				var v map[string]any
 				if err := json.Unmarshal(out.Bytes(), &v); err != nil {
 					t.Errorf("not JSON: %v", err)

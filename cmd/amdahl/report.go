@@ -3,7 +3,7 @@ package main
 import (
 	"encoding/json"
 	"fmt"
-	"os"
+	"strings"
 
 	"github.com/amdahl-rt/amdahl/telemetry"
 	"github.com/amdahl-rt/amdahl/telemetry/attribution"
@@ -11,71 +11,125 @@ import (
 )
 
 func newReportCmd() *cobra.Command {
-	var asJSON bool
-	var baseline string
+	var (
+		asJSON     bool
+		baseline   []string
+		target     []string
+		by         string
+		maxSpans   int
+		iterations int
+	)
 	cmd := &cobra.Command{
-		Use:   "report FILE",
-		Short: "Attribute the units of work in an OTLP JSON trace file",
-		Long: `report reads an OTLP JSON trace file (one ExportTraceServiceRequest per line,
-as written by amdahl's trace file or the OpenTelemetry Collector's file
-exporter) and prints, per phase and direction, the span count, mean and p99
-duration, the critical-path share q and the naive share.
+		Use:   "report FILE... [--baseline BASE...]",
+		Short: "Attribute the units of work in OTLP JSON trace files; compare two sets A/B",
+		Long: `report reads OTLP JSON trace files (one ExportTraceServiceRequest per line,
+or one object of any size, as written by amdahl's trace file or the
+OpenTelemetry Collector's file exporter) and prints, per row (component,
+phase, direction), the span count, mean and p99 duration, the critical-path
+share q and the naive share. Several files are several runs of one set.
 
-With --baseline BASE, FILE is the candidate of an A/B pair: the report adds,
-per phase, r (improvement of its critical time per unit of work), q·r
-(predicted end-to-end gain) and the measured end-to-end gain.`,
+With --baseline BASE (repeat it, or separate files by commas, for several
+baseline runs), the FILEs are the candidate and the report compares the two:
+  q       the row's share of the baseline's e2e on its critical path
+  r       1 - mean span duration (candidate) / mean (baseline), per row,
+          from the row's own spans — not from critical time
+  q·r     the row's first-order share of the e2e gain
+  predicted gain: Σ q·r over the --target rows, and a critical-path replay
+          of every baseline unit with the target rows' spans scaled by r
+  measured gain: 1 - mean e2e (candidate) / mean e2e (baseline)
+each with a bootstrap 95 % interval (over runs when both sides have two or
+more files, else over units), and a verdict in words.
+
+Example:
+  amdahl report out/trace.jsonl
+  amdahl report --by phase out/trace.jsonl
+  amdahl report --baseline a/trace.jsonl --target ipc b/trace.jsonl
+  amdahl report --baseline a1.jsonl,a2.jsonl,a3.jsonl --target ipc.send/request b1.jsonl b2.jsonl b3.jsonl`,
 		Args: func(_ *cobra.Command, args []string) error {
-			if len(args) != 1 {
-				return usageError{fmt.Errorf("report takes one trace file, got %d arguments", len(args))}
+			if len(args) == 0 {
+				return usageError{fmt.Errorf("report takes one trace file or more, got none")}
 			}
 			return nil
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
-			cand, err := readReport(args[0])
+			byPhase := false
+			switch by {
+			case "component":
+			case "phase":
+				byPhase = true
+			default:
+				return usageError{fmt.Errorf("--by %q: want component or phase", by)}
+			}
+			if maxSpans < 1 {
+				return usageError{fmt.Errorf("--max-spans %d: want at least 1", maxSpans)}
+			}
+			if len(target) > 0 && len(baseline) == 0 {
+				return usageError{fmt.Errorf("--target needs --baseline: a target is what a change between two runs is about")}
+			}
+			lim := attribution.Limits{MaxSpans: maxSpans}
+			in := &attribution.Interner{}
+			cand, cacc, err := readSide(args, lim, in, len(baseline) > 0, false)
 			if err != nil {
 				return err
 			}
 			out := cmd.OutOrStdout()
-			if baseline == "" {
+			if len(baseline) == 0 {
+				rep := cacc.Report(byPhase)
 				if asJSON {
-					return json.NewEncoder(out).Encode(cand)
+					return json.NewEncoder(out).Encode(map[string]any{"schema_version": 1, "report": rep})
 				}
-				return cand.WriteText(out)
+				return rep.WriteText(out)
 			}
-			base, err := readReport(baseline)
+			base, bacc, err := readSide(baseline, lim, in, true, true)
 			if err != nil {
 				return err
 			}
-			cmp := attribution.Compare(base, cand)
+			cmp, err := attribution.Compare(base, cand, attribution.CompareOptions{Target: target, ByPhase: byPhase, Iterations: iterations})
+			if err != nil {
+				return usageError{err}
+			}
 			if asJSON {
-				return json.NewEncoder(out).Encode(map[string]any{"baseline": base, "candidate": cand, "comparison": cmp})
+				return json.NewEncoder(out).Encode(map[string]any{"schema_version": 1,
+					"baseline": bacc.Report(byPhase), "candidate": cacc.Report(byPhase), "comparison": cmp})
 			}
 			return cmp.WriteText(out)
 		},
 	}
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON instead of a table")
-	cmd.Flags().StringVar(&baseline, "baseline", "", "trace file of the baseline run (A/B comparison)")
+	f := cmd.Flags()
+	f.BoolVar(&asJSON, "json", false, "print JSON instead of a table")
+	f.StringSliceVar(&baseline, "baseline", nil, "trace files of the baseline runs (A/B comparison); repeat or separate by commas")
+	f.StringSliceVar(&target, "target", nil, "rows the change is about: a component (ipc), component.phase (ipc.send), a row (ipc.send/request) or phase/direction (send/request)")
+	f.StringVar(&by, "by", "component", "rows by component (ipc.send/request) or by phase (send/request: components folded)")
+	f.IntVar(&maxSpans, "max-spans", 20_000_000, "refuse a trace file with more spans than this (memory bound)")
+	f.IntVar(&iterations, "iterations", 400, "bootstrap resamples for the intervals")
 	return cmd
 }
 
-func readReport(path string) (attribution.Report, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return attribution.Report{}, fmt.Errorf("report: %w", err)
+// readSide reads each file as one run into an accumulator and, with keep,
+// keeps its units for a comparison (with their trees when nodes: the
+// baseline's, for the replay).
+func readSide(paths []string, lim attribution.Limits, in *attribution.Interner, keep, nodes bool) (attribution.Side, *attribution.Accumulator, error) {
+	var side attribution.Side
+	acc := &attribution.Accumulator{}
+	for _, p := range paths {
+		p = strings.TrimSpace(p)
+		var works []attribution.Work
+		diag, err := attribution.ReadFile(p, lim, in, func(w attribution.Work) {
+			acc.Add(w)
+			if keep {
+				if !nodes {
+					w.Nodes = nil
+				}
+				works = append(works, w)
+			}
+		})
+		if err != nil {
+			return side, nil, fmt.Errorf("report: %w", err)
+		}
+		acc.AddDiagnostics(diag)
+		side.Runs = append(side.Runs, works)
 	}
-	defer f.Close()
-	reqs, err := telemetry.ReadTraceFile(f)
-	if err != nil {
-		return attribution.Report{}, fmt.Errorf("report %s: %w", path, err)
-	}
-	spans := attribution.FromOTLP(reqs)
-	works := attribution.Trees(spans)
-	if len(works) == 0 {
-		return attribution.Report{}, fmt.Errorf("report %s: no %s root spans among %d spans", path, telemetry.SpanWork, len(spans))
-	}
-	r := attribution.Summarize(works)
-	r.WithP99(spans)
-	return r, nil
+	return side, acc, nil
 }
 
 func newVersionCmd() *cobra.Command {

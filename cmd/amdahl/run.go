@@ -27,6 +27,7 @@ type runFlags struct {
 	scenarioFile string
 	sets         []string
 	asJSON       bool
+	by           string
 	out          string
 	metricsAddr  string
 	sidecar      string
@@ -71,6 +72,7 @@ Exit status: 0 when the run completed (failed units are reported, not fatal),
 	fl.StringVar(&f.scenarioFile, "scenario-file", "", "scenario file (YAML or JSON); overrides --scenario")
 	fl.StringArrayVar(&f.sets, "set", nil, "setting name=value (repeatable; see the list above)")
 	fl.BoolVar(&f.asJSON, "json", false, "print the summary as JSON instead of a table")
+	fl.StringVar(&f.by, "by", "component", "attribution rows by component (ipc.send/request) or by phase (send/request: components folded)")
 	fl.StringVar(&f.out, "out", "", "write trace.jsonl (OTLP JSON), cpu.pprof, heap.pprof (and hosts/host-N/ for each task host) and summary.json into this directory")
 	fl.StringVar(&f.metricsAddr, "metrics-addr", "", "serve Prometheus /metrics on host:port (AMDAHL_METRICS_ADDR)")
 	fl.StringVar(&f.sidecar, "sidecar", "", "complete to the sidecar at host:port (e.g. one started with amdahl sidecar) instead of an in-process one")
@@ -102,6 +104,9 @@ func runRun(ctx context.Context, cmd *cobra.Command, f runFlags) error {
 	default:
 		return usageError{fmt.Errorf("--progress %q: want auto, always or never", f.progress)}
 	}
+	if f.by != "component" && f.by != "phase" {
+		return usageError{fmt.Errorf("--by %q: want component or phase", f.by)}
+	}
 	level := slog.LevelWarn
 	if f.verbose {
 		level = slog.LevelDebug
@@ -109,7 +114,7 @@ func runRun(ctx context.Context, cmd *cobra.Command, f runFlags) error {
 	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
 
 	var topts []telemetry.Option
-	cfg := runtime.Config{Settings: set, Scenario: sc.Name, SidecarAddr: f.sidecar, Logger: logger, HostArgv: f.hostArgv}
+	cfg := runtime.Config{Settings: set, Scenario: sc.Name, SidecarAddr: f.sidecar, Logger: logger, HostArgv: f.hostArgv, ByPhase: f.by == "phase"}
 	if f.metricsAddr != "" {
 		topts = append(topts, telemetry.WithMetricsAddr(f.metricsAddr))
 	}

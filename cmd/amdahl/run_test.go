@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -24,6 +25,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/amdahl-rt/amdahl/runtime"
+	"github.com/amdahl-rt/amdahl/telemetry/attribution"
 )
 
 // runCLI runs the CLI in process; task hosts it spawns are this test
@@ -89,6 +91,26 @@ func TestRunJSONAndOut(t *testing.T) {
 	code, rep, errs := runCLI(t, "report", filepath.Join(dir, "trace.jsonl"))
 	if code != exitOK || !strings.Contains(rep, "work items 40") {
 		t.Errorf("report of the run's trace: exit %d, stderr %q, output:\n%s", code, errs, rep)
+	}
+	// ... and gives the live run's q, row by row.
+	code, rep, errs = runCLI(t, "report", "--json", filepath.Join(dir, "trace.jsonl"))
+	var fromFile struct {
+		Report attribution.Report `json:"report"`
+	}
+	if err := json.Unmarshal([]byte(rep), &fromFile); code != exitOK || err != nil {
+		t.Fatalf("report --json: exit %d, %v, stderr %q", code, err, errs)
+	}
+	live := map[string]float64{}
+	for _, r := range sum.Attribution.Rows {
+		live[r.Name] = r.Q
+	}
+	if len(fromFile.Report.Rows) != len(live) {
+		t.Errorf("report has %d rows, the live run %d", len(fromFile.Report.Rows), len(live))
+	}
+	for _, r := range fromFile.Report.Rows {
+		if q, ok := live[r.Name]; !ok || math.Abs(q-r.Q) > 1e-6 {
+			t.Errorf("row %s: q %.6f from the trace file, %.6f live (present %v)", r.Name, r.Q, q, ok)
+		}
 	}
 }
 

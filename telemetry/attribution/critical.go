@@ -1,134 +1,605 @@
 package attribution
 
 import (
-	"sort"
+	"bytes"
+	"cmp"
+	"slices"
 	"time"
 
 	"github.com/amdahl-rt/amdahl/telemetry"
 )
 
-// Key identifies a phase and direction. The zero Key (phase 0) collects the
-// time on the critical path that no phase span covers: the root's own time
-// and spans that are not phases and have no phase among their ancestors.
+// Key identifies a row: a component's phase and direction
+// ("ipc.send/request"). The zero Key collects the time on the critical path
+// that no phase span covers: the root's own time and spans that are not
+// phases and have no phase among their ancestors.
 type Key struct {
+	Component string
 	Phase     telemetry.Phase
 	Direction telemetry.Direction
 }
 
-// String returns "serialize/request", "execute", or "other" for the zero Key.
+// String returns "ipc.serialize/request", "taskhost.execute",
+// "serialize/request" when the component is folded away, or "other" for
+// the zero Key.
 func (k Key) String() string {
 	if !k.Phase.Valid() {
 		return "other"
 	}
-	if k.Direction == telemetry.None {
-		return k.Phase.String()
+	s := k.Phase.String()
+	if k.Component != "" {
+		s = k.Component + "." + s
 	}
-	return k.Phase.String() + "/" + k.Direction.String()
+	if k.Direction != telemetry.None {
+		s += "/" + k.Direction.String()
+	}
+	return s
+}
+
+// ByPhase returns k without its component, for tables folded by phase.
+func (k Key) ByPhase() Key { return Key{Phase: k.Phase, Direction: k.Direction} }
+
+// Node is one span of a unit of work as the critical path saw it: its
+// window after causal placement and clipping to its parent, and its
+// measured duration.
+type Node struct {
+	Key        Key   // the span's own row; the zero Key if it is not a phase
+	Start, End int64 // Unix ns, placed and clipped
+	Dur        time.Duration
+	Parent     int32 // index in Work.Nodes; -1 for the root
+	Far        bool  // measured in another process than its parent
+}
+
+// KeyStat is one row's share of one unit of work.
+type KeyStat struct {
+	Key Key
+	// Critical is the row's exclusive time on the unit's critical path.
+	Critical time.Duration
+	// Naive is the sum of the row's span durations (overlap counted twice);
+	// Count the number of its spans.
+	Naive time.Duration
+	Count int
 }
 
 // Work is the attribution of one unit of work.
 type Work struct {
 	Root Span
-	// Critical is each key's exclusive time on the critical path; the values
-	// add up to Root.Duration() exactly.
-	Critical map[Key]time.Duration
-	// Naive is the sum of phase span durations per key (overlap counted
-	// twice); spans that are not phases are not counted.
-	Naive map[Key]time.Duration
-	// Count is the number of phase spans per key.
-	Count map[Key]int
+	// Stats holds one entry per row present in the unit, sorted by key;
+	// their Critical times add up to the root's duration exactly.
+	Stats []KeyStat
+	// Nodes is the unit's tree (root first, parents before children), for
+	// the critical-path replay.
+	Nodes []Node
 }
 
-// Trees groups spans into units of work: every span named amdahl.work is a
-// root, and every span reachable from it through parent ids belongs to it.
-// Spans of other traces are ignored.
-func Trees(spans []Span) []Work {
-	children := map[string][]int{} // trace+parent id -> child indexes
-	for i, s := range spans {
-		if s.ParentID != "" {
-			k := s.TraceID + "/" + s.ParentID
-			children[k] = append(children[k], i)
+// E2E returns the unit's end-to-end time (its root's duration).
+func (w Work) E2E() time.Duration { return w.Root.Duration() }
+
+// Stat returns the unit's entry for row k (zero if absent).
+func (w Work) Stat(k Key) KeyStat {
+	for _, s := range w.Stats {
+		if s.Key == k {
+			return s
 		}
 	}
+	return KeyStat{Key: k}
+}
+
+// Diagnostics counts what the input held besides clean trees. Every count
+// is shown in reports: none of it is dropped silently.
+type Diagnostics struct {
+	Spans int `json:"spans"`
+	// Duplicates are spans seen again with the same trace and span id (an
+	// export retried, a file concatenated twice); the first copy is kept.
+	Duplicates int `json:"duplicates"`
+	// Orphans are spans whose parent is not in the input; Attached of them
+	// were attached to the unit of their trace (its root was known).
+	Orphans  int `json:"orphans"`
+	Attached int `json:"orphans_attached"`
+	// Cycles are spans whose chain of parents loops; TooDeep spans nested
+	// deeper than MaxTreeDepth. Both are left out.
+	Cycles  int `json:"cycles"`
+	TooDeep int `json:"too_deep"`
+	// Nested are amdahl.work spans inside another unit: counted as
+	// phase-less children of the outer unit, not as units.
+	Nested int `json:"nested_roots"`
+	// Unrooted are spans of traces that hold no amdahl.work root.
+	Unrooted int `json:"unrooted"`
+	// Placed counts far-side groups moved by causal placement (clock skew
+	// between processes), Clipped near-side spans cut at a far-side group.
+	Placed  int `json:"placed"`
+	Clipped int `json:"clipped"`
+}
+
+// Add adds o's counts to d.
+func (d *Diagnostics) Add(o Diagnostics) {
+	d.Spans += o.Spans
+	d.Duplicates += o.Duplicates
+	d.Orphans += o.Orphans
+	d.Attached += o.Attached
+	d.Cycles += o.Cycles
+	d.TooDeep += o.TooDeep
+	d.Nested += o.Nested
+	d.Unrooted += o.Unrooted
+	d.Placed += o.Placed
+	d.Clipped += o.Clipped
+}
+
+// MaxTreeDepth bounds how deep a span may sit below its unit's root.
+const MaxTreeDepth = 1000
+
+// Trees groups spans into units of work and attributes each: a unit is an
+// amdahl.work span with no amdahl.work above it, with every span reachable
+// from it through parent ids. Spans are deduplicated by (trace id, span
+// id); a span whose parent is missing is attached to its trace's unit when
+// that is known. Units are returned in order of their root's start.
+func Trees(spans []Span) ([]Work, Diagnostics) {
 	var out []Work
-	for _, s := range spans {
-		if s.Name != telemetry.SpanWork {
+	d := EachTree(spans, func(w Work) { out = append(out, w) })
+	slices.SortStableFunc(out, func(a, b Work) int { return cmp.Compare(a.Root.Start, b.Root.Start) })
+	return out, d
+}
+
+// EachTree is Trees without holding the units: fn receives each unit as
+// it is built (grouped by trace, not in time order) and may keep it or
+// fold it into an Accumulator. spans is not modified.
+func EachTree(spans []Span, fn func(Work)) Diagnostics {
+	var d Diagnostics
+	d.Spans = len(spans)
+	// Group by trace, keeping input order inside a trace so the first copy
+	// of a duplicate wins.
+	idx := make([]int32, len(spans))
+	for i := range idx {
+		idx[i] = int32(i)
+	}
+	slices.SortFunc(idx, func(a, b int32) int {
+		if c := bytes.Compare(spans[a].TraceID[:], spans[b].TraceID[:]); c != 0 {
+			return c
+		}
+		return cmp.Compare(a, b)
+	})
+	var b treeBuilder
+	for lo := 0; lo < len(idx); {
+		hi := lo + 1
+		for hi < len(idx) && spans[idx[hi]].TraceID == spans[idx[lo]].TraceID {
+			hi++
+		}
+		b.trace(spans, idx[lo:hi], fn, &d)
+		lo = hi
+	}
+	return d
+}
+
+// treeBuilder holds scratch space reused across traces.
+type treeBuilder struct {
+	sp     []Span  // the trace's spans, deduplicated, sorted by span id
+	parent []int32 // index in sp; -1 root or no parent, -2 missing parent
+	unit   []int32 // index in sp of the span's unit root; -1 none
+	depth  []int32 // below the topmost ancestor in the trace
+	state  []uint8
+	kids   [][]int32
+	stack  []int32
+}
+
+const (
+	noParent      = -1
+	missingParent = -2
+	noUnit        = -1
+	cyclic        = -2
+	tooDeep       = -3
+)
+
+func (b *treeBuilder) trace(all []Span, group []int32, fn func(Work), d *Diagnostics) {
+	b.sp = b.sp[:0]
+	for _, i := range group {
+		b.sp = append(b.sp, all[i])
+	}
+	// Stable by span id, so the first copy of a duplicate comes first.
+	slices.SortStableFunc(b.sp, func(x, y Span) int { return bytes.Compare(x.SpanID[:], y.SpanID[:]) })
+	n := 0
+	for i := range b.sp {
+		if n > 0 && b.sp[n-1].SpanID == b.sp[i].SpanID {
+			d.Duplicates++
 			continue
 		}
-		w := Work{Root: s, Critical: map[Key]time.Duration{}, Naive: map[Key]time.Duration{}, Count: map[Key]int{}}
-		w.walk(spans, children, s, s.Start, s.End, Key{})
-		for _, i := range children[s.TraceID+"/"+s.SpanID] {
-			w.countSubtree(spans, children, spans[i])
-		}
-		out = append(out, w)
+		b.sp[n] = b.sp[i]
+		n++
 	}
-	sort.SliceStable(out, func(i, j int) bool { return out[i].Root.Start.Before(out[j].Root.Start) })
-	return out
+	b.sp = b.sp[:n]
+	b.parent = resize(b.parent, n)
+	for i := range b.sp {
+		b.parent[i] = b.find(b.sp[i].ParentID)
+	}
+	b.units()
+	// Orphans: attach to the trace's unit when there is one (the unit
+	// whose window holds the orphan's start, else the first).
+	var roots []int32
+	for i := range b.sp {
+		if b.unit[i] == int32(i) {
+			roots = append(roots, int32(i))
+		}
+	}
+	attached := false
+	for i := range b.sp {
+		if b.parent[i] != missingParent || b.sp[i].Name == telemetry.SpanWork {
+			continue
+		}
+		d.Orphans++
+		if len(roots) == 0 {
+			continue
+		}
+		r := roots[0]
+		for _, c := range roots {
+			if b.sp[c].Start <= b.sp[i].Start && b.sp[i].Start < b.sp[c].End {
+				r = c
+				break
+			}
+		}
+		b.parent[i] = r
+		d.Attached++
+		attached = true
+	}
+	if attached {
+		b.units()
+	}
+	// Children lists, in span-id order (deterministic).
+	if cap(b.kids) < n {
+		b.kids = make([][]int32, n)
+	}
+	b.kids = b.kids[:n]
+	for i := range b.kids {
+		b.kids[i] = b.kids[i][:0]
+	}
+	for i := range b.sp {
+		switch u := b.unit[i]; u {
+		case cyclic:
+			d.Cycles++
+			continue
+		case tooDeep:
+			d.TooDeep++
+			continue
+		case noUnit:
+			d.Unrooted++
+			continue
+		}
+		if p := b.parent[i]; p >= 0 {
+			b.kids[p] = append(b.kids[p], int32(i))
+			if b.sp[i].Name == telemetry.SpanWork {
+				d.Nested++
+			}
+		}
+	}
+	for _, r := range roots {
+		fn(b.work(r, d))
+	}
 }
 
-func keyOf(s Span) Key {
-	if !s.Phase.Valid() {
-		return Key{}
+func resize(s []int32, n int) []int32 {
+	if cap(s) < n {
+		return make([]int32, n)
 	}
-	return Key{Phase: s.Phase, Direction: s.Direction}
+	return s[:n]
 }
 
-// walk attributes the window [from, to] of span s (already clipped to its
-// parent) by the last-finishing-child walk (Jaeger UI, CRISP): from the end
-// of the window, the child that finished last before the cursor is on the
-// critical path; the gap between its end and the cursor is s's own time;
-// recurse into it and move the cursor to its start; repeat. Children are
-// clipped to the parent window, so children overflowing their parent count
-// only inside it.
-//
-// A span that is not a phase (a gRPC client or server span, a per-chunk
-// span) counts toward the phase that encloses it: inherit is the key of
-// the nearest phase ancestor, or the zero Key ("other") when there is none.
-func (w *Work) walk(spans []Span, children map[string][]int, s Span, from, to time.Time, inherit Key) {
-	kids := children[s.TraceID+"/"+s.SpanID]
-	type clipped struct {
-		span       Span
-		start, end time.Time
+// find returns the index of span id in b.sp, noParent for the zero id, or
+// missingParent.
+func (b *treeBuilder) find(id SpanID) int32 {
+	if id.IsZero() {
+		return noParent
 	}
-	var cs []clipped
-	for _, i := range kids {
-		c := spans[i]
-		st, en := c.Start, c.End
-		if st.Before(from) {
-			st = from
+	i, ok := slices.BinarySearchFunc(b.sp, id, func(s Span, id SpanID) int { return bytes.Compare(s.SpanID[:], id[:]) })
+	if !ok {
+		return missingParent
+	}
+	return int32(i)
+}
+
+// units sets b.unit: for each span, the topmost amdahl.work among itself
+// and its ancestors, or noUnit, cyclic or tooDeep. Iterative, with a
+// bounded chain.
+func (b *treeBuilder) units() {
+	n := len(b.sp)
+	b.unit = resize(b.unit, n)
+	if cap(b.state) < n {
+		b.state = make([]uint8, n)
+	}
+	b.state = b.state[:n]
+	clear(b.state) // 0 new, 1 on the stack, 2 done
+	b.depth = resize(b.depth, n)
+	for i := range b.sp {
+		if b.state[i] == 2 {
+			continue
 		}
-		if en.After(to) {
-			en = to
+		// Climb until a span that is done or has no parent in the trace.
+		b.stack = b.stack[:0]
+		j := int32(i)
+		res := int32(noUnit)
+		depth := int32(-1)
+		for {
+			if b.state[j] == 2 {
+				res, depth = b.unit[j], b.depth[j]
+				break
+			}
+			if b.state[j] == 1 {
+				res = cyclic
+				break
+			}
+			if len(b.stack) > MaxTreeDepth {
+				res = tooDeep
+				break
+			}
+			b.state[j] = 1
+			b.stack = append(b.stack, j)
+			p := b.parent[j]
+			if p < 0 {
+				res = noUnit
+				break
+			}
+			j = p
 		}
-		if en.After(st) {
-			cs = append(cs, clipped{c, st, en})
+		// Come back down: the topmost amdahl.work wins.
+		for k := len(b.stack) - 1; k >= 0; k-- {
+			s := b.stack[k]
+			depth++
+			b.depth[s] = depth
+			if depth > MaxTreeDepth && res != cyclic {
+				res = tooDeep
+			}
+			if res >= 0 || res == cyclic || res == tooDeep {
+				b.unit[s] = res
+			} else if b.sp[s].Name == telemetry.SpanWork {
+				res = s
+				b.unit[s] = s
+			} else {
+				b.unit[s] = noUnit
+			}
+			b.state[s] = 2
 		}
 	}
-	sort.Slice(cs, func(i, j int) bool { return cs[i].end.After(cs[j].end) })
-	own := keyOf(s)
+}
+
+// work builds the nodes of the unit rooted at r, places far-side spans
+// causally, walks the critical path and sums the rows.
+func (b *treeBuilder) work(r int32, d *Diagnostics) Work {
+	root := b.sp[r]
+	w := Work{Root: root}
+	// Nodes in pre-order; far-side spans whose parent is a near-side send
+	// hang under the send's parent, beside the send (placement below).
+	type frame struct{ span, node int32 }
+	stack := []frame{{r, -1}}
+	for len(stack) > 0 {
+		f := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		s := b.sp[f.span]
+		nd := Node{Key: s.Key(), Start: s.Start, End: s.End, Dur: s.Duration(), Parent: f.node}
+		if nd.End < nd.Start {
+			nd.End = nd.Start
+		}
+		if f.node >= 0 {
+			ps := b.sp[b.parent[f.span]]
+			nd.Far = s.Remote && !ps.Remote || s.Process != ps.Process && s.Process != 0 && ps.Process != 0
+			pn := w.Nodes[f.node]
+			if nd.Far && pn.Key.Phase == telemetry.Send && pn.Parent >= 0 && !pn.Far {
+				nd.Parent = pn.Parent
+			}
+		}
+		me := int32(len(w.Nodes))
+		w.Nodes = append(w.Nodes, nd)
+		kids := b.kids[f.span]
+		for k := len(kids) - 1; k >= 0; k-- {
+			stack = append(stack, frame{kids[k], me})
+		}
+	}
+	t := newTree(w.Nodes)
+	t.place(d)
+	t.clip()
+	w.Stats = t.attribute()
+	return w
+}
+
+// tree is a unit's nodes with children lists.
+type tree struct {
+	nodes []Node
+	kids  [][]int32
+}
+
+func newTree(nodes []Node) *tree {
+	t := &tree{nodes: nodes, kids: make([][]int32, len(nodes))}
+	for i := 1; i < len(nodes); i++ {
+		p := nodes[i].Parent
+		t.kids[p] = append(t.kids[p], int32(i))
+	}
+	return t
+}
+
+// place puts far-side spans causally (attribution's doc.go, "Two
+// clocks"). For every near-side parent with far-side children, the far
+// group is shifted as a whole (with its descendants) into the window
+// between the end of the near request spans and the start of the near
+// reply spans when it fits there, else into the hard bounds: after the
+// near request send began and before the near reply receive ended; the
+// shift is the smallest that satisfies the bounds (none when they hold).
+// Near request spans that still overlap the group are cut at its start,
+// near reply spans at its end.
+func (t *tree) place(d *Diagnostics) {
+	for p := range t.nodes {
+		var far []int32
+		for _, c := range t.kids[p] {
+			if t.nodes[c].Far {
+				far = append(far, c)
+			}
+		}
+		if len(far) == 0 || t.nodes[p].Far {
+			continue
+		}
+		pn := t.nodes[p]
+		l, lh := pn.Start, int64(-1)
+		u, uh := pn.End, int64(-1)
+		haveReq, haveRep := false, false
+		for _, c := range t.kids[p] {
+			n := t.nodes[c]
+			if n.Far {
+				continue
+			}
+			switch n.Key.Direction {
+			case telemetry.Request:
+				if !haveReq || n.End > l {
+					l = n.End
+				}
+				haveReq = true
+				if n.Key.Phase == telemetry.Send && n.Start > lh {
+					lh = n.Start
+				}
+			case telemetry.Reply:
+				if !haveRep || n.Start < u {
+					u = n.Start
+				}
+				haveRep = true
+				if n.Key.Phase == telemetry.Receive && (uh < 0 || n.End < uh) {
+					uh = n.End
+				}
+			}
+		}
+		if lh < 0 {
+			lh = l
+		}
+		if uh < 0 {
+			uh = u
+		}
+		g0, g1 := t.nodes[far[0]].Start, t.nodes[far[0]].End
+		for _, c := range far[1:] {
+			g0 = min(g0, t.nodes[c].Start)
+			g1 = max(g1, t.nodes[c].End)
+		}
+		var delta int64
+		if g1-g0 <= u-l {
+			delta = clampShift(l-g0, u-g1)
+		} else {
+			delta = clampShift(lh-g0, uh-g1)
+		}
+		if delta != 0 {
+			d.Placed++
+			for _, c := range far {
+				t.shift(c, delta)
+			}
+			g0, g1 = g0+delta, g1+delta
+		}
+		for _, c := range t.kids[p] {
+			n := &t.nodes[c]
+			if n.Far {
+				continue
+			}
+			switch {
+			case n.Key.Direction == telemetry.Request && n.End > g0 && n.Start < g0:
+				n.End = g0
+				d.Clipped++
+			case n.Key.Direction == telemetry.Reply && n.Start < g1 && n.End > g1:
+				n.Start = g1
+				d.Clipped++
+			}
+		}
+	}
+}
+
+// clampShift returns the shift closest to 0 within [lo, hi], or lo when
+// the bounds cannot both hold (the group is longer than its window: its
+// start is kept after the request began, the walk clips its end).
+func clampShift(lo, hi int64) int64 {
+	if lo > hi {
+		return lo
+	}
+	return min(max(0, lo), hi)
+}
+
+func (t *tree) shift(i int32, delta int64) {
+	t.nodes[i].Start += delta
+	t.nodes[i].End += delta
+	for _, c := range t.kids[i] {
+		t.shift(c, delta)
+	}
+}
+
+// clip cuts every node to its parent's window (pre-order, so parents are
+// clipped first). A child that overflows its parent counts only inside it.
+func (t *tree) clip() {
+	for i := 1; i < len(t.nodes); i++ {
+		n := &t.nodes[i]
+		p := t.nodes[n.Parent]
+		n.Start = min(max(n.Start, p.Start), p.End)
+		n.End = min(max(n.End, n.Start), p.End)
+	}
+}
+
+// attribute walks the critical path and sums the rows.
+func (t *tree) attribute() []KeyStat {
+	var stats []KeyStat
+	add := func(k Key, crit, naive time.Duration, count int) {
+		for i := range stats {
+			if stats[i].Key == k {
+				stats[i].Critical += crit
+				stats[i].Naive += naive
+				stats[i].Count += count
+				return
+			}
+		}
+		stats = append(stats, KeyStat{Key: k, Critical: crit, Naive: naive, Count: count})
+	}
+	for i := 1; i < len(t.nodes); i++ {
+		if n := t.nodes[i]; n.Key.Phase.Valid() {
+			add(n.Key, 0, n.Dur, 1)
+		}
+	}
+	t.walk(0, Key{}, func(k Key, d time.Duration) { add(k, d, 0, 0) })
+	slices.SortFunc(stats, func(a, b KeyStat) int { return compareKeys(a.Key, b.Key) })
+	return stats
+}
+
+// walk attributes node i's window by the last-finishing-child walk (Jaeger
+// UI, CRISP): from the end of the window, the child that finished last
+// before the cursor is on the critical path; the gap between its end and
+// the cursor is the node's own time; recurse into it and move the cursor
+// to its start; repeat. A node that is not a phase (a gRPC span, a
+// per-chunk span, a nested amdahl.work) counts toward the phase that
+// encloses it: inherit is the key of the nearest phase ancestor.
+func (t *tree) walk(i int32, inherit Key, emit func(Key, time.Duration)) {
+	n := t.nodes[i]
+	own := n.Key
 	if !own.Phase.Valid() {
 		own = inherit
 	}
-	cursor := to
-	for _, c := range cs {
-		if c.end.After(cursor) {
-			continue // overlaps a child already on the path
+	kids := slices.Clone(t.kids[i])
+	slices.SortStableFunc(kids, func(a, b int32) int { return cmp.Compare(t.nodes[b].End, t.nodes[a].End) })
+	cursor := n.End
+	for _, c := range kids {
+		cn := t.nodes[c]
+		if cn.End <= cn.Start || cn.End > cursor {
+			continue // empty, or overlaps a child already on the path
 		}
-		w.Critical[own] += cursor.Sub(c.end)
-		w.walk(spans, children, c.span, c.start, c.end, own)
-		cursor = c.start
+		if cursor > cn.End {
+			emit(own, time.Duration(cursor-cn.End))
+		}
+		t.walk(c, own, emit)
+		cursor = cn.Start
 	}
-	w.Critical[own] += cursor.Sub(from)
+	if cursor > n.Start {
+		emit(own, time.Duration(cursor-n.Start))
+	}
 }
 
-// countSubtree adds the phase spans among s and its descendants to the
-// naive sums and counts, whether they are on the critical path or not.
-func (w *Work) countSubtree(spans []Span, children map[string][]int, s Span) {
-	if k := keyOf(s); k.Phase.Valid() {
-		w.Naive[k] += s.Duration()
-		w.Count[k]++
+// compareKeys orders rows in pipeline order: by phase, then direction,
+// then component; "other" last.
+func compareKeys(a, b Key) int {
+	if a.Phase.Valid() != b.Phase.Valid() {
+		if a.Phase.Valid() {
+			return -1
+		}
+		return 1
 	}
-	for _, i := range children[s.TraceID+"/"+s.SpanID] {
-		w.countSubtree(spans, children, spans[i])
+	if c := cmp.Compare(a.Phase, b.Phase); c != 0 {
+		return c
 	}
+	if c := cmp.Compare(a.Direction, b.Direction); c != 0 {
+		return c
+	}
+	return cmp.Compare(a.Component, b.Component)
 }

@@ -1,22 +1,115 @@
-// Package attribution tells where the time of units of work went: for each
-// phase (and direction) its share q of end-to-end time on the critical path,
-// its naive share (sum of span durations / e2e, which counts overlap twice),
-// and, for an A/B pair of runs, each phase's improvement r and the predicted
-// end-to-end gain q·r set against the measured gain.
+// Package attribution tells where the time of units of work went and what a
+// change is worth: for each row (component, phase, direction:
+// "ipc.send/request") its share q of end-to-end time on the critical path
+// and its naive share; for an A/B pair of runs, each row's own improvement
+// r, the end-to-end gain predicted for the change's target rows, and the
+// measured gain, each with a bootstrap interval, and a verdict in words.
 //
-// Input is spans from any source: the in-process telemetry.Recorder
-// (FromSDK), an OTLP JSON trace file written by amdahl or by the
-// OpenTelemetry Collector's file exporter (telemetry.ReadTraceFile, then
-// FromOTLP). A unit of work is an amdahl.work root span and its descendants.
+// # Input
 //
-// The critical path is the last-finishing-child walk used by Jaeger's UI and
-// Uber's CRISP: walking back from the end of a span, the child that finished
-// last is on the path, the gap after it is the parent's own time, and the walk
-// continues from that child's start. Children are clipped to their parent.
-// Exclusive critical times of a unit of work add up to its duration exactly;
-// time no phase span covers is reported as "other".
+// Spans from any source: a span processor or recorder in process (FromSDK,
+// FromSDKSpan), or OTLP JSON trace files written by amdahl or by the
+// OpenTelemetry Collector's file exporter (ReadFile, Read, ReadOTLPJSON:
+// streamed, one line or many of any length, compact spans with interned
+// strings). A unit of work is an amdahl.work root span with no amdahl.work
+// above it, and every span reachable from it through parent ids (Trees).
+// Input is taken as it comes and every anomaly is counted in Diagnostics,
+// never dropped silently:
 //
-// Σ q·r is a first-order prediction: it assumes the other phases do not change
-// and the same path stays critical. The measured gain beside it shows where
-// that assumption breaks.
+//   - spans are deduplicated by (trace id, span id): a trace exported
+//     twice counts once;
+//   - an orphan (its parent is not in the input) is attached to the unit of
+//     its trace when that unit's root is known;
+//   - an amdahl.work inside another unit is a phase-less child of the outer
+//     unit, not a second unit;
+//   - parent chains that loop, or run deeper than MaxTreeDepth, are left
+//     out and counted;
+//   - malformed input is an error naming the file and line; Limits bound
+//     spans, string lengths and nesting.
+//
+// # Critical path and q
+//
+// The walk is the last-finishing-child walk of Jaeger's UI and Uber's
+// CRISP: walking back from the end of a span, the child that finished last
+// (before the cursor) is on the path, the gap after it is the parent's own
+// time, and the walk continues from that child's start. Children are
+// clipped to their parent. A span without a phase (gRPC spans,
+// runtime.host, chunking.send.chunk, a nested amdahl.work) counts toward
+// its nearest phase ancestor, or "other" when it has none. The exclusive
+// critical times of a unit add up to its duration exactly, so
+//
+//	q(row) = Σ critical time of the row / Σ e2e     (over units; Σ q = 1)
+//	naive(row) = Σ span durations of the row / Σ e2e (≥ q where spans overlap)
+//
+// # Two clocks
+//
+// Spans measured in another process (amdahl.remote=true, or a span whose
+// resource differs from its parent's) carry that process's clock. They
+// are placed causally before the walk: the far side's spans under a
+// near-side parent form a group that happened after the near request's
+// send began and before the near reply's receive ended. The group is
+// moved as a whole, its descendants with it, by the smallest shift that
+// puts it
+//
+//  1. between the end of the near request spans and the start of the near
+//     reply spans, when it fits there (the usual case: a message leaves,
+//     is worked on, comes back);
+//  2. else within the hard bounds: after the near request send began,
+//     before the near reply receive ended (a pipelined transfer, where the
+//     far side reads while the near side still writes).
+//
+// No shift when the bounds already hold, so a consistent trace is left
+// alone. Then a near request span that still reaches past the group's
+// start is cut there (its end was recorded late: the writer was
+// descheduled after the far side had its bytes), and a near reply span
+// that starts before the group's end starts at it. A far span whose
+// parent is a near send span is placed as the send's sibling.
+//
+// Worked example (ms; the host's clock 2 ms behind the parent's):
+//
+//	parent: ipc.send/request 3–8, ipc.receive/reply 15.8–16.5
+//	host as recorded: receive 6.3–6.8, deserialize 6.8–7.5, execute 7.5–13, serialize 13–13.5
+//
+// The host's group is 6.3–13.5 (7.2 ms); the window between the send's end
+// and the reply's start is 8–15.8 (7.8 ms): it fits, and the smallest
+// shift is +1.7 ms, giving 8–15.2. Walked as recorded, the host's receive
+// would start before the send ended, and the whole send (5 ms, 25 % of
+// the unit) would fall off the path and be booked as "other"; placed, the
+// send keeps its 5 ms and every row's q equals the skew-free trace's: the
+// gaps inside the window are the host span's own time either way
+// (TestSkewedFarSideKeepsItsPhases, skews from -5 to +5 ms).
+//
+// # A/B: r, the prediction and the measurement
+//
+// For a baseline B and a candidate C (Compare), with target rows T (the
+// rows the change is about: --target, or derived from the settings that
+// differ):
+//
+//	q(row)   from B's critical path only
+//	r(row)   = 1 - mean span duration in C / mean span duration in B,
+//	           from the row's own spans (the ratio of means: it weighs
+//	           every span by its duration, as e2e does; a median would
+//	           ignore the tail that a buffer change moves)
+//	first order = Σ over T of q·r
+//	replay   = 1 - mean replayed e2e / mean e2e over B's units, each unit
+//	           replayed with its T spans lasting (1 - r) times as long and
+//	           everything causally after them moved: a child starts the same
+//	           gap after the sibling it waited for (the last to end before
+//	           it started) or after its parent's start; a parent ends the
+//	           same gap after its last child. It sees overlap and a shift of
+//	           the critical path that Σ q·r cannot.
+//	measured = 1 - mean e2e(C) / mean e2e(B)
+//
+// Neither prediction uses C's critical path or e2e: only B's tree and the
+// mean durations of T's own spans. (Computing r from critical time would
+// make Σ q·r equal the measured gain by algebra.) Every figure has a
+// percentile bootstrap interval (400 resamples, 95 %): over runs, then
+// units within each drawn run, when both sides hold two runs or more —
+// units of one run share its conditions (machine load, cache, the other
+// units in flight) and are not independent; over units otherwise, and the
+// verdict then says that the intervals leave out run-to-run variation.
+// The verdict says whether the measured interval holds the replay's
+// prediction; if not, which rows outside the target moved their critical
+// time significantly (each row's shift: its critical time per unit B − C
+// over B's mean e2e; the shifts of all rows add up to the measured gain).
 package attribution

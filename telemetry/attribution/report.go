@@ -3,144 +3,173 @@ package attribution
 import (
 	"fmt"
 	"io"
-	"math"
-	"sort"
+	"slices"
+	"sync"
 	"text/tabwriter"
 	"time"
 )
 
-// Row is the attribution of one phase (and direction) over many units of work.
+// Row is the attribution of one row (component, phase, direction) over
+// many units of work.
 type Row struct {
-	Key   Key `json:"-"`
-	Name  string
-	Spans int
-	// Mean and P99 of the phase's span durations.
-	Mean time.Duration
-	P99  time.Duration
-	// Q is the phase's share of end-to-end time on the critical path:
+	Key  Key    `json:"-"`
+	Name string `json:"row"`
+	// Spans is the number of the row's spans; Mean and P99 are of their
+	// durations (P99 within 1 %, from a Sketch).
+	Spans int           `json:"spans"`
+	Mean  time.Duration `json:"mean_ns"`
+	P99   time.Duration `json:"p99_ns"`
+	// Q is the row's share of end-to-end time on the critical path:
 	// Σ critical / Σ e2e. The Q of all rows (with "other") adds up to 1.
-	Q float64
-	// Naive is Σ span durations / Σ e2e; above Q where the phase overlaps.
-	Naive float64
+	Q float64 `json:"q"`
+	// Naive is Σ span durations / Σ e2e; above Q where the row overlaps.
+	Naive float64 `json:"naive_share"`
 	// CriticalPerWork is the mean critical-path time per unit of work.
-	CriticalPerWork time.Duration
+	CriticalPerWork time.Duration `json:"critical_per_work_ns"`
 }
 
 // Report is the attribution of a set of units of work.
 type Report struct {
-	Works    int
-	Failed   int
-	E2EMean  time.Duration
-	E2EP50   time.Duration
-	E2EP99   time.Duration
-	E2ETotal time.Duration
-	Rows     []Row
+	Works    int           `json:"works"`
+	Failed   int           `json:"failed"`
+	E2EMean  time.Duration `json:"e2e_mean_ns"`
+	E2EP50   time.Duration `json:"e2e_p50_ns"`
+	E2EP99   time.Duration `json:"e2e_p99_ns"`
+	E2ETotal time.Duration `json:"e2e_total_ns"`
+	Rows     []Row         `json:"rows"`
+	// Diagnostics: what the input held besides clean trees.
+	Diagnostics Diagnostics `json:"diagnostics"`
 }
 
-// Summarize aggregates works into a Report, rows in pipeline order.
-func Summarize(works []Work) Report {
-	var r Report
-	crit := map[Key]time.Duration{}
-	naive := map[Key]time.Duration{}
-	counts := map[Key]int{}
-	e2e := make([]time.Duration, 0, len(works))
-	for _, w := range works {
-		d := w.Root.Duration()
-		e2e = append(e2e, d)
-		r.E2ETotal += d
-		if w.Root.Outcome != "" && w.Root.Outcome != "ok" {
-			r.Failed++
-		}
-		for k, v := range w.Critical {
-			crit[k] += v
-		}
-		for k, v := range w.Naive {
-			naive[k] += v
-			counts[k] += w.Count[k]
+// Accumulator sums units of work into a Report in bounded memory: per row
+// sums and a quantile Sketch, never a record per unit, so a live run of
+// millions of units costs the same as one of a thousand. Safe for
+// concurrent use; the zero value is ready.
+type Accumulator struct {
+	mu       sync.Mutex
+	works    int
+	failed   int
+	e2eTotal time.Duration
+	e2e      Sketch
+	rows     map[Key]*rowSum
+	diag     Diagnostics
+}
+
+type rowSum struct {
+	critical, naive time.Duration
+	count           int
+	dur             Sketch
+}
+
+// Add adds one unit of work. Its Nodes feed the rows' duration sketches;
+// w is not retained.
+func (a *Accumulator) Add(w Work) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.rows == nil {
+		a.rows = map[Key]*rowSum{}
+	}
+	d := w.E2E()
+	a.works++
+	a.e2eTotal += d
+	a.e2e.Add(d)
+	if w.Root.Failed {
+		a.failed++
+	}
+	for _, s := range w.Stats {
+		r := a.row(s.Key)
+		r.critical += s.Critical
+		r.naive += s.Naive
+		r.count += s.Count
+	}
+	for _, n := range w.Nodes {
+		if n.Key.Phase.Valid() {
+			a.row(n.Key).dur.Add(n.Dur)
 		}
 	}
-	r.Works = len(works)
+}
+
+func (a *Accumulator) row(k Key) *rowSum {
+	r := a.rows[k]
+	if r == nil {
+		r = &rowSum{}
+		a.rows[k] = r
+	}
+	return r
+}
+
+// AddDiagnostics adds counts about the input to the report.
+func (a *Accumulator) AddDiagnostics(d Diagnostics) {
+	a.mu.Lock()
+	a.diag.Add(d)
+	a.mu.Unlock()
+}
+
+// Report returns the attribution of the units added so far, rows in
+// pipeline order. With byPhase, rows of different components that share a
+// phase and direction are folded into one.
+func (a *Accumulator) Report(byPhase bool) Report {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	r := Report{Works: a.works, Failed: a.failed, E2ETotal: a.e2eTotal, Diagnostics: a.diag}
 	if r.Works == 0 {
 		return r
 	}
 	r.E2EMean = r.E2ETotal / time.Duration(r.Works)
-	r.E2EP50 = quantile(e2e, 0.50)
-	r.E2EP99 = quantile(e2e, 0.99)
-	keys := map[Key]bool{}
-	for k := range crit {
-		keys[k] = true
+	r.E2EP50 = a.e2e.Quantile(0.50)
+	r.E2EP99 = a.e2e.Quantile(0.99)
+	rows := map[Key]*rowSum{}
+	for k, v := range a.rows {
+		if byPhase {
+			k = k.ByPhase()
+		}
+		m := rows[k]
+		if m == nil {
+			m = &rowSum{}
+			rows[k] = m
+		}
+		m.critical += v.critical
+		m.naive += v.naive
+		m.count += v.count
+		m.dur.Merge(&v.dur)
 	}
-	for k := range naive {
-		keys[k] = true
-	}
-	for k := range keys {
-		row := Row{Key: k, Name: k.String(), Spans: counts[k]}
+	for k, v := range rows {
+		row := Row{Key: k, Name: k.String(), Spans: v.count, P99: v.dur.Quantile(0.99)}
 		if r.E2ETotal > 0 {
-			row.Q = float64(crit[k]) / float64(r.E2ETotal)
-			row.Naive = float64(naive[k]) / float64(r.E2ETotal)
+			row.Q = float64(v.critical) / float64(r.E2ETotal)
+			row.Naive = float64(v.naive) / float64(r.E2ETotal)
 		}
-		if counts[k] > 0 {
-			row.Mean = naive[k] / time.Duration(counts[k])
+		if v.count > 0 {
+			row.Mean = v.naive / time.Duration(v.count)
 		}
-		row.CriticalPerWork = crit[k] / time.Duration(r.Works)
+		row.CriticalPerWork = v.critical / time.Duration(r.Works)
 		r.Rows = append(r.Rows, row)
 	}
-	sort.Slice(r.Rows, func(i, j int) bool { return lessKey(r.Rows[i].Key, r.Rows[j].Key) })
+	slices.SortFunc(r.Rows, func(x, y Row) int { return compareKeys(x.Key, y.Key) })
 	return r
 }
 
-// WithP99 fills each row's P99 from the spans' durations.
-func (r *Report) WithP99(spans []Span) {
-	byKey := map[Key][]time.Duration{}
-	for _, s := range spans {
-		if s.Phase.Valid() {
-			k := keyOf(s)
-			byKey[k] = append(byKey[k], s.Duration())
-		}
+// Summarize is the Report of works (rows by component).
+func Summarize(works []Work) Report {
+	var a Accumulator
+	for _, w := range works {
+		a.Add(w)
 	}
-	r.WithP99Durations(byKey)
-}
-
-// WithP99Durations fills each row's P99 from phase span durations already
-// grouped by key.
-func (r *Report) WithP99Durations(byKey map[Key][]time.Duration) {
-	for i := range r.Rows {
-		r.Rows[i].P99 = quantile(byKey[r.Rows[i].Key], 0.99)
-	}
-}
-
-func lessKey(a, b Key) bool {
-	// "other" last.
-	if a.Phase.Valid() != b.Phase.Valid() {
-		return a.Phase.Valid()
-	}
-	if a.Phase != b.Phase {
-		return a.Phase < b.Phase
-	}
-	return a.Direction < b.Direction
-}
-
-func quantile(ds []time.Duration, q float64) time.Duration {
-	if len(ds) == 0 {
-		return 0
-	}
-	s := append([]time.Duration(nil), ds...)
-	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
-	i := int(math.Ceil(q*float64(len(s)))) - 1
-	if i < 0 {
-		i = 0
-	}
-	return s[i]
+	return a.Report(false)
 }
 
 // WriteText prints the report as an aligned table.
 func (r Report) WriteText(w io.Writer) error {
-	if _, err := fmt.Fprintf(w, "work items %d (failed %d)   e2e mean %v  p50 %v  p99 %v\n\n",
+	if _, err := fmt.Fprintf(w, "work items %d (failed %d)   e2e mean %v  p50 %v  p99 %v\n",
 		r.Works, r.Failed, round(r.E2EMean), round(r.E2EP50), round(r.E2EP99)); err != nil {
 		return err
 	}
+	if line := r.Diagnostics.line(); line != "" {
+		fmt.Fprintln(w, line)
+	}
+	fmt.Fprintln(w)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "phase\tspans\tmean\tp99\tcritical/work\tq\tnaive share\t")
+	fmt.Fprintln(tw, "row\tspans\tmean\tp99\tcritical/work\tq\tnaive share\t")
 	var sumQ float64
 	for _, row := range r.Rows {
 		sumQ += row.Q
@@ -156,69 +185,25 @@ func (r Report) WriteText(w io.Writer) error {
 	return tw.Flush()
 }
 
+// line is a one-line account of anomalies in the input, or "" when there
+// were none worth a line.
+func (d Diagnostics) line() string {
+	if d.Duplicates+d.Orphans+d.Cycles+d.TooDeep+d.Nested+d.Unrooted == 0 {
+		return ""
+	}
+	return fmt.Sprintf("input: %d spans; %d duplicates dropped, %d orphans (%d attached to their trace's unit), %d nested roots, %d in cycles, %d too deep, %d outside any unit",
+		d.Spans, d.Duplicates, d.Orphans, d.Attached, d.Nested, d.Cycles, d.TooDeep, d.Unrooted)
+}
+
 func pct(f float64) string { return fmt.Sprintf("%.1f%%", 100*f) }
 
 func round(d time.Duration) time.Duration {
 	switch {
-	case d >= time.Second:
+	case d >= time.Second || d <= -time.Second:
 		return d.Round(time.Millisecond)
-	case d >= time.Millisecond:
+	case d >= time.Millisecond || d <= -time.Millisecond:
 		return d.Round(10 * time.Microsecond)
 	default:
 		return d.Round(100 * time.Nanosecond)
 	}
-}
-
-// Comparison is an A/B attribution: per phase q (baseline), r (the phase's
-// improvement) and q·r (predicted end-to-end gain), against the measured
-// end-to-end gain.
-type Comparison struct {
-	Rows []CompareRow
-	// Predicted is Σ q·r; Measured is 1 - e2e(candidate)/e2e(baseline).
-	Predicted float64
-	Measured  float64
-}
-
-// CompareRow is one phase of a Comparison.
-type CompareRow struct {
-	Name      string
-	Q         float64 // baseline critical-path share
-	R         float64 // 1 - candidate/baseline critical time per work
-	QR        float64
-	Baseline  time.Duration // critical time per work
-	Candidate time.Duration
-}
-
-// Compare computes the A/B attribution of two reports.
-func Compare(base, cand Report) Comparison {
-	var c Comparison
-	cm := map[Key]Row{}
-	for _, row := range cand.Rows {
-		cm[row.Key] = row
-	}
-	for _, b := range base.Rows {
-		cr := CompareRow{Name: b.Name, Q: b.Q, Baseline: b.CriticalPerWork, Candidate: cm[b.Key].CriticalPerWork}
-		if b.CriticalPerWork > 0 {
-			cr.R = 1 - float64(cr.Candidate)/float64(b.CriticalPerWork)
-		}
-		cr.QR = cr.Q * cr.R
-		c.Predicted += cr.QR
-		c.Rows = append(c.Rows, cr)
-	}
-	if base.E2EMean > 0 {
-		c.Measured = 1 - float64(cand.E2EMean)/float64(base.E2EMean)
-	}
-	return c
-}
-
-// WriteText prints the comparison as an aligned table.
-func (c Comparison) WriteText(w io.Writer) error {
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "phase\tbaseline/work\tcandidate/work\tq\tr\tq·r\t")
-	for _, r := range c.Rows {
-		fmt.Fprintf(tw, "%s\t%v\t%v\t%s\t%s\t%s\t\n", r.Name, round(r.Baseline), round(r.Candidate), pct(r.Q), pct(r.R), pct(r.QR))
-	}
-	fmt.Fprintf(tw, "%s\t\t\t\t\t%s\t\n", "predicted e2e gain Σq·r", pct(c.Predicted))
-	fmt.Fprintf(tw, "%s\t\t\t\t\t%s\t\n", "measured e2e gain", pct(c.Measured))
-	return tw.Flush()
 }

@@ -2,89 +2,164 @@ package attribution
 
 import (
 	"encoding/hex"
+	"sync"
 	"time"
 
 	"github.com/amdahl-rt/amdahl/telemetry"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
-	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
 )
 
+// TraceID and SpanID are the W3C ids of a span; the zero SpanID is "no
+// parent".
+type (
+	TraceID [16]byte
+	SpanID  [8]byte
+)
+
+// String returns the id in lowercase hex.
+func (t TraceID) String() string { return hex.EncodeToString(t[:]) }
+
+// String returns the id in lowercase hex.
+func (s SpanID) String() string { return hex.EncodeToString(s[:]) }
+
+// IsZero reports whether s is the zero id (no parent).
+func (s SpanID) IsZero() bool { return s == SpanID{} }
+
 // Span is the part of a span attribution needs, whatever it was read from.
+// It is compact (integer times, fixed-size ids, strings shared through an
+// Interner) so that a million of them fit in little memory.
 type Span struct {
-	TraceID  string // hex
-	SpanID   string // hex
-	ParentID string // hex; "" for a root
-	Name     string
-	Start    time.Time
-	End      time.Time
+	TraceID  TraceID
+	SpanID   SpanID
+	ParentID SpanID // zero for a root
+	// Start and End are Unix nanoseconds.
+	Start, End int64
+	Name       string
+	// Component is amdahl.component (ipc, chunking, taskhost, runtime,
+	// sidecar); "" when absent.
+	Component string
 	// Phase is 0 for spans that are not phases (amdahl.work, gRPC spans).
 	Phase     telemetry.Phase
 	Direction telemetry.Direction
-	Scenario  string
-	Outcome   string
+	// Remote is amdahl.remote=true: the span was measured in another
+	// process and placed in this trace by the parent (see Process).
+	Remote bool
+	// Process identifies the process (the OTLP resource) that reported the
+	// span: equal values are one process, 0 is unknown. A span whose
+	// Process differs from its parent's is a far-side span, like Remote.
+	Process uint32
+	// Failed is amdahl.outcome other than "ok" (on roots: a unit that
+	// failed or was cancelled).
+	Failed bool
 }
 
 // Duration returns End - Start, never negative.
 func (s Span) Duration() time.Duration {
-	if s.End.Before(s.Start) {
+	if s.End < s.Start {
 		return 0
 	}
-	return s.End.Sub(s.Start)
+	return time.Duration(s.End - s.Start)
 }
 
-// FromSDK converts spans recorded in process (telemetry.Recorder).
+// Key returns the row the span belongs to: component, phase and direction;
+// the zero Key when the span is not a phase.
+func (s Span) Key() Key {
+	if !s.Phase.Valid() {
+		return Key{}
+	}
+	return Key{Component: s.Component, Phase: s.Phase, Direction: s.Direction}
+}
+
+// Interner shares the bytes of repeated strings (span names, components,
+// attribute values) among spans. The zero value is ready to use; it is safe
+// for concurrent use.
+type Interner struct {
+	mu sync.Mutex
+	m  map[string]string
+}
+
+// maxInterned bounds the table; past it strings are copied, not shared,
+// so hostile input with unique names cannot grow it without bound.
+const maxInterned = 1 << 16
+
+// Intern returns a string equal to b, shared with earlier calls.
+func (in *Interner) Intern(b []byte) string {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	if s, ok := in.m[string(b)]; ok { // no allocation for the lookup
+		return s
+	}
+	s := string(b)
+	if in.m == nil {
+		in.m = make(map[string]string)
+	}
+	if len(in.m) < maxInterned {
+		in.m[s] = s
+	}
+	return s
+}
+
+// InternString is Intern for a string.
+func (in *Interner) InternString(s string) string {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	if v, ok := in.m[s]; ok {
+		return v
+	}
+	if in.m == nil {
+		in.m = make(map[string]string)
+	}
+	if len(in.m) < maxInterned {
+		in.m[s] = s
+	}
+	return s
+}
+
+// FromSDK converts spans recorded in process (telemetry.Recorder, or a span
+// processor's OnEnd). All of them are of this process (Process 0); spans
+// synthesised from another process's timings carry amdahl.remote=true.
 func FromSDK(in []sdktrace.ReadOnlySpan) []Span {
 	out := make([]Span, 0, len(in))
 	for _, s := range in {
-		sp := Span{
-			TraceID: s.SpanContext().TraceID().String(),
-			SpanID:  s.SpanContext().SpanID().String(),
-			Name:    s.Name(),
-			// Wall clock only: spans synthesised from another process's
-			// timings have no monotonic reading, and mixing the two makes
-			// the critical-path times drift from the e2e time by ns.
-			Start: s.StartTime().Round(0),
-			End:   s.EndTime().Round(0),
-		}
-		if s.Parent().IsValid() {
-			sp.ParentID = s.Parent().SpanID().String()
-		}
-		for _, kv := range s.Attributes() {
-			sp.setAttr(string(kv.Key), kv.Value.Emit())
-		}
-		out = append(out, sp)
+		out = append(out, FromSDKSpan(s))
 	}
 	return out
 }
 
-// FromOTLP converts spans read from an OTLP JSON trace file
-// (telemetry.ReadTraceFile) or received by a collector.
-func FromOTLP(reqs []*coltracepb.ExportTraceServiceRequest) []Span {
-	var out []Span
-	for _, r := range reqs {
-		for _, rs := range r.ResourceSpans {
-			for _, ss := range rs.ScopeSpans {
-				for _, s := range ss.Spans {
-					sp := Span{
-						TraceID:  hex.EncodeToString(s.TraceId),
-						SpanID:   hex.EncodeToString(s.SpanId),
-						ParentID: hex.EncodeToString(s.ParentSpanId),
-						Name:     s.Name,
-						Start:    time.Unix(0, int64(s.StartTimeUnixNano)),
-						End:      time.Unix(0, int64(s.EndTimeUnixNano)),
-					}
-					for _, a := range s.Attributes {
-						sp.setAttr(a.Key, a.Value.GetStringValue())
-					}
-					out = append(out, sp)
-				}
-			}
+// FromSDKSpan converts one span recorded in process.
+func FromSDKSpan(s sdktrace.ReadOnlySpan) Span {
+	sc := s.SpanContext()
+	sp := Span{
+		TraceID: TraceID(sc.TraceID()),
+		SpanID:  SpanID(sc.SpanID()),
+		Name:    s.Name(),
+		// Wall clock only: spans synthesised from another process's timings
+		// have no monotonic reading.
+		Start: s.StartTime().UnixNano(),
+		End:   s.EndTime().UnixNano(),
+	}
+	if p := s.Parent(); p.IsValid() {
+		sp.ParentID = SpanID(p.SpanID())
+	}
+	for _, kv := range s.Attributes() {
+		switch kv.Key {
+		case telemetry.AttrRemote:
+			sp.Remote = kv.Value.AsBool()
+		default:
+			sp.setAttr(string(kv.Key), kv.Value.Emit(), nil)
 		}
 	}
-	return out
+	return sp
 }
 
-func (s *Span) setAttr(k, v string) {
+// setAttr applies one string attribute; in, if not nil, interns the value.
+func (s *Span) setAttr(k, v string, in *Interner) {
+	intern := func(v string) string {
+		if in == nil {
+			return v
+		}
+		return in.InternString(v)
+	}
 	switch k {
 	case string(telemetry.AttrPhase):
 		if p, err := telemetry.ParsePhase(v); err == nil {
@@ -94,9 +169,9 @@ func (s *Span) setAttr(k, v string) {
 		if d, err := telemetry.ParseDirection(v); err == nil {
 			s.Direction = d
 		}
-	case string(telemetry.AttrScenario):
-		s.Scenario = v
+	case string(telemetry.AttrComponent):
+		s.Component = intern(v)
 	case string(telemetry.AttrOutcome):
-		s.Outcome = v
+		s.Failed = v != telemetry.OK.String()
 	}
 }

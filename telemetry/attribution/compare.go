@@ -1,0 +1,613 @@
+package attribution
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"sync"
+	"text/tabwriter"
+	"time"
+)
+
+// Interval is an estimate with its confidence interval [Lo, Hi]. NaN
+// stands for "not defined" (a row absent on one side) and is null in JSON.
+type Interval struct {
+	Value, Lo, Hi float64
+}
+
+// Contains reports whether v lies in [Lo, Hi].
+func (i Interval) Contains(v float64) bool { return i.Lo <= v && v <= i.Hi }
+
+// Defined reports whether the estimate exists.
+func (i Interval) Defined() bool { return !math.IsNaN(i.Value) }
+
+// HalfWidth is half the interval's width.
+func (i Interval) HalfWidth() float64 { return (i.Hi - i.Lo) / 2 }
+
+// MarshalJSON writes {"value":…,"lo":…,"hi":…}, null where undefined.
+func (i Interval) MarshalJSON() ([]byte, error) {
+	num := func(f float64) any {
+		if math.IsNaN(f) || math.IsInf(f, 0) {
+			return nil
+		}
+		return f
+	}
+	return json.Marshal(map[string]any{"value": num(i.Value), "lo": num(i.Lo), "hi": num(i.Hi)})
+}
+
+var undefined = Interval{math.NaN(), math.NaN(), math.NaN()}
+
+// Side is one arm of an A/B comparison: one or more runs, each a set of
+// units of work.
+type Side struct {
+	Runs [][]Work
+}
+
+func (s Side) works() int {
+	n := 0
+	for _, r := range s.Runs {
+		n += len(r)
+	}
+	return n
+}
+
+// CompareOptions tune Compare; the zero value is usable.
+type CompareOptions struct {
+	// Target selects the rows the change is about: a component ("ipc"), a
+	// component and phase ("ipc.send"), a row ("ipc.send/request"), or a
+	// phase and direction of any component ("send/request"). Empty: no
+	// target, so no prediction (the table and the measured gain only).
+	Target []string
+	// ByPhase folds rows of different components into one per phase and
+	// direction.
+	ByPhase bool
+	// Iterations of the bootstrap (default 400), Level of the intervals
+	// (default 0.95), Seed of the resampling (results are reproducible).
+	Iterations int
+	Level      float64
+	Seed       uint64
+}
+
+// CompareRow is one row of a Comparison.
+type CompareRow struct {
+	Key    Key    `json:"-"`
+	Name   string `json:"row"`
+	Target bool   `json:"target"`
+	// Q is the row's share of the baseline's e2e on its critical path.
+	Q Interval `json:"q"`
+	// BaseMean and CandMean are the mean durations of the row's own spans
+	// on each side (0 where the row is absent); R = 1 - CandMean/BaseMean.
+	BaseMean  time.Duration `json:"baseline_mean_ns"`
+	CandMean  time.Duration `json:"candidate_mean_ns"`
+	BaseSpans int           `json:"baseline_spans"`
+	CandSpans int           `json:"candidate_spans"`
+	R         Interval      `json:"r"`
+	QR        Interval      `json:"qr"`
+	// BaseCritical and CandCritical are the row's critical time per unit
+	// on each side; Shift = (BaseCritical - CandCritical) / baseline mean
+	// e2e is the part of the measured gain the row's critical time
+	// accounts for (the shifts of all rows add up to the measured gain).
+	BaseCritical time.Duration `json:"baseline_critical_per_work_ns"`
+	CandCritical time.Duration `json:"candidate_critical_per_work_ns"`
+	Shift        Interval      `json:"shift"`
+}
+
+// Comparison is an A/B attribution: per row q (baseline), r (the row's own
+// improvement) and q·r; the predicted end-to-end gain of the target rows,
+// first order and by critical-path replay; and the measured gain — each
+// with a bootstrap interval — and a verdict in words.
+type Comparison struct {
+	Rows   []CompareRow `json:"rows"`
+	Target []string     `json:"target"`
+	// FirstOrder is Σ q·r over the target rows; Replay is 1 - mean replayed
+	// e2e / mean e2e of the baseline's units with the target rows' spans
+	// scaled by CandMean/BaseMean; Measured is 1 - mean e2e(candidate) /
+	// mean e2e(baseline). None is computed from another.
+	FirstOrder Interval `json:"predicted_first_order"`
+	Replay     Interval `json:"predicted_replay"`
+	Measured   Interval `json:"measured"`
+	// BaseE2E and CandE2E are the mean e2e of each side.
+	BaseE2E time.Duration `json:"baseline_e2e_mean_ns"`
+	CandE2E time.Duration `json:"candidate_e2e_mean_ns"`
+	// Consistent: the measured interval holds the replay's prediction.
+	Consistent bool `json:"consistent"`
+	// How the intervals were made: Level, Iterations, and what was
+	// resampled ("units", or "runs" with the units inside each run).
+	Level      float64  `json:"level"`
+	Iterations int      `json:"iterations"`
+	Resampled  string   `json:"resampled"`
+	BaseRuns   int      `json:"baseline_runs"`
+	CandRuns   int      `json:"candidate_runs"`
+	BaseWorks  int      `json:"baseline_works"`
+	CandWorks  int      `json:"candidate_works"`
+	Verdict    []string `json:"verdict"`
+}
+
+// side is one arm as flat per-unit vectors over the comparison's rows.
+type side struct {
+	runs  [][]int // unit indexes per run
+	e2e   []float64
+	stats [][]unitStat
+	plans []*replayPlan // baseline only
+}
+
+type unitStat struct {
+	k                     int
+	critical, naive, span float64
+}
+
+// sums are a (resampled) side's totals.
+type sums struct {
+	n                     float64
+	e2e, replay           float64
+	critical, naive, span []float64
+}
+
+// Compare computes the A/B attribution of a baseline and a candidate.
+// Intervals come from a bootstrap: over runs (then units within each run)
+// when both sides hold at least two runs, since units of one run share
+// its conditions and are not independent; over units otherwise, in which
+// case the intervals leave out run-to-run variation and the verdict says
+// so.
+func Compare(base, cand Side, opt CompareOptions) (Comparison, error) {
+	if opt.Iterations <= 0 {
+		opt.Iterations = 400
+	}
+	if opt.Level <= 0 || opt.Level >= 1 {
+		opt.Level = 0.95
+	}
+	if base.works() == 0 || cand.works() == 0 {
+		return Comparison{}, errors.New("compare: a side has no units of work")
+	}
+	if opt.ByPhase {
+		base, cand = foldSide(base), foldSide(cand)
+	}
+	// The rows: every key of either side.
+	keyIndex := map[Key]int{}
+	var keys []Key
+	for _, s := range []Side{base, cand} {
+		for _, run := range s.Runs {
+			for _, w := range run {
+				for _, st := range w.Stats {
+					if _, ok := keyIndex[st.Key]; !ok {
+						keyIndex[st.Key] = len(keys)
+						keys = append(keys, st.Key)
+					}
+				}
+			}
+		}
+	}
+	target := make([]bool, len(keys))
+	var targetNames []string
+	for _, sel := range opt.Target {
+		sel = strings.TrimSpace(sel)
+		if sel == "" {
+			continue
+		}
+		found := false
+		for i, k := range keys {
+			if k.Phase.Valid() && matchTarget(sel, k) {
+				target[i], found = true, true
+			}
+		}
+		if !found {
+			var names []string
+			for _, k := range keys {
+				if k.Phase.Valid() {
+					names = append(names, k.String())
+				}
+			}
+			slices.Sort(names)
+			return Comparison{}, fmt.Errorf("compare: target %q matches no row (rows: %s)", sel, strings.Join(names, ", "))
+		}
+	}
+	for i, k := range keys {
+		if target[i] {
+			targetNames = append(targetNames, k.String())
+		}
+	}
+	slices.Sort(targetNames)
+	hasTarget := len(targetNames) > 0
+	b := flatten(base, keyIndex, hasTarget)
+	c := flatten(cand, keyIndex, false)
+	byRuns := len(base.Runs) >= 2 && len(cand.Runs) >= 2
+	out := Comparison{Target: targetNames, Level: opt.Level, Iterations: opt.Iterations,
+		BaseRuns: len(base.Runs), CandRuns: len(cand.Runs), BaseWorks: len(b.e2e), CandWorks: len(c.e2e), Resampled: "units"}
+	if byRuns {
+		out.Resampled = "runs"
+	}
+	// Point estimates from all units, then the bootstrap.
+	all := func(s *side) [][]int { return [][]int{seq(len(s.e2e))} }
+	est := estimate(b, c, all(b), all(c), keys, target, hasTarget)
+	draws := make([][]float64, opt.Iterations)
+	var wg sync.WaitGroup
+	workers := 2
+	for g := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for it := g; it < opt.Iterations; it += workers {
+				rng := rand.New(rand.NewPCG(opt.Seed, uint64(it)+1))
+				draws[it] = estimate(b, c, resample(rng, b, byRuns), resample(rng, c, byRuns), keys, target, hasTarget)
+			}
+		}()
+	}
+	wg.Wait()
+	ci := func(j int) Interval {
+		v := est[j]
+		if math.IsNaN(v) {
+			return undefined
+		}
+		vals := make([]float64, 0, len(draws))
+		for _, d := range draws {
+			if !math.IsNaN(d[j]) {
+				vals = append(vals, d[j])
+			}
+		}
+		lo, hi := percentileInterval(vals, opt.Level)
+		return Interval{v, lo, hi}
+	}
+	nk := len(keys)
+	// Layout of an estimate vector: measured, first order, replay, then per
+	// key q, r, q·r, shift.
+	out.Measured, out.FirstOrder, out.Replay = ci(0), ci(1), ci(2)
+	out.BaseE2E = time.Duration(mean(b.e2e))
+	out.CandE2E = time.Duration(mean(c.e2e))
+	bt, ct := totals(b, all(b), nk), totals(c, all(c), nk)
+	for i, k := range keys {
+		row := CompareRow{Key: k, Name: k.String(), Target: target[i],
+			Q: ci(3 + 4*i), R: ci(4 + 4*i), QR: ci(5 + 4*i), Shift: ci(6 + 4*i),
+			BaseSpans: int(bt.span[i]), CandSpans: int(ct.span[i]),
+			BaseCritical: time.Duration(bt.critical[i] / bt.n), CandCritical: time.Duration(ct.critical[i] / ct.n)}
+		if bt.span[i] > 0 {
+			row.BaseMean = time.Duration(bt.naive[i] / bt.span[i])
+		}
+		if ct.span[i] > 0 {
+			row.CandMean = time.Duration(ct.naive[i] / ct.span[i])
+		}
+		out.Rows = append(out.Rows, row)
+	}
+	slices.SortFunc(out.Rows, func(x, y CompareRow) int { return compareKeys(x.Key, y.Key) })
+	out.Consistent = hasTarget && out.Measured.Contains(out.Replay.Value)
+	out.Verdict = verdict(out)
+	return out, nil
+}
+
+// matchTarget reports whether selector sel names row k.
+func matchTarget(sel string, k Key) bool {
+	switch sel {
+	case k.Component, k.String(), k.ByPhase().String(), k.Phase.String():
+		return sel != ""
+	}
+	return k.Component != "" && sel == k.Component+"."+k.Phase.String()
+}
+
+func seq(n int) []int {
+	s := make([]int, n)
+	for i := range s {
+		s[i] = i
+	}
+	return s
+}
+
+func flatten(s Side, keyIndex map[Key]int, plans bool) *side {
+	out := &side{}
+	for _, run := range s.Runs {
+		var idx []int
+		for _, w := range run {
+			idx = append(idx, len(out.e2e))
+			out.e2e = append(out.e2e, float64(w.E2E()))
+			st := make([]unitStat, 0, len(w.Stats))
+			for _, x := range w.Stats {
+				st = append(st, unitStat{k: keyIndex[x.Key], critical: float64(x.Critical), naive: float64(x.Naive), span: float64(x.Count)})
+			}
+			out.stats = append(out.stats, st)
+			if plans {
+				out.plans = append(out.plans, newReplayPlan(w, keyIndex))
+			}
+		}
+		out.runs = append(out.runs, idx)
+	}
+	return out
+}
+
+// resample draws a bootstrap sample of s: runs with replacement and, in
+// each, units with replacement; or units of all runs pooled.
+func resample(rng *rand.Rand, s *side, byRuns bool) [][]int {
+	if !byRuns {
+		n := len(s.e2e)
+		u := make([]int, n)
+		for i := range u {
+			u[i] = rng.IntN(n)
+		}
+		return [][]int{u}
+	}
+	out := make([][]int, len(s.runs))
+	for i := range out {
+		run := s.runs[rng.IntN(len(s.runs))]
+		u := make([]int, len(run))
+		for j := range u {
+			u[j] = run[rng.IntN(len(run))]
+		}
+		out[i] = u
+	}
+	return out
+}
+
+func totals(s *side, sample [][]int, nk int) sums {
+	t := sums{critical: make([]float64, nk), naive: make([]float64, nk), span: make([]float64, nk)}
+	for _, run := range sample {
+		for _, u := range run {
+			t.n++
+			t.e2e += s.e2e[u]
+			for _, st := range s.stats[u] {
+				t.critical[st.k] += st.critical
+				t.naive[st.k] += st.naive
+				t.span[st.k] += st.span
+			}
+		}
+	}
+	return t
+}
+
+// estimate computes, for one (re)sample of each side, the vector
+// [measured, first order, replay, then per key q, r, q·r, shift].
+func estimate(b, c *side, bs, cs [][]int, keys []Key, target []bool, hasTarget bool) []float64 {
+	nk := len(keys)
+	bt, ct := totals(b, bs, nk), totals(c, cs, nk)
+	v := make([]float64, 3+4*nk)
+	bMean, cMean := bt.e2e/bt.n, ct.e2e/ct.n
+	v[0] = 1 - cMean/bMean
+	factor := make([]float64, nk)
+	first := 0.0
+	for i := range keys {
+		q := bt.critical[i] / bt.e2e
+		r := math.NaN()
+		factor[i] = 1
+		if bt.span[i] > 0 && ct.span[i] > 0 {
+			f := (ct.naive[i] / ct.span[i]) / (bt.naive[i] / bt.span[i])
+			if !math.IsNaN(f) && !math.IsInf(f, 0) {
+				r = 1 - f
+				if target[i] {
+					factor[i] = f
+				}
+			}
+		}
+		if !keys[i].Phase.Valid() {
+			r = math.NaN() // "other" has no spans of its own
+		}
+		v[3+4*i] = q
+		v[4+4*i] = r
+		v[5+4*i] = q * r
+		if target[i] && !math.IsNaN(r) {
+			first += q * r
+		}
+		v[6+4*i] = (bt.critical[i]/bt.n - ct.critical[i]/ct.n) / bMean
+	}
+	v[1], v[2] = math.NaN(), math.NaN()
+	if hasTarget {
+		v[1] = first
+		var replayed float64
+		var scratch []int64
+		for _, run := range bs {
+			for _, u := range run {
+				pl := b.plans[u]
+				if len(scratch) < len(pl.nodes) {
+					scratch = make([]int64, len(pl.nodes))
+				}
+				replayed += float64(pl.e2e(factor, scratch))
+			}
+		}
+		v[2] = 1 - replayed/bt.e2e
+	}
+	return v
+}
+
+func mean(xs []float64) float64 {
+	s := 0.0
+	for _, x := range xs {
+		s += x
+	}
+	return s / float64(len(xs))
+}
+
+// percentileInterval returns the (1-level)/2 and (1+level)/2 quantiles of
+// vals (linear interpolation between order statistics).
+func percentileInterval(vals []float64, level float64) (float64, float64) {
+	if len(vals) == 0 {
+		return math.NaN(), math.NaN()
+	}
+	s := slices.Clone(vals)
+	slices.Sort(s)
+	at := func(p float64) float64 {
+		x := p * float64(len(s)-1)
+		i := int(math.Floor(x))
+		if i >= len(s)-1 {
+			return s[len(s)-1]
+		}
+		return s[i] + (x-float64(i))*(s[i+1]-s[i])
+	}
+	return at((1 - level) / 2), at((1 + level) / 2)
+}
+
+// foldSide merges rows of different components that share a phase and
+// direction.
+func foldSide(s Side) Side {
+	out := Side{Runs: make([][]Work, len(s.Runs))}
+	for i, run := range s.Runs {
+		out.Runs[i] = make([]Work, len(run))
+		for j, w := range run {
+			out.Runs[i][j] = foldWork(w)
+		}
+	}
+	return out
+}
+
+func foldWork(w Work) Work {
+	f := Work{Root: w.Root, Nodes: slices.Clone(w.Nodes)}
+	for i := range f.Nodes {
+		f.Nodes[i].Key = f.Nodes[i].Key.ByPhase()
+	}
+	for _, s := range w.Stats {
+		k := s.Key.ByPhase()
+		found := false
+		for i := range f.Stats {
+			if f.Stats[i].Key == k {
+				f.Stats[i].Critical += s.Critical
+				f.Stats[i].Naive += s.Naive
+				f.Stats[i].Count += s.Count
+				found = true
+			}
+		}
+		if !found {
+			s.Key = k
+			f.Stats = append(f.Stats, s)
+		}
+	}
+	slices.SortFunc(f.Stats, func(a, b KeyStat) int { return compareKeys(a.Key, b.Key) })
+	return f
+}
+
+// verdict says in words what the comparison shows.
+func verdict(c Comparison) []string {
+	var out []string
+	pp := func(i Interval) string { return fmt.Sprintf("%s ± %.1f", pctSigned(i.Value), 100*i.HalfWidth()) }
+	var tq, tr []string
+	for _, r := range c.Rows {
+		if !r.Target {
+			continue
+		}
+		tq = append(tq, r.Name)
+		if !r.R.Defined() {
+			tr = append(tr, fmt.Sprintf("%s is absent on one side", r.Name))
+			continue
+		}
+		speed := "faster"
+		x := float64(r.BaseMean) / float64(r.CandMean)
+		if x < 1 {
+			speed, x = "slower", 1/x
+		}
+		change := fmt.Sprintf("%s got %.2f× %s (r = %.2f ± %.2f)", r.Name, x, speed, r.R.Value, r.R.HalfWidth())
+		if r.R.Contains(0) {
+			change = fmt.Sprintf("%s did not change measurably (r = %.2f ± %.2f)", r.Name, r.R.Value, r.R.HalfWidth())
+		}
+		tr = append(tr, fmt.Sprintf("%s and is %s of e2e on the critical path", change, pct(r.Q.Value)))
+	}
+	out = append(out, tr...)
+	m := fmt.Sprintf("measured %s", pp(c.Measured))
+	if len(tq) == 0 {
+		out = append(out, fmt.Sprintf("no target rows (--target): %s, nothing predicted", m))
+	} else {
+		s := fmt.Sprintf("predicted %s (replay; first order Σq·r %s), %s", pp(c.Replay), pp(c.FirstOrder), m)
+		if c.Consistent {
+			s += " — consistent."
+		} else {
+			s += fmt.Sprintf(" — not consistent: the measured interval does not hold the prediction (%s).", direction(c))
+		}
+		out = append(out, s)
+	}
+	if c.Measured.Contains(0) {
+		out = append(out, "The measured e2e change is not distinguishable from noise at this level.")
+	}
+	// Rows outside the target whose critical time moved: they explain what
+	// the target rows do not.
+	var moved []CompareRow
+	for _, r := range c.Rows {
+		if !r.Target && r.Shift.Defined() && !r.Shift.Contains(0) {
+			moved = append(moved, r)
+		}
+	}
+	slices.SortFunc(moved, func(a, b CompareRow) int {
+		return -cmpFloat(math.Abs(a.Shift.Value), math.Abs(b.Shift.Value))
+	})
+	if len(moved) > 0 && (len(tq) == 0 || !c.Consistent) {
+		var parts []string
+		for _, r := range moved {
+			parts = append(parts, fmt.Sprintf("%s %s/unit (%s of e2e)", r.Name, signedDur(r.CandCritical-r.BaseCritical), pp(r.Shift)))
+		}
+		out = append(out, "Outside the target, critical time moved in: "+strings.Join(parts, "; ")+".")
+	}
+	if c.Resampled == "units" {
+		out = append(out, fmt.Sprintf("Intervals resample units (%d baseline, %d candidate in %d and %d runs): they leave out run-to-run variation; pass several runs per side.",
+			c.BaseWorks, c.CandWorks, c.BaseRuns, c.CandRuns))
+	}
+	return out
+}
+
+func direction(c Comparison) string {
+	if c.Measured.Value > c.Replay.Value {
+		return "the change gained more than its target rows explain"
+	}
+	return "the change gained less than its target rows predict"
+}
+
+func cmpFloat(a, b float64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+func pctSigned(f float64) string {
+	if math.IsNaN(f) {
+		return "-"
+	}
+	return fmt.Sprintf("%.1f%%", 100*f)
+}
+
+func signedDur(d time.Duration) string {
+	if d >= 0 {
+		return "+" + round(d).String()
+	}
+	return "-" + round(-d).String()
+}
+
+// WriteText prints the comparison as an aligned table and the verdict.
+func (c Comparison) WriteText(w io.Writer) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "row\tbaseline mean\tcandidate mean\tq\tr\tq·r\tcritical/work Δ\t")
+	cell := func(i Interval) string {
+		if !i.Defined() {
+			return "-"
+		}
+		return fmt.Sprintf("%s ±%.1f", pctSigned(i.Value), 100*i.HalfWidth())
+	}
+	dur := func(d time.Duration, n int) string {
+		if n == 0 {
+			return "-"
+		}
+		return round(d).String()
+	}
+	for _, r := range c.Rows {
+		name := r.Name
+		if r.Target {
+			name = "* " + name
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", name, dur(r.BaseMean, r.BaseSpans), dur(r.CandMean, r.CandSpans),
+			cell(r.Q), cell(r.R), cell(r.QR), signedDur(r.CandCritical-r.BaseCritical))
+	}
+	fmt.Fprintf(tw, "\t\t\t\t\t\t\t\n")
+	if len(c.Target) > 0 {
+		fmt.Fprintf(tw, "predicted e2e gain, first order Σq·r (* rows)\t\t\t\t\t%s\t\t\n", cell(c.FirstOrder))
+		fmt.Fprintf(tw, "predicted e2e gain, critical-path replay\t\t\t\t\t%s\t\t\n", cell(c.Replay))
+	}
+	fmt.Fprintf(tw, "measured e2e gain (%v → %v)\t\t\t\t\t%s\t\t\n", round(c.BaseE2E), round(c.CandE2E), cell(c.Measured))
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "\n%.0f %% intervals: bootstrap over %s, %d resamples.\n", 100*c.Level, c.Resampled, c.Iterations)
+	for _, v := range c.Verdict {
+		if _, err := fmt.Fprintln(w, v); err != nil {
+			return err
+		}
+	}
+	return nil
+}

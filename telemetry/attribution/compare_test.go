@@ -1,0 +1,214 @@
+package attribution
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"strings"
+	"testing"
+)
+
+// serialUnit is a unit whose phases run one after another (ms).
+func serialUnit(trace string, dispatch, ser, send, exec float64) []Span {
+	a, b, c := dispatch, dispatch+ser, dispatch+ser+send
+	return build(trace, []sp{
+		{"w", "", 0, 0, 0, c + exec, false},
+		{"d", "w", D, 0, 0, a, false},
+		{"s", "w", S, req, a, b, false},
+		{"n", "w", Se, req, b, c, false},
+		{"e", "w", E, 0, c, c + exec, false},
+	})
+}
+
+func sideOf(t *testing.T, runs ...[]Span) Side {
+	t.Helper()
+	var s Side
+	for _, r := range runs {
+		works, _ := Trees(r)
+		s.Runs = append(s.Runs, works)
+	}
+	return s
+}
+
+func row(t *testing.T, c Comparison, name string) CompareRow {
+	t.Helper()
+	for _, r := range c.Rows {
+		if r.Name == name {
+			return r
+		}
+	}
+	t.Fatalf("no row %s in %+v", name, c.Rows)
+	return CompareRow{}
+}
+
+// The target (send) gets 2× faster while dispatch, not targeted, gets
+// slower: the prediction comes from send's own spans, the measurement from
+// e2e, and they disagree — the verdict names dispatch.
+func TestCompareTargetFasterOtherSlower(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	var base, cand []Span
+	for i := range 200 {
+		j := 1 + 0.1*rng.NormFloat64()
+		base = append(base, serialUnit(fmt.Sprint("b", i), 10*j, 5, 40*j, 45)...)
+		cand = append(cand, serialUnit(fmt.Sprint("c", i), 30*j, 5, 20*j, 45)...)
+	}
+	c, err := Compare(sideOf(t, base), sideOf(t, cand), CompareOptions{Target: []string{"x.send"}, Seed: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	send := row(t, c, "x.send/request")
+	if !send.Target || math.Abs(send.R.Value-0.5) > 1e-9 || math.Abs(send.Q.Value-0.4) > 0.01 {
+		t.Errorf("send: target %v r %v q %v, want a target with r 0.5, q 0.4", send.Target, send.R.Value, send.Q.Value)
+	}
+	// Predicted: 0.4 × 0.5 = 20 %; measured: 100 → 100 (dispatch +20, send -20).
+	if math.Abs(c.FirstOrder.Value-0.2) > 0.01 || math.Abs(c.Replay.Value-0.2) > 0.01 {
+		t.Errorf("predicted first order %v replay %v, want 0.2", c.FirstOrder.Value, c.Replay.Value)
+	}
+	if math.Abs(c.Measured.Value) > 0.01 || !c.Measured.Contains(0) {
+		t.Errorf("measured %+v, want ≈ 0 with 0 inside", c.Measured)
+	}
+	if c.Consistent {
+		t.Errorf("consistent, want not: the untargeted dispatch ate the gain")
+	}
+	text := strings.Join(c.Verdict, "\n")
+	for _, want := range []string{"x.send/request got 2.00× faster", "not consistent", "x.dispatch +20."} {
+		if !strings.Contains(text, want) {
+			t.Errorf("verdict lacks %q:\n%s", want, text)
+		}
+	}
+	var buf bytes.Buffer
+	if err := c.WriteText(&buf); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(buf.String(), "* x.send/request") || !strings.Contains(buf.String(), "critical-path replay") {
+		t.Errorf("table:\n%s", buf.String())
+	}
+	if _, err := json.Marshal(c); err != nil {
+		t.Errorf("json: %v", err)
+	}
+}
+
+// The target runs beside a longer untargeted phase and finishes last only
+// by a little: it holds the whole critical path (q = 1), so Σ q·r predicts
+// half the e2e, but halving it leaves the other phase critical. The replay
+// predicts what is measured.
+func TestReplayCatchesOverlap(t *testing.T) {
+	var base, cand []Span
+	for i := range 50 {
+		base = append(base, build(fmt.Sprint("b", i), []sp{{"w", "", 0, 0, 0, 100, false}, {"t", "w", Se, req, 0, 100, false}, {"u", "w", E, 0, 0, 95, false}})...)
+		cand = append(cand, build(fmt.Sprint("c", i), []sp{{"w", "", 0, 0, 0, 95, false}, {"t", "w", Se, req, 0, 50, false}, {"u", "w", E, 0, 0, 95, false}})...)
+	}
+	c, err := Compare(sideOf(t, base), sideOf(t, cand), CompareOptions{Target: []string{"send/request"}, Seed: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if math.Abs(c.FirstOrder.Value-0.5) > 1e-9 {
+		t.Errorf("first order %v, want 0.5 (q 1 × r 0.5)", c.FirstOrder.Value)
+	}
+	if math.Abs(c.Replay.Value-0.05) > 1e-9 || math.Abs(c.Measured.Value-0.05) > 1e-9 {
+		t.Errorf("replay %v measured %v, want 0.05 and 0.05", c.Replay.Value, c.Measured.Value)
+	}
+	if !c.Consistent {
+		t.Errorf("not consistent: %v", c.Verdict)
+	}
+}
+
+// A row present on one side only is a row with an empty cell, not dropped.
+func TestCompareRowOnOneSide(t *testing.T) {
+	base := build("b", []sp{{"w", "", 0, 0, 0, 10, false}, {"a", "w", Se, req, 0, 10, false}})
+	cand := build("c", []sp{{"w", "", 0, 0, 0, 10, false}, {"a", "w", Se, req, 0, 5, false}, {"n", "w", De, rep, 5, 10, false}})
+	c, err := Compare(sideOf(t, base), sideOf(t, cand), CompareOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := row(t, c, "x.deserialize/reply")
+	if r.R.Defined() || r.CandSpans != 1 || r.BaseSpans != 0 {
+		t.Errorf("candidate-only row %+v, want undefined r, 1 candidate span", r)
+	}
+	var buf bytes.Buffer
+	if err := c.WriteText(&buf); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(buf.String(), "x.deserialize/reply") {
+		t.Errorf("table lacks the candidate-only row:\n%s", buf.String())
+	}
+	if _, err := Compare(sideOf(t, base), sideOf(t, cand), CompareOptions{Target: []string{"nope"}}); err == nil || !strings.Contains(err.Error(), "x.send/request") {
+		t.Errorf("unknown target: %v, want an error listing the rows", err)
+	}
+}
+
+// simulate draws n units of serial phases with log-normal durations; the
+// candidate's send is scaled by sendScale. Returns the true e2e gain.
+func simulate(rng *rand.Rand, name string, n int, sendScale float64) []Span {
+	ln := func(mean, sigma float64) float64 {
+		return mean * math.Exp(sigma*rng.NormFloat64()-sigma*sigma/2)
+	}
+	var out []Span
+	for i := range n {
+		out = append(out, serialUnit(fmt.Sprint(name, i), ln(5, 0.5), ln(1, 0.3), ln(3, 0.6)*sendScale, ln(4, 0.4))...)
+	}
+	return out
+}
+
+// Bootstrap coverage: with a known true effect, the 95 % intervals of the
+// measured gain and of the replay's prediction hold it in at least 90 of
+// 100 simulations; in A/A simulations the measured interval holds 0.
+func TestBootstrapCoverage(t *testing.T) {
+	if testing.Short() {
+		t.Skip("coverage simulation")
+	}
+	const sims, units = 100, 300
+	// E[e2e] = 5 + 1 + 3 + 4 = 13 ms; halving send saves 1.5 ms.
+	truth := 1.5 / 13
+	var measured, replay, aa int
+	for s := range sims {
+		rng := rand.New(rand.NewPCG(uint64(s), 99))
+		base := sideOf(t, simulate(rng, "b", units, 1))
+		cand := sideOf(t, simulate(rng, "c", units, 0.5))
+		c, err := Compare(base, cand, CompareOptions{Target: []string{"x.send"}, Iterations: 200, Seed: uint64(s)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.Measured.Contains(truth) {
+			measured++
+		}
+		if c.Replay.Contains(truth) {
+			replay++
+		}
+		same := sideOf(t, simulate(rng, "a", units, 1))
+		a, err := Compare(base, same, CompareOptions{Target: []string{"x.send"}, Iterations: 200, Seed: uint64(s)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if a.Measured.Contains(0) {
+			aa++
+		}
+	}
+	t.Logf("coverage over %d simulations: measured %d, replay %d, A/A holds 0: %d", sims, measured, replay, aa)
+	if measured < 90 || replay < 90 || aa < 90 {
+		t.Errorf("coverage: measured %d, replay %d, A/A %d of %d; want ≥ 90 each", measured, replay, aa, sims)
+	}
+}
+
+// With several runs per side, the bootstrap resamples runs: a run-level
+// shift common to all of a run's units widens the interval.
+func TestCompareOverRuns(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	var b, c []Span
+	var bs, cs Side
+	for r := range 4 {
+		b = simulate(rng, fmt.Sprint("b", r, "-"), 100, 1)
+		c = simulate(rng, fmt.Sprint("c", r, "-"), 100, 1)
+		bs = Side{Runs: append(bs.Runs, sideOf(t, b).Runs...)}
+		cs = Side{Runs: append(cs.Runs, sideOf(t, c).Runs...)}
+	}
+	cmp, err := Compare(bs, cs, CompareOptions{Seed: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cmp.Resampled != "runs" || cmp.BaseRuns != 4 {
+		t.Errorf("resampled %q over %d runs, want runs over 4", cmp.Resampled, cmp.BaseRuns)
+	}
+}
