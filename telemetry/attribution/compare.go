@@ -128,23 +128,25 @@ type Comparison struct {
 	Verdict    []string `json:"verdict"`
 }
 
-// side is one arm as flat per-unit vectors over the comparison's rows.
+// side is one arm as flat per-unit arrays (compressed rows), so that a
+// bootstrap resample is a sequential pass weighted by draw counts.
 type side struct {
-	runs  [][]int // unit indexes per run
-	e2e   []float64
-	stats [][]unitStat
-	plans []*replayPlan // baseline only
+	runStart []int // units of run r are [runStart[r], runStart[r+1])
+	e2e      []float64
+	statOff  []int32 // unit u's stats are [statOff[u], statOff[u+1])
+	statK    []int32
+	critical []float64
+	naive    []float64
+	spans    []float64
+	plans    []*replayPlan // baseline only
 }
 
-type unitStat struct {
-	k                     int
-	critical, naive, span float64
-}
+func (s *side) units() int { return len(s.e2e) }
 
 // sums are a (resampled) side's totals.
 type sums struct {
 	n                     float64
-	e2e, replay           float64
+	e2e                   float64
 	critical, naive, span []float64
 }
 
@@ -217,13 +219,12 @@ func Compare(base, cand Side, opt CompareOptions) (Comparison, error) {
 	c := flatten(cand, keyIndex, false)
 	byRuns := len(base.Runs) >= 2 && len(cand.Runs) >= 2
 	out := Comparison{Target: targetNames, Level: opt.Level, Iterations: opt.Iterations,
-		BaseRuns: len(base.Runs), CandRuns: len(cand.Runs), BaseWorks: len(b.e2e), CandWorks: len(c.e2e), Resampled: "units"}
+		BaseRuns: len(base.Runs), CandRuns: len(cand.Runs), BaseWorks: b.units(), CandWorks: c.units(), Resampled: "units"}
 	if byRuns {
 		out.Resampled = "runs"
 	}
 	// Point estimates from all units, then the bootstrap.
-	all := func(s *side) [][]int { return [][]int{seq(len(s.e2e))} }
-	est := estimate(b, c, all(b), all(c), keys, target, hasTarget)
+	est := estimate(b, c, ones(b), ones(c), keys, target, hasTarget)
 	draws := make([][]float64, opt.Iterations)
 	var wg sync.WaitGroup
 	workers := 2
@@ -258,7 +259,7 @@ func Compare(base, cand Side, opt CompareOptions) (Comparison, error) {
 	out.Measured, out.FirstOrder, out.Replay = ci(0), ci(1), ci(2)
 	out.BaseE2E = time.Duration(mean(b.e2e))
 	out.CandE2E = time.Duration(mean(c.e2e))
-	bt, ct := totals(b, all(b), nk), totals(c, all(c), nk)
+	bt, ct := totals(b, ones(b), nk), totals(c, ones(c), nk)
 	for i, k := range keys {
 		row := CompareRow{Key: k, Name: k.String(), Target: target[i],
 			Q: ci(3 + 4*i), R: ci(4 + 4*i), QR: ci(5 + 4*i), Shift: ci(6 + 4*i),
@@ -287,69 +288,75 @@ func matchTarget(sel string, k Key) bool {
 	return k.Component != "" && sel == k.Component+"."+k.Phase.String()
 }
 
-func seq(n int) []int {
-	s := make([]int, n)
-	for i := range s {
-		s[i] = i
-	}
-	return s
-}
 
 func flatten(s Side, keyIndex map[Key]int, plans bool) *side {
-	out := &side{}
+	out := &side{statOff: []int32{0}}
 	for _, run := range s.Runs {
-		var idx []int
+		out.runStart = append(out.runStart, len(out.e2e))
 		for _, w := range run {
-			idx = append(idx, len(out.e2e))
 			out.e2e = append(out.e2e, float64(w.E2E()))
-			st := make([]unitStat, 0, len(w.Stats))
 			for _, x := range w.Stats {
-				st = append(st, unitStat{k: keyIndex[x.Key], critical: float64(x.Critical), naive: float64(x.Naive), span: float64(x.Count)})
+				out.statK = append(out.statK, int32(keyIndex[x.Key]))
+				out.critical = append(out.critical, float64(x.Critical))
+				out.naive = append(out.naive, float64(x.Naive))
+				out.spans = append(out.spans, float64(x.Count))
 			}
-			out.stats = append(out.stats, st)
+			out.statOff = append(out.statOff, int32(len(out.statK)))
 			if plans {
 				out.plans = append(out.plans, newReplayPlan(w, keyIndex))
 			}
 		}
-		out.runs = append(out.runs, idx)
 	}
+	out.runStart = append(out.runStart, len(out.e2e))
 	return out
 }
 
-// resample draws a bootstrap sample of s: runs with replacement and, in
-// each, units with replacement; or units of all runs pooled.
-func resample(rng *rand.Rand, s *side, byRuns bool) [][]int {
+// resample draws a bootstrap sample of s as a count per unit: runs with
+// replacement and, in each drawn run, its units with replacement; or the
+// units of all runs pooled.
+func resample(rng *rand.Rand, s *side, byRuns bool) []int32 {
+	counts := make([]int32, s.units())
 	if !byRuns {
-		n := len(s.e2e)
-		u := make([]int, n)
-		for i := range u {
-			u[i] = rng.IntN(n)
+		n := len(counts)
+		for range n {
+			counts[rng.IntN(n)]++
 		}
-		return [][]int{u}
+		return counts
 	}
-	out := make([][]int, len(s.runs))
-	for i := range out {
-		run := s.runs[rng.IntN(len(s.runs))]
-		u := make([]int, len(run))
-		for j := range u {
-			u[j] = run[rng.IntN(len(run))]
+	runs := len(s.runStart) - 1
+	for range runs {
+		r := rng.IntN(runs)
+		lo, hi := s.runStart[r], s.runStart[r+1]
+		for range hi - lo {
+			counts[lo+rng.IntN(hi-lo)]++
 		}
-		out[i] = u
 	}
-	return out
+	return counts
 }
 
-func totals(s *side, sample [][]int, nk int) sums {
+// ones weighs every unit once: the point estimate.
+func ones(s *side) []int32 {
+	c := make([]int32, s.units())
+	for i := range c {
+		c[i] = 1
+	}
+	return c
+}
+
+func totals(s *side, counts []int32, nk int) sums {
 	t := sums{critical: make([]float64, nk), naive: make([]float64, nk), span: make([]float64, nk)}
-	for _, run := range sample {
-		for _, u := range run {
-			t.n++
-			t.e2e += s.e2e[u]
-			for _, st := range s.stats[u] {
-				t.critical[st.k] += st.critical
-				t.naive[st.k] += st.naive
-				t.span[st.k] += st.span
-			}
+	for u, c := range counts {
+		if c == 0 {
+			continue
+		}
+		w := float64(c)
+		t.n += w
+		t.e2e += w * s.e2e[u]
+		for j := s.statOff[u]; j < s.statOff[u+1]; j++ {
+			k := s.statK[j]
+			t.critical[k] += w * s.critical[j]
+			t.naive[k] += w * s.naive[j]
+			t.span[k] += w * s.spans[j]
 		}
 	}
 	return t
@@ -357,7 +364,7 @@ func totals(s *side, sample [][]int, nk int) sums {
 
 // estimate computes, for one (re)sample of each side, the vector
 // [measured, first order, replay, then per key q, r, q·r, shift].
-func estimate(b, c *side, bs, cs [][]int, keys []Key, target []bool, hasTarget bool) []float64 {
+func estimate(b, c *side, bs, cs []int32, keys []Key, target []bool, hasTarget bool) []float64 {
 	nk := len(keys)
 	bt, ct := totals(b, bs, nk), totals(c, cs, nk)
 	v := make([]float64, 3+4*nk)
@@ -394,14 +401,15 @@ func estimate(b, c *side, bs, cs [][]int, keys []Key, target []bool, hasTarget b
 		v[1] = first
 		var replayed float64
 		var scratch []int64
-		for _, run := range bs {
-			for _, u := range run {
-				pl := b.plans[u]
-				if len(scratch) < len(pl.nodes) {
-					scratch = make([]int64, len(pl.nodes))
-				}
-				replayed += float64(pl.e2e(factor, scratch))
+		for u, n := range bs {
+			if n == 0 {
+				continue
 			}
+			pl := b.plans[u]
+			if len(scratch) < len(pl.nodes) {
+				scratch = make([]int64, len(pl.nodes))
+			}
+			replayed += float64(n) * float64(pl.e2e(factor, scratch))
 		}
 		v[2] = 1 - replayed/bt.e2e
 	}
@@ -559,6 +567,9 @@ func cmpFloat(a, b float64) int {
 func pctSigned(f float64) string {
 	if math.IsNaN(f) {
 		return "-"
+	}
+	if math.Abs(100*f) < 0.05 {
+		f = 0 // no "-0.0%"
 	}
 	return fmt.Sprintf("%.1f%%", 100*f)
 }

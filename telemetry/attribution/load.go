@@ -23,14 +23,14 @@ func ReadFile(path string, lim Limits, in *Interner, fn func(Work)) (Diagnostics
 		defer f.Close()
 		r = f
 		if st, err := f.Stat(); err == nil && st.Mode().IsRegular() {
-			// OTLP JSON spends a few hundred bytes per span; capacity the
+			// OTLP JSON spends about 500 bytes or more per span; capacity the
 			// spans never reach costs address space, not memory, and
 			// spares the copies of a growing slice.
 			maxSpans := int64(lim.MaxSpans)
 			if maxSpans <= 0 {
 				maxSpans = defaultMaxSpans
 			}
-			hint = int(min(st.Size()/256, maxSpans))
+			hint = int(min(st.Size()/512, maxSpans))
 		}
 	}
 	return read(r, path, lim, in, fn, hint)
