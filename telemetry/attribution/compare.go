@@ -288,7 +288,6 @@ func matchTarget(sel string, k Key) bool {
 	return k.Component != "" && sel == k.Component+"."+k.Phase.String()
 }
 
-
 func flatten(s Side, keyIndex map[Key]int, plans bool) *side {
 	out := &side{statOff: []int32{0}}
 	for _, run := range s.Runs {
