@@ -14,6 +14,8 @@ import (
 // units are reported cancelled and running ones get cfg.DrainTimeout to
 // finish; the Summary still accounts for every submitted unit, and the
 // error is ctx's. A Summary whose counts do not reconcile is an error.
+// With cfg.MaxInFlight, Run submits a unit only while fewer than that many
+// are in flight (a closed loop), so units do not wait in the queue.
 func Run(ctx context.Context, cfg Config, sc *Scenario) (Summary, error) {
 	if sc == nil {
 		return Summary{}, errors.New("runtime: run: no scenario")
@@ -31,6 +33,17 @@ func Run(ctx context.Context, cfg Config, sc *Scenario) (Summary, error) {
 	if cfg.Scenario == "" {
 		cfg.Scenario = s.Name
 	}
+	var slots chan struct{} // closed loop: a slot per unit in flight
+	if cfg.MaxInFlight > 0 {
+		slots = make(chan struct{}, cfg.MaxInFlight)
+		onResult := cfg.OnResult
+		cfg.OnResult = func(res Result) {
+			if onResult != nil {
+				onResult(res)
+			}
+			<-slots
+		}
+	}
 	r, err := New(ctx, cfg)
 	if err != nil {
 		return Summary{}, err
@@ -43,7 +56,20 @@ func Run(ctx context.Context, cfg Config, sc *Scenario) (Summary, error) {
 			runErr = err
 			break
 		}
+		if slots != nil {
+			select {
+			case slots <- struct{}{}:
+			case <-ctx.Done():
+				runErr = ctx.Err()
+			}
+			if runErr != nil {
+				break
+			}
+		}
 		if err := r.Submit(ctx, gen.Next()); err != nil {
+			if slots != nil {
+				<-slots
+			}
 			runErr = err
 			break
 		}

@@ -34,12 +34,14 @@ import (
 // Span names and attributes the runtime adds (telemetry/doc.go lists them).
 const (
 	SpanDispatch = "runtime.dispatch"
-	SpanHost     = "runtime.host"
-	AttrHostID   = attribute.Key("amdahl.host.id")
-	AttrHostPID  = attribute.Key("amdahl.host.pid")
-	AttrKind     = attribute.Key("amdahl.work.kind")
-	AttrShape    = attribute.Key("amdahl.work.shape")
-	AttrReason   = attribute.Key("amdahl.reason")
+	// SpanQueue is a unit's wait for a worker, inside runtime.dispatch.
+	SpanQueue   = "runtime.queue"
+	SpanHost    = "runtime.host"
+	AttrHostID  = attribute.Key("amdahl.host.id")
+	AttrHostPID = attribute.Key("amdahl.host.pid")
+	AttrKind    = attribute.Key("amdahl.work.kind")
+	AttrShape   = attribute.Key("amdahl.work.shape")
+	AttrReason  = attribute.Key("amdahl.reason")
 )
 
 // Transport attribute values of units of work.
@@ -89,6 +91,17 @@ type Config struct {
 	// Logger receives host output and lifecycle events (default
 	// slog.Default()).
 	Logger *slog.Logger
+	// MaxInFlight, for Run: submit a unit only while fewer than this many
+	// are in flight (0: as fast as the queue takes them). With MaxInFlight
+	// at most runtime.nodes, units do not wait for a host or in the queue:
+	// a run measures the code, not the queue (amdahl ab's default).
+	MaxInFlight int
+	// OnWork, if set, receives each attributed unit of work (its critical
+	// path, rows and tree) as it ends, from the goroutine that ended its
+	// root span; it must be safe for concurrent use and quick. The runtime
+	// itself keeps nothing per unit: OnWork is how a caller (amdahl ab)
+	// keeps units for a comparison.
+	OnWork func(attribution.Work)
 	// ByPhase folds the summary's attribution rows of different components
 	// (ipc.send/request, chunking.send/request) into one row per phase and
 	// direction.
@@ -164,6 +177,7 @@ type unit struct {
 	ctx     context.Context // carries the root span
 	work    telemetry.WorkSpan
 	disp    trace.Span
+	queued  trace.Span // runtime.queue, ended when a worker takes the unit
 	comp    *telemetry.Component
 	start   time.Time
 	outputs map[string]string // the task's, once its host replied
@@ -342,8 +356,14 @@ func (r *Runtime) Submit(ctx context.Context, it Item) error {
 	r.units[tid] = u
 	r.mu.Unlock()
 	r.col.track(tid)
-	_, u.disp = r.tracer.Start(u.ctx, SpanDispatch, trace.WithAttributes(
+	var dctx context.Context
+	dctx, u.disp = r.tracer.Start(u.ctx, SpanDispatch, trace.WithAttributes(
 		telemetry.AttrComponent.String("runtime"), telemetry.AttrPhase.String(telemetry.Dispatch.String()),
+		telemetry.AttrTransport.String(transport)))
+	// The wait for a worker (Submit blocked on a full queue, then queued)
+	// is its own row: load, not code.
+	_, u.queued = r.tracer.Start(dctx, SpanQueue, trace.WithAttributes(
+		telemetry.AttrComponent.String("runtime"), telemetry.AttrPhase.String(telemetry.Queue.String()),
 		telemetry.AttrTransport.String(transport)))
 	select {
 	case <-r.stopping:
@@ -361,6 +381,7 @@ func (r *Runtime) Submit(ctx context.Context, it Item) error {
 		// Not submitted: forget the unit before ending its spans, so it is
 		// neither attributed nor counted in amdahl.work.duration.
 		r.dropUnit(u)
+		u.queued.End()
 		u.disp.End()
 		u.work.Span().End()
 		r.inflight.Done()
@@ -411,6 +432,7 @@ func (r *Runtime) cancelQueued() {
 
 // runUnit runs one unit of work on the worker's goroutine.
 func (r *Runtime) runUnit(u *unit) {
+	u.queued.End()
 	// The unit's context carries its root span and ends with the drain.
 	ctx, cancel := context.WithCancel(u.ctx)
 	stop := context.AfterFunc(r.drainCtx, cancel)
@@ -441,6 +463,9 @@ func (r *Runtime) runUnit(u *unit) {
 
 // finish ends the unit's spans (once) and records its result.
 func (r *Runtime) finish(u *unit, o telemetry.Outcome, class string, err error) {
+	if u.queued.IsRecording() {
+		u.queued.End()
+	}
 	if u.disp.IsRecording() {
 		u.disp.End()
 	}
@@ -489,6 +514,9 @@ func (r *Runtime) onWork(w attribution.Work, diag attribution.Diagnostics) {
 	r.mu.Unlock()
 	r.acc.Add(w)
 	r.acc.AddDiagnostics(diag)
+	if r.cfg.OnWork != nil {
+		r.cfg.OnWork(w)
+	}
 	if u == nil {
 		return
 	}

@@ -284,16 +284,14 @@ func TestCriticalSharesPerUnit(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg := testConfig(t, testSettings(t, "scenario.count=60"), nil)
-	r := startRuntime(t, cfg)
 	var mu sync.Mutex
 	var works []attribution.Work
-	onWork := r.col.onWork
-	r.col.onWork = func(w attribution.Work, d attribution.Diagnostics) {
+	cfg.OnWork = func(w attribution.Work) {
 		mu.Lock()
 		works = append(works, w)
 		mu.Unlock()
-		onWork(w, d)
 	}
+	r := startRuntime(t, cfg)
 	gen := sc.NewGenerator()
 	for range 60 {
 		if err := r.Submit(context.Background(), gen.Next()); err != nil {

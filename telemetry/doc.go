@@ -37,7 +37,8 @@
 //
 //	amdahl.work            root of one unit of work, submission to result delivered
 //	<component>.<phase>    one phase: ipc.send, chunking.serialize, taskhost.execute, runtime.dispatch, …
-//	runtime.dispatch       phase dispatch: queue wait, orchestration lease, task host acquisition (spawn included)
+//	runtime.dispatch       phase dispatch: orchestration lease, task host acquisition (spawn included), and the queue wait below
+//	runtime.queue          phase queue, child of runtime.dispatch: the unit's wait for a worker (Submit blocked on a full queue, then queued)
 //	runtime.host           not a phase: a task's round trip on its host (amdahl.host.id, amdahl.host.pid)
 //	taskhost.<phase>       the host's receive, deserialize, execute and serialize (reply), synthesised by
 //	                       the parent from the timings in the host's reply (amdahl.remote=true)
@@ -50,7 +51,7 @@
 // All spans are SpanKindInternal. Span attributes:
 //
 //	amdahl.component   component name (phase spans)
-//	amdahl.phase       dispatch | serialize | send | receive | deserialize | execute
+//	amdahl.phase       queue | dispatch | serialize | send | receive | deserialize | execute
 //	amdahl.direction   request | reply (absent for dispatch and execute)
 //	amdahl.transport   ipc | chunking
 //	amdahl.scenario    scenario name

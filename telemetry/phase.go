@@ -19,7 +19,11 @@ type Phase uint8
 
 // The phases of a unit of work, in pipeline order.
 const (
-	Dispatch Phase = iota + 1
+	// Queue is a unit's wait in its runtime's queue for a worker: load,
+	// not code. It sits inside dispatch (runtime.queue is a child of
+	// runtime.dispatch), so the two are separate rows.
+	Queue Phase = iota + 1
+	Dispatch
 	Serialize
 	Send
 	Receive
@@ -30,11 +34,11 @@ const (
 // NumPhases is the number of defined phases; valid phases are 1..NumPhases.
 const NumPhases = int(Execute)
 
-var phaseNames = [...]string{"", "dispatch", "serialize", "send", "receive", "deserialize", "execute"}
+var phaseNames = [...]string{"", "queue", "dispatch", "serialize", "send", "receive", "deserialize", "execute"}
 
 // Phases lists every phase in pipeline order.
 func Phases() []Phase {
-	return []Phase{Dispatch, Serialize, Send, Receive, Deserialize, Execute}
+	return []Phase{Queue, Dispatch, Serialize, Send, Receive, Deserialize, Execute}
 }
 
 // String returns the phase's name as it appears in telemetry ("serialize").
@@ -46,7 +50,7 @@ func (p Phase) String() string {
 }
 
 // Valid reports whether p is one of the defined phases.
-func (p Phase) Valid() bool { return p >= Dispatch && p <= Execute }
+func (p Phase) Valid() bool { return p >= Queue && p <= Execute }
 
 // ParsePhase returns the phase named s, or an error listing the valid names.
 func ParsePhase(s string) (Phase, error) {
@@ -55,7 +59,7 @@ func ParsePhase(s string) (Phase, error) {
 			return Phase(i), nil
 		}
 	}
-	return 0, fmt.Errorf("unknown phase %q (valid: dispatch, serialize, send, receive, deserialize, execute)", s)
+	return 0, fmt.Errorf("unknown phase %q (valid: queue, dispatch, serialize, send, receive, deserialize, execute)", s)
 }
 
 // Direction separates the two legs of serialize/send/receive/deserialize.
@@ -185,7 +189,7 @@ func NewComponent(name string, cfg ComponentConfig) (*Component, error) {
 		return nil, err
 	}
 	base := append([]attribute.KeyValue{AttrComponent.String(name)}, cfg.Attributes...)
-	for p := Dispatch; p <= Execute; p++ {
+	for p := Queue; p <= Execute; p++ {
 		c.phaseLbl[p] = pprof.Labels(LabelPhase, p.String())
 		c.labelCtx[p] = pprof.WithLabels(context.Background(), c.phaseLbl[p])
 		for d := None; d <= Reply; d++ {

@@ -63,6 +63,16 @@ type CompareOptions struct {
 	// phase and direction of any component ("send/request"). Empty: no
 	// target, so no prediction (the table and the measured gain only).
 	Target []string
+	// Paired: run i of the baseline and run i of the candidate were made
+	// under the same conditions (interleaved, back to back), so the
+	// bootstrap draws pairs of runs: a drift of the machine's speed over
+	// the experiment then cancels out instead of widening the intervals.
+	// Needs the same number of runs (two or more) on both sides.
+	Paired bool
+	// IgnoreUnmatched drops target selectors that match no row instead of
+	// failing (targets derived from settings, which name rows a scenario
+	// may not have).
+	IgnoreUnmatched bool
 	// ByPhase folds rows of different components into one per phase and
 	// direction.
 	ByPhase bool
@@ -197,7 +207,7 @@ func Compare(base, cand Side, opt CompareOptions) (Comparison, error) {
 				target[i], found = true, true
 			}
 		}
-		if !found {
+		if !found && !opt.IgnoreUnmatched {
 			var names []string
 			for _, k := range keys {
 				if k.Phase.Valid() {
@@ -218,10 +228,17 @@ func Compare(base, cand Side, opt CompareOptions) (Comparison, error) {
 	b := flatten(base, keyIndex, hasTarget)
 	c := flatten(cand, keyIndex, false)
 	byRuns := len(base.Runs) >= 2 && len(cand.Runs) >= 2
+	paired := opt.Paired && byRuns && len(base.Runs) == len(cand.Runs)
+	if opt.Paired && !paired {
+		return Comparison{}, fmt.Errorf("compare: paired runs need the same number of runs (two or more) on both sides, got %d and %d", len(base.Runs), len(cand.Runs))
+	}
 	out := Comparison{Target: targetNames, Level: opt.Level, Iterations: opt.Iterations,
 		BaseRuns: len(base.Runs), CandRuns: len(cand.Runs), BaseWorks: b.units(), CandWorks: c.units(), Resampled: "units"}
 	if byRuns {
 		out.Resampled = "runs"
+	}
+	if paired {
+		out.Resampled = "pairs of runs"
 	}
 	// Point estimates from all units, then the bootstrap.
 	est := estimate(b, c, ones(b), ones(c), keys, target, hasTarget)
@@ -234,7 +251,14 @@ func Compare(base, cand Side, opt CompareOptions) (Comparison, error) {
 			defer wg.Done()
 			for it := g; it < opt.Iterations; it += workers {
 				rng := rand.New(rand.NewPCG(opt.Seed, uint64(it)+1))
-				draws[it] = estimate(b, c, resample(rng, b, byRuns), resample(rng, c, byRuns), keys, target, hasTarget)
+				var runs []int
+				if paired {
+					runs = make([]int, len(b.runStart)-1)
+					for i := range runs {
+						runs[i] = rng.IntN(len(runs))
+					}
+				}
+				draws[it] = estimate(b, c, resample(rng, b, byRuns, runs), resample(rng, c, byRuns, runs), keys, target, hasTarget)
 			}
 		}()
 	}
@@ -311,9 +335,10 @@ func flatten(s Side, keyIndex map[Key]int, plans bool) *side {
 }
 
 // resample draws a bootstrap sample of s as a count per unit: runs with
-// replacement and, in each drawn run, its units with replacement; or the
-// units of all runs pooled.
-func resample(rng *rand.Rand, s *side, byRuns bool) []int32 {
+// replacement (or the given runs, drawn for both sides of a pair) and, in
+// each drawn run, its units with replacement; or the units of all runs
+// pooled.
+func resample(rng *rand.Rand, s *side, byRuns bool, runs []int) []int32 {
 	counts := make([]int32, s.units())
 	if !byRuns {
 		n := len(counts)
@@ -322,9 +347,12 @@ func resample(rng *rand.Rand, s *side, byRuns bool) []int32 {
 		}
 		return counts
 	}
-	runs := len(s.runStart) - 1
-	for range runs {
-		r := rng.IntN(runs)
+	n := len(s.runStart) - 1
+	for i := range n {
+		r := rng.IntN(n)
+		if runs != nil {
+			r = runs[i]
+		}
 		lo, hi := s.runStart[r], s.runStart[r+1]
 		for range hi - lo {
 			counts[lo+rng.IntN(hi-lo)]++
@@ -620,4 +648,83 @@ func (c Comparison) WriteText(w io.Writer) error {
 		}
 	}
 	return nil
+}
+
+// MeanGain returns 1 - mean(cand)/mean(base) (for run wall times: the
+// candidate's gain) with a percentile bootstrap interval, each side's
+// values resampled independently (they are whole runs), or as pairs with
+// opt.Paired (same length). Iterations, Level and Seed are taken from opt;
+// NaN when a side is empty.
+func MeanGain(base, cand []float64, opt CompareOptions) Interval {
+	if len(base) == 0 || len(cand) == 0 || opt.Paired && len(base) != len(cand) {
+		return undefined
+	}
+	if opt.Iterations <= 0 {
+		opt.Iterations = 400
+	}
+	if opt.Level <= 0 || opt.Level >= 1 {
+		opt.Level = 0.95
+	}
+	gain := func(b, c []float64) float64 { return 1 - mean(c)/mean(b) }
+	rng := rand.New(rand.NewPCG(opt.Seed, 0x6a17))
+	draw := func(xs []float64) []float64 {
+		out := make([]float64, len(xs))
+		for i := range out {
+			out[i] = xs[rng.IntN(len(xs))]
+		}
+		return out
+	}
+	vals := make([]float64, opt.Iterations)
+	for i := range vals {
+		if opt.Paired {
+			b, c := make([]float64, len(base)), make([]float64, len(cand))
+			for j := range b {
+				k := rng.IntN(len(base))
+				b[j], c[j] = base[k], cand[k]
+			}
+			vals[i] = gain(b, c)
+			continue
+		}
+		vals[i] = gain(draw(base), draw(cand))
+	}
+	lo, hi := percentileInterval(vals, opt.Level)
+	return Interval{gain(base, cand), lo, hi}
+}
+
+// WriteMarkdown prints the comparison as a Markdown table and the verdict
+// as a list.
+func (c Comparison) WriteMarkdown(w io.Writer) error {
+	cell := func(i Interval) string {
+		if !i.Defined() {
+			return "–"
+		}
+		return fmt.Sprintf("%s ± %.1f", pctSigned(i.Value), 100*i.HalfWidth())
+	}
+	dur := func(d time.Duration, n int) string {
+		if n == 0 {
+			return "–"
+		}
+		return round(d).String()
+	}
+	var b strings.Builder
+	b.WriteString("| row | baseline mean | candidate mean | q | r | q·r | critical/work Δ |\n|---|---:|---:|---:|---:|---:|---:|\n")
+	for _, r := range c.Rows {
+		name := "`" + r.Name + "`"
+		if r.Target {
+			name = "**" + name + "**"
+		}
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s |\n", name, dur(r.BaseMean, r.BaseSpans), dur(r.CandMean, r.CandSpans),
+			cell(r.Q), cell(r.R), cell(r.QR), signedDur(r.CandCritical-r.BaseCritical))
+	}
+	b.WriteString("\n| e2e gain | value |\n|---|---:|\n")
+	if len(c.Target) > 0 {
+		fmt.Fprintf(&b, "| predicted, first order Σq·r (bold rows) | %s |\n| predicted, critical-path replay | %s |\n", cell(c.FirstOrder), cell(c.Replay))
+	}
+	fmt.Fprintf(&b, "| measured (%v → %v) | %s |\n\n", round(c.BaseE2E), round(c.CandE2E), cell(c.Measured))
+	fmt.Fprintf(&b, "%.0f %% intervals: bootstrap over %s, %d resamples.\n\n", 100*c.Level, c.Resampled, c.Iterations)
+	for _, v := range c.Verdict {
+		fmt.Fprintf(&b, "- %s\n", v)
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
 }

@@ -212,3 +212,39 @@ func TestCompareOverRuns(t *testing.T) {
 		t.Errorf("resampled %q over %d runs, want runs over 4", cmp.Resampled, cmp.BaseRuns)
 	}
 }
+
+// A drift of the machine's speed over an interleaved experiment (each pair
+// of runs slower than the last) widens unpaired intervals; pairing the
+// runs cancels it.
+func TestPairedRunsCancelDrift(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 8))
+	var bs, cs Side
+	for r := range 6 {
+		drift := 1 + 0.3*float64(r) // the machine gets slower
+		for i, s := range []*Side{&bs, &cs} {
+			var spans []Span
+			for u := range 100 {
+				j := drift * (1 + 0.05*rng.NormFloat64())
+				spans = append(spans, serialUnit(fmt.Sprint("r", r, "s", i, "u", u), 5*j, 1*j, 3*j, 4*j)...)
+			}
+			*s = Side{Runs: append(s.Runs, sideOf(t, spans).Runs...)}
+		}
+	}
+	unpaired, err := Compare(bs, cs, CompareOptions{Seed: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	paired, err := Compare(bs, cs, CompareOptions{Seed: 1, Paired: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if paired.Resampled != "pairs of runs" || !paired.Measured.Contains(0) {
+		t.Errorf("paired: %q, measured %+v; want pairs of runs holding 0", paired.Resampled, paired.Measured)
+	}
+	if paired.Measured.HalfWidth() > unpaired.Measured.HalfWidth()/3 {
+		t.Errorf("paired half-width %.4f, unpaired %.4f: want pairing to cut it at least threefold", paired.Measured.HalfWidth(), unpaired.Measured.HalfWidth())
+	}
+	if _, err := Compare(bs, Side{Runs: cs.Runs[:3]}, CompareOptions{Paired: true}); err == nil {
+		t.Error("paired with 6 and 3 runs: no error")
+	}
+}

@@ -106,8 +106,11 @@
 // percentile bootstrap interval (400 resamples, 95 %): over runs, then
 // units within each drawn run, when both sides hold two runs or more —
 // units of one run share its conditions (machine load, cache, the other
-// units in flight) and are not independent; over units otherwise, and the
-// verdict then says that the intervals leave out run-to-run variation.
+// units in flight) and are not independent; over pairs of runs when the
+// runs were interleaved (CompareOptions.Paired, as amdahl ab makes them:
+// run i of each side back to back), so that a drift of the machine's speed
+// over the experiment cancels out; over units otherwise, and the verdict
+// then says that the intervals leave out run-to-run variation.
 // The verdict says whether the measured interval holds the replay's
 // prediction; if not, which rows outside the target moved their critical
 // time significantly (each row's shift: its critical time per unit B − C

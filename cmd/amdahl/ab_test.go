@@ -1,0 +1,119 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/amdahl-rt/amdahl/telemetry/attribution"
+)
+
+func TestABEndToEnd(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "ab")
+	code, out, errs := runCLI(t, "ab", "--scenario", "taskhost", "--set", "scenario.count=30", "--runs", "2",
+		"--baseline", "ipc.delta=off", "--candidate", "ipc.delta=on", "--json", "--out", dir, "--progress", "never")
+	if code != exitOK {
+		t.Fatalf("exit %d; stderr %q", code, errs)
+	}
+	var res struct {
+		Differ     []string               `json:"settings_that_differ"`
+		Runs       []abRun                `json:"runs"`
+		Comparison attribution.Comparison `json:"comparison"`
+		Wall       map[string]*float64    `json:"wall_time_gain"`
+	}
+	if err := json.Unmarshal([]byte(out), &res); err != nil {
+		t.Fatalf("not JSON: %v\n%s", err, out)
+	}
+	if !slices.Equal(res.Differ, []string{"ipc.delta"}) {
+		t.Errorf("settings that differ %v, want [ipc.delta]", res.Differ)
+	}
+	// Interleaved, the order alternating: A B, then B A.
+	var order []string
+	for _, r := range res.Runs {
+		order = append(order, r.Side)
+		if r.Units != 30 || r.Attributed != 27 {
+			t.Errorf("run %s-%d: %d units, %d attributed; want 30 and 27 (10 %% warm-up left out)", r.Side, r.Index, r.Units, r.Attributed)
+		}
+	}
+	if got := strings.Join(order, " "); got != "baseline candidate candidate baseline" {
+		t.Errorf("run order %q, want baseline candidate candidate baseline", got)
+	}
+	c := res.Comparison
+	if c.Resampled != "pairs of runs" || c.BaseRuns != 2 || c.CandRuns != 2 {
+		t.Errorf("resampled %q over %d/%d runs, want pairs of runs over 2/2", c.Resampled, c.BaseRuns, c.CandRuns)
+	}
+	for _, want := range []string{"ipc.serialize/request", "ipc.send/request", "taskhost.deserialize/request"} {
+		if !slices.Contains(c.Target, want) {
+			t.Errorf("target %v lacks %s (derived from ipc.delta)", c.Target, want)
+		}
+	}
+	if slices.Contains(c.Target, "taskhost.execute") || slices.Contains(c.Target, "runtime.dispatch") {
+		t.Errorf("target %v holds rows ipc.delta is not about", c.Target)
+	}
+	for name, i := range map[string]attribution.Interval{"measured": c.Measured, "replay": c.Replay, "first order": c.FirstOrder} {
+		if !(i.Lo <= i.Value && i.Value <= i.Hi) {
+			t.Errorf("%s interval %+v not ordered", name, i)
+		}
+	}
+	if res.Wall["value"] == nil || res.Wall["lo"] == nil || *res.Wall["lo"] > *res.Wall["hi"] {
+		t.Errorf("wall time gain %v", res.Wall)
+	}
+	for _, name := range []string{"ab.json", "baseline-1/trace.jsonl", "candidate-2/summary.json"} {
+		if _, err := os.Stat(filepath.Join(dir, name)); err != nil {
+			t.Errorf("--out lacks %s: %v", name, err)
+		}
+	}
+	// report with the runs' files per side gives the same table as ab.
+	code, rep, errs := runCLI(t, "report", "--json", "--target", strings.Join(c.Target, ","),
+		"--baseline", filepath.Join(dir, "baseline-1/trace.jsonl")+","+filepath.Join(dir, "baseline-2/trace.jsonl"),
+		filepath.Join(dir, "candidate-1/trace.jsonl"), filepath.Join(dir, "candidate-2/trace.jsonl"))
+	if code != exitOK {
+		t.Fatalf("report: exit %d, stderr %q", code, errs)
+	}
+	var fromFiles struct {
+		Comparison attribution.Comparison `json:"comparison"`
+	}
+	if err := json.Unmarshal([]byte(rep), &fromFiles); err != nil {
+		t.Fatal(err)
+	}
+	if len(fromFiles.Comparison.Rows) != len(c.Rows) {
+		t.Errorf("report has %d rows, ab %d", len(fromFiles.Comparison.Rows), len(c.Rows))
+	}
+}
+
+func TestABUsage(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"ab", "--runs", "1"}, "--runs 1"},
+		{[]string{"ab", "--baseline", "nope=1"}, "nope"},
+		{[]string{"ab", "--json", "--markdown"}, "choose one"},
+		{[]string{"ab", "--warmup", "0.9"}, "--warmup"},
+		{[]string{"ab", "--scenario", "nope"}, "nope"},
+	} {
+		code, _, errs := runCLI(t, tc.args...)
+		if code != exitUsage || !strings.Contains(errs, tc.want) {
+			t.Errorf("%v: exit %d, stderr %q; want 2 and %q", tc.args, code, errs, tc.want)
+		}
+	}
+}
+
+func TestTargetsOf(t *testing.T) {
+	for _, tc := range []struct {
+		differ []string
+		want   string
+	}{
+		{[]string{"ipc.buffer"}, "ipc taskhost.deserialize taskhost.receive taskhost.serialize"},
+		{[]string{"chunking.algorithm", "chunking.accounting"}, "chunking"},
+		{[]string{"runtime.nodes", "ipc.send"}, "ipc runtime taskhost.deserialize taskhost.receive taskhost.serialize"},
+		{[]string{"scenario.count"}, ""},
+	} {
+		if got := strings.Join(targetsOf(tc.differ), " "); got != tc.want {
+			t.Errorf("targetsOf(%v) = %q, want %q", tc.differ, got, tc.want)
+		}
+	}
+}
