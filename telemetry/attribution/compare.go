@@ -42,6 +42,9 @@ func (i Interval) MarshalJSON() ([]byte, error) {
 
 var undefined = Interval{math.NaN(), math.NaN(), math.NaN()}
 
+// MaxIterations bounds the bootstrap's resamples.
+const MaxIterations = 100_000
+
 // Side is one arm of an A/B comparison: one or more runs, each a set of
 // units of work.
 type Side struct {
@@ -90,8 +93,12 @@ type CompareRow struct {
 	Target bool   `json:"target"`
 	// Q is the row's share of the baseline's e2e on its critical path.
 	Q Interval `json:"q"`
-	// BaseMean and CandMean are the mean durations of the row's own spans
-	// on each side (0 where the row is absent); R = 1 - CandMean/BaseMean.
+	// BaseOwn and CandOwn are the row's own work per unit of work on each
+	// side: the sum of its span durations per unit (overlap counted); R =
+	// 1 - CandOwn/BaseOwn. BaseMean and CandMean are the mean span
+	// durations (equal ratios while the spans per unit do not change).
+	BaseOwn   time.Duration `json:"baseline_own_per_work_ns"`
+	CandOwn   time.Duration `json:"candidate_own_per_work_ns"`
 	BaseMean  time.Duration `json:"baseline_mean_ns"`
 	CandMean  time.Duration `json:"candidate_mean_ns"`
 	BaseSpans int           `json:"baseline_spans"`
@@ -167,10 +174,16 @@ type sums struct {
 // case the intervals leave out run-to-run variation and the verdict says
 // so.
 func Compare(base, cand Side, opt CompareOptions) (Comparison, error) {
-	if opt.Iterations <= 0 {
+	if opt.Iterations < 0 || opt.Iterations > MaxIterations {
+		return Comparison{}, fmt.Errorf("compare: %d bootstrap iterations: want 1 to %d (0 for 400)", opt.Iterations, MaxIterations)
+	}
+	if opt.Level < 0 || opt.Level >= 1 {
+		return Comparison{}, fmt.Errorf("compare: interval level %v: want between 0 and 1 (0 for 0.95)", opt.Level)
+	}
+	if opt.Iterations == 0 {
 		opt.Iterations = 400
 	}
-	if opt.Level <= 0 || opt.Level >= 1 {
+	if opt.Level == 0 {
 		opt.Level = 0.95
 	}
 	if base.works() == 0 || cand.works() == 0 {
@@ -186,10 +199,19 @@ func Compare(base, cand Side, opt CompareOptions) (Comparison, error) {
 		for _, run := range s.Runs {
 			for _, w := range run {
 				for _, st := range w.Stats {
-					if _, ok := keyIndex[st.Key]; !ok {
-						keyIndex[st.Key] = len(keys)
-						keys = append(keys, st.Key)
+					if _, ok := keyIndex[st.Key]; ok {
+						continue
 					}
+					k := st.Key
+					if len(keys) >= MaxRows {
+						k = overflowKey(k)
+					}
+					j, ok := keyIndex[k]
+					if !ok {
+						j = len(keys)
+						keys = append(keys, k)
+					}
+					keyIndex[st.Key], keyIndex[k] = j, j
 				}
 			}
 		}
@@ -289,6 +311,7 @@ func Compare(base, cand Side, opt CompareOptions) (Comparison, error) {
 			Q: ci(3 + 4*i), R: ci(4 + 4*i), QR: ci(5 + 4*i), Shift: ci(6 + 4*i),
 			BaseSpans: int(bt.span[i]), CandSpans: int(ct.span[i]),
 			BaseCritical: time.Duration(bt.critical[i] / bt.n), CandCritical: time.Duration(ct.critical[i] / ct.n)}
+		row.BaseOwn, row.CandOwn = time.Duration(bt.naive[i]/bt.n), time.Duration(ct.naive[i]/ct.n)
 		if bt.span[i] > 0 {
 			row.BaseMean = time.Duration(bt.naive[i] / bt.span[i])
 		}
@@ -403,8 +426,11 @@ func estimate(b, c *side, bs, cs []int32, keys []Key, target []bool, hasTarget b
 		q := bt.critical[i] / bt.e2e
 		r := math.NaN()
 		factor[i] = 1
-		if bt.span[i] > 0 && ct.span[i] > 0 {
-			f := (ct.naive[i] / ct.span[i]) / (bt.naive[i] / bt.span[i])
+		// The row's own work per unit: its span time per unit of work (the
+		// spans' count may change with the change: more chunks, fewer
+		// packets). A row absent from the candidate did no work there (r = 1).
+		if bt.naive[i] > 0 {
+			f := (ct.naive[i] / ct.n) / (bt.naive[i] / bt.n)
 			if !math.IsNaN(f) && !math.IsInf(f, 0) {
 				r = 1 - f
 				if target[i] {
@@ -522,12 +548,15 @@ func verdict(c Comparison) []string {
 			tr = append(tr, fmt.Sprintf("%s is absent on one side", r.Name))
 			continue
 		}
-		speed := "faster"
-		x := float64(r.BaseMean) / float64(r.CandMean)
-		if x < 1 {
-			speed, x = "slower", 1/x
+		var change string
+		switch x := float64(r.BaseOwn) / float64(r.CandOwn); {
+		case r.CandOwn == 0:
+			change = fmt.Sprintf("%s did no work in the candidate (r = 1)", r.Name)
+		case x >= 1:
+			change = fmt.Sprintf("%s got %.2f× faster (r = %.2f ± %.2f)", r.Name, x, r.R.Value, r.R.HalfWidth())
+		default:
+			change = fmt.Sprintf("%s got %.2f× slower (r = %.2f ± %.2f)", r.Name, 1/x, r.R.Value, r.R.HalfWidth())
 		}
-		change := fmt.Sprintf("%s got %.2f× %s (r = %.2f ± %.2f)", r.Name, x, speed, r.R.Value, r.R.HalfWidth())
 		if r.R.Contains(0) {
 			change = fmt.Sprintf("%s did not change measurably (r = %.2f ± %.2f)", r.Name, r.R.Value, r.R.HalfWidth())
 		}
@@ -566,6 +595,10 @@ func verdict(c Comparison) []string {
 			parts = append(parts, fmt.Sprintf("%s %s/unit (%s of e2e)", r.Name, signedDur(r.CandCritical-r.BaseCritical), pp(r.Shift)))
 		}
 		out = append(out, "Outside the target, critical time moved in: "+strings.Join(parts, "; ")+".")
+	}
+	if c.Resampled != "units" && min(c.BaseRuns, c.CandRuns) < 5 {
+		out = append(out, fmt.Sprintf("Only %d and %d runs: a bootstrap over fewer than 5 runs gives intervals that are too narrow (in simulation, a 95 %% interval held the truth 79 times in 100 with 2 runs, 91 with 5); use more runs.",
+			c.BaseRuns, c.CandRuns))
 	}
 	if c.Resampled == "units" {
 		out = append(out, fmt.Sprintf("Intervals resample units (%d baseline, %d candidate in %d and %d runs): they leave out run-to-run variation; pass several runs per side.",
@@ -611,7 +644,7 @@ func signedDur(d time.Duration) string {
 // WriteText prints the comparison as an aligned table and the verdict.
 func (c Comparison) WriteText(w io.Writer) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "row\tbaseline mean\tcandidate mean\tq\tr\tq·r\tcritical/work Δ\t")
+	fmt.Fprintln(tw, "row\tbaseline own/work\tcandidate own/work\tq\tr\tq·r\tcritical/work Δ\t")
 	cell := func(i Interval) string {
 		if !i.Defined() {
 			return "-"
@@ -629,7 +662,7 @@ func (c Comparison) WriteText(w io.Writer) error {
 		if r.Target {
 			name = "* " + name
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", name, dur(r.BaseMean, r.BaseSpans), dur(r.CandMean, r.CandSpans),
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", name, dur(r.BaseOwn, r.BaseSpans), dur(r.CandOwn, r.CandSpans),
 			cell(r.Q), cell(r.R), cell(r.QR), signedDur(r.CandCritical-r.BaseCritical))
 	}
 	fmt.Fprintf(tw, "\t\t\t\t\t\t\t\n")
@@ -707,13 +740,13 @@ func (c Comparison) WriteMarkdown(w io.Writer) error {
 		return round(d).String()
 	}
 	var b strings.Builder
-	b.WriteString("| row | baseline mean | candidate mean | q | r | q·r | critical/work Δ |\n|---|---:|---:|---:|---:|---:|---:|\n")
+	b.WriteString("| row | baseline own/work | candidate own/work | q | r | q·r | critical/work Δ |\n|---|---:|---:|---:|---:|---:|---:|\n")
 	for _, r := range c.Rows {
 		name := "`" + r.Name + "`"
 		if r.Target {
 			name = "**" + name + "**"
 		}
-		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s |\n", name, dur(r.BaseMean, r.BaseSpans), dur(r.CandMean, r.CandSpans),
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s |\n", name, dur(r.BaseOwn, r.BaseSpans), dur(r.CandOwn, r.CandSpans),
 			cell(r.Q), cell(r.R), cell(r.QR), signedDur(r.CandCritical-r.BaseCritical))
 	}
 	b.WriteString("\n| e2e gain | value |\n|---|---:|\n")

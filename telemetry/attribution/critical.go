@@ -3,6 +3,7 @@ package attribution
 import (
 	"bytes"
 	"cmp"
+	"math"
 	"slices"
 	"time"
 
@@ -106,9 +107,11 @@ type Diagnostics struct {
 	// Unrooted are spans of traces that hold no amdahl.work root.
 	Unrooted int `json:"unrooted"`
 	// Placed counts far-side groups moved by causal placement (clock skew
-	// between processes), Clipped near-side spans cut at a far-side group.
-	Placed  int `json:"placed"`
-	Clipped int `json:"clipped"`
+	// between processes), Clipped near-side spans cut at a far-side group,
+	// Unplaced parents with several round trips, walked as recorded.
+	Placed   int `json:"placed"`
+	Clipped  int `json:"clipped"`
+	Unplaced int `json:"unplaced"`
 }
 
 // Add adds o's counts to d.
@@ -123,6 +126,7 @@ func (d *Diagnostics) Add(o Diagnostics) {
 	d.Unrooted += o.Unrooted
 	d.Placed += o.Placed
 	d.Clipped += o.Clipped
+	d.Unplaced += o.Unplaced
 }
 
 // MaxTreeDepth bounds how deep a span may sit below its unit's root.
@@ -219,9 +223,17 @@ func (b *treeBuilder) trace(all []Span, group []int32, fn func(Work), d *Diagnos
 			roots = append(roots, int32(i))
 		}
 	}
+	// An orphan above a root (an upstream caller's span whose own parent
+	// is not in the input) is not attached: that would make a loop.
+	above := map[int32]bool{}
+	for _, r := range roots {
+		for p, n := b.parent[r], 0; p >= 0 && n <= len(b.sp); p, n = b.parent[p], n+1 {
+			above[p] = true
+		}
+	}
 	attached := false
 	for i := range b.sp {
-		if b.parent[i] != missingParent || b.sp[i].Name == telemetry.SpanWork {
+		if b.parent[i] != missingParent || b.sp[i].Name == telemetry.SpanWork || above[int32(i)] {
 			continue
 		}
 		d.Orphans++
@@ -322,10 +334,6 @@ func (b *treeBuilder) units() {
 			}
 			if b.state[j] == 1 {
 				res = cyclic
-				break
-			}
-			if len(b.stack) > MaxTreeDepth {
-				res = tooDeep
 				break
 			}
 			b.state[j] = 1
@@ -429,7 +437,7 @@ func (t *tree) place(d *Diagnostics) {
 				far = append(far, c)
 			}
 		}
-		if len(far) == 0 || t.nodes[p].Far {
+		if len(far) == 0 {
 			continue
 		}
 		pn := t.nodes[p]
@@ -459,6 +467,13 @@ func (t *tree) place(d *Diagnostics) {
 					uh = n.End
 				}
 			}
+		}
+		if haveReq && haveRep && !oneRoundTrip(t, p) {
+			// Several round trips under one parent: which far span belongs
+			// to which cannot be told from clocks that may disagree, so
+			// the spans are walked as recorded.
+			d.Unplaced++
+			continue
 		}
 		if lh < 0 {
 			lh = l
@@ -501,6 +516,25 @@ func (t *tree) place(d *Diagnostics) {
 	}
 }
 
+// oneRoundTrip reports whether the near children of p are one round trip:
+// every request span starts before every reply span.
+func oneRoundTrip(t *tree, p int) bool {
+	lastReq, firstRep := int64(math.MinInt64), int64(math.MaxInt64)
+	for _, c := range t.kids[p] {
+		n := t.nodes[c]
+		if n.Far {
+			continue
+		}
+		switch n.Key.Direction {
+		case telemetry.Request:
+			lastReq = max(lastReq, n.Start)
+		case telemetry.Reply:
+			firstRep = min(firstRep, n.Start)
+		}
+	}
+	return lastReq < firstRep
+}
+
 // clampShift returns the shift closest to 0 within [lo, hi], or lo when
 // the bounds cannot both hold (the group is longer than its window: its
 // start is kept after the request began, the walk clips its end).
@@ -533,16 +567,17 @@ func (t *tree) clip() {
 // attribute walks the critical path and sums the rows.
 func (t *tree) attribute() []KeyStat {
 	var stats []KeyStat
+	at := map[Key]int{}
 	add := func(k Key, crit, naive time.Duration, count int) {
-		for i := range stats {
-			if stats[i].Key == k {
-				stats[i].Critical += crit
-				stats[i].Naive += naive
-				stats[i].Count += count
-				return
-			}
+		i, ok := at[k]
+		if !ok {
+			i = len(stats)
+			at[k] = i
+			stats = append(stats, KeyStat{Key: k})
 		}
-		stats = append(stats, KeyStat{Key: k, Critical: crit, Naive: naive, Count: count})
+		stats[i].Critical += crit
+		stats[i].Naive += naive
+		stats[i].Count += count
 	}
 	for i := 1; i < len(t.nodes); i++ {
 		if n := t.nodes[i]; n.Key.Phase.Valid() {
@@ -568,7 +603,14 @@ func (t *tree) walk(i int32, inherit Key, emit func(Key, time.Duration)) {
 		own = inherit
 	}
 	kids := slices.Clone(t.kids[i])
-	slices.SortStableFunc(kids, func(a, b int32) int { return cmp.Compare(t.nodes[b].End, t.nodes[a].End) })
+	// Latest end first; among equal ends the later start (the replay
+	// breaks ties the same way).
+	slices.SortStableFunc(kids, func(a, b int32) int {
+		if c := cmp.Compare(t.nodes[b].End, t.nodes[a].End); c != 0 {
+			return c
+		}
+		return cmp.Compare(t.nodes[b].Start, t.nodes[a].Start)
+	})
 	cursor := n.End
 	for _, c := range kids {
 		cn := t.nodes[c]

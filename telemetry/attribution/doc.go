@@ -58,12 +58,19 @@
 //     before the near reply receive ended (a pipelined transfer, where the
 //     far side reads while the near side still writes).
 //
-// No shift when the bounds already hold, so a consistent trace is left
-// alone. Then a near request span that still reaches past the group's
-// start is cut there (its end was recorded late: the writer was
-// descheduled after the far side had its bytes), and a near reply span
-// that starts before the group's end starts at it. A far span whose
-// parent is a near send span is placed as the send's sibling.
+// No shift when the bounds already hold. Then a near request span that
+// still reaches past the group's start is cut there, and a near reply span
+// that starts before the group's end starts at it: a send whose end was
+// recorded late (the writer was descheduled after the far side had its
+// bytes) no longer hides the far side — and in a pipelined transfer, where
+// the far side starts reading while the near side still writes, the
+// overlap goes to the far side's receive (so a change to the pipe should
+// target both: amdahl ab's ipc target includes taskhost.receive). A far
+// span whose parent is a near send span is placed as the send's sibling; a
+// third process under a far span is placed within that span's window the
+// same way. A parent with several round trips (a request after a reply)
+// is walked as recorded: which far span belongs to which trip cannot be
+// told from clocks that may disagree (Diagnostics.Unplaced).
 //
 // Worked example (ms; the host's clock 2 ms behind the parent's):
 //
@@ -86,13 +93,18 @@
 // differ):
 //
 //	q(row)   from B's critical path only
-//	r(row)   = 1 - mean span duration in C / mean span duration in B,
-//	           from the row's own spans (the ratio of means: it weighs
-//	           every span by its duration, as e2e does; a median would
-//	           ignore the tail that a buffer change moves)
+//	r(row)   = 1 - own(C) / own(B), where own is the row's own work per
+//	           unit: the sum of its span durations over the units (mean
+//	           span duration × spans per unit). It equals the ratio of mean
+//	           span durations while a change keeps the spans per unit, and
+//	           stays right when it does not (fewer, larger chunks or
+//	           packets). Means, not medians: e2e is a mean, and a median
+//	           would ignore the tail that a buffer change moves
 //	first order = Σ over T of q·r
 //	replay   = 1 - mean replayed e2e / mean e2e over B's units, each unit
-//	           replayed with its T spans lasting (1 - r) times as long and
+//	           replayed with its T spans lasting (1 - r) times as long (ties
+//	           between siblings ending together broken as the walk does: the
+//	           later start) and
 //	           everything causally after them moved: a child starts the same
 //	           gap after the sibling it waited for (the last to end before
 //	           it started) or after its parent's start; a parent ends the
@@ -101,7 +113,8 @@
 //	measured = 1 - mean e2e(C) / mean e2e(B)
 //
 // Neither prediction uses C's critical path or e2e: only B's tree and the
-// mean durations of T's own spans. (Computing r from critical time would
+// own work of T's rows. Failed and cancelled units count like the others
+// (their e2e is time the run spent); a report shows how many failed. (Computing r from critical time would
 // make Σ q·r equal the measured gain by algebra.) Every figure has a
 // percentile bootstrap interval (400 resamples, 95 %): over runs, then
 // units within each drawn run, when both sides hold two runs or more —

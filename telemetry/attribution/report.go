@@ -92,10 +92,32 @@ func (a *Accumulator) Add(w Work) {
 func (a *Accumulator) row(k Key) *rowSum {
 	r := a.rows[k]
 	if r == nil {
+		if len(a.rows) >= MaxRows {
+			k = overflowKey(k)
+			if r = a.rows[k]; r != nil {
+				return r
+			}
+		}
 		r = &rowSum{}
 		a.rows[k] = r
 	}
 	return r
+}
+
+// MaxRows bounds the distinct rows (component, phase, direction) a report
+// or comparison keeps: components are free text from the input. Rows past
+// it are folded into one per phase and direction, with the component
+// OverflowComponent.
+const MaxRows = 1000
+
+// OverflowComponent names the component of rows folded past MaxRows.
+const OverflowComponent = "(more components)"
+
+func overflowKey(k Key) Key {
+	if !k.Phase.Valid() {
+		return k
+	}
+	return Key{Component: OverflowComponent, Phase: k.Phase, Direction: k.Direction}
 }
 
 // AddDiagnostics adds counts about the input to the report.
@@ -188,11 +210,12 @@ func (r Report) WriteText(w io.Writer) error {
 // line is a one-line account of anomalies in the input, or "" when there
 // were none worth a line.
 func (d Diagnostics) line() string {
-	if d.Duplicates+d.Orphans+d.Cycles+d.TooDeep+d.Nested+d.Unrooted == 0 {
+	if d.Duplicates+d.Orphans+d.Cycles+d.TooDeep+d.Nested+d.Unrooted+d.Placed+d.Clipped+d.Unplaced == 0 {
 		return ""
 	}
-	return fmt.Sprintf("input: %d spans; %d duplicates dropped, %d orphans (%d attached to their trace's unit), %d nested roots, %d in cycles, %d too deep, %d outside any unit",
-		d.Spans, d.Duplicates, d.Orphans, d.Attached, d.Nested, d.Cycles, d.TooDeep, d.Unrooted)
+	return fmt.Sprintf("input: %d spans; %d duplicates dropped, %d orphans (%d attached to their trace's unit), %d nested roots, %d in cycles, %d too deep, %d outside any unit; "+
+		"far-side groups placed %d, near spans cut %d, parents with several round trips walked as recorded %d",
+		d.Spans, d.Duplicates, d.Orphans, d.Attached, d.Nested, d.Cycles, d.TooDeep, d.Unrooted, d.Placed, d.Clipped, d.Unplaced)
 }
 
 func pct(f float64) string { return fmt.Sprintf("%.1f%%", 100*f) }

@@ -11,14 +11,18 @@ import (
 // use at most ~2,000 buckets (16 KiB); the zero value is ready to use. Not
 // safe for concurrent use.
 type Sketch struct {
-	counts []uint64 // counts[i]: values v with bucket(v) == i
-	zero   uint64   // values ≤ 1 ns
+	counts []uint64 // counts[i]: values v ≥ exactBelow with bucket(v) == i
+	small  []uint64 // small[v]: values v < exactBelow ns, kept exactly
 	n      uint64
 	min    time.Duration
 	max    time.Duration
 }
 
 const sketchGamma = 1.02 // relative accuracy (γ-1)/(γ+1) ≈ 1 %
+
+// exactBelow: durations under it (ns) are counted exactly, where a
+// bucket's 1 % is less than the nanosecond they are rounded to.
+const exactBelow = 128
 
 var sketchLogGamma = math.Log(sketchGamma)
 
@@ -35,8 +39,11 @@ func (s *Sketch) Add(d time.Duration) {
 		s.max = d
 	}
 	s.n++
-	if d <= 1 {
-		s.zero++
+	if d < exactBelow {
+		if s.small == nil {
+			s.small = make([]uint64, exactBelow)
+		}
+		s.small[max(d, 0)]++
 		return
 	}
 	i := sketchBucket(d)
@@ -63,16 +70,19 @@ func (s *Sketch) Quantile(q float64) time.Duration {
 	if rank >= s.n {
 		return s.max
 	}
-	seen := s.zero
-	if seen >= rank {
-		return max(s.min, 0)
+	var seen uint64
+	for v, c := range s.small {
+		seen += c
+		if seen >= rank {
+			return time.Duration(v)
+		}
 	}
 	for i, c := range s.counts {
 		seen += c
 		if seen >= rank {
 			// The bucket's midpoint in relative terms: (γ^(i-1), γ^i].
 			v := 2 * math.Pow(sketchGamma, float64(i)) / (sketchGamma + 1)
-			return min(max(time.Duration(v), s.min), s.max)
+			return min(max(time.Duration(math.Round(v)), s.min), s.max)
 		}
 	}
 	return s.max
@@ -90,7 +100,14 @@ func (s *Sketch) Merge(o *Sketch) {
 		s.max = o.max
 	}
 	s.n += o.n
-	s.zero += o.zero
+	if o.small != nil {
+		if s.small == nil {
+			s.small = make([]uint64, exactBelow)
+		}
+		for i, c := range o.small {
+			s.small[i] += c
+		}
+	}
 	if len(o.counts) > len(s.counts) {
 		s.counts = append(s.counts, make([]uint64, len(o.counts)-len(s.counts))...)
 	}
