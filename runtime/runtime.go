@@ -231,6 +231,7 @@ func New(ctx context.Context, cfg Config) (_ *Runtime, err error) {
 		}
 	}()
 	topts := append(append([]telemetry.Option(nil), cfg.Telemetry...), telemetry.WithSpanProcessor(r.col))
+	topts = append(topts, cfg.Settings.telemetryOptions()...)
 	if r.tel, err = telemetry.Setup(ctx, topts...); err != nil {
 		return nil, err
 	}

@@ -813,9 +813,15 @@ func TestCloseWithGrandchild(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, pid := range pids {
-		// The host leads its own process group; the sleep is in it.
-		if live := liveGroupMembers(t, pid); len(live) > 0 {
-			t.Errorf("process group %d still has live members after Close: %v", pid, live)
+		// The host leads its own process group; the sleep is in it. The
+		// group's SIGKILL is delivered asynchronously: allow the kernel a
+		// moment (bounded) to act on it.
+		live := liveGroupMembers(t, pid)
+		for deadline := time.Now().Add(5 * time.Second); len(live) > 0 && time.Now().Before(deadline); live = liveGroupMembers(t, pid) {
+			time.Sleep(10 * time.Millisecond)
+		}
+		if len(live) > 0 {
+			t.Errorf("process group %d still has live members 5s after Close: %v", pid, live)
 		}
 	}
 }
@@ -885,6 +891,50 @@ func TestSharedSidecar(t *testing.T) {
 	for i, s := range sums {
 		if s.Submitted != 25 || s.OK != 25 {
 			t.Errorf("runtime %d: %d ok of %d, want 25 of 25: %v", i, s.OK, s.Submitted, s.Examples)
+		}
+	}
+}
+
+// TestPerturbLengthensOnlyItsPhase: perturb.ipc.send and
+// perturb.taskhost.execute (carried to the host through its environment)
+// lengthen those phases' spans by at least the delay; the phases beside
+// them do not move.
+func TestPerturbLengthensOnlyItsPhase(t *testing.T) {
+	mean := func(sets ...string) map[string]time.Duration {
+		cfg := testConfig(t, testSettings(t, append([]string{"scenario.count=16"}, sets...)...), nil)
+		var mu sync.Mutex
+		acc := &attribution.Accumulator{}
+		cfg.OnWork = func(w attribution.Work) {
+			mu.Lock()
+			defer mu.Unlock()
+			acc.Add(w)
+		}
+		sc, err := BuiltinScenario("taskhost")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := Run(context.Background(), cfg, sc); err != nil {
+			t.Fatal(err)
+		}
+		out := map[string]time.Duration{}
+		for _, r := range acc.Report(false).Rows {
+			out[r.Name] = r.Mean
+		}
+		return out
+	}
+	off := mean()
+	on := mean("perturb.ipc.send=3ms", "perturb.taskhost.execute=4ms")
+	for _, tc := range []struct {
+		row   string
+		least time.Duration
+	}{{"ipc.send/request", 3 * time.Millisecond}, {"taskhost.execute", 4 * time.Millisecond}} {
+		if on[tc.row] < tc.least {
+			t.Errorf("%s: mean %v with the perturbation, want at least %v (off: %v)", tc.row, on[tc.row], tc.least, off[tc.row])
+		}
+	}
+	for _, row := range []string{"ipc.serialize/request", "taskhost.deserialize/request"} {
+		if on[row] >= 2*time.Millisecond {
+			t.Errorf("%s: mean %v with ipc.send and execute perturbed, want it unmoved (off: %v)", row, on[row], off[row])
 		}
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/amdahl-rt/amdahl/chunking"
 	"github.com/amdahl-rt/amdahl/internal/features"
 	"github.com/amdahl-rt/amdahl/ipc"
+	"github.com/amdahl-rt/amdahl/telemetry"
 )
 
 // Transport is how the runtime connects to its task hosts (setting
@@ -68,6 +69,32 @@ type Settings struct {
 	Seed            uint64              // scenario.seed (when SeedSet)
 	SeedSet         bool
 	Variant         string // variant: low-cardinality label on every span and metric
+	// Perturb lengthens phases on purpose (perturb.<component>.<phase>): a
+	// causal experiment; 0 (the default) is off.
+	Perturb [len(perturbable)]time.Duration
+}
+
+// perturbable are the phases perturb.<component>.<phase> can lengthen:
+// those measured by a telemetry.Component (StartPhase … End), which
+// sleeps in End.
+var perturbable = [...]struct {
+	component string
+	phase     telemetry.Phase
+}{
+	{"ipc", telemetry.Serialize},
+	{"ipc", telemetry.Send},
+	{"taskhost", telemetry.Execute},
+}
+
+// EnvPerturbExecute carries perturb.taskhost.execute to task hosts.
+const EnvPerturbExecute = "AMDAHL_PERTURB_TASKHOST_EXECUTE"
+
+func parsePerturb(v string) (time.Duration, error) {
+	d, err := time.ParseDuration(v)
+	if err != nil || d < 0 || d > time.Second {
+		return 0, errors.New("want a Go duration from 0 to 1s, such as 200us or 2ms (0 for off)")
+	}
+	return d, nil
 }
 
 // setting is one knob of the registry.
@@ -187,6 +214,15 @@ var registry = []setting{
 			s.TaskTimeout = d
 			return nil
 		}},
+	{name: "perturb.ipc.serialize", values: "a Go duration from 0 to 1s (e.g. 200us); 0 for off", doc: "causal experiment: every ipc.serialize phase sleeps this much longer (amdahl ab --candidate perturb.ipc.serialize=200us measures Δe2e/Δphase)",
+		get: func(s *Settings) string { return s.Perturb[0].String() },
+		set: func(s *Settings, v string) (err error) { s.Perturb[0], err = parsePerturb(v); return err }},
+	{name: "perturb.ipc.send", values: "a Go duration from 0 to 1s (e.g. 200us); 0 for off", doc: "causal experiment: every ipc.send phase sleeps this much longer (amdahl ab --candidate perturb.ipc.send=200us measures Δe2e/Δphase)",
+		get: func(s *Settings) string { return s.Perturb[1].String() },
+		set: func(s *Settings, v string) (err error) { s.Perturb[1], err = parsePerturb(v); return err }},
+	{name: "perturb.taskhost.execute", values: "a Go duration from 0 to 1s (e.g. 200us); 0 for off", doc: "causal experiment: every taskhost.execute phase sleeps this much longer (amdahl ab --candidate perturb.taskhost.execute=200us measures Δe2e/Δphase)",
+		get: func(s *Settings) string { return s.Perturb[2].String() },
+		set: func(s *Settings, v string) (err error) { s.Perturb[2], err = parsePerturb(v); return err }},
 	{name: "scenario.count", values: "1 to 10000000, or 0 for the scenario's own", doc: "units of work in the run",
 		get: func(s *Settings) string { return strconv.Itoa(s.Count) },
 		set: func(s *Settings, v string) (err error) { s.Count, err = parseCount(v, 0, 10_000_000); return err }},
@@ -368,7 +404,21 @@ func (s *Settings) childEnv() []string {
 		ipc.EnvBuffer + "=" + strconv.Itoa(s.IPCBuffer),
 		ipc.EnvMode + "=" + s.IPCSend.String(),
 		ipc.EnvDelta + "=" + onOff(s.IPCDelta),
+		EnvPerturbExecute + "=" + s.Perturb[2].String(),
 	}
+}
+
+// telemetryOptions returns the parent's telemetry options the settings
+// call for: the delays of perturb.* settings (the task host's own are
+// carried by childEnv).
+func (s *Settings) telemetryOptions() []telemetry.Option {
+	var out []telemetry.Option
+	for i, p := range perturbable {
+		if d := s.Perturb[i]; d > 0 && p.component != "taskhost" {
+			out = append(out, telemetry.WithDelay(p.component, p.phase, d))
+		}
+	}
+	return out
 }
 
 // ipcOptions returns the ipc options of the parent's end.

@@ -30,6 +30,9 @@ var validSettings = []struct {
 	{"scenario.count", "123", func(s Settings) bool { return s.Count == 123 }},
 	{"scenario.seed", "42", func(s Settings) bool { return s.SeedSet && s.Seed == 42 }},
 	{"variant", "candidate", func(s Settings) bool { return s.Variant == "candidate" }},
+	{"perturb.ipc.serialize", "50us", func(s Settings) bool { return s.Perturb[0] == 50*time.Microsecond }},
+	{"perturb.ipc.send", "200us", func(s Settings) bool { return s.Perturb[1] == 200*time.Microsecond }},
+	{"perturb.taskhost.execute", "1ms", func(s Settings) bool { return s.Perturb[2] == time.Millisecond }},
 }
 
 func TestEverySettingAccepted(t *testing.T) {

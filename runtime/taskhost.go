@@ -96,6 +96,12 @@ const EnvHostProfileDir = "AMDAHL_HOST_PROFILE_DIR"
 // Programs that host their own task functions call ServeHost from main.
 func ServeHost(ctx context.Context, tasks map[string]TaskFunc, opts ...ipc.Option) (err error) {
 	logger := slog.Default()
+	var delay time.Duration
+	if v := os.Getenv(EnvPerturbExecute); v != "" {
+		if delay, err = parsePerturb(v); err != nil {
+			return fmt.Errorf("taskhost: %s=%q: %w", EnvPerturbExecute, v, err)
+		}
+	}
 	var comp *telemetry.Component
 	if dir := os.Getenv(EnvHostProfileDir); dir != "" {
 		tel, err := telemetry.Setup(ctx, telemetry.WithLookupEnv(func(string) (string, bool) { return "", false }),
@@ -125,7 +131,7 @@ func ServeHost(ctx context.Context, tasks map[string]TaskFunc, opts ...ipc.Optio
 		case *ipcpb.Shutdown:
 			return conn.Shutdown(ctx)
 		case *ipcpb.TaskConfiguration:
-			res, start, dur := runTask(in.Context(ctx), comp, tasks, m)
+			res, start, dur := runTask(in.Context(ctx), comp, tasks, m, delay)
 			if err := conn.Reply(ctx, in, res, start, dur); err != nil {
 				return fmt.Errorf("taskhost: reply to task %d: %w", m.GetId(), err)
 			}
@@ -137,7 +143,7 @@ func ServeHost(ctx context.Context, tasks map[string]TaskFunc, opts ...ipc.Optio
 
 // runTask runs one task under the pprof label phase=execute and measures
 // it itself (the phase API reads no clock when telemetry is off).
-func runTask(ctx context.Context, comp *telemetry.Component, tasks map[string]TaskFunc, m *ipcpb.TaskConfiguration) (*ipcpb.TaskResult, time.Time, time.Duration) {
+func runTask(ctx context.Context, comp *telemetry.Component, tasks map[string]TaskFunc, m *ipcpb.TaskConfiguration, delay time.Duration) (*ipcpb.TaskResult, time.Time, time.Duration) {
 	res := &ipcpb.TaskResult{Id: m.GetId(), Status: ipcpb.Status_STATUS_SUCCESS}
 	f, ok := tasks[m.GetTaskName()]
 	start := time.Now()
@@ -155,6 +161,9 @@ func runTask(ctx context.Context, comp *telemetry.Component, tasks map[string]Ta
 		})
 	} else {
 		out, err = f(ectx, m)
+	}
+	if delay > 0 {
+		time.Sleep(delay) // perturb.taskhost.execute: a causal experiment
 	}
 	ph.End()
 	dur := time.Since(start)

@@ -146,6 +146,7 @@ type Component struct {
 
 	attrs    []attribute.KeyValue
 	critOpts sync.Map // criticalKey -> metric.RecordOption
+	delay    [NumPhases + 1]time.Duration
 }
 
 type criticalKey struct {
@@ -167,6 +168,12 @@ type ComponentConfig struct {
 	// Attributes are added to every span and metric of the component. Keep
 	// them low-cardinality: transport, scenario, variant.
 	Attributes []attribute.KeyValue
+	// Delay lengthens phases on purpose (a causal experiment: how much does
+	// e2e move when this phase takes d longer?): End sleeps Delay[p] before
+	// ending a phase p of any direction. A sleep, not a spin: on a small
+	// machine a spin steals CPU from the experiment's other processes and
+	// lengthens every phase. Zero (the default) costs one comparison.
+	Delay map[Phase]time.Duration
 }
 
 // NewComponent builds the instrumentation of the component name. It returns
@@ -183,6 +190,12 @@ func NewComponent(name string, cfg ComponentConfig) (*Component, error) {
 		name:   name,
 		tracer: cfg.TracerProvider.Tracer(ScopeName, trace.WithInstrumentationVersion(Version)),
 		labels: cfg.PhaseLabels,
+	}
+	for p, d := range cfg.Delay {
+		if !p.Valid() || d < 0 {
+			return nil, fmt.Errorf("telemetry: component %s: delay %v for %v: want a phase and a duration ≥ 0", name, d, p)
+		}
+		c.delay[p] = d
 	}
 	var err error
 	if c.phaseHist, c.criticalHist, c.workHist, err = instruments(cfg.MeterProvider); err != nil {
@@ -327,6 +340,9 @@ func (ps PhaseSpan) Fail(err error) time.Duration {
 func (ps PhaseSpan) end(err error) time.Duration {
 	if ps.c == nil {
 		return 0
+	}
+	if dl := ps.c.delay[ps.phase]; dl > 0 {
+		time.Sleep(dl)
 	}
 	d := time.Since(ps.start)
 	if err != nil {

@@ -63,6 +63,22 @@ type config struct {
 	phaseLabels   bool
 	resourceAttrs []attribute.KeyValue
 	lookupEnv     func(string) (string, bool)
+	delays        map[string]map[Phase]time.Duration // component → phase → delay
+}
+
+// WithDelay makes every phase p of the named component take d longer (see
+// ComponentConfig.Delay): a causal experiment. Components made later by
+// (*Telemetry).Component get it.
+func WithDelay(component string, p Phase, d time.Duration) Option {
+	return func(c *config) {
+		if c.delays == nil {
+			c.delays = map[string]map[Phase]time.Duration{}
+		}
+		if c.delays[component] == nil {
+			c.delays[component] = map[Phase]time.Duration{}
+		}
+		c.delays[component][p] = d
+	}
 }
 
 // WithServiceName sets service.name (default "amdahl"; OTEL_SERVICE_NAME
@@ -143,6 +159,7 @@ type Telemetry struct {
 	propagator     propagation.TextMapPropagator
 	recorder       *Recorder
 	phaseLabels    bool
+	delays         map[string]map[Phase]time.Duration
 
 	metricsLn  net.Listener
 	metricsSrv *http.Server
@@ -177,6 +194,7 @@ func Setup(ctx context.Context, opts ...Option) (*Telemetry, error) {
 	t := &Telemetry{
 		propagator:  propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{}),
 		phaseLabels: c.phaseLabels,
+		delays:      c.delays,
 	}
 	ok := false
 	defer func() {
@@ -443,7 +461,7 @@ func (t *Telemetry) Component(name string, attrs ...attribute.KeyValue) (*Compon
 	}
 	return NewComponent(name, ComponentConfig{
 		TracerProvider: t.tracerProvider, MeterProvider: t.mp,
-		PhaseLabels: t.phaseLabels, Attributes: attrs,
+		PhaseLabels: t.phaseLabels, Attributes: attrs, Delay: t.delays[name],
 	})
 }
 

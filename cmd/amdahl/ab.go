@@ -54,7 +54,16 @@ verdict.
 
 The target rows come from the settings that differ: ipc.* targets the ipc
 rows and the task host's receive, deserialize and serialize; chunking.* the
-chunking rows; runtime.* the runtime rows. --target overrides.
+chunking rows; runtime.* the runtime rows; perturb.<component>.<phase> that
+row. --target overrides.
+
+A causal experiment: --candidate perturb.ipc.send=200us makes every
+ipc.send phase sleep 200 µs longer (also perturb.ipc.serialize and
+perturb.taskhost.execute); ab then prints the row's causal weight, Δ e2e /
+Δ the row's own work per unit, beside its critical share (q / naive share).
+On a serial phase both are near 1; where they disagree, the critical path
+is wrong or the phase overlaps other work. One perturbation at a time: with
+two, neither weight can be told apart.
 
 Load: ab keeps as many units in flight as there are task hosts (a closed
 loop: the next unit is submitted when one ends; --in-flight overrides), so
@@ -65,6 +74,7 @@ out of the attribution (hosts starting, caches filling).
 Example:
   amdahl ab --scenario taskhost --baseline ipc.buffer=128KiB --candidate ipc.buffer=1MiB
   amdahl ab --scenario fanout --baseline chunking.algorithm=legacy --candidate chunking.algorithm=cached --runs 6
+  amdahl ab --scenario taskhost --candidate perturb.taskhost.execute=500us   # causal weight of execute
   amdahl ab --scenario taskhost --runs 20 --json            # A/A: identical sides`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return runAB(cmd.Context(), cmd, f) },
@@ -114,6 +124,7 @@ type abResult struct {
 	Comparison    attribution.Comparison `json:"comparison"`
 	WallGain      attribution.Interval   `json:"wall_time_gain"`
 	ThroughputUp  attribution.Interval   `json:"throughput_gain"`
+	Causal        []attribution.Causal   `json:"causal,omitempty"`
 	Interrupted   bool                   `json:"interrupted"`
 }
 
@@ -227,6 +238,23 @@ func runAB(ctx context.Context, cmd *cobra.Command, f abFlags) error {
 	// Throughput gain: the candidate's throughput over the baseline's, - 1.
 	thr := attribution.MeanGain(cThr, bThr, opt) // 1 - mean(b)/mean(c)
 	res.ThroughputUp = attribution.Interval{Value: 1/(1-thr.Value) - 1, Lo: 1/(1-thr.Lo) - 1, Hi: 1/(1-thr.Hi) - 1}
+	// A causal experiment: each perturbed row's weight Δe2e / Δown beside
+	// its critical share.
+	var perturbed []string
+	for _, name := range differ {
+		if strings.HasPrefix(name, "perturb.") {
+			perturbed = append(perturbed, name)
+		}
+	}
+	for _, name := range perturbed {
+		if sel, ok := strings.CutPrefix(name, "perturb."); ok && len(perturbed) == 1 {
+			c, err := attribution.CausalWeight(base, cand, sel, opt)
+			if err != nil {
+				continue // the scenario has no such row
+			}
+			res.Causal = append(res.Causal, c)
+		}
+	}
 	if f.out != "" {
 		b, err := json.MarshalIndent(res, "", "  ")
 		if err == nil {
@@ -249,6 +277,11 @@ func runAB(ctx context.Context, cmd *cobra.Command, f abFlags) error {
 		if err == nil {
 			_, err = fmt.Fprintf(stdout, "- run wall time gain %s, throughput gain %s.\n", pmInterval(res.WallGain), pmInterval(res.ThroughputUp))
 		}
+		for _, c := range res.Causal {
+			if err == nil {
+				_, err = fmt.Fprintf(stdout, "- %s\n", causalText(c))
+			}
+		}
 	default:
 		err = writeABHeader(stdout, res, "")
 		if err == nil {
@@ -257,6 +290,11 @@ func runAB(ctx context.Context, cmd *cobra.Command, f abFlags) error {
 		if err == nil {
 			_, err = fmt.Fprintf(stdout, "Run wall time gain %s, throughput gain %s (over %d and %d runs).\n",
 				pmInterval(res.WallGain), pmInterval(res.ThroughputUp), len(bWall), len(cWall))
+		}
+		for _, c := range res.Causal {
+			if err == nil {
+				_, err = fmt.Fprintln(stdout, causalText(c))
+			}
 		}
 	}
 	if err != nil {
@@ -292,6 +330,8 @@ func targetsOf(differ []string) []string {
 			out = append(out, "chunking")
 		case strings.HasPrefix(name, "runtime."):
 			out = append(out, "runtime")
+		case strings.HasPrefix(name, "perturb."):
+			out = append(out, strings.TrimPrefix(name, "perturb."))
 		}
 	}
 	slices.Sort(out)
@@ -373,6 +413,16 @@ func writeABHeader(w io.Writer, r abResult, _ string) error {
 	_, err := fmt.Fprintf(w, "ab: scenario %s, %d baseline and %d candidate runs (interleaved, order alternating), %d units per run, first %.0f %% of each run's units left out as warm-up\nsettings that differ: %s\ntarget rows: %s\n\n",
 		r.Scenario, nb, nc, r.UnitsPerRun, 100*r.Warmup, diff, target)
 	return err
+}
+
+// causalText says a causal weight beside the critical path's claim.
+func causalText(c attribution.Causal) string {
+	verdict := "they agree"
+	if !c.Weight.Contains(c.CriticalShare) {
+		verdict = "they disagree: the critical path is wrong for this row, or it overlaps other work"
+	}
+	return fmt.Sprintf("Causal weight of %s: %.2f ± %.2f of each nanosecond added to it (%v per unit) reached e2e; its critical share (q / naive share) is %.2f — %s.",
+		c.Row, c.Weight.Value, c.Weight.HalfWidth(), time.Duration(c.Added).Round(time.Microsecond), c.CriticalShare, verdict)
 }
 
 func pmInterval(i attribution.Interval) string {

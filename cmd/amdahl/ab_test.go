@@ -111,6 +111,7 @@ func TestTargetsOf(t *testing.T) {
 		{[]string{"chunking.algorithm", "chunking.accounting"}, "chunking"},
 		{[]string{"runtime.nodes", "ipc.send"}, "ipc runtime taskhost.deserialize taskhost.receive taskhost.serialize"},
 		{[]string{"scenario.count"}, ""},
+		{[]string{"perturb.taskhost.execute"}, "taskhost.execute"},
 	} {
 		if got := strings.Join(targetsOf(tc.differ), " "); got != tc.want {
 			t.Errorf("targetsOf(%v) = %q, want %q", tc.differ, got, tc.want)

@@ -18,6 +18,7 @@ func newReportCmd() *cobra.Command {
 		by         string
 		maxSpans   int
 		iterations int
+		whatif     []string
 	)
 	cmd := &cobra.Command{
 		Use:   "report FILE... [--baseline BASE...]",
@@ -43,6 +44,7 @@ more files, else over units), and a verdict in words.
 Example:
   amdahl report out/trace.jsonl
   amdahl report --by phase out/trace.jsonl
+  amdahl report --whatif ipc.send=2x out/trace.jsonl      # no run: replay with ipc.send twice as fast
   amdahl report --baseline a/trace.jsonl --target ipc b/trace.jsonl
   amdahl report --baseline a1.jsonl,a2.jsonl,a3.jsonl --target ipc.send/request b1.jsonl b2.jsonl b3.jsonl`,
 		Args: func(_ *cobra.Command, args []string) error {
@@ -68,17 +70,42 @@ Example:
 			}
 			lim := attribution.Limits{MaxSpans: maxSpans}
 			in := &attribution.Interner{}
-			cand, cacc, err := readSide(args, lim, in, len(baseline) > 0, false)
+			factors := map[string]float64{}
+			for _, w := range whatif {
+				sel, f, err := attribution.ParseWhatIf(w)
+				if err != nil {
+					return usageError{err}
+				}
+				factors[sel] = f
+			}
+			if len(factors) > 0 && len(baseline) > 0 {
+				return usageError{fmt.Errorf("--whatif replays one set of runs: use it without --baseline")}
+			}
+			cand, cacc, err := readSide(args, lim, in, len(baseline) > 0 || len(factors) > 0, len(factors) > 0)
 			if err != nil {
 				return err
 			}
 			out := cmd.OutOrStdout()
 			if len(baseline) == 0 {
 				rep := cacc.Report(byPhase)
-				if asJSON {
-					return json.NewEncoder(out).Encode(map[string]any{"schema_version": 1, "report": rep})
+				var wi *attribution.WhatIf
+				if len(factors) > 0 {
+					w, err := attribution.Replay(cand, factors, attribution.CompareOptions{ByPhase: byPhase, Iterations: iterations})
+					if err != nil {
+						return usageError{err}
+					}
+					wi = &w
 				}
-				return rep.WriteText(out)
+				if asJSON {
+					return json.NewEncoder(out).Encode(map[string]any{"schema_version": 1, "report": rep, "whatif": wi})
+				}
+				if err := rep.WriteText(out); err != nil {
+					return err
+				}
+				if wi != nil {
+					_, err = fmt.Fprintf(out, "\n%s\n", wi.Text())
+				}
+				return err
 			}
 			base, bacc, err := readSide(baseline, lim, in, true, true)
 			if err != nil {
@@ -102,6 +129,7 @@ Example:
 	f.StringVar(&by, "by", "component", "rows by component (ipc.send/request) or by phase (send/request: components folded)")
 	f.IntVar(&maxSpans, "max-spans", 20_000_000, "refuse a trace file with more spans than this (memory bound)")
 	f.IntVar(&iterations, "iterations", 400, "bootstrap resamples for the intervals")
+	f.StringArrayVar(&whatif, "whatif", nil, "replay the critical path with rows N× as fast: ROWS=Nx, e.g. ipc.send=2x (repeatable; no --baseline)")
 	return cmd
 }
 

@@ -1,0 +1,94 @@
+package attribution
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+)
+
+// Causal is the measured causal weight of a row: a causal experiment made
+// the row's spans longer on purpose (amdahl's perturb.<component>.<phase>
+// settings) and Weight = Δ mean e2e / Δ the row's own work per unit, the
+// fraction of each added nanosecond that reached end-to-end time (Coz's
+// idea). CriticalShare, q / naive share in the baseline, is what the
+// critical path claims for the same row: where the two disagree, the path
+// is wrong or the row overlaps other work.
+type Causal struct {
+	Row           string   `json:"row"`
+	Weight        Interval `json:"causal_weight"`
+	Added         float64  `json:"added_ns_per_work"` // Δ own work per unit
+	CriticalShare float64  `json:"critical_share"`
+}
+
+// CausalWeight computes the causal weight of the rows sel matches (as a
+// target selector) from a baseline and a perturbed candidate, with a
+// bootstrap interval over pairs of runs (opt.Paired), runs or units as in
+// Compare.
+func CausalWeight(base, cand Side, sel string, opt CompareOptions) (Causal, error) {
+	if opt.Iterations <= 0 {
+		opt.Iterations = 400
+	}
+	if opt.Level <= 0 || opt.Level >= 1 {
+		opt.Level = 0.95
+	}
+	keyIndex := map[Key]int{}
+	var keys []Key
+	for _, s := range []Side{base, cand} {
+		for _, run := range s.Runs {
+			for _, w := range run {
+				for _, st := range w.Stats {
+					if _, ok := keyIndex[st.Key]; !ok && len(keys) < MaxRows {
+						keyIndex[st.Key] = len(keys)
+						keys = append(keys, st.Key)
+					}
+				}
+			}
+		}
+	}
+	var match []int
+	var names []string
+	for i, k := range keys {
+		if k.Phase.Valid() && matchTarget(sel, k) {
+			match = append(match, i)
+			names = append(names, k.String())
+		}
+	}
+	if len(match) == 0 {
+		return Causal{}, fmt.Errorf("causal weight: %q matches no row", sel)
+	}
+	b, c := flatten(base, keyIndex, false), flatten(cand, keyIndex, false)
+	byRuns := len(base.Runs) >= 2 && len(cand.Runs) >= 2
+	paired := opt.Paired && byRuns && len(base.Runs) == len(cand.Runs)
+	est := func(bs, cs []int32) (float64, float64, float64) {
+		bt, ct := totals(b, bs, len(keys)), totals(c, cs, len(keys))
+		var bo, co, crit float64
+		for _, i := range match {
+			bo += bt.naive[i]
+			co += ct.naive[i]
+			crit += bt.critical[i]
+		}
+		added := co/ct.n - bo/bt.n
+		return (ct.e2e/ct.n - bt.e2e/bt.n) / added, added, crit / bo
+	}
+	w, added, share := est(ones(b), ones(c))
+	vals := make([]float64, 0, opt.Iterations)
+	for it := range opt.Iterations {
+		rng := rand.New(rand.NewPCG(opt.Seed, uint64(it)+1))
+		var runs []int
+		if paired {
+			runs = make([]int, len(b.runStart)-1)
+			for i := range runs {
+				runs[i] = rng.IntN(len(runs))
+			}
+		}
+		if v, _, _ := est(resample(rng, b, byRuns, runs), resample(rng, c, byRuns, runs)); !math.IsNaN(v) && !math.IsInf(v, 0) {
+			vals = append(vals, v)
+		}
+	}
+	lo, hi := percentileInterval(vals, opt.Level)
+	name := names[0]
+	if len(names) > 1 {
+		name = sel
+	}
+	return Causal{Row: name, Weight: Interval{w, lo, hi}, Added: added, CriticalShare: share}, nil
+}
