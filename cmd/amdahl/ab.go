@@ -419,7 +419,7 @@ func writeABHeader(w io.Writer, r abResult, _ string) error {
 func causalText(c attribution.Causal) string {
 	verdict := "they agree"
 	if !c.Weight.Contains(c.CriticalShare) {
-		verdict = "they disagree: the critical path is wrong for this row, or it overlaps other work"
+		verdict = "they disagree: the row overlaps other work, the critical path is wrong for it, or other rows moved with it (see the rows outside the target)"
 	}
 	return fmt.Sprintf("Causal weight of %s: %.2f ± %.2f of each nanosecond added to it (%v per unit) reached e2e; its critical share (q / naive share) is %.2f — %s.",
 		c.Row, c.Weight.Value, c.Weight.HalfWidth(), time.Duration(c.Added).Round(time.Microsecond), c.CriticalShare, verdict)

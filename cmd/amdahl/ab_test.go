@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -67,7 +68,7 @@ func TestABEndToEnd(t *testing.T) {
 		}
 	}
 	// report with the runs' files per side gives the same table as ab.
-	code, rep, errs := runCLI(t, "report", "--json", "--target", strings.Join(c.Target, ","),
+	code, rep, errs := runCLI(t, "report", "--json", "--paired", "--warmup", "0.1", "--target", strings.Join(c.Target, ","),
 		"--baseline", filepath.Join(dir, "baseline-1/trace.jsonl")+","+filepath.Join(dir, "baseline-2/trace.jsonl"),
 		filepath.Join(dir, "candidate-1/trace.jsonl"), filepath.Join(dir, "candidate-2/trace.jsonl"))
 	if code != exitOK {
@@ -79,8 +80,18 @@ func TestABEndToEnd(t *testing.T) {
 	if err := json.Unmarshal([]byte(rep), &fromFiles); err != nil {
 		t.Fatal(err)
 	}
-	if len(fromFiles.Comparison.Rows) != len(c.Rows) {
-		t.Errorf("report has %d rows, ab %d", len(fromFiles.Comparison.Rows), len(c.Rows))
+	if len(fromFiles.Comparison.Rows) != len(c.Rows) || fromFiles.Comparison.Resampled != c.Resampled {
+		t.Fatalf("report has %d rows resampled over %q, ab %d over %q", len(fromFiles.Comparison.Rows), fromFiles.Comparison.Resampled, len(c.Rows), c.Resampled)
+	}
+	// The same units (the warm-up left out alike), the same statistics.
+	for i, r := range c.Rows {
+		f := fromFiles.Comparison.Rows[i]
+		if f.Name != r.Name || math.Abs(f.Q.Value-r.Q.Value) > 1e-6 || math.Abs(f.R.Value-r.R.Value) > 1e-6 {
+			t.Errorf("row %d: report %s q %.4f r %.4f, ab %s q %.4f r %.4f", i, f.Name, f.Q.Value, f.R.Value, r.Name, r.Q.Value, r.R.Value)
+		}
+	}
+	if m, fm := c.Measured, fromFiles.Comparison.Measured; math.Abs(m.Value-fm.Value) > 1e-9 {
+		t.Errorf("measured: report %+v, ab %+v", fm, m)
 	}
 }
 

@@ -1,8 +1,10 @@
 package main
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/amdahl-rt/amdahl/telemetry"
@@ -19,6 +21,8 @@ func newReportCmd() *cobra.Command {
 		maxSpans   int
 		iterations int
 		whatif     []string
+		paired     bool
+		warmup     float64
 	)
 	cmd := &cobra.Command{
 		Use:   "report FILE... [--baseline BASE...]",
@@ -68,6 +72,9 @@ Example:
 			if len(target) > 0 && len(baseline) == 0 {
 				return usageError{fmt.Errorf("--target needs --baseline: a target is what a change between two runs is about")}
 			}
+			if warmup < 0 || warmup > 0.5 {
+				return usageError{fmt.Errorf("--warmup %v: want 0 to 0.5", warmup)}
+			}
 			lim := attribution.Limits{MaxSpans: maxSpans}
 			in := &attribution.Interner{}
 			factors := map[string]float64{}
@@ -81,7 +88,7 @@ Example:
 			if len(factors) > 0 && len(baseline) > 0 {
 				return usageError{fmt.Errorf("--whatif replays one set of runs: use it without --baseline")}
 			}
-			cand, cacc, err := readSide(args, lim, in, len(baseline) > 0 || len(factors) > 0, len(factors) > 0)
+			cand, cacc, err := readSide(args, lim, in, len(baseline) > 0 || len(factors) > 0, len(factors) > 0, warmup)
 			if err != nil {
 				return err
 			}
@@ -107,11 +114,11 @@ Example:
 				}
 				return err
 			}
-			base, bacc, err := readSide(baseline, lim, in, true, true)
+			base, bacc, err := readSide(baseline, lim, in, true, true, warmup)
 			if err != nil {
 				return err
 			}
-			cmp, err := attribution.Compare(base, cand, attribution.CompareOptions{Target: target, ByPhase: byPhase, Iterations: iterations})
+			cmp, err := attribution.Compare(base, cand, attribution.CompareOptions{Target: target, ByPhase: byPhase, Iterations: iterations, Paired: paired})
 			if err != nil {
 				return usageError{err}
 			}
@@ -129,33 +136,48 @@ Example:
 	f.StringVar(&by, "by", "component", "rows by component (ipc.send/request) or by phase (send/request: components folded)")
 	f.IntVar(&maxSpans, "max-spans", 20_000_000, "refuse a trace file with more spans than this (memory bound)")
 	f.IntVar(&iterations, "iterations", 400, "bootstrap resamples for the intervals")
+	f.Float64Var(&warmup, "warmup", 0, "leave out the first fraction (0 to 0.5) of each file's units, by start, as warm-up (amdahl ab leaves out 0.1)")
+	f.BoolVar(&paired, "paired", false, "the i-th baseline and candidate files ran back to back (interleaved, as amdahl ab runs them): resample pairs of runs")
 	f.StringArrayVar(&whatif, "whatif", nil, "replay the critical path with rows N× as fast: ROWS=Nx, e.g. ipc.send=2x (repeatable; no --baseline)")
 	return cmd
 }
 
 // readSide reads each file as one run into an accumulator and, with keep,
 // keeps its units for a comparison (with their trees when nodes: the
-// baseline's, for the replay).
-func readSide(paths []string, lim attribution.Limits, in *attribution.Interner, keep, nodes bool) (attribution.Side, *attribution.Accumulator, error) {
+// baseline's, for the replay). With warmup, the first fraction of each
+// file's units (by start) is left out, as amdahl ab does.
+func readSide(paths []string, lim attribution.Limits, in *attribution.Interner, keep, nodes bool, warmup float64) (attribution.Side, *attribution.Accumulator, error) {
 	var side attribution.Side
 	acc := &attribution.Accumulator{}
 	for _, p := range paths {
 		p = strings.TrimSpace(p)
 		var works []attribution.Work
 		diag, err := attribution.ReadFile(p, lim, in, func(w attribution.Work) {
-			acc.Add(w)
-			if keep {
-				if !nodes {
-					w.Nodes = nil
-				}
+			if !nodes {
+				w.Nodes = nil
+			}
+			if keep || warmup > 0 {
 				works = append(works, w)
+			} else {
+				acc.Add(w)
 			}
 		})
 		if err != nil {
 			return side, nil, fmt.Errorf("report: %w", err)
 		}
+		if warmup > 0 {
+			slices.SortStableFunc(works, func(a, b attribution.Work) int { return cmp.Compare(a.Root.Start, b.Root.Start) })
+			works = works[int(warmup*float64(len(works))):]
+		}
+		if keep || warmup > 0 {
+			for _, w := range works {
+				acc.Add(w)
+			}
+		}
 		acc.AddDiagnostics(diag)
-		side.Runs = append(side.Runs, works)
+		if keep {
+			side.Runs = append(side.Runs, works)
+		}
 	}
 	return side, acc, nil
 }
