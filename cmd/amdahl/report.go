@@ -58,14 +58,10 @@ Example:
 			return nil
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
-			byPhase := false
-			switch by {
-			case "component":
-			case "phase":
-				byPhase = true
-			default:
-				return usageError{fmt.Errorf("--by %q: want component or phase", by)}
+			if err := checkChoice("by", by, "component", "phase"); err != nil {
+				return err
 			}
+			byPhase := by == "phase"
 			if maxSpans < 1 {
 				return usageError{fmt.Errorf("--max-spans %d: want at least 1", maxSpans)}
 			}

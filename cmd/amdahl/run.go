@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -90,22 +91,15 @@ func runRun(ctx context.Context, cmd *cobra.Command, f runFlags) error {
 	if err != nil {
 		return usageError{err}
 	}
-	var sc *runtime.Scenario
-	if f.scenarioFile != "" {
-		sc, err = runtime.LoadScenario(f.scenarioFile)
-	} else {
-		sc, err = runtime.BuiltinScenario(f.scenario)
-	}
+	sc, err := loadScenario(f.scenario, f.scenarioFile)
 	if err != nil {
-		return usageError{err}
+		return err
 	}
-	switch f.progress {
-	case "auto", "always", "never":
-	default:
-		return usageError{fmt.Errorf("--progress %q: want auto, always or never", f.progress)}
+	if err := checkChoice("progress", f.progress, "auto", "always", "never"); err != nil {
+		return err
 	}
-	if f.by != "component" && f.by != "phase" {
-		return usageError{fmt.Errorf("--by %q: want component or phase", f.by)}
+	if err := checkChoice("by", f.by, "component", "phase"); err != nil {
+		return err
 	}
 	level := slog.LevelWarn
 	if f.verbose {
@@ -176,6 +170,30 @@ func runRun(ctx context.Context, cmd *cobra.Command, f runFlags) error {
 		return fmt.Errorf("all %d units failed (first: %s)", sum.Submitted, firstExample(sum))
 	}
 	return nil
+}
+
+// loadScenario returns the scenario of --scenario-file when given, else
+// the built-in --scenario; a bad one is a usage error.
+func loadScenario(name, file string) (*runtime.Scenario, error) {
+	var sc *runtime.Scenario
+	var err error
+	if file != "" {
+		sc, err = runtime.LoadScenario(file)
+	} else {
+		sc, err = runtime.BuiltinScenario(name)
+	}
+	if err != nil {
+		return nil, usageError{err}
+	}
+	return sc, nil
+}
+
+// checkChoice rejects a --flag value outside valid as a usage error.
+func checkChoice(flag, value string, valid ...string) error {
+	if slices.Contains(valid, value) {
+		return nil
+	}
+	return usageError{fmt.Errorf("--%s %q: want %s or %s", flag, value, strings.Join(valid[:len(valid)-1], ", "), valid[len(valid)-1])}
 }
 
 func firstExample(s runtime.Summary) string {

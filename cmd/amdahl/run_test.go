@@ -107,8 +107,11 @@ func TestRunJSONAndOut(t *testing.T) {
 	if len(fromFile.Report.Rows) != len(live) {
 		t.Errorf("report has %d rows, the live run %d", len(fromFile.Report.Rows), len(live))
 	}
+	// Not to the last bit: the live accounting closes a unit when its root
+	// ends, and a sidecar span that ends a moment later (the server side
+	// of the completion) is in the trace file only.
 	for _, r := range fromFile.Report.Rows {
-		if q, ok := live[r.Name]; !ok || math.Abs(q-r.Q) > 1e-6 {
+		if q, ok := live[r.Name]; !ok || math.Abs(q-r.Q) > 0.01 {
 			t.Errorf("row %s: q %.6f from the trace file, %.6f live (present %v)", r.Name, r.Q, q, ok)
 		}
 	}

@@ -31,20 +31,7 @@ func CausalWeight(base, cand Side, sel string, opt CompareOptions) (Causal, erro
 	if opt.Level <= 0 || opt.Level >= 1 {
 		opt.Level = 0.95
 	}
-	keyIndex := map[Key]int{}
-	var keys []Key
-	for _, s := range []Side{base, cand} {
-		for _, run := range s.Runs {
-			for _, w := range run {
-				for _, st := range w.Stats {
-					if _, ok := keyIndex[st.Key]; !ok && len(keys) < MaxRows {
-						keyIndex[st.Key] = len(keys)
-						keys = append(keys, st.Key)
-					}
-				}
-			}
-		}
-	}
+	keyIndex, keys := rowKeys(base, cand)
 	var match []int
 	var names []string
 	for i, k := range keys {

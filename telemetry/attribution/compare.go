@@ -193,29 +193,7 @@ func Compare(base, cand Side, opt CompareOptions) (Comparison, error) {
 		base, cand = foldSide(base), foldSide(cand)
 	}
 	// The rows: every key of either side.
-	keyIndex := map[Key]int{}
-	var keys []Key
-	for _, s := range []Side{base, cand} {
-		for _, run := range s.Runs {
-			for _, w := range run {
-				for _, st := range w.Stats {
-					if _, ok := keyIndex[st.Key]; ok {
-						continue
-					}
-					k := st.Key
-					if len(keys) >= MaxRows {
-						k = overflowKey(k)
-					}
-					j, ok := keyIndex[k]
-					if !ok {
-						j = len(keys)
-						keys = append(keys, k)
-					}
-					keyIndex[st.Key], keyIndex[k] = j, j
-				}
-			}
-		}
-	}
+	keyIndex, keys := rowKeys(base, cand)
 	target := make([]bool, len(keys))
 	var targetNames []string
 	for _, sel := range opt.Target {
@@ -324,6 +302,36 @@ func Compare(base, cand Side, opt CompareOptions) (Comparison, error) {
 	out.Consistent = hasTarget && out.Measured.Contains(out.Replay.Value)
 	out.Verdict = verdict(out)
 	return out, nil
+}
+
+// rowKeys indexes the rows of the sides' units: keys in order of first
+// appearance, and each unit row's index among them. Past MaxRows, rows
+// fold into one per phase and direction (overflowKey).
+func rowKeys(sides ...Side) (map[Key]int, []Key) {
+	keyIndex := map[Key]int{}
+	var keys []Key
+	for _, s := range sides {
+		for _, run := range s.Runs {
+			for _, w := range run {
+				for _, st := range w.Stats {
+					if _, ok := keyIndex[st.Key]; ok {
+						continue
+					}
+					k := st.Key
+					if len(keys) >= MaxRows {
+						k = overflowKey(k)
+					}
+					j, ok := keyIndex[k]
+					if !ok {
+						j = len(keys)
+						keys = append(keys, k)
+					}
+					keyIndex[st.Key], keyIndex[k] = j, j
+				}
+			}
+		}
+	}
+	return keyIndex, keys
 }
 
 // matchTarget reports whether selector sel names row k.

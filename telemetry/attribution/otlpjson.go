@@ -489,6 +489,49 @@ func (p *otlpReader) elem(first bool) (bool, error) {
 	return true, nil
 }
 
+// members reads the members of an open object to its closing '}'. fn is
+// called with each key, valid only until fn's first read, and reads the
+// member's value (p.skip for keys it does not know); its error stops the
+// loop and is returned.
+func (p *otlpReader) members(fn func(key []byte) error) error {
+	for first := true; ; first = false {
+		key, more, err := p.member(first)
+		if err != nil || !more {
+			return err
+		}
+		if err := fn(key); err != nil {
+			return err
+		}
+	}
+}
+
+// fields reads the object what, or null, as members does.
+func (p *otlpReader) fields(what string, fn func(key []byte) error) error {
+	ok, err := p.object(what)
+	if err != nil || !ok {
+		return err
+	}
+	return p.members(fn)
+}
+
+// elems reads the array what, or null, to its closing ']'; fn reads each
+// element, and its error stops the loop and is returned.
+func (p *otlpReader) elems(what string, fn func() error) error {
+	ok, err := p.array(what)
+	if err != nil || !ok {
+		return err
+	}
+	for first := true; ; first = false {
+		more, err := p.elem(first)
+		if err != nil || !more {
+			return err
+		}
+		if err := fn(); err != nil {
+			return err
+		}
+	}
+}
+
 // lit consumes the literal word (true, false, null).
 func (p *otlpReader) lit(word string) error {
 	at := p.here()
@@ -948,37 +991,13 @@ func (p *otlpReader) request() error {
 	if err := p.open(); err != nil {
 		return err
 	}
-	for first := true; ; first = false {
-		key, more, err := p.member(first)
-		if err != nil || !more {
-			return err
-		}
+	return p.members(func(key []byte) error {
 		switch string(key) {
 		case "resourceSpans", "resource_spans":
-			err = p.resourceSpansList()
-		default:
-			err = p.skip()
+			return p.elems("resourceSpans", p.resourceSpans)
 		}
-		if err != nil {
-			return err
-		}
-	}
-}
-
-func (p *otlpReader) resourceSpansList() error {
-	ok, err := p.array("resourceSpans")
-	if err != nil || !ok {
-		return err
-	}
-	for first := true; ; first = false {
-		more, err := p.elem(first)
-		if err != nil || !more {
-			return err
-		}
-		if err := p.resourceSpans(); err != nil {
-			return err
-		}
-	}
+		return p.skip()
+	})
 }
 
 // resourceSpans reads one ResourceSpans. Its spans are passed to fn as
@@ -990,14 +1009,7 @@ func (p *otlpReader) resourceSpans() error {
 	if err != nil || !ok {
 		return err
 	}
-	for first := true; ; first = false {
-		key, more, err := p.member(first)
-		if err != nil {
-			return err
-		}
-		if !more {
-			break
-		}
+	err = p.members(func(key []byte) error {
 		switch string(key) {
 		case "resource":
 			if p.res.seen {
@@ -1006,15 +1018,14 @@ func (p *otlpReader) resourceSpans() error {
 			if err := p.resource(); err != nil {
 				return err
 			}
-			err = p.flush()
+			return p.flush()
 		case "scopeSpans", "scope_spans":
-			err = p.scopeSpansList()
-		default:
-			err = p.skip()
+			return p.elems("scopeSpans", p.scopeSpans)
 		}
-		if err != nil {
-			return err
-		}
+		return p.skip()
+	})
+	if err != nil {
+		return err
 	}
 	p.res.seen = true // absent: no defaults, no identity
 	return p.flush()
@@ -1086,39 +1097,18 @@ func (p *otlpReader) assignProcess() error {
 // resource reads a Resource.
 func (p *otlpReader) resource() error {
 	p.res.seen = true
-	ok, err := p.object("a Resource")
-	if err != nil || !ok {
-		return err
-	}
-	for first := true; ; first = false {
-		key, more, err := p.member(first)
-		if err != nil || !more {
-			return err
+	return p.fields("a Resource", func(key []byte) error {
+		if string(key) == "attributes" {
+			return p.attributes(nil)
 		}
-		switch string(key) {
-		case "attributes":
-			err = p.attributes(nil)
-		default:
-			err = p.skip()
-		}
-		if err != nil {
-			return err
-		}
-	}
+		return p.skip()
+	})
 }
 
 // attributes reads a list of KeyValue, applied to s, or to the resource if
 // s is nil.
 func (p *otlpReader) attributes(s *pendingSpan) error {
-	ok, err := p.array("attributes")
-	if err != nil || !ok {
-		return err
-	}
-	for first := true; ; first = false {
-		more, err := p.elem(first)
-		if err != nil || !more {
-			return err
-		}
+	return p.elems("attributes", func() error {
 		if err := p.keyValue(); err != nil {
 			return err
 		}
@@ -1127,91 +1117,61 @@ func (p *otlpReader) attributes(s *pendingSpan) error {
 		} else {
 			p.resourceAttr()
 		}
-	}
+		return nil
+	})
 }
 
 // keyValue reads a KeyValue into p.akey, p.akind, p.aval and p.abool.
 func (p *otlpReader) keyValue() error {
 	p.akey, p.aval, p.akind = p.akey[:0], p.aval[:0], kindNone
-	ok, err := p.object("a KeyValue")
-	if err != nil || !ok {
-		return err
-	}
-	for first := true; ; first = false {
-		key, more, err := p.member(first)
-		if err != nil || !more {
-			return err
-		}
+	return p.fields("a KeyValue", func(key []byte) error {
 		switch string(key) {
 		case "key":
-			var v []byte
-			v, _, err = p.strOrNull()
+			v, _, err := p.strOrNull()
 			p.akey = append(p.akey[:0], v...)
-		case "value":
-			err = p.anyValue()
-		default:
-			err = p.skip()
-		}
-		if err != nil {
 			return err
+		case "value":
+			return p.fields("an AnyValue", p.anyValue)
 		}
-	}
+		return p.skip()
+	})
 }
 
-// anyValue reads an AnyValue; string, bool and int values are kept, the
-// other kinds skipped.
-func (p *otlpReader) anyValue() error {
-	ok, err := p.object("an AnyValue")
-	if err != nil || !ok {
+// anyValue reads the member key of an AnyValue; string, bool and int
+// values are kept, the other kinds skipped.
+func (p *otlpReader) anyValue(key []byte) error {
+	switch string(key) {
+	case "stringValue", "string_value":
+		v, null, err := p.strOrNull()
+		if err == nil && !null {
+			p.aval = append(p.aval[:0], v...)
+			p.akind = kindString
+		}
 		return err
+	case "intValue", "int_value":
+		v, null, err := p.scalar()
+		if err == nil && !null {
+			p.aval = append(p.aval[:0], v...)
+			p.akind = kindInt
+		}
+		return err
+	case "boolValue", "bool_value":
+		c, ok := p.ws()
+		switch {
+		case !ok:
+			return p.endErr()
+		case c == 't':
+			p.akind, p.abool = kindBool, true
+			return p.lit("true")
+		case c == 'f':
+			p.akind, p.abool = kindBool, false
+			return p.lit("false")
+		case c == 'n':
+			return p.lit("null")
+		}
+		return p.unexpected(c, "want true or false")
 	}
-	for first := true; ; first = false {
-		key, more, err := p.member(first)
-		if err != nil || !more {
-			return err
-		}
-		switch string(key) {
-		case "stringValue", "string_value":
-			v, null, err := p.strOrNull()
-			if err != nil {
-				return err
-			}
-			if !null {
-				p.aval = append(p.aval[:0], v...)
-				p.akind = kindString
-			}
-		case "intValue", "int_value":
-			v, null, err := p.scalar()
-			if err != nil {
-				return err
-			}
-			if !null {
-				p.aval = append(p.aval[:0], v...)
-				p.akind = kindInt
-			}
-		case "boolValue", "bool_value":
-			c, ok := p.ws()
-			switch {
-			case !ok:
-				return p.endErr()
-			case c == 't':
-				p.akind, p.abool = kindBool, true
-				err = p.lit("true")
-			case c == 'f':
-				p.akind, p.abool = kindBool, false
-				err = p.lit("false")
-			case c == 'n':
-				err = p.lit("null")
-			default:
-				return p.unexpected(c, "want true or false")
-			}
-		default:
-			err = p.skip()
-		}
-		if err != nil {
-			return err
-		}
-	}
+	return p.skip()
 }
 
 // amdahlKey returns the index of k in amdahlKeys, or -1.
@@ -1270,59 +1230,14 @@ func (p *otlpReader) resourceAttr() {
 	}
 }
 
-func (p *otlpReader) scopeSpansList() error {
-	ok, err := p.array("scopeSpans")
-	if err != nil || !ok {
-		return err
-	}
-	for first := true; ; first = false {
-		more, err := p.elem(first)
-		if err != nil || !more {
-			return err
-		}
-		if err := p.scopeSpans(); err != nil {
-			return err
-		}
-	}
-}
-
 // scopeSpans reads one ScopeSpans.
 func (p *otlpReader) scopeSpans() error {
-	ok, err := p.object("a ScopeSpans")
-	if err != nil || !ok {
-		return err
-	}
-	for first := true; ; first = false {
-		key, more, err := p.member(first)
-		if err != nil || !more {
-			return err
+	return p.fields("a ScopeSpans", func(key []byte) error {
+		if string(key) == "spans" {
+			return p.elems("spans", p.span)
 		}
-		switch string(key) {
-		case "spans":
-			err = p.spanList()
-		default:
-			err = p.skip()
-		}
-		if err != nil {
-			return err
-		}
-	}
-}
-
-func (p *otlpReader) spanList() error {
-	ok, err := p.array("spans")
-	if err != nil || !ok {
-		return err
-	}
-	for first := true; ; first = false {
-		more, err := p.elem(first)
-		if err != nil || !more {
-			return err
-		}
-		if err := p.span(); err != nil {
-			return err
-		}
-	}
+		return p.skip()
+	})
 }
 
 // span reads one Span and passes it on, or holds it until its resource is
@@ -1345,22 +1260,13 @@ func (p *otlpReader) span() error {
 	}
 	var s pendingSpan
 	var haveTrace, haveSpan bool
-	for first := true; ; first = false {
-		key, more, err := p.member(first)
-		if err != nil {
-			return err
-		}
-		if !more {
-			break
-		}
+	err := p.members(func(key []byte) error {
+		var err error
 		switch string(key) {
 		case "traceId", "trace_id":
 			v, null, err := p.strOrNull()
-			if err != nil {
+			if err != nil || null {
 				return err
-			}
-			if null {
-				continue
 			}
 			if !decodeID(s.TraceID[:], v) || s.TraceID == (TraceID{}) {
 				return p.spanError(p.at(p.valOff), "traceId", "want 32 hex digits, got %q", clip(v))
@@ -1368,11 +1274,8 @@ func (p *otlpReader) span() error {
 			haveTrace = true
 		case "spanId", "span_id":
 			v, null, err := p.strOrNull()
-			if err != nil {
+			if err != nil || null {
 				return err
-			}
-			if null {
-				continue
 			}
 			if !decodeID(s.SpanID[:], v) || s.SpanID.IsZero() {
 				return p.spanError(p.at(p.valOff), "spanId", "want 16 hex digits, got %q", clip(v))
@@ -1402,9 +1305,10 @@ func (p *otlpReader) span() error {
 		default:
 			err = p.skip()
 		}
-		if err != nil {
-			return err
-		}
+		return err
+	})
+	if err != nil {
+		return err
 	}
 	switch {
 	case !haveTrace:

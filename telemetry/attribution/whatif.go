@@ -68,18 +68,7 @@ func Replay(s Side, factors map[string]float64, opt CompareOptions) (WhatIf, err
 	if opt.ByPhase {
 		s = foldSide(s)
 	}
-	keyIndex := map[Key]int{}
-	var keys []Key
-	for _, run := range s.Runs {
-		for _, w := range run {
-			for _, st := range w.Stats {
-				if _, ok := keyIndex[st.Key]; !ok && len(keys) < MaxRows {
-					keyIndex[st.Key] = len(keys)
-					keys = append(keys, st.Key)
-				}
-			}
-		}
-	}
+	keyIndex, keys := rowKeys(s)
 	factor := make([]float64, len(keys))
 	for i := range factor {
 		factor[i] = 1
