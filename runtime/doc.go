@@ -97,9 +97,16 @@
 //	scenario.count           AMDAHL_SCENARIO_COUNT          units in a run (default: the scenario's)
 //	scenario.seed            AMDAHL_SCENARIO_SEED           generator seed (default: the scenario's)
 //	variant                  AMDAHL_VARIANT                 label on every span and metric (default baseline)
+//	perturb.ipc.serialize    AMDAHL_PERTURB_IPC_SERIALIZE   causal experiment: sleep this much longer in every phase (0 = off)
+//	perturb.ipc.send         AMDAHL_PERTURB_IPC_SEND        (same, for ipc.send)
+//	perturb.taskhost.execute AMDAHL_PERTURB_TASKHOST_EXECUTE (same, in the task host's execute)
 //
-// The ipc settings are passed to each task host in its environment, so
-// both ends of a connection agree. SettingsHelp prints the same table with
+// The ipc settings and perturb.taskhost.execute are passed to each task
+// host in its environment, so both ends of a connection agree.
+//
+// Run's Config.MaxInFlight makes a closed loop: a unit is submitted only
+// while fewer than that many are in flight, so none waits in the queue
+// (amdahl ab runs this way, with runtime.nodes units in flight). SettingsHelp prints the same table with
 // descriptions.
 //
 // # Scenarios
