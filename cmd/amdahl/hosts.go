@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -67,9 +68,14 @@ environment variables (OTEL_EXPORTER_OTLP_ENDPOINT, AMDAHL_METRICS_ADDR, …).`,
 			if err != nil {
 				return err
 			}
+			// A malformed address is bad usage; a port already taken is a
+			// failure to run.
+			if _, err := net.ResolveTCPAddr("tcp", listen); err != nil {
+				return usageError{fmt.Errorf("--listen %s: %w", listen, err)}
+			}
 			lis, err := net.Listen("tcp", listen)
 			if err != nil {
-				return usageError{fmt.Errorf("--listen %s: %w", listen, err)}
+				return fmt.Errorf("--listen %s: %w", listen, err)
 			}
 			fmt.Fprintf(cmd.ErrOrStderr(), "amdahl sidecar: listening on %s\n", lis.Addr())
 			served := make(chan error, 1)
@@ -103,9 +109,42 @@ environment variables (OTEL_EXPORTER_OTLP_ENDPOINT, AMDAHL_METRICS_ADDR, …).`,
 }
 
 func newScenariosCmd() *cobra.Command {
-	return &cobra.Command{
+	validate := &cobra.Command{
+		Use:   "validate FILE...",
+		Short: "Check scenario files without running them",
+		Long: `validate parses each scenario file (YAML or JSON) as amdahl run --scenario-file
+would, and prints one line per file: its units, seed and workloads, or the
+error with the file, line, column and field. Exit status 2 when a file is
+invalid.
+
+Example:
+  amdahl scenarios validate runtime/scenarios/fanout.yaml docs/scenarios/tiny20k.yaml`,
+		Args: func(_ *cobra.Command, args []string) error {
+			if len(args) == 0 {
+				return usageError{fmt.Errorf("scenarios validate takes one scenario file or more, got none")}
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			var bad []string
+			for _, f := range args {
+				s, err := runtime.LoadScenario(f)
+				if err != nil {
+					fmt.Fprintf(cmd.OutOrStdout(), "%s: invalid: %v\n", f, err)
+					bad = append(bad, f)
+					continue
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "%s: ok: scenario %s, %d units, seed %d, %s\n", f, s.Name, s.Count, s.Seed, describeWorkloads(s))
+			}
+			if len(bad) > 0 {
+				return usageError{fmt.Errorf("%d of %d scenario files invalid: %s", len(bad), len(args), strings.Join(bad, ", "))}
+			}
+			return nil
+		},
+	}
+	cmd := &cobra.Command{
 		Use:   "scenarios",
-		Short: "List the built-in scenarios",
+		Short: "List the built-in scenarios; validate scenario files",
 		Args:  noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 0, 2, ' ', 0)
@@ -116,6 +155,8 @@ func newScenariosCmd() *cobra.Command {
 			return tw.Flush()
 		},
 	}
+	cmd.AddCommand(validate)
+	return cmd
 }
 
 func describeWorkloads(s *runtime.Scenario) string {

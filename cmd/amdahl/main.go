@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 
 	"github.com/spf13/cobra"
@@ -48,7 +49,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	fmt.Fprintf(stderr, "amdahl: %v\n", err)
 	var ue usageError
-	if errors.As(err, &ue) {
+	// cobra reports an unknown command as a plain error: usage too.
+	if errors.As(err, &ue) || strings.HasPrefix(err.Error(), "unknown command ") {
 		return exitUsage
 	}
 	return exitFail
@@ -61,6 +63,8 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
+	root.Version = versionString()
+	root.SetVersionTemplate("amdahl {{.Version}}\n")
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })

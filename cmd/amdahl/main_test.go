@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -39,6 +40,15 @@ func writeTrace(t *testing.T, phases []telemetry.Phase) string {
 func TestReportCommand(t *testing.T) {
 	base := writeTrace(t, []telemetry.Phase{telemetry.Serialize, telemetry.Send})
 	cand := writeTrace(t, []telemetry.Phase{telemetry.Serialize, telemetry.Send})
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer taken.Close()
+	badScenario := filepath.Join(t.TempDir(), "bad.yaml")
+	if err := os.WriteFile(badScenario, []byte("name: x\ncount: -1\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	bad := filepath.Join(t.TempDir(), "bad.jsonl")
 	if err := os.WriteFile(bad, []byte("{\"resourceSpans\":[]}\n{\"resourceSpans\":[{\"scopeSpans\":[{\"spans\":[{\"traceId\":\"zz\"}]}]}]}\n"), 0o644); err != nil {
 		t.Fatal(err)
@@ -73,6 +83,13 @@ func TestReportCommand(t *testing.T) {
 		{"too many spans", []string{"report", "--max-spans", "2", base}, exitFail, nil, "more than 2 spans"},
 		{"bad flag", []string{"report", "--frobnicate", base}, exitUsage, nil, "unknown flag"},
 		{"version", []string{"version"}, exitOK, []string{"amdahl " + telemetry.Version}, ""},
+		{"--version", []string{"--version"}, exitOK, []string{"amdahl " + telemetry.Version, "go1."}, ""},
+		{"unknown command", []string{"frobnicate"}, exitUsage, nil, "unknown command"},
+		{"sidecar port taken", []string{"sidecar", "--listen", taken.Addr().String()}, exitFail, nil, "address already in use"},
+		{"sidecar bad address", []string{"sidecar", "--listen", "nowhere"}, exitUsage, nil, "--listen nowhere"},
+		{"scenarios validate", []string{"scenarios", "validate", "../../runtime/scenarios/fanout.yaml", "../../docs/scenarios/tiny20k.yaml"}, exitOK, []string{"fanout.yaml: ok: scenario fanout, 48 units", "tiny20k.yaml: ok"}, ""},
+		{"scenarios validate bad", []string{"scenarios", "validate", badScenario}, exitUsage, []string{"bad.yaml: invalid: ", "bad.yaml:2:1: count"}, "1 of 1 scenario files invalid"},
+		{"scenarios validate none", []string{"scenarios", "validate"}, exitUsage, nil, "one scenario file or more"},
 		{"dashboards", []string{"dashboards", "--out", t.TempDir()}, exitOK, []string{"amdahl-attribution.json"}, ""},
 		{"dashboards extra arg", []string{"dashboards", "x"}, exitUsage, nil, "takes no arguments"},
 	} {

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"encoding/json"
 	"fmt"
+	"runtime/debug"
 	"slices"
 	"strings"
 
@@ -181,11 +182,40 @@ func readSide(paths []string, lim attribution.Limits, in *attribution.Interner, 
 func newVersionCmd() *cobra.Command {
 	return &cobra.Command{
 		Use:   "version",
-		Short: "Print amdahl's version",
+		Short: "Print amdahl's version, module version and VCS revision",
 		Args:  noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			_, err := fmt.Fprintf(cmd.OutOrStdout(), "amdahl %s\n", telemetry.Version)
+			_, err := fmt.Fprintf(cmd.OutOrStdout(), "amdahl %s\n", versionString())
 			return err
 		},
 	}
+}
+
+// versionString is amdahl's version with the module version and VCS
+// revision the binary was built from, as far as the build recorded them
+// ("go run" and tests record no revision).
+func versionString() string {
+	v := telemetry.Version
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return v
+	}
+	if mv := bi.Main.Version; mv != "" && mv != "(devel)" {
+		v += " (module " + mv + ")"
+	}
+	var rev, modified string
+	for _, s := range bi.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			rev = s.Value
+		case "vcs.modified":
+			if s.Value == "true" {
+				modified = ", modified"
+			}
+		}
+	}
+	if rev != "" {
+		v += fmt.Sprintf(" (revision %.12s%s)", rev, modified)
+	}
+	return v + " " + bi.GoVersion
 }
