@@ -783,9 +783,11 @@ func (r *Runtime) shutdownParts(ctx context.Context) error {
 
 // Summary is the account of a run.
 type Summary struct {
-	Scenario string            `json:"scenario"`
-	Variant  string            `json:"variant"`
-	Settings map[string]string `json:"settings"`
+	// SchemaVersion of this JSON (summary.json, amdahl run --json): 1.
+	SchemaVersion int               `json:"schema_version"`
+	Scenario      string            `json:"scenario"`
+	Variant       string            `json:"variant"`
+	Settings      map[string]string `json:"settings"`
 	// Submitted counts the units that ended: OK + Failed + Cancelled. Once
 	// Wait or Close has returned it equals the units Submit accepted.
 	Submitted int `json:"submitted"`
@@ -825,7 +827,8 @@ func (r *Runtime) Summary() Summary {
 		byKind[k] = a
 	}
 	s := Summary{
-		Scenario: r.cfg.Scenario, Variant: r.set.Variant, Settings: r.set.Map(),
+		SchemaVersion: 1,
+		Scenario:      r.cfg.Scenario, Variant: r.set.Variant, Settings: r.set.Map(),
 		OK: r.counts[telemetry.OK], Failed: r.counts[telemetry.Failed], Cancelled: r.counts[telemetry.Cancelled],
 		Failures: map[string]int{}, Examples: map[string]string{},
 	}
