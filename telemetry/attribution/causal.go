@@ -60,15 +60,8 @@ func CausalWeight(base, cand Side, sel string, opt CompareOptions) (Causal, erro
 	w, added, share := est(ones(b), ones(c))
 	vals := make([]float64, 0, opt.Iterations)
 	for it := range opt.Iterations {
-		rng := rand.New(rand.NewPCG(opt.Seed, uint64(it)+1))
-		var runs []int
-		if paired {
-			runs = make([]int, len(b.runStart)-1)
-			for i := range runs {
-				runs[i] = rng.IntN(len(runs))
-			}
-		}
-		if v, _, _ := est(resample(rng, b, byRuns, runs), resample(rng, c, byRuns, runs)); !math.IsNaN(v) && !math.IsInf(v, 0) {
+		bs, cs := resamplePair(rand.New(rand.NewPCG(opt.Seed, uint64(it)+1)), b, c, byRuns, paired)
+		if v, _, _ := est(bs, cs); !math.IsNaN(v) && !math.IsInf(v, 0) {
 			vals = append(vals, v)
 		}
 	}

@@ -250,15 +250,8 @@ func Compare(base, cand Side, opt CompareOptions) (Comparison, error) {
 		go func() {
 			defer wg.Done()
 			for it := g; it < opt.Iterations; it += workers {
-				rng := rand.New(rand.NewPCG(opt.Seed, uint64(it)+1))
-				var runs []int
-				if paired {
-					runs = make([]int, len(b.runStart)-1)
-					for i := range runs {
-						runs[i] = rng.IntN(len(runs))
-					}
-				}
-				draws[it] = estimate(b, c, resample(rng, b, byRuns, runs), resample(rng, c, byRuns, runs), keys, target, hasTarget)
+				bs, cs := resamplePair(rand.New(rand.NewPCG(opt.Seed, uint64(it)+1)), b, c, byRuns, paired)
+				draws[it] = estimate(b, c, bs, cs, keys, target, hasTarget)
 			}
 		}()
 	}
@@ -390,6 +383,19 @@ func resample(rng *rand.Rand, s *side, byRuns bool, runs []int) []int32 {
 		}
 	}
 	return counts
+}
+
+// resamplePair draws a bootstrap sample of each side; paired, both sides
+// take the same runs (run i of each ran back to back).
+func resamplePair(rng *rand.Rand, b, c *side, byRuns, paired bool) ([]int32, []int32) {
+	var runs []int
+	if paired {
+		runs = make([]int, len(b.runStart)-1)
+		for i := range runs {
+			runs[i] = rng.IntN(len(runs))
+		}
+	}
+	return resample(rng, b, byRuns, runs), resample(rng, c, byRuns, runs)
 }
 
 // ones weighs every unit once: the point estimate.
