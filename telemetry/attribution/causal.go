@@ -65,7 +65,11 @@ func CausalWeight(base, cand Side, sel string, opt CompareOptions) (Causal, erro
 			vals = append(vals, v)
 		}
 	}
-	lo, hi := percentileInterval(vals, opt.Level)
+	clusters := min(b.units(), c.units())
+	if byRuns {
+		clusters = min(len(base.Runs), len(cand.Runs))
+	}
+	lo, hi := percentileInterval(vals, opt.Level, clusters)
 	name := names[0]
 	if len(names) > 1 {
 		name = sel

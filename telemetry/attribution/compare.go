@@ -256,6 +256,12 @@ func Compare(base, cand Side, opt CompareOptions) (Comparison, error) {
 		}()
 	}
 	wg.Wait()
+	// The independent clusters the bootstrap resamples: pairs of runs,
+	// runs (the smaller side), or units.
+	clusters := min(b.units(), c.units())
+	if byRuns {
+		clusters = min(len(base.Runs), len(cand.Runs))
+	}
 	ci := func(j int) Interval {
 		v := est[j]
 		if math.IsNaN(v) {
@@ -267,7 +273,7 @@ func Compare(base, cand Side, opt CompareOptions) (Comparison, error) {
 				vals = append(vals, d[j])
 			}
 		}
-		lo, hi := percentileInterval(vals, opt.Level)
+		lo, hi := percentileInterval(vals, opt.Level, clusters)
 		return Interval{v, lo, hi}
 	}
 	nk := len(keys)
@@ -491,25 +497,6 @@ func mean(xs []float64) float64 {
 	return s / float64(len(xs))
 }
 
-// percentileInterval returns the (1-level)/2 and (1+level)/2 quantiles of
-// vals (linear interpolation between order statistics).
-func percentileInterval(vals []float64, level float64) (float64, float64) {
-	if len(vals) == 0 {
-		return math.NaN(), math.NaN()
-	}
-	s := slices.Clone(vals)
-	slices.Sort(s)
-	at := func(p float64) float64 {
-		x := p * float64(len(s)-1)
-		i := int(math.Floor(x))
-		if i >= len(s)-1 {
-			return s[len(s)-1]
-		}
-		return s[i] + (x-float64(i))*(s[i+1]-s[i])
-	}
-	return at((1 - level) / 2), at((1 + level) / 2)
-}
-
 // foldSide merges rows of different components that share a phase and
 // direction.
 func foldSide(s Side) Side {
@@ -609,10 +596,6 @@ func verdict(c Comparison) []string {
 			parts = append(parts, fmt.Sprintf("%s %s/unit (%s of e2e)", r.Name, signedDur(r.CandCritical-r.BaseCritical), pp(r.Shift)))
 		}
 		out = append(out, "Outside the target, critical time moved in: "+strings.Join(parts, "; ")+".")
-	}
-	if c.Resampled != "units" && min(c.BaseRuns, c.CandRuns) < 5 {
-		out = append(out, fmt.Sprintf("Only %d and %d runs: a bootstrap over fewer than 5 runs gives intervals that are too narrow (in simulation, a 95 %% interval held the truth 79 times in 100 with 2 runs, 91 with 5); use more runs.",
-			c.BaseRuns, c.CandRuns))
 	}
 	if c.Resampled == "units" {
 		out = append(out, fmt.Sprintf("Intervals resample units (%d baseline, %d candidate in %d and %d runs): they leave out run-to-run variation; pass several runs per side.",
@@ -734,7 +717,7 @@ func MeanGain(base, cand []float64, opt CompareOptions) Interval {
 		}
 		vals[i] = gain(draw(base), draw(cand))
 	}
-	lo, hi := percentileInterval(vals, opt.Level)
+	lo, hi := percentileInterval(vals, opt.Level, min(len(base), len(cand)))
 	return Interval{gain(base, cand), lo, hi}
 }
 

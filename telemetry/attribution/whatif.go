@@ -126,7 +126,11 @@ func Replay(s Side, factors map[string]float64, opt CompareOptions) (WhatIf, err
 		rng := rand.New(rand.NewPCG(opt.Seed, uint64(it)+1))
 		vals[it], _, _ = gain(resample(rng, b, byRuns, nil))
 	}
-	lo, hi := percentileInterval(vals, opt.Level)
+	clusters := b.units()
+	if byRuns {
+		clusters = len(s.Runs)
+	}
+	lo, hi := percentileInterval(vals, opt.Level, clusters)
 	out.Gain = Interval{g, lo, hi}
 	return out, nil
 }
