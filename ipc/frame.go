@@ -91,7 +91,7 @@ type PacketSizeError struct {
 }
 
 func (e *PacketSizeError) Error() string {
-	return fmt.Sprintf("ipc: %s packet of %d bytes exceeds the maximum packet size of %d bytes (ipc.max_packet)", e.Type, e.Size, e.Limit)
+	return fmt.Sprintf("ipc: %s packet of %d bytes exceeds the maximum packet size of %d bytes (ipc.WithMaxPacketSize raises it)", e.Type, e.Size, e.Limit)
 }
 
 // Is reports ErrPacketTooLarge.

@@ -85,6 +85,7 @@ func TestReportCommand(t *testing.T) {
 		{"version", []string{"version"}, exitOK, []string{"amdahl " + telemetry.Version}, ""},
 		{"--version", []string{"--version"}, exitOK, []string{"amdahl " + telemetry.Version, "go1."}, ""},
 		{"unknown command", []string{"frobnicate"}, exitUsage, nil, "unknown command"},
+		{"bad otlp protocol", []string{"run", "--otlp-protocol", "carrier-pigeon"}, exitUsage, nil, "--otlp-protocol \"carrier-pigeon\": want grpc or http/protobuf"},
 		{"sidecar port taken", []string{"sidecar", "--listen", taken.Addr().String()}, exitFail, nil, "address already in use"},
 		{"sidecar bad address", []string{"sidecar", "--listen", "nowhere"}, exitUsage, nil, "--listen nowhere"},
 		{"scenarios validate", []string{"scenarios", "validate", "../../runtime/scenarios/fanout.yaml", "../../docs/scenarios/tiny20k.yaml"}, exitOK, []string{"fanout.yaml: ok: scenario fanout, 48 units", "tiny20k.yaml: ok"}, ""},

@@ -101,6 +101,9 @@ func runRun(ctx context.Context, cmd *cobra.Command, f runFlags) error {
 	if err := checkChoice("by", f.by, "component", "phase"); err != nil {
 		return err
 	}
+	if err := checkChoice("otlp-protocol", f.otlpProtocol, "grpc", "http/protobuf"); err != nil {
+		return err
+	}
 	level := slog.LevelWarn
 	if f.verbose {
 		level = slog.LevelDebug
