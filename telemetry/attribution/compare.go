@@ -404,6 +404,24 @@ func resamplePair(rng *rand.Rand, b, c *side, byRuns, paired bool) ([]int32, []i
 	return resample(rng, b, byRuns, runs), resample(rng, c, byRuns, runs)
 }
 
+// replaySum is the weighted sum of the units' replayed e2e (ns) with the
+// rows' durations scaled by factor.
+func replaySum(s *side, counts []int32, factor []float64) float64 {
+	var sum float64
+	var scratch []int64
+	for u, n := range counts {
+		if n == 0 {
+			continue
+		}
+		pl := s.plans[u]
+		if len(scratch) < len(pl.nodes) {
+			scratch = make([]int64, len(pl.nodes))
+		}
+		sum += float64(n) * float64(pl.e2e(factor, scratch))
+	}
+	return sum
+}
+
 // ones weighs every unit once: the point estimate.
 func ones(s *side) []int32 {
 	c := make([]int32, s.units())
@@ -472,19 +490,7 @@ func estimate(b, c *side, bs, cs []int32, keys []Key, target []bool, hasTarget b
 	v[1], v[2] = math.NaN(), math.NaN()
 	if hasTarget {
 		v[1] = first
-		var replayed float64
-		var scratch []int64
-		for u, n := range bs {
-			if n == 0 {
-				continue
-			}
-			pl := b.plans[u]
-			if len(scratch) < len(pl.nodes) {
-				scratch = make([]int64, len(pl.nodes))
-			}
-			replayed += float64(n) * float64(pl.e2e(factor, scratch))
-		}
-		v[2] = 1 - replayed/bt.e2e
+		v[2] = 1 - replaySum(b, bs, factor)/bt.e2e
 	}
 	return v
 }

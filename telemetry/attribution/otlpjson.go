@@ -397,31 +397,23 @@ func (p *otlpReader) open() error {
 
 // object opens an object; false (and nil) if the value is null, which
 // protobuf JSON reads as absent.
-func (p *otlpReader) object(what string) (bool, error) {
-	c, ok := p.ws()
-	switch {
-	case !ok:
-		return false, p.endErr()
-	case c == '{':
-		return true, p.open()
-	case c == 'n':
-		return false, p.lit("null")
-	}
-	return false, p.unexpected(c, "want '{' to begin "+what)
-}
+func (p *otlpReader) object(what string) (bool, error) { return p.openOrNull('{', what) }
 
 // array opens an array; false (and nil) if the value is null.
-func (p *otlpReader) array(what string) (bool, error) {
+func (p *otlpReader) array(what string) (bool, error) { return p.openOrNull('[', what) }
+
+// openOrNull opens a value that starts with bracket, or reads null.
+func (p *otlpReader) openOrNull(bracket byte, what string) (bool, error) {
 	c, ok := p.ws()
 	switch {
 	case !ok:
 		return false, p.endErr()
-	case c == '[':
+	case c == bracket:
 		return true, p.open()
 	case c == 'n':
 		return false, p.lit("null")
 	}
-	return false, p.unexpected(c, "want '[' to begin "+what)
+	return false, p.unexpected(c, "want '"+string(bracket)+"' to begin "+what)
 }
 
 // member reads the next key of an open object and the ':' after it; false

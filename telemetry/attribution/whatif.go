@@ -99,19 +99,11 @@ func Replay(s Side, factors map[string]float64, opt CompareOptions) (WhatIf, err
 		out.Resampled = "runs"
 	}
 	gain := func(counts []int32) (float64, float64, float64) {
-		var e2e, replayed float64
-		var scratch []int64
+		var e2e float64
 		for u, n := range counts {
-			if n == 0 {
-				continue
-			}
-			pl := b.plans[u]
-			if len(scratch) < len(pl.nodes) {
-				scratch = make([]int64, len(pl.nodes))
-			}
 			e2e += float64(n) * b.e2e[u]
-			replayed += float64(n) * float64(pl.e2e(factor, scratch))
 		}
+		replayed := replaySum(b, counts, factor)
 		return 1 - replayed/e2e, e2e, replayed
 	}
 	g, e2e, replayed := gain(ones(b))
