@@ -593,13 +593,7 @@ func remoteContext(ctx context.Context, carrier map[string]string) trace.SpanCon
 }
 
 func (c *Conn) pastPhase(ctx context.Context, p telemetry.Phase, start, end time.Time, n int) {
-	comp := c.cfg.comp
-	_, span := comp.Tracer().Start(ctx, comp.Name()+"."+p.String(), trace.WithTimestamp(start),
-		trace.WithSpanKind(trace.SpanKindInternal),
-		trace.WithAttributes(telemetry.AttrComponent.String(comp.Name()), telemetry.AttrPhase.String(p.String()),
-			telemetry.AttrDirection.String(c.peer.String()), telemetry.AttrBytes.Int(n)))
-	span.End(trace.WithTimestamp(end))
-	comp.RecordPhase(ctx, p, c.peer, end.Sub(start))
+	c.cfg.comp.RecordSpan(ctx, p, c.peer, start, end, telemetry.AttrBytes.Int(n))
 }
 
 // watchdog reports, once each, a write blocked or a result outstanding for

@@ -712,14 +712,7 @@ func (r *Runtime) childSpans(ctx context.Context, res *ipcpb.TaskResult, sendSta
 		}
 		st := base.Add(time.Duration(t.GetStartOffsetNs()))
 		en := st.Add(time.Duration(t.GetDurationNs()))
-		kv := []attribute.KeyValue{telemetry.AttrComponent.String("taskhost"), telemetry.AttrPhase.String(p.String()),
-			telemetry.AttrTransport.String(TransportIPC), telemetry.AttrRemote.Bool(true)}
-		if d != telemetry.None {
-			kv = append(kv, telemetry.AttrDirection.String(d.String()))
-		}
-		_, sp := r.hostComp.Tracer().Start(ctx, "taskhost."+p.String(), trace.WithTimestamp(st), trace.WithAttributes(kv...))
-		sp.End(trace.WithTimestamp(en))
-		r.hostComp.RecordPhase(ctx, p, d, en.Sub(st))
+		r.hostComp.RecordSpan(ctx, p, d, st, en, telemetry.AttrRemote.Bool(true))
 	}
 }
 

@@ -402,6 +402,29 @@ func (c *Component) RecordPhase(ctx context.Context, p Phase, d Direction, dur t
 	c.phaseHist.Record(ctx, dur.Seconds(), c.metricOpt[p][d])
 }
 
+// RecordSpan records a phase measured elsewhere, by another goroutine or
+// another process (a child's timings returned in its reply): the span
+// "<component>.<phase>" from start to end, as a child of the span in ctx,
+// with the attributes StartPhase gives plus attrs (span-only: amdahl.bytes,
+// amdahl.remote), and its duration in amdahl.phase.duration. It is the one
+// way phase spans are built after the fact; an invalid phase or direction
+// (which may come from another process) records nothing.
+func (c *Component) RecordSpan(ctx context.Context, p Phase, d Direction, start, end time.Time, attrs ...attribute.KeyValue) {
+	if c == nil || !p.Valid() || d > Reply {
+		return
+	}
+	base := c.spanOpts[p][d]
+	opts := make([]trace.SpanStartOption, len(base), len(base)+2)
+	copy(opts, base)
+	opts = append(opts, trace.WithTimestamp(start))
+	if len(attrs) > 0 {
+		opts = append(opts, trace.WithAttributes(attrs...))
+	}
+	_, span := c.tracer.Start(ctx, c.spanNames[p][d], opts...)
+	span.End(trace.WithTimestamp(end))
+	c.phaseHist.Record(ctx, end.Sub(start).Seconds(), c.metricOpt[p][d])
+}
+
 // WorkSpan is one running unit of work, returned by StartWork.
 type WorkSpan struct {
 	c     *Component

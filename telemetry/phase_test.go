@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"testing"
+	"time"
 
 	"go.opentelemetry.io/otel/attribute"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
@@ -186,4 +187,61 @@ func TestInvalidPhasePanics(t *testing.T) {
 		}
 	}()
 	c.StartPhase(context.Background(), 0, None)
+}
+
+func TestRecordSpanMeasuredElsewhere(t *testing.T) {
+	c, sr, reader := newTestComponent(t, "taskhost", AttrTransport.String("ipc"))
+	ctx, work := c.StartWork(context.Background())
+	start := time.Unix(1_700_000_000, 0)
+	end := start.Add(3 * time.Millisecond)
+	c.RecordSpan(ctx, Execute, None, start, end, AttrRemote.Bool(true))
+	c.RecordSpan(ctx, Receive, Request, start, start.Add(time.Millisecond), AttrBytes.Int(42))
+	c.RecordSpan(ctx, Phase(0), Request, start, end) // invalid: nothing
+	c.RecordSpan(ctx, Execute, Direction(9), start, end)
+	work.End(OK, nil)
+
+	spans := sr.Ended()
+	if len(spans) != 3 {
+		t.Fatalf("%d spans, want 2 phases + the work span", len(spans))
+	}
+	ex, rc := spans[0], spans[1]
+	if ex.Name() != "taskhost.execute" || !ex.StartTime().Equal(start) || !ex.EndTime().Equal(end) {
+		t.Errorf("span %q [%v, %v], want taskhost.execute [%v, %v]", ex.Name(), ex.StartTime(), ex.EndTime(), start, end)
+	}
+	if ex.Parent().SpanID() != work.Span().SpanContext().SpanID() {
+		t.Error("the recorded span is not a child of the span in ctx")
+	}
+	m := attrMap(ex.Attributes())
+	for k, want := range map[attribute.Key]string{AttrComponent: "taskhost", AttrPhase: "execute", AttrTransport: "ipc", AttrRemote: "true"} {
+		if m[k] != want {
+			t.Errorf("%s = %q, want %q (all: %v)", k, m[k], want, m)
+		}
+	}
+	if _, ok := m[AttrDirection]; ok {
+		t.Error("execute has no direction")
+	}
+	if m := attrMap(rc.Attributes()); m[AttrDirection] != "request" || m[AttrBytes] != "42" {
+		t.Errorf("receive attributes %v, want direction request and bytes 42", m)
+	}
+
+	var rm metricdata.ResourceMetrics
+	if err := reader.Collect(context.Background(), &rm); err != nil {
+		t.Fatal(err)
+	}
+	var count uint64
+	var sum float64
+	for _, sm := range rm.ScopeMetrics {
+		for _, mt := range sm.Metrics {
+			if mt.Name != MetricPhaseDuration {
+				continue
+			}
+			for _, dp := range mt.Data.(metricdata.Histogram[float64]).DataPoints {
+				count += dp.Count
+				sum += dp.Sum
+			}
+		}
+	}
+	if count != 2 || sum < 0.00399 || sum > 0.00401 {
+		t.Errorf("%s: %d points summing %gs, want 2 summing 0.004s", MetricPhaseDuration, count, sum)
+	}
 }
