@@ -29,6 +29,7 @@ import (
 	"github.com/amdahl-rt/amdahl/ipc/ipcpb"
 	"github.com/amdahl-rt/amdahl/telemetry"
 	"github.com/amdahl-rt/amdahl/telemetry/attribution"
+	"github.com/amdahl-rt/amdahl/telemetry/otelsetup"
 )
 
 // Span names and attributes the runtime adds (telemetry/doc.go lists them).
@@ -81,9 +82,9 @@ type Config struct {
 	// once the run's context ends (default 10s); after it they are
 	// cancelled.
 	DrainTimeout time.Duration
-	// Telemetry options for telemetry.Setup (the runtime adds its own span
+	// Telemetry options for otelsetup.Setup (the runtime adds its own span
 	// processor, which assembles each unit of work for attribution).
-	Telemetry []telemetry.Option
+	Telemetry []otelsetup.Option
 	// OnResult, if set, is called once per unit of work as it ends, from
 	// the runtime's goroutines (it must be safe for concurrent use and
 	// quick).
@@ -130,7 +131,7 @@ type Runtime struct {
 	cfg    Config
 	set    Settings
 	log    *slog.Logger
-	tel    *telemetry.Telemetry
+	tel    *otelsetup.Telemetry
 	col    *collector
 	pool   *pool
 	runID  string
@@ -230,9 +231,9 @@ func New(ctx context.Context, cfg Config) (_ *Runtime, err error) {
 			_ = r.shutdownParts(context.Background())
 		}
 	}()
-	topts := append(append([]telemetry.Option(nil), cfg.Telemetry...), telemetry.WithSpanProcessor(r.col))
+	topts := append(append([]otelsetup.Option(nil), cfg.Telemetry...), otelsetup.WithSpanProcessor(r.col))
 	topts = append(topts, cfg.Settings.telemetryOptions()...)
-	if r.tel, err = telemetry.Setup(ctx, topts...); err != nil {
+	if r.tel, err = otelsetup.Setup(ctx, topts...); err != nil {
 		return nil, err
 	}
 	attrs := func(transport string) []attribute.KeyValue {
@@ -307,7 +308,7 @@ func New(ctx context.Context, cfg Config) (_ *Runtime, err error) {
 func (r *Runtime) instancePrefix() string { return "amdahl-" + r.runID + "-" }
 
 // Telemetry returns the runtime's telemetry (metrics handler, recorder).
-func (r *Runtime) Telemetry() *telemetry.Telemetry { return r.tel }
+func (r *Runtime) Telemetry() *otelsetup.Telemetry { return r.tel }
 
 // SidecarAddr returns the address of the sidecar the runtime completes to.
 func (r *Runtime) SidecarAddr() string { return r.cc.Target() }

@@ -26,6 +26,7 @@ import (
 	"github.com/amdahl-rt/amdahl/ipc/ipcpb"
 	"github.com/amdahl-rt/amdahl/telemetry"
 	"github.com/amdahl-rt/amdahl/telemetry/attribution"
+	"github.com/amdahl-rt/amdahl/telemetry/otelsetup"
 )
 
 // The test binary doubles as a task host and as a standalone sidecar (the
@@ -123,15 +124,15 @@ func (h *attrHandler) WithGroup(string) slog.Handler { return h }
 
 // testConfig is a Config whose task hosts are this test binary, with
 // telemetry from no environment and spans kept in rec.
-func testConfig(t testing.TB, set Settings, rec *telemetry.Recorder) Config {
+func testConfig(t testing.TB, set Settings, rec *otelsetup.Recorder) Config {
 	t.Helper()
 	exe, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
 	}
-	opts := []telemetry.Option{telemetry.WithLookupEnv(noEnv)}
+	opts := []otelsetup.Option{otelsetup.WithLookupEnv(noEnv)}
 	if rec != nil {
-		opts = append(opts, telemetry.WithSpanProcessor(rec))
+		opts = append(opts, otelsetup.WithSpanProcessor(rec))
 	}
 	return Config{
 		Settings: set, HostArgv: []string{exe}, HostEnv: []string{envTestHost + "=1"},
@@ -223,7 +224,7 @@ func TestRunTaskhostEndToEnd(t *testing.T) {
 		{"pipe async", "pipe", "async"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			rec := telemetry.NewRecorder()
+			rec := otelsetup.NewRecorder()
 			cfg := testConfig(t, testSettings(t, "scenario.count=40", "ipc.transport="+tc.transport, "ipc.send="+tc.send), rec)
 			sum, err := Run(context.Background(), cfg, sc)
 			if err != nil {
@@ -367,7 +368,7 @@ func TestRunFanout(t *testing.T) {
 		{"large payloads accept them", []string{"chunking.large_payloads=on", "chunking.algorithm=legacy"}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			rec := telemetry.NewRecorder()
+			rec := otelsetup.NewRecorder()
 			var mu sync.Mutex
 			shapes := map[string]int{}
 			cfg := testConfig(t, testSettings(t, append([]string{"scenario.count=16"}, tc.sets...)...), rec)
@@ -723,7 +724,7 @@ func TestUnitMetrics(t *testing.T) {
 	reader := sdkmetric.NewManualReader()
 	cfg := testConfig(t, testSettings(t, "variant=candidate"), nil)
 	cfg.Scenario = "metrics"
-	cfg.Telemetry = append(cfg.Telemetry, telemetry.WithMetricReader(reader))
+	cfg.Telemetry = append(cfg.Telemetry, otelsetup.WithMetricReader(reader))
 	r := startRuntime(t, cfg)
 	for i := range 10 {
 		if err := r.Submit(context.Background(), smallUnit(i)); err != nil {

@@ -15,6 +15,7 @@ import (
 	"github.com/amdahl-rt/amdahl/internal/features"
 	"github.com/amdahl-rt/amdahl/ipc"
 	"github.com/amdahl-rt/amdahl/telemetry"
+	"github.com/amdahl-rt/amdahl/telemetry/otelsetup"
 )
 
 // Transport is how the runtime connects to its task hosts (setting
@@ -411,11 +412,11 @@ func (s *Settings) childEnv() []string {
 // telemetryOptions returns the parent's telemetry options the settings
 // call for: the delays of perturb.* settings (the task host's own are
 // carried by childEnv).
-func (s *Settings) telemetryOptions() []telemetry.Option {
-	var out []telemetry.Option
+func (s *Settings) telemetryOptions() []otelsetup.Option {
+	var out []otelsetup.Option
 	for i, p := range perturbable {
 		if d := s.Perturb[i]; d > 0 && p.component != "taskhost" {
-			out = append(out, telemetry.WithDelay(p.component, p.phase, d))
+			out = append(out, otelsetup.WithDelay(p.component, p.phase, d))
 		}
 	}
 	return out

@@ -16,6 +16,7 @@ import (
 	"github.com/amdahl-rt/amdahl/ipc"
 	"github.com/amdahl-rt/amdahl/ipc/ipcpb"
 	"github.com/amdahl-rt/amdahl/telemetry"
+	"github.com/amdahl-rt/amdahl/telemetry/otelsetup"
 )
 
 // TaskFunc runs one task inside a task host. It gets the decoded
@@ -104,8 +105,8 @@ func ServeHost(ctx context.Context, tasks map[string]TaskFunc, opts ...ipc.Optio
 	}
 	var comp *telemetry.Component
 	if dir := os.Getenv(EnvHostProfileDir); dir != "" {
-		tel, err := telemetry.Setup(ctx, telemetry.WithLookupEnv(func(string) (string, bool) { return "", false }),
-			telemetry.WithProfileDir(dir), telemetry.WithServiceName("amdahl-taskhost"))
+		tel, err := otelsetup.Setup(ctx, otelsetup.WithLookupEnv(func(string) (string, bool) { return "", false }),
+			otelsetup.WithProfileDir(dir), otelsetup.WithServiceName("amdahl-taskhost"))
 		if err != nil {
 			return fmt.Errorf("taskhost: profiles: %w", err)
 		}

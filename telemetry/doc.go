@@ -1,37 +1,13 @@
-// Package telemetry sets up amdahl's traces, metrics and profiles and owns the
-// phase API every component instruments itself with. This comment is the
-// telemetry contract: dashboards, attribution and users build on the names
-// below, and tests assert them.
-//
-// # Setup
-//
-// Setup(ctx, opts...) builds the providers: defaults, then the environment,
-// then options (an option beats its variable), then validation. An invalid
-// setting is a *ConfigError naming the setting; nothing is left running.
-// Shutdown(ctx) is idempotent and flushes everything (pyroscope: Flush(true)
-// before Stop).
-//
-// Environment variables (all optional):
-//
-//	OTEL_SERVICE_NAME                 service.name (default "amdahl"; WithServiceName wins)
-//	OTEL_RESOURCE_ATTRIBUTES          extra resource attributes (SDK)
-//	OTEL_EXPORTER_OTLP_ENDPOINT       OTLP endpoint URL, e.g. http://127.0.0.1:4317; unset = no OTLP
-//	OTEL_EXPORTER_OTLP_TRACES_ENDPOINT  overrides the above for traces
-//	OTEL_EXPORTER_OTLP_PROTOCOL       grpc (default) | http/protobuf
-//	OTEL_EXPORTER_OTLP_TRACES_PROTOCOL  overrides the above for traces
-//	OTEL_EXPORTER_OTLP_HEADERS, _TIMEOUT, _COMPRESSION, _CERTIFICATE, …  read by the OTel exporter itself
-//	OTEL_TRACES_SAMPLER, OTEL_TRACES_SAMPLER_ARG, OTEL_BSP_*  read by the SDK itself
-//	AMDAHL_TRACE_FILE                 write spans as OTLP JSON lines to this file (WithTraceFile)
-//	AMDAHL_METRICS_ADDR               serve Prometheus /metrics on host:port (WithMetricsAddr)
-//	AMDAHL_PROFILE_DIR                write cpu.pprof and heap.pprof here (WithProfileDir)
-//	AMDAHL_PHASE_LABELS               true (default) | false: pprof phase labels
-//	PYROSCOPE_SERVER_ADDRESS          push profiles to Pyroscope at this URL (WithPyroscope)
-//	PYROSCOPE_APPLICATION_NAME        pyroscope application (default: service.name)
-//
-// AMDAHL_PROFILE_DIR and PYROSCOPE_SERVER_ADDRESS are exclusive: the process
-// has one CPU profiler. Trace processing: OTLP and the trace file use the
-// batch span processor; WithRecorder keeps spans in memory (the embedded
-// default of amdahl run); WithSpanProcessor adds any other.
+// Package telemetry is the phase API every component instruments itself
+// with: phase and direction names, attribute keys, metric names, pprof
+// labels, and the Component that records them through a
+// trace.TracerProvider and a metric.MeterProvider (the otel globals when none
+// is given). It uses the OpenTelemetry API only, so a program embedding ipc
+// or chunking gets no SDK, exporter or profiler; the process's own wiring
+// (exporters, the Prometheus endpoint, the trace file, profiles) is in
+// package telemetry/otelsetup. This comment is the telemetry contract:
+// dashboards, attribution and users build on the names below, and tests
+// assert them.
 //
 // # Spans
 //
@@ -94,13 +70,13 @@
 //	amdahl.chunking.retries, .rejections          counters by gRPC code / reason
 //	amdahl.sidecar.partial_buffers, .duplicates, .protocol_errors  the reassembling side
 //
-// The Prometheus exporter runs on a private registry; resource attributes
-// appear on target_info only.
+// otelsetup's Prometheus exporter runs on a private registry; resource
+// attributes appear on target_info only.
 //
 // # Profiles
 //
 // Each phase body runs under the pprof label phase=<phase name> (CPU samples
-// only carry labels). With pyroscope on, root spans also carry span_id,
+// only carry labels; ComponentConfig.PhaseLabels). With pyroscope on in otelsetup, root spans also carry span_id,
 // span_name and trace_id labels (otel-profiling-go) and the attribute
 // pyroscope.profile.id. Default profile types: cpu, alloc_objects,
 // alloc_space, inuse_objects, inuse_space; mutex and block when their rates

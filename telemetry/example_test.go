@@ -5,22 +5,25 @@ import (
 	"fmt"
 
 	"github.com/amdahl-rt/amdahl/telemetry"
+	"go.opentelemetry.io/otel/attribute"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 )
 
-// One unit of work with two phases, recorded in memory.
+// One unit of work with two phases, instrumented with the providers of the
+// program that embeds amdahl (here an SDK recording in memory; nil providers
+// mean the otel globals).
 func Example() {
 	ctx := context.Background()
 	sr := tracetest.NewSpanRecorder()
-	tel, err := telemetry.Setup(ctx, telemetry.WithLookupEnv(func(string) (string, bool) { return "", false }),
-		telemetry.WithSpanProcessor(sr))
-	if err != nil {
-		fmt.Println(err)
-		return
-	}
-	defer tel.Shutdown(ctx)
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(sr))
+	mp := sdkmetric.NewMeterProvider()
+	defer tp.Shutdown(ctx)
+	defer mp.Shutdown(ctx)
 
-	ipc, err := tel.Component("ipc", telemetry.AttrTransport.String("ipc"))
+	ipc, err := telemetry.NewComponent("ipc", telemetry.ComponentConfig{TracerProvider: tp, MeterProvider: mp,
+		Attributes: []attribute.KeyValue{telemetry.AttrTransport.String("ipc")}})
 	if err != nil {
 		fmt.Println(err)
 		return

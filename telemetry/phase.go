@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/metric"
@@ -123,8 +124,8 @@ func (o Outcome) String() string {
 // StartPhase and End add no allocation of their own beyond what the OTel SDK
 // does.
 //
-// A nil *Component, or one made from a nil *Telemetry, is disabled: its
-// methods do nothing and cost a branch. A Component is safe for concurrent
+// A nil *Component (otelsetup hands one out for a nil *Telemetry) is
+// disabled: its methods do nothing and cost a branch. A Component is safe for concurrent
 // use.
 type Component struct {
 	name   string
@@ -155,12 +156,14 @@ type criticalKey struct {
 	dir       Direction
 }
 
-// ComponentConfig is what a Component is built from. Use
-// (*Telemetry).Component in programs; NewComponent exists for tests and for
-// embedding with providers of your own.
+// ComponentConfig is what a Component is built from: a program embedding
+// amdahl's libraries passes its own providers (or none, for the globals);
+// amdahl's own process builds components with (*otelsetup.Telemetry).Component.
 type ComponentConfig struct {
-	// TracerProvider and MeterProvider; nil for either disables the
-	// component entirely.
+	// TracerProvider and MeterProvider; nil means the otel globals
+	// (otel.GetTracerProvider, otel.GetMeterProvider), which are no-ops
+	// until the program sets them. A disabled component is a nil
+	// *Component.
 	TracerProvider trace.TracerProvider
 	MeterProvider  metric.MeterProvider
 	// PhaseLabels runs each phase body under the pprof label phase=<name>.
@@ -179,8 +182,11 @@ type ComponentConfig struct {
 // NewComponent builds the instrumentation of the component name. It returns
 // an error only if an instrument cannot be created.
 func NewComponent(name string, cfg ComponentConfig) (*Component, error) {
-	if cfg.TracerProvider == nil || cfg.MeterProvider == nil {
-		return nil, nil
+	if cfg.TracerProvider == nil {
+		cfg.TracerProvider = otel.GetTracerProvider()
+	}
+	if cfg.MeterProvider == nil {
+		cfg.MeterProvider = otel.GetMeterProvider()
 	}
 	if name == "" {
 		return nil, fmt.Errorf("telemetry: component name is empty")

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
@@ -152,9 +153,26 @@ func TestDisabledComponent(t *testing.T) {
 	_, w := c.StartWork(ctx)
 	w.End(Failed, errors.New("x"))
 	c.RecordCritical(ctx, Send, Request, 1)
-	var tel *Telemetry
-	if comp, err := tel.Component("ipc"); comp != nil || err != nil {
-		t.Errorf("nil Telemetry gave component %v, %v; want nil, nil", comp, err)
+}
+
+// A component made without providers uses the otel globals, as an OTel
+// instrumentation library does: a program that set them gets the spans.
+func TestNilProvidersMeanGlobals(t *testing.T) {
+	sr := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(sr))
+	defer tp.Shutdown(context.Background())
+	prev := otel.GetTracerProvider()
+	otel.SetTracerProvider(tp)
+	defer otel.SetTracerProvider(prev)
+
+	c, err := NewComponent("chunking", ComponentConfig{})
+	if err != nil || c == nil {
+		t.Fatalf("NewComponent without providers = %v, %v; want a component on the globals", c, err)
+	}
+	_, ph := c.StartPhase(context.Background(), Serialize, Reply)
+	ph.End()
+	if got := sr.Ended(); len(got) != 1 || got[0].Name() != "chunking.serialize" {
+		t.Fatalf("global provider got %d spans, want chunking.serialize", len(got))
 	}
 }
 

@@ -15,8 +15,8 @@ import (
 	"time"
 
 	"github.com/amdahl-rt/amdahl/runtime"
-	"github.com/amdahl-rt/amdahl/telemetry"
 	"github.com/amdahl-rt/amdahl/telemetry/attribution"
+	"github.com/amdahl-rt/amdahl/telemetry/otelsetup"
 	"github.com/spf13/cobra"
 )
 
@@ -346,7 +346,7 @@ func abOne(ctx context.Context, sc *runtime.Scenario, set runtime.Settings, side
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			return abRun{}, fmt.Errorf("--out: %w", err)
 		}
-		cfg.Telemetry = []telemetry.Option{telemetry.WithTraceFile(filepath.Join(dir, "trace.jsonl"))}
+		cfg.Telemetry = []otelsetup.Option{otelsetup.WithTraceFile(filepath.Join(dir, "trace.jsonl"))}
 	}
 	if cfg.MaxInFlight == 0 {
 		cfg.MaxInFlight = set.Nodes

@@ -16,6 +16,7 @@ import (
 	"github.com/amdahl-rt/amdahl/ipc"
 	"github.com/amdahl-rt/amdahl/runtime"
 	"github.com/amdahl-rt/amdahl/telemetry"
+	"github.com/amdahl-rt/amdahl/telemetry/otelsetup"
 )
 
 // newTaskhostCmd is the hidden child mode: amdahl run spawns this binary
@@ -50,11 +51,11 @@ environment variables (OTEL_EXPORTER_OTLP_ENDPOINT, AMDAHL_METRICS_ADDR, …).`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
-			opts := []telemetry.Option{telemetry.WithServiceName("amdahl-sidecar")}
+			opts := []otelsetup.Option{otelsetup.WithServiceName("amdahl-sidecar")}
 			if metricsAddr != "" {
-				opts = append(opts, telemetry.WithMetricsAddr(metricsAddr))
+				opts = append(opts, otelsetup.WithMetricsAddr(metricsAddr))
 			}
-			tel, err := telemetry.Setup(ctx, opts...)
+			tel, err := otelsetup.Setup(ctx, opts...)
 			if err != nil {
 				return err
 			}

@@ -11,14 +11,15 @@ import (
 	"testing"
 
 	"github.com/amdahl-rt/amdahl/telemetry"
+	"github.com/amdahl-rt/amdahl/telemetry/otelsetup"
 )
 
 func writeTrace(t *testing.T, phases []telemetry.Phase) string {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "trace.jsonl")
 	ctx := context.Background()
-	tel, err := telemetry.Setup(ctx, telemetry.WithLookupEnv(func(string) (string, bool) { return "", false }),
-		telemetry.WithTraceFile(path))
+	tel, err := otelsetup.Setup(ctx, otelsetup.WithLookupEnv(func(string) (string, bool) { return "", false }),
+		otelsetup.WithTraceFile(path))
 	if err != nil {
 		t.Fatal(err)
 	}

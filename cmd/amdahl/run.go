@@ -20,6 +20,7 @@ import (
 
 	"github.com/amdahl-rt/amdahl/runtime"
 	"github.com/amdahl-rt/amdahl/telemetry"
+	"github.com/amdahl-rt/amdahl/telemetry/otelsetup"
 )
 
 // runFlags are the flags of `amdahl run`.
@@ -110,27 +111,27 @@ func runRun(ctx context.Context, cmd *cobra.Command, f runFlags) error {
 	}
 	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
 
-	var topts []telemetry.Option
+	var topts []otelsetup.Option
 	cfg := runtime.Config{Settings: set, Scenario: sc.Name, SidecarAddr: f.sidecar, Logger: logger, HostArgv: f.hostArgv, ByPhase: f.by == "phase"}
 	if f.metricsAddr != "" {
-		topts = append(topts, telemetry.WithMetricsAddr(f.metricsAddr))
+		topts = append(topts, otelsetup.WithMetricsAddr(f.metricsAddr))
 	}
 	if f.otlpEndpoint != "" {
-		topts = append(topts, telemetry.WithOTLP(f.otlpEndpoint, f.otlpProtocol))
+		topts = append(topts, otelsetup.WithOTLP(f.otlpEndpoint, f.otlpProtocol))
 	}
-	pyro := f.pyroscope != "" || os.Getenv(telemetry.EnvPyroscopeAddress) != ""
+	pyro := f.pyroscope != "" || os.Getenv(otelsetup.EnvPyroscopeAddress) != ""
 	if f.pyroscope != "" {
-		topts = append(topts, telemetry.WithPyroscope(telemetry.PyroscopeConfig{ServerAddress: f.pyroscope}))
+		topts = append(topts, otelsetup.WithPyroscope(otelsetup.PyroscopeConfig{ServerAddress: f.pyroscope}))
 	}
 	if f.out != "" {
 		if err := os.MkdirAll(f.out, 0o755); err != nil {
 			return fmt.Errorf("--out: %w", err)
 		}
-		topts = append(topts, telemetry.WithTraceFile(filepath.Join(f.out, "trace.jsonl")))
+		topts = append(topts, otelsetup.WithTraceFile(filepath.Join(f.out, "trace.jsonl")))
 		if pyro {
 			logger.Warn("profiles go to Pyroscope; --out gets no cpu.pprof (one CPU profiler per process)")
 		} else {
-			topts = append(topts, telemetry.WithProfileDir(f.out))
+			topts = append(topts, otelsetup.WithProfileDir(f.out))
 			cfg.HostProfileDir = filepath.Join(f.out, "hosts")
 		}
 	}

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/amdahl-rt/amdahl/telemetry/otelsetup"
 	"io"
 	"os"
 	"path/filepath"
@@ -169,7 +170,7 @@ var otlpEncodings = []struct {
 	name    string
 	marshal func(*coltracepb.ExportTraceServiceRequest) ([]byte, error)
 }{
-	{"MarshalTraceLine", telemetry.MarshalTraceLine},
+	{"MarshalTraceLine", otelsetup.MarshalTraceLine},
 	{"protojson", protojsonMarshal(protojson.MarshalOptions{})},
 	{"protojson UseProtoNames", protojsonMarshal(protojson.MarshalOptions{UseProtoNames: true})},
 	{"protojson Multiline", protojsonMarshal(protojson.MarshalOptions{Multiline: true, Indent: "\t"})},
@@ -229,13 +230,13 @@ func TestReadOTLPJSONLines(t *testing.T) {
 	req, want := otlpTestRequest()
 	var lines []byte // one request per ResourceSpans, one per line
 	for _, rs := range req.ResourceSpans {
-		line, err := telemetry.MarshalTraceLine(&coltracepb.ExportTraceServiceRequest{ResourceSpans: []*tracepb.ResourceSpans{rs}})
+		line, err := otelsetup.MarshalTraceLine(&coltracepb.ExportTraceServiceRequest{ResourceSpans: []*tracepb.ResourceSpans{rs}})
 		if err != nil {
 			t.Fatal(err)
 		}
 		lines = append(lines, line...)
 	}
-	oneLine, err := telemetry.MarshalTraceLine(req)
+	oneLine, err := otelsetup.MarshalTraceLine(req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -527,7 +528,7 @@ func TestReadOTLPJSONCallbackError(t *testing.T) {
 
 func TestReadOTLPJSONInterns(t *testing.T) {
 	req, _ := otlpTestRequest()
-	data, err := telemetry.MarshalTraceLine(req)
+	data, err := otelsetup.MarshalTraceLine(req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -668,11 +669,11 @@ func TestWriteBenchTrace(t *testing.T) {
 		t.Fatalf("got %d lines, want 2", len(lines)-1)
 	}
 	for i, line := range lines[:2] {
-		req, err := telemetry.UnmarshalTraceLine(line)
+		req, err := otelsetup.UnmarshalTraceLine(line)
 		if err != nil {
 			t.Fatal(err)
 		}
-		again, err := telemetry.MarshalTraceLine(req)
+		again, err := otelsetup.MarshalTraceLine(req)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -776,7 +777,7 @@ func FuzzReadOTLPJSON(f *testing.F) {
 }
 
 // BenchmarkReadOTLPJSONBaseline sets ReadOTLPJSON against the decoder it
-// replaces, telemetry.ReadTraceFile (encoding/json and protojson), on
+// replaces, otelsetup.ReadTraceFile (encoding/json and protojson), on
 // 10,000 spans in memory.
 func BenchmarkReadOTLPJSONBaseline(b *testing.B) {
 	var buf bytes.Buffer
@@ -797,11 +798,11 @@ func BenchmarkReadOTLPJSONBaseline(b *testing.B) {
 			}
 		}
 	})
-	b.Run("telemetry.ReadTraceFile", func(b *testing.B) {
+	b.Run("otelsetup.ReadTraceFile", func(b *testing.B) {
 		b.SetBytes(int64(len(data)))
 		b.ReportAllocs()
 		for b.Loop() {
-			reqs, err := telemetry.ReadTraceFile(bytes.NewReader(data))
+			reqs, err := otelsetup.ReadTraceFile(bytes.NewReader(data))
 			if err != nil || len(reqs) != 10 {
 				b.Fatalf("got %d requests, error %v; want 10, none", len(reqs), err)
 			}

@@ -115,7 +115,7 @@ func (in *Interner) InternString(s string) string {
 	return s
 }
 
-// FromSDK converts spans recorded in process (telemetry.Recorder, or a span
+// FromSDK converts spans recorded in process (otelsetup.Recorder, or a span
 // processor's OnEnd). All of them are of this process (Process 0); spans
 // synthesised from another process's timings carry amdahl.remote=true.
 func FromSDK(in []sdktrace.ReadOnlySpan) []Span {

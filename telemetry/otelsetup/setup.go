@@ -1,4 +1,4 @@
-package telemetry
+package otelsetup
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/amdahl-rt/amdahl/telemetry"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"go.opentelemetry.io/otel/attribute"
@@ -63,19 +64,19 @@ type config struct {
 	phaseLabels   bool
 	resourceAttrs []attribute.KeyValue
 	lookupEnv     func(string) (string, bool)
-	delays        map[string]map[Phase]time.Duration // component → phase → delay
+	delays        map[string]map[telemetry.Phase]time.Duration // component → phase → delay
 }
 
 // WithDelay makes every phase p of the named component take d longer (see
 // ComponentConfig.Delay): a causal experiment. Components made later by
 // (*Telemetry).Component get it.
-func WithDelay(component string, p Phase, d time.Duration) Option {
+func WithDelay(component string, p telemetry.Phase, d time.Duration) Option {
 	return func(c *config) {
 		if c.delays == nil {
-			c.delays = map[string]map[Phase]time.Duration{}
+			c.delays = map[string]map[telemetry.Phase]time.Duration{}
 		}
 		if c.delays[component] == nil {
-			c.delays[component] = map[Phase]time.Duration{}
+			c.delays[component] = map[telemetry.Phase]time.Duration{}
 		}
 		c.delays[component][p] = d
 	}
@@ -159,7 +160,7 @@ type Telemetry struct {
 	propagator     propagation.TextMapPropagator
 	recorder       *Recorder
 	phaseLabels    bool
-	delays         map[string]map[Phase]time.Duration
+	delays         map[string]map[telemetry.Phase]time.Duration
 
 	metricsLn  net.Listener
 	metricsSrv *http.Server
@@ -356,7 +357,7 @@ func (c *config) validate() error {
 func (c *config) resource(ctx context.Context) (*resource.Resource, error) {
 	// Later options win: the default name, then OTEL_SERVICE_NAME and
 	// OTEL_RESOURCE_ATTRIBUTES, then WithServiceName.
-	attrs := append([]attribute.KeyValue{semconv.ServiceName("amdahl"), semconv.ServiceVersion(Version)}, c.resourceAttrs...)
+	attrs := append([]attribute.KeyValue{semconv.ServiceName("amdahl"), semconv.ServiceVersion(telemetry.Version)}, c.resourceAttrs...)
 	opts := []resource.Option{resource.WithSchemaURL(semconv.SchemaURL), resource.WithTelemetrySDK(),
 		resource.WithAttributes(attrs...), resource.WithFromEnv()}
 	if v, ok := c.env("OTEL_SERVICE_NAME"); ok { // also through WithLookupEnv
@@ -455,11 +456,11 @@ func (t *Telemetry) MetricsHandler() http.Handler {
 
 // Component builds the instrumentation of one component with static
 // attributes; nil (disabled) for a nil Telemetry.
-func (t *Telemetry) Component(name string, attrs ...attribute.KeyValue) (*Component, error) {
+func (t *Telemetry) Component(name string, attrs ...attribute.KeyValue) (*telemetry.Component, error) {
 	if t == nil {
 		return nil, nil
 	}
-	return NewComponent(name, ComponentConfig{
+	return telemetry.NewComponent(name, telemetry.ComponentConfig{
 		TracerProvider: t.tracerProvider, MeterProvider: t.mp,
 		PhaseLabels: t.phaseLabels, Attributes: attrs, Delay: t.delays[name],
 	})

@@ -1,4 +1,4 @@
-package telemetry
+package otelsetup
 
 import (
 	"bytes"
@@ -19,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/amdahl-rt/amdahl/telemetry"
 	"github.com/google/pprof/profile"
 	"github.com/grafana/pyroscope-go"
 	"github.com/prometheus/common/expfmt"
@@ -77,9 +78,9 @@ func TestOTLPGRPCExport(t *testing.T) {
 		t.Fatal(err)
 	}
 	wctx, w := c.StartWork(ctx)
-	_, ph := c.StartPhase(wctx, Dispatch, None)
+	_, ph := c.StartPhase(wctx, telemetry.Dispatch, telemetry.None)
 	ph.End()
-	w.End(OK, nil)
+	w.End(telemetry.OK, nil)
 	if err := tel.Shutdown(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -106,7 +107,7 @@ func TestOTLPGRPCExport(t *testing.T) {
 					if s.Name == "runtime.dispatch" {
 						found := false
 						for _, a := range s.Attributes {
-							found = found || (a.Key == string(AttrPhase) && a.Value.GetStringValue() == "dispatch")
+							found = found || (a.Key == string(telemetry.AttrPhase) && a.Value.GetStringValue() == "dispatch")
 						}
 						if !found {
 							t.Errorf("runtime.dispatch lacks amdahl.phase=dispatch: %v", s.Attributes)
@@ -119,8 +120,8 @@ func TestOTLPGRPCExport(t *testing.T) {
 	if len(names) != 2 {
 		t.Fatalf("collector got spans %v, want 2", names)
 	}
-	if !bytes.Equal(parents["runtime.dispatch"], ids[SpanWork]) {
-		t.Errorf("dispatch parent %x, want root %x", parents["runtime.dispatch"], ids[SpanWork])
+	if !bytes.Equal(parents["runtime.dispatch"], ids[telemetry.SpanWork]) {
+		t.Errorf("dispatch parent %x, want root %x", parents["runtime.dispatch"], ids[telemetry.SpanWork])
 	}
 }
 
@@ -131,14 +132,14 @@ func TestTraceFileRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, _ := tel.Component("chunking", AttrTransport.String("chunking"))
-	wctx, w := c.StartWork(ctx, AttrWorkID.Int(1))
-	_, ph := c.StartPhase(wctx, Serialize, Request)
-	ph.Span().SetAttributes(AttrBytes.Int(4096))
+	c, _ := tel.Component("chunking", telemetry.AttrTransport.String("chunking"))
+	wctx, w := c.StartWork(ctx, telemetry.AttrWorkID.Int(1))
+	_, ph := c.StartPhase(wctx, telemetry.Serialize, telemetry.Request)
+	ph.Span().SetAttributes(telemetry.AttrBytes.Int(4096))
 	ph.End()
-	_, ph = c.StartPhase(wctx, Send, Request)
+	_, ph = c.StartPhase(wctx, telemetry.Send, telemetry.Request)
 	ph.End()
-	w.End(OK, nil)
+	w.End(telemetry.OK, nil)
 	if err := tel.Shutdown(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -208,10 +209,10 @@ func TestMetricsEndpoint(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer tel.Shutdown(ctx)
-	c, _ := tel.Component("ipc", AttrTransport.String("ipc"), AttrScenario.String("taskhost"), AttrVariant.String("baseline"))
-	_, ph := c.StartPhase(ctx, Send, Request)
+	c, _ := tel.Component("ipc", telemetry.AttrTransport.String("ipc"), telemetry.AttrScenario.String("taskhost"), telemetry.AttrVariant.String("baseline"))
+	_, ph := c.StartPhase(ctx, telemetry.Send, telemetry.Request)
 	ph.End()
-	c.RecordCritical(ctx, Send, Request, time.Millisecond)
+	c.RecordCritical(ctx, telemetry.Send, telemetry.Request, time.Millisecond)
 
 	resp, err := http.Get("http://" + tel.MetricsAddr() + "/metrics")
 	if err != nil {
@@ -238,8 +239,8 @@ func TestMetricsEndpoint(t *testing.T) {
 				t.Errorf("%s: label %s=%q, want %q", name, k, labels[k], v)
 			}
 		}
-		if n := len(fam.Metric[0].GetHistogram().GetBucket()); n != len(DurationBuckets)+1 { // + le="+Inf"
-			t.Errorf("%s: %d buckets, want %d", name, n, len(DurationBuckets)+1)
+		if n := len(fam.Metric[0].GetHistogram().GetBucket()); n != len(telemetry.DurationBuckets)+1 { // + le="+Inf"
+			t.Errorf("%s: %d buckets, want %d", name, n, len(telemetry.DurationBuckets)+1)
 		}
 	}
 }
@@ -296,7 +297,7 @@ func TestPyroscopeUploadHasPhaseLabels(t *testing.T) {
 	c, _ := tel.Component("taskhost")
 	// Burn CPU inside a phase until the profile has samples: 100 Hz means
 	// ~10 ms per sample; 400 ms gives dozens. Measured by CPU work, not sleep.
-	_, ph := c.StartPhase(ctx, Execute, None)
+	_, ph := c.StartPhase(ctx, telemetry.Execute, telemetry.None)
 	deadline := time.Now().Add(400 * time.Millisecond)
 	x := 1.0
 	for time.Now().Before(deadline) {
@@ -317,7 +318,7 @@ func TestPyroscopeUploadHasPhaseLabels(t *testing.T) {
 	labelled := 0
 	for _, p := range cpuProfs {
 		for _, s := range p.Sample {
-			if v := s.Label[LabelPhase]; len(v) == 1 && v[0] == "execute" {
+			if v := s.Label[telemetry.LabelPhase]; len(v) == 1 && v[0] == "execute" {
 				labelled++
 			}
 		}

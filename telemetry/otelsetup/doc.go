@@ -1,0 +1,38 @@
+// Package otelsetup wires the OpenTelemetry SDK for an amdahl process: tracer
+// and meter providers, OTLP and trace-file exporters, the in-memory span
+// recorder, the Prometheus /metrics endpoint, and CPU/heap profiles or
+// continuous profiling with Pyroscope. Libraries never import it: they take
+// providers (package telemetry). The amdahl command and runtime.ServeHost
+// call Setup once per process.
+//
+// Setup(ctx, opts...) builds the providers: defaults, then the environment,
+// then options (an option beats its variable), then validation. An invalid
+// setting is a *ConfigError naming the setting; nothing is left running.
+// Shutdown(ctx) is idempotent and flushes everything (pyroscope: Flush(true)
+// before Stop).
+//
+// Environment variables (all optional):
+//
+//	OTEL_SERVICE_NAME                 service.name (default "amdahl"; WithServiceName wins)
+//	OTEL_RESOURCE_ATTRIBUTES          extra resource attributes (SDK)
+//	OTEL_EXPORTER_OTLP_ENDPOINT       OTLP endpoint URL, e.g. http://127.0.0.1:4317; unset = no OTLP
+//	OTEL_EXPORTER_OTLP_TRACES_ENDPOINT  overrides the above for traces
+//	OTEL_EXPORTER_OTLP_PROTOCOL       grpc (default) | http/protobuf
+//	OTEL_EXPORTER_OTLP_TRACES_PROTOCOL  overrides the above for traces
+//	OTEL_EXPORTER_OTLP_HEADERS, _TIMEOUT, _COMPRESSION, _CERTIFICATE, …  read by the OTel exporter itself
+//	OTEL_TRACES_SAMPLER, OTEL_TRACES_SAMPLER_ARG, OTEL_BSP_*  read by the SDK itself
+//	AMDAHL_TRACE_FILE                 write spans as OTLP JSON lines to this file (WithTraceFile)
+//	AMDAHL_METRICS_ADDR               serve Prometheus /metrics on host:port (WithMetricsAddr)
+//	AMDAHL_PROFILE_DIR                write cpu.pprof and heap.pprof here (WithProfileDir)
+//	AMDAHL_PHASE_LABELS               true (default) | false: pprof phase labels
+//	PYROSCOPE_SERVER_ADDRESS          push profiles to Pyroscope at this URL (WithPyroscope)
+//	PYROSCOPE_APPLICATION_NAME        pyroscope application (default: service.name)
+//
+// AMDAHL_PROFILE_DIR and PYROSCOPE_SERVER_ADDRESS are exclusive: the process
+// has one CPU profiler. Trace processing: OTLP and the trace file use the
+// batch span processor; WithRecorder keeps spans in memory (the embedded
+// default of amdahl run); WithSpanProcessor adds any other.
+//
+// (*Telemetry).Component builds a telemetry.Component on these providers,
+// with the phase labels and WithDelay's causal delays applied.
+package otelsetup
