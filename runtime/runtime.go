@@ -16,8 +16,11 @@ import (
 
 	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc"
 	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc/filters"
+	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/propagation"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
@@ -82,9 +85,21 @@ type Config struct {
 	// once the run's context ends (default 10s); after it they are
 	// cancelled.
 	DrainTimeout time.Duration
-	// Telemetry options for otelsetup.Setup (the runtime adds its own span
-	// processor, which assembles each unit of work for attribution).
-	Telemetry []otelsetup.Option
+	// TracerProvider and MeterProvider instrument the runtime and the ipc
+	// and chunking it drives; the runtime never sets up the process's
+	// telemetry (amdahl's command does, with package telemetry/otelsetup,
+	// and passes it with UseTelemetry). Attribution needs every ended span
+	// of the run: New registers its span processor on Spans, or on
+	// TracerProvider when that is an *sdktrace.TracerProvider, and
+	// unregisters it at Close. With no TracerProvider the runtime traces
+	// into a private SDK provider that feeds attribution and exports
+	// nothing. A nil MeterProvider is the otel global one.
+	TracerProvider trace.TracerProvider
+	MeterProvider  metric.MeterProvider
+	Spans          SpanProcessorRegistry
+	// PhaseLabels runs every phase body under the pprof label
+	// phase=<name> (telemetry.ComponentConfig.PhaseLabels).
+	PhaseLabels bool
 	// OnResult, if set, is called once per unit of work as it ends, from
 	// the runtime's goroutines (it must be safe for concurrent use and
 	// quick).
@@ -109,6 +124,22 @@ type Config struct {
 	ByPhase bool
 }
 
+// SpanProcessorRegistry is where the runtime registers the span processor
+// that assembles each unit of work for attribution: an
+// *sdktrace.TracerProvider, or an *otelsetup.Telemetry.
+type SpanProcessorRegistry interface {
+	RegisterSpanProcessor(sdktrace.SpanProcessor)
+	UnregisterSpanProcessor(sdktrace.SpanProcessor)
+}
+
+// UseTelemetry makes the runtime record through tel's providers, with its
+// phase-label setting, and register its span processor on it. The caller
+// keeps owning tel: shut it down after Close, which flushes what the run's
+// last units exported.
+func (c *Config) UseTelemetry(tel *otelsetup.Telemetry) {
+	c.TracerProvider, c.MeterProvider, c.Spans, c.PhaseLabels = tel.TracerProvider(), tel.MeterProvider(), tel, tel.PhaseLabels()
+}
+
 // Result is how one unit of work ended.
 type Result struct {
 	Seq     int
@@ -128,18 +159,19 @@ type Result struct {
 // workers, a node pool of task hosts and a chunking sender to a sidecar.
 // Submit, Wait and Close are safe for concurrent use.
 type Runtime struct {
-	cfg    Config
-	set    Settings
-	log    *slog.Logger
-	tel    *otelsetup.Telemetry
-	col    *collector
-	pool   *pool
-	runID  string
-	sender *chunking.Sender
-	cc     *grpc.ClientConn
-	side   *chunking.Sidecar // in-process sidecar, or nil
-	sideCh chan error
-	lease  *leaser
+	cfg       Config
+	set       Settings
+	log       *slog.Logger
+	spans     SpanProcessorRegistry    // where col is registered
+	privateTP *sdktrace.TracerProvider // without Config.TracerProvider
+	col       *collector
+	pool      *pool
+	runID     string
+	sender    *chunking.Sender
+	cc        *grpc.ClientConn
+	side      *chunking.Sidecar // in-process sidecar, or nil
+	sideCh    chan error
+	lease     *leaser
 
 	rt, rtChunk, hostComp *telemetry.Component
 	tracer                trace.Tracer
@@ -184,7 +216,7 @@ type unit struct {
 	outputs map[string]string // the task's, once its host replied
 }
 
-// New starts a Runtime: telemetry, the sidecar connection (and the
+// New starts a Runtime: its instrumentation on the given providers, the sidecar connection (and the
 // in-process sidecar), the work-item stream and the workers. Task hosts are
 // spawned lazily. The caller must call Close.
 func New(ctx context.Context, cfg Config) (_ *Runtime, err error) {
@@ -231,27 +263,40 @@ func New(ctx context.Context, cfg Config) (_ *Runtime, err error) {
 			_ = r.shutdownParts(context.Background())
 		}
 	}()
-	topts := append(append([]otelsetup.Option(nil), cfg.Telemetry...), otelsetup.WithSpanProcessor(r.col))
-	topts = append(topts, cfg.Settings.telemetryOptions()...)
-	if r.tel, err = otelsetup.Setup(ctx, topts...); err != nil {
-		return nil, err
+	tp, mp := cfg.TracerProvider, cfg.MeterProvider
+	if mp == nil {
+		mp = otel.GetMeterProvider()
 	}
+	spans := cfg.Spans
+	if tp == nil {
+		private := sdktrace.NewTracerProvider()
+		r.privateTP, tp, spans = private, private, private
+	} else if spans == nil {
+		sdk, ok := tp.(*sdktrace.TracerProvider)
+		if !ok {
+			return nil, fmt.Errorf("runtime: attribution needs the run's spans: Config.TracerProvider is a %T, so set Config.Spans to the SDK provider it records into", tp)
+		}
+		spans = sdk
+	}
+	spans.RegisterSpanProcessor(r.col)
+	r.spans = spans
 	attrs := func(transport string) []attribute.KeyValue {
 		return []attribute.KeyValue{telemetry.AttrTransport.String(transport),
 			telemetry.AttrScenario.String(cfg.Scenario), telemetry.AttrVariant.String(cfg.Settings.Variant)}
 	}
 	var ipcComp, chunkComp *telemetry.Component
+	delays := cfg.Settings.delays()
 	for _, c := range []struct {
 		dst       **telemetry.Component
 		name, tpt string
 	}{{&r.rt, "runtime", TransportIPC}, {&r.rtChunk, "runtime", TransportChunking}, {&r.hostComp, "taskhost", TransportIPC},
 		{&ipcComp, "ipc", TransportIPC}, {&chunkComp, "chunking", TransportChunking}} {
-		if *c.dst, err = r.tel.Component(c.name, attrs(c.tpt)...); err != nil {
+		if *c.dst, err = telemetry.NewComponent(c.name, telemetry.ComponentConfig{TracerProvider: tp, MeterProvider: mp,
+			PhaseLabels: cfg.PhaseLabels, Attributes: attrs(c.tpt), Delay: delays[c.name]}); err != nil {
 			return nil, err
 		}
 	}
 	r.tracer = r.rt.Tracer()
-	mp, tp := r.tel.MeterProvider(), r.tel.TracerProvider()
 
 	// Sidecar: in-process on loopback, or the one at SidecarAddr.
 	addr := cfg.SidecarAddr
@@ -306,9 +351,6 @@ func New(ctx context.Context, cfg Config) (_ *Runtime, err error) {
 // instancePrefix starts the orchestration instance id of every unit of
 // this Runtime: other runs may share an external sidecar.
 func (r *Runtime) instancePrefix() string { return "amdahl-" + r.runID + "-" }
-
-// Telemetry returns the runtime's telemetry (metrics handler, recorder).
-func (r *Runtime) Telemetry() *otelsetup.Telemetry { return r.tel }
 
 // SidecarAddr returns the address of the sidecar the runtime completes to.
 func (r *Runtime) SidecarAddr() string { return r.cc.Target() }
@@ -769,8 +811,11 @@ func (r *Runtime) shutdownParts(ctx context.Context) error {
 			errs = append(errs, <-r.sideCh)
 		}
 	}
-	if r.tel != nil {
-		errs = append(errs, r.tel.Shutdown(ctx))
+	if r.spans != nil {
+		r.spans.UnregisterSpanProcessor(r.col)
+	}
+	if r.privateTP != nil {
+		errs = append(errs, r.privateTP.Shutdown(ctx))
 	}
 	return errors.Join(errs...)
 }

@@ -20,6 +20,7 @@ import (
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	tracenoop "go.opentelemetry.io/otel/trace/noop"
 	"go.uber.org/goleak"
 
 	"github.com/amdahl-rt/amdahl/chunking"
@@ -130,13 +131,15 @@ func testConfig(t testing.TB, set Settings, rec *otelsetup.Recorder) Config {
 	if err != nil {
 		t.Fatal(err)
 	}
-	opts := []otelsetup.Option{otelsetup.WithLookupEnv(noEnv)}
+	var tpOpts []sdktrace.TracerProviderOption
 	if rec != nil {
-		opts = append(opts, otelsetup.WithSpanProcessor(rec))
+		tpOpts = append(tpOpts, sdktrace.WithSpanProcessor(rec))
 	}
+	tp := sdktrace.NewTracerProvider(tpOpts...)
+	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
 	return Config{
 		Settings: set, HostArgv: []string{exe}, HostEnv: []string{envTestHost + "=1"},
-		Telemetry: opts, Logger: slog.New(slog.DiscardHandler),
+		TracerProvider: tp, PhaseLabels: true, Logger: slog.New(slog.DiscardHandler),
 		Retry:        chunking.RetryPolicy{MaxAttempts: 3, BaseDelay: 5 * time.Millisecond, MaxDelay: 20 * time.Millisecond},
 		LeaseTimeout: 15 * time.Second,
 	}
@@ -724,7 +727,9 @@ func TestUnitMetrics(t *testing.T) {
 	reader := sdkmetric.NewManualReader()
 	cfg := testConfig(t, testSettings(t, "variant=candidate"), nil)
 	cfg.Scenario = "metrics"
-	cfg.Telemetry = append(cfg.Telemetry, otelsetup.WithMetricReader(reader))
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+	t.Cleanup(func() { _ = mp.Shutdown(context.Background()) })
+	cfg.MeterProvider = mp
 	r := startRuntime(t, cfg)
 	for i := range 10 {
 		if err := r.Submit(context.Background(), smallUnit(i)); err != nil {
@@ -933,5 +938,21 @@ func TestPerturbLengthensOnlyItsPhase(t *testing.T) {
 		if d, ok := minDur[row]; !ok || d >= send {
 			t.Errorf("%s: shortest span %v (seen %v), want it without the delay (< %v)", row, d, ok, send)
 		}
+	}
+}
+
+// A runtime records through the providers it is given and never sets up
+// telemetry of its own; a provider it cannot read ended spans from is an
+// error that says what to pass.
+func TestProvidersWithoutSpans(t *testing.T) {
+	cfg := testConfig(t, testSettings(t), nil)
+	cfg.TracerProvider = tracenoop.NewTracerProvider()
+	r, err := New(context.Background(), cfg)
+	if err == nil {
+		_ = r.Close(context.Background())
+		t.Fatal("New with a tracer provider that is not an SDK and no Config.Spans: want an error")
+	}
+	if !strings.Contains(err.Error(), "Config.Spans") {
+		t.Errorf("error %q does not say to set Config.Spans", err)
 	}
 }

@@ -15,7 +15,6 @@ import (
 	"github.com/amdahl-rt/amdahl/internal/features"
 	"github.com/amdahl-rt/amdahl/ipc"
 	"github.com/amdahl-rt/amdahl/telemetry"
-	"github.com/amdahl-rt/amdahl/telemetry/otelsetup"
 )
 
 // Transport is how the runtime connects to its task hosts (setting
@@ -409,14 +408,17 @@ func (s *Settings) childEnv() []string {
 	}
 }
 
-// telemetryOptions returns the parent's telemetry options the settings
-// call for: the delays of perturb.* settings (the task host's own are
+// delays returns the phase delays of the parent's components that the
+// perturb.* settings call for, by component (the task host's own are
 // carried by childEnv).
-func (s *Settings) telemetryOptions() []otelsetup.Option {
-	var out []otelsetup.Option
+func (s *Settings) delays() map[string]map[telemetry.Phase]time.Duration {
+	out := map[string]map[telemetry.Phase]time.Duration{}
 	for i, p := range perturbable {
 		if d := s.Perturb[i]; d > 0 && p.component != "taskhost" {
-			out = append(out, otelsetup.WithDelay(p.component, p.phase, d))
+			if out[p.component] == nil {
+				out[p.component] = map[telemetry.Phase]time.Duration{}
+			}
+			out[p.component][p.phase] = d
 		}
 	}
 	return out

@@ -341,17 +341,26 @@ func abOne(ctx context.Context, sc *runtime.Scenario, set runtime.Settings, side
 			mu.Unlock()
 		}}
 	dir := ""
+	var topts []otelsetup.Option
 	if f.out != "" {
 		dir = filepath.Join(f.out, fmt.Sprintf("%s-%d", side, index))
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			return abRun{}, fmt.Errorf("--out: %w", err)
 		}
-		cfg.Telemetry = []otelsetup.Option{otelsetup.WithTraceFile(filepath.Join(dir, "trace.jsonl"))}
+		topts = append(topts, otelsetup.WithTraceFile(filepath.Join(dir, "trace.jsonl")))
 	}
 	if cfg.MaxInFlight == 0 {
 		cfg.MaxInFlight = set.Nodes
 	}
+	tel, err := otelsetup.Setup(ctx, topts...)
+	if err != nil {
+		return abRun{}, err
+	}
+	cfg.UseTelemetry(tel)
 	sum, err := runtime.Run(ctx, cfg, sc)
+	shutCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	err = errors.Join(err, tel.Shutdown(shutCtx))
+	cancel()
 	if err != nil && ctx.Err() == nil {
 		return abRun{}, fmt.Errorf("ab: %s run %d: %w", side, index, err)
 	}

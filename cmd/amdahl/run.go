@@ -135,7 +135,11 @@ func runRun(ctx context.Context, cmd *cobra.Command, f runFlags) error {
 			cfg.HostProfileDir = filepath.Join(f.out, "hosts")
 		}
 	}
-	cfg.Telemetry = topts
+	tel, err := otelsetup.Setup(ctx, topts...)
+	if err != nil {
+		return err
+	}
+	cfg.UseTelemetry(tel)
 
 	total := sc.Count
 	if set.Count > 0 {
@@ -146,6 +150,10 @@ func runRun(ctx context.Context, cmd *cobra.Command, f runFlags) error {
 	bar.start()
 	sum, runErr := runtime.Run(ctx, cfg, sc)
 	bar.stop()
+	// After the runtime's Close: the trace file gets the last units' spans.
+	shutCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	runErr = errors.Join(runErr, tel.Shutdown(shutCtx))
+	cancel()
 	if sum.Submitted == 0 && runErr != nil {
 		return runErr
 	}

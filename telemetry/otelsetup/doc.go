@@ -34,5 +34,5 @@
 // default of amdahl run); WithSpanProcessor adds any other.
 //
 // (*Telemetry).Component builds a telemetry.Component on these providers,
-// with the phase labels and WithDelay's causal delays applied.
+// with the phase-label setting applied.
 package otelsetup

@@ -64,22 +64,6 @@ type config struct {
 	phaseLabels   bool
 	resourceAttrs []attribute.KeyValue
 	lookupEnv     func(string) (string, bool)
-	delays        map[string]map[telemetry.Phase]time.Duration // component → phase → delay
-}
-
-// WithDelay makes every phase p of the named component take d longer (see
-// ComponentConfig.Delay): a causal experiment. Components made later by
-// (*Telemetry).Component get it.
-func WithDelay(component string, p telemetry.Phase, d time.Duration) Option {
-	return func(c *config) {
-		if c.delays == nil {
-			c.delays = map[string]map[telemetry.Phase]time.Duration{}
-		}
-		if c.delays[component] == nil {
-			c.delays[component] = map[telemetry.Phase]time.Duration{}
-		}
-		c.delays[component][p] = d
-	}
 }
 
 // WithServiceName sets service.name (default "amdahl"; OTEL_SERVICE_NAME
@@ -160,7 +144,6 @@ type Telemetry struct {
 	propagator     propagation.TextMapPropagator
 	recorder       *Recorder
 	phaseLabels    bool
-	delays         map[string]map[telemetry.Phase]time.Duration
 
 	metricsLn  net.Listener
 	metricsSrv *http.Server
@@ -195,7 +178,6 @@ func Setup(ctx context.Context, opts ...Option) (*Telemetry, error) {
 	t := &Telemetry{
 		propagator:  propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{}),
 		phaseLabels: c.phaseLabels,
-		delays:      c.delays,
 	}
 	ok := false
 	defer func() {
@@ -462,7 +444,7 @@ func (t *Telemetry) Component(name string, attrs ...attribute.KeyValue) (*teleme
 	}
 	return telemetry.NewComponent(name, telemetry.ComponentConfig{
 		TracerProvider: t.tracerProvider, MeterProvider: t.mp,
-		PhaseLabels: t.phaseLabels, Attributes: attrs, Delay: t.delays[name],
+		PhaseLabels: t.phaseLabels, Attributes: attrs,
 	})
 }
 
@@ -508,4 +490,25 @@ func serviceName(res *resource.Resource) string {
 		return v.AsString()
 	}
 	return "amdahl"
+}
+
+// PhaseLabels reports whether phase bodies run under the pprof phase label
+// (AMDAHL_PHASE_LABELS, WithPhaseLabels; default true).
+func (t *Telemetry) PhaseLabels() bool { return t != nil && t.phaseLabels }
+
+// RegisterSpanProcessor adds sp to the tracer provider (a runtime's
+// attribution registers itself for the life of the runtime); nothing for a
+// nil Telemetry.
+func (t *Telemetry) RegisterSpanProcessor(sp sdktrace.SpanProcessor) {
+	if t != nil && t.sdkTP != nil {
+		t.sdkTP.RegisterSpanProcessor(sp)
+	}
+}
+
+// UnregisterSpanProcessor removes sp from the tracer provider and shuts it
+// down.
+func (t *Telemetry) UnregisterSpanProcessor(sp sdktrace.SpanProcessor) {
+	if t != nil && t.sdkTP != nil {
+		t.sdkTP.UnregisterSpanProcessor(sp)
+	}
 }
