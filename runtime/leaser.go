@@ -31,8 +31,7 @@ type leaser struct {
 	mu      sync.Mutex
 	waiters map[string]chan leaseResult
 
-	ctx    context.Context
-	cancel context.CancelFunc
+	cancel context.CancelFunc // ends the stream and the orphan completions
 	done   chan struct{}
 }
 
@@ -54,12 +53,13 @@ func startLeaser(cc grpc.ClientConnInterface, sender *chunking.Sender, prefix st
 	}
 	l := &leaser{cc: cc, sender: sender, prefix: prefix, timeout: timeout, log: log, waiters: map[string]chan leaseResult{}, done: make(chan struct{}),
 		req: &dtpb.GetWorkItemsRequest{Capabilities: caps}}
-	l.ctx, l.cancel = context.WithCancel(context.Background())
-	go l.loop()
+	ctx, cancel := context.WithCancel(context.Background())
+	l.cancel = cancel
+	go l.loop(ctx)
 	return l
 }
 
-func (l *leaser) loop() {
+func (l *leaser) loop(ctx context.Context) {
 	defer close(l.done)
 	backoff := streamBackoffMin
 	var timer *time.Timer
@@ -69,11 +69,11 @@ func (l *leaser) loop() {
 		}
 	}()
 	for {
-		delivered, err := l.stream()
+		delivered, err := l.stream(ctx)
 		if delivered {
 			backoff = streamBackoffMin // it was healthy: start over
 		}
-		if l.ctx.Err() != nil {
+		if ctx.Err() != nil {
 			l.failAll(ErrClosed)
 			return
 		}
@@ -88,7 +88,7 @@ func (l *leaser) loop() {
 			timer.Reset(backoff)
 		}
 		select {
-		case <-l.ctx.Done():
+		case <-ctx.Done():
 			l.failAll(ErrClosed)
 			return
 		case <-timer.C:
@@ -99,8 +99,8 @@ func (l *leaser) loop() {
 
 // stream runs one GetWorkItems stream until it fails, and reports
 // whether it delivered anything.
-func (l *leaser) stream() (bool, error) {
-	st, err := dtpb.GetWorkItems(l.ctx, l.cc, l.req)
+func (l *leaser) stream(ctx context.Context) (bool, error) {
+	st, err := dtpb.GetWorkItems(ctx, l.cc, l.req)
 	if err != nil {
 		return false, err
 	}
@@ -120,9 +120,9 @@ func (l *leaser) stream() (bool, error) {
 		l.mu.Unlock()
 		if !ok {
 			if strings.HasPrefix(req.GetInstanceId(), l.prefix) {
-				l.orphaned(req.GetInstanceId(), wi.GetCompletionToken())
+				l.orphaned(ctx, req.GetInstanceId(), wi.GetCompletionToken())
 			} else {
-				l.foreign(req.GetInstanceId(), wi.GetCompletionToken())
+				l.foreign(ctx, req.GetInstanceId(), wi.GetCompletionToken())
 			}
 			continue
 		}
@@ -137,7 +137,7 @@ func (l *leaser) stream() (bool, error) {
 // for it (its wait was cancelled, or it was redelivered after a reconnect
 // while its unit went on with the old token), so the sidecar does not hold
 // its lease forever.
-func (l *leaser) orphaned(instance, token string) {
+func (l *leaser) orphaned(ctx context.Context, instance, token string) {
 	l.log.Debug("runtime: failing a work item nobody waits for", "instance", instance)
 	l.orphan.Add(1)
 	go func() {
@@ -149,7 +149,7 @@ func (l *leaser) orphaned(instance, token string) {
 					ErrorMessage: "the worker no longer waited for this work item (cancelled, or redelivered after a reconnect)"},
 			}},
 		}}}
-		if _, err := l.sender.Complete(l.ctx, resp); err != nil && l.ctx.Err() == nil {
+		if _, err := l.sender.Complete(ctx, resp); err != nil && ctx.Err() == nil {
 			l.log.Warn("runtime: could not fail an orphaned work item", "instance", instance, "err", err)
 		}
 	}()
@@ -157,13 +157,13 @@ func (l *leaser) orphaned(instance, token string) {
 
 // foreign hands back a work item of another worker sharing the sidecar
 // (another run's instance): abandoning it requeues it for the others.
-func (l *leaser) foreign(instance, token string) {
+func (l *leaser) foreign(ctx context.Context, instance, token string) {
 	l.log.Debug("runtime: abandoning another worker's work item", "instance", instance)
 	l.orphan.Add(1)
 	go func() {
 		defer l.orphan.Done()
 		req := &dtpb.AbandonOrchestrationTaskRequest{CompletionToken: token}
-		if err := l.cc.Invoke(l.ctx, dtpb.MethodAbandonTaskOrchestratorWorkItem, req, &dtpb.AbandonOrchestrationTaskResponse{}); err != nil && l.ctx.Err() == nil {
+		if err := l.cc.Invoke(ctx, dtpb.MethodAbandonTaskOrchestratorWorkItem, req, &dtpb.AbandonOrchestrationTaskResponse{}); err != nil && ctx.Err() == nil {
 			l.log.Warn("runtime: could not abandon another worker's work item", "instance", instance, "err", err)
 		}
 	}()

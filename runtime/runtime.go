@@ -177,9 +177,8 @@ type Runtime struct {
 	tracer                trace.Tracer
 
 	queue    chan *unit
-	stopping chan struct{} // closed when no more work is accepted
-	drainCtx context.Context
-	drainEnd context.CancelFunc
+	stopping chan struct{}      // closed when no more work is accepted
+	drainEnd context.CancelFunc // cancels the context of every running unit
 	workers  sync.WaitGroup
 	inflight sync.WaitGroup // units submitted and not yet ended
 
@@ -203,11 +202,16 @@ type Runtime struct {
 	closeErr  error
 }
 
+// rootContext is a context carrying the unit's root span only (metric
+// exemplars); the running unit's own context is runUnit's.
+func (u *unit) rootContext() context.Context {
+	return trace.ContextWithSpan(context.Background(), u.work.Span())
+}
+
 // unit is one unit of work in flight.
 type unit struct {
 	item    Item
 	id      string
-	ctx     context.Context // carries the root span
 	work    telemetry.WorkSpan
 	disp    trace.Span
 	queued  trace.Span // runtime.queue, ended when a worker takes the unit
@@ -255,7 +259,8 @@ func New(ctx context.Context, cfg Config) (_ *Runtime, err error) {
 		examples: map[string]string{},
 		runID:    rand.Text()[:12],
 	}
-	r.drainCtx, r.drainEnd = context.WithCancel(context.Background())
+	drain, drainEnd := context.WithCancel(context.Background())
+	r.drainEnd = drainEnd
 	r.col = newCollector(r.onWork)
 	defer func() {
 		if err != nil {
@@ -343,7 +348,7 @@ func New(ctx context.Context, cfg Config) (_ *Runtime, err error) {
 	r.start = time.Now()
 	for range cfg.Settings.Concurrency {
 		r.workers.Add(1)
-		go r.worker()
+		go r.worker(drain)
 	}
 	return r, nil
 }
@@ -392,16 +397,17 @@ func (r *Runtime) Submit(ctx context.Context, it Item) error {
 	}
 	// Every unit is a root of its own trace.
 	root := trace.ContextWithSpanContext(context.Background(), trace.SpanContext{})
-	u.ctx, u.work = u.comp.StartWork(root, telemetry.AttrWorkID.String(u.id), AttrKind.String(it.Kind.String()),
+	wctx, work := u.comp.StartWork(root, telemetry.AttrWorkID.String(u.id), AttrKind.String(it.Kind.String()),
 		AttrShape.String(it.Shape))
+	u.work = work
 	u.start = u.work.Start()
-	tid := trace.SpanContextFromContext(u.ctx).TraceID()
+	tid := u.work.Span().SpanContext().TraceID()
 	r.mu.Lock()
 	r.units[tid] = u
 	r.mu.Unlock()
 	r.col.track(tid)
 	var dctx context.Context
-	dctx, u.disp = r.tracer.Start(u.ctx, SpanDispatch, trace.WithAttributes(
+	dctx, u.disp = r.tracer.Start(wctx, SpanDispatch, trace.WithAttributes(
 		telemetry.AttrComponent.String("runtime"), telemetry.AttrPhase.String(telemetry.Dispatch.String()),
 		telemetry.AttrTransport.String(transport)))
 	// The wait for a worker (Submit blocked on a full queue, then queued)
@@ -434,14 +440,15 @@ func (r *Runtime) Submit(ctx context.Context, it Item) error {
 }
 
 func (r *Runtime) dropUnit(u *unit) {
-	tid := trace.SpanContextFromContext(u.ctx).TraceID()
+	tid := u.work.Span().SpanContext().TraceID()
 	r.mu.Lock()
 	delete(r.units, tid)
 	r.mu.Unlock()
 	r.col.forget(tid)
 }
 
-func (r *Runtime) worker() {
+// worker runs units until Close; drain ends when running units must stop.
+func (r *Runtime) worker(drain context.Context) {
 	defer r.workers.Done()
 	for {
 		// Stopping wins over queued work: once Close has begun, no new
@@ -454,7 +461,7 @@ func (r *Runtime) worker() {
 		}
 		select {
 		case u := <-r.queue:
-			r.runUnit(u)
+			r.runUnit(drain, u)
 		case <-r.stopping:
 			r.cancelQueued()
 			return
@@ -475,13 +482,10 @@ func (r *Runtime) cancelQueued() {
 }
 
 // runUnit runs one unit of work on the worker's goroutine.
-func (r *Runtime) runUnit(u *unit) {
+func (r *Runtime) runUnit(drain context.Context, u *unit) {
 	u.queued.End()
 	// The unit's context carries its root span and ends with the drain.
-	ctx, cancel := context.WithCancel(u.ctx)
-	stop := context.AfterFunc(r.drainCtx, cancel)
-	defer func() { stop(); cancel() }()
-	u.ctx = ctx
+	ctx := trace.ContextWithSpan(drain, u.work.Span())
 	var err error
 	var class string
 	outcome := telemetry.OK
@@ -498,7 +502,7 @@ func (r *Runtime) runUnit(u *unit) {
 		// Cut off by the end of the drain: whatever the error looks like (a
 		// gRPC Canceled status does not match context.Canceled), the unit
 		// was cancelled, not failed.
-		if ctx.Err() != nil && r.drainCtx.Err() != nil {
+		if drain.Err() != nil {
 			outcome, class = telemetry.Cancelled, "cancelled"
 		}
 	}
@@ -517,7 +521,7 @@ func (r *Runtime) finish(u *unit, o telemetry.Outcome, class string, err error) 
 		u.work.Span().SetAttributes(AttrReason.String(class))
 	}
 	e2e := u.work.End(o, err)
-	if !trace.SpanContextFromContext(u.ctx).IsSampled() {
+	if !u.work.Span().SpanContext().IsSampled() {
 		r.dropUnit(u)
 	}
 	res := Result{Seq: u.item.Seq, Kind: u.item.Kind, Shape: u.item.Shape, Outcome: o, Class: class, E2E: e2e, Outputs: u.outputs}
@@ -565,8 +569,9 @@ func (r *Runtime) onWork(w attribution.Work, diag attribution.Diagnostics) {
 		return
 	}
 	kind.Add(w)
+	ctx := u.rootContext()
 	for _, s := range w.Stats {
-		u.comp.RecordCriticalOf(u.ctx, s.Key.Component, s.Key.Phase, s.Key.Direction, s.Critical)
+		u.comp.RecordCriticalOf(ctx, s.Key.Component, s.Key.Phase, s.Key.Direction, s.Critical)
 	}
 }
 
@@ -575,13 +580,13 @@ func (r *Runtime) onWork(w attribution.Work, diag attribution.Diagnostics) {
 func (r *Runtime) endDispatch(u *unit) {
 	d := time.Since(u.start)
 	u.disp.End()
-	u.comp.RecordPhase(u.ctx, telemetry.Dispatch, telemetry.None, d)
+	u.comp.RecordPhase(u.rootContext(), telemetry.Dispatch, telemetry.None, d)
 }
 
 // runTask: lease the orchestration, acquire a host, run the task there,
 // then complete the orchestration with the task's outputs.
 func (r *Runtime) runTask(ctx context.Context, u *unit) (string, error) {
-	dctx := trace.ContextWithSpan(u.ctx, u.disp)
+	dctx := trace.ContextWithSpan(ctx, u.disp)
 	token, err := r.lease.lease(dctx, r.sender, u.id)
 	if err != nil {
 		r.endDispatch(u)
@@ -590,7 +595,7 @@ func (r *Runtime) runTask(ctx context.Context, u *unit) (string, error) {
 	h, err := r.pool.acquire(dctx)
 	if err != nil {
 		r.endDispatch(u)
-		return "task host start", r.failOrchestration(u, token, err)
+		return "task host start", r.failOrchestration(ctx, u, token, err)
 	}
 	task := u.item.Task
 	params := task.Parameters
@@ -613,7 +618,7 @@ func (r *Runtime) runTask(ctx context.Context, u *unit) (string, error) {
 	// its own span beside it, so the gaps between the ipc phases of both
 	// processes (kernel transit, wake-ups) are not charged to dispatch.
 	r.endDispatch(u)
-	hctx, hs := r.tracer.Start(u.ctx, SpanHost, trace.WithAttributes(AttrHostID.Int(h.id), AttrHostPID.Int(h.pid)))
+	hctx, hs := r.tracer.Start(ctx, SpanHost, trace.WithAttributes(AttrHostID.Int(h.id), AttrHostPID.Int(h.pid)))
 	sendStart := time.Now()
 	in, err := h.run(hctx, cfg, r.set.TaskTimeout)
 	r.pool.release(h)
@@ -627,7 +632,7 @@ func (r *Runtime) runTask(ctx context.Context, u *unit) (string, error) {
 		case errors.Is(err, context.Canceled):
 			class = "cancelled"
 		}
-		return class, r.failOrchestration(u, token, err)
+		return class, r.failOrchestration(ctx, u, token, err)
 	}
 	res := in.Msg.(*ipcpb.TaskResult)
 	u.outputs = res.GetOutputs()
@@ -646,7 +651,7 @@ func (r *Runtime) runTask(ctx context.Context, u *unit) (string, error) {
 			OrchestrationStatus: status, Result: wrapperspb.String(string(out)),
 		}},
 	}}}
-	if _, err := r.complete(u.ctx, resp); err != nil {
+	if _, err := r.complete(ctx, resp); err != nil {
 		return "completion", err
 	}
 	if taskErr != nil {
@@ -657,8 +662,9 @@ func (r *Runtime) runTask(ctx context.Context, u *unit) (string, error) {
 
 // failOrchestration completes the orchestration as failed with cause (so
 // the sidecar's lease is not left dangling) and returns cause, joined with
-// the completion's error if that failed too.
-func (r *Runtime) failOrchestration(u *unit, token string, cause error) error {
+// the completion's error if that failed too. ctx is the unit's: it ends
+// only with the drain.
+func (r *Runtime) failOrchestration(ctx context.Context, u *unit, token string, cause error) error {
 	resp := &dtpb.OrchestratorResponse{InstanceId: u.id, CompletionToken: token, Actions: []*dtpb.OrchestratorAction{{
 		Id: 0, OrchestratorActionType: &dtpb.OrchestratorAction_CompleteOrchestration{CompleteOrchestration: &dtpb.CompleteOrchestrationAction{
 			OrchestrationStatus: dtpb.OrchestrationStatus_ORCHESTRATION_STATUS_FAILED,
@@ -666,10 +672,8 @@ func (r *Runtime) failOrchestration(u *unit, token string, cause error) error {
 		}},
 	}}}
 	// Not cut off by the unit's own failure, but bounded, and by the drain.
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(u.ctx), 30*time.Second)
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	stop := context.AfterFunc(r.drainCtx, cancel)
-	defer stop()
 	if _, err := r.complete(ctx, resp); err != nil {
 		return errors.Join(cause, fmt.Errorf("and completing the orchestration as failed: %w", err))
 	}
@@ -692,7 +696,7 @@ func (r *Runtime) complete(ctx context.Context, resp *dtpb.OrchestratorResponse)
 // runFanout: lease the orchestration, then complete it with the item's
 // actions, chunked.
 func (r *Runtime) runFanout(ctx context.Context, u *unit) (string, error) {
-	dctx := trace.ContextWithSpan(u.ctx, u.disp)
+	dctx := trace.ContextWithSpan(ctx, u.disp)
 	token, err := r.lease.lease(dctx, r.sender, u.id)
 	r.endDispatch(u)
 	if err != nil {
@@ -704,7 +708,7 @@ func (r *Runtime) runFanout(ctx context.Context, u *unit) (string, error) {
 		resp.Actions[i] = &dtpb.OrchestratorAction{Id: int32(i), OrchestratorActionType: &dtpb.OrchestratorAction_ScheduleTask{
 			ScheduleTask: &dtpb.ScheduleTaskAction{Name: "amdahl.fanout", Input: wrapperspb.String(fo.Payload(i))}}}
 	}
-	res, err := r.complete(u.ctx, resp)
+	res, err := r.complete(ctx, resp)
 	if err != nil {
 		return "completion", err
 	}
