@@ -1,0 +1,137 @@
+// Command housestats prints the structure figures the architecture note
+// quotes, for the checkout it runs in: non-test lines of Go per package
+// (generated files apart), the largest file and the largest functions, and
+// how many non-standard packages `go list -deps` pulls in for the
+// libraries. Run it from the module root:
+//
+//	go run ./scripts/housestats
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+)
+
+type fn struct {
+	name  string
+	lines int
+}
+
+func main() {
+	if _, err := os.Stat("go.mod"); err != nil {
+		fmt.Fprintln(os.Stderr, "housestats: run it from the module root (no go.mod here)")
+		os.Exit(2)
+	}
+	pkgLines := map[string]int{}
+	var files []fn
+	var funcs []fn
+	total := 0
+	err := filepath.WalkDir(".", func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			if name := d.Name(); path != "." && (strings.HasPrefix(name, ".") || name == "testdata") {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
+			return nil
+		}
+		src, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		if generated(src) {
+			return nil
+		}
+		n := bytes.Count(src, []byte("\n"))
+		pkgLines[filepath.Dir(path)] += n
+		total += n
+		files = append(files, fn{path, n})
+		fset := token.NewFileSet()
+		f, err := parser.ParseFile(fset, path, src, 0)
+		if err != nil {
+			return err
+		}
+		for _, decl := range f.Decls {
+			if fd, ok := decl.(*ast.FuncDecl); ok && fd.Body != nil {
+				name := fd.Name.Name
+				if fd.Recv != nil && len(fd.Recv.List) > 0 {
+					name = "(" + exprString(fd.Recv.List[0].Type) + ")." + name
+				}
+				lines := fset.Position(fd.End()).Line - fset.Position(fd.Pos()).Line + 1
+				funcs = append(funcs, fn{path + ": " + name, lines})
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "housestats:", err)
+		os.Exit(1)
+	}
+	var pkgs []string
+	for p := range pkgLines {
+		pkgs = append(pkgs, p)
+	}
+	sort.Strings(pkgs)
+	fmt.Printf("non-test lines of Go, generated files apart: %d\n", total)
+	for _, p := range pkgs {
+		fmt.Printf("  %-28s %6d  %4.1f%%\n", p, pkgLines[p], 100*float64(pkgLines[p])/float64(total))
+	}
+	top := func(title string, xs []fn, k int) {
+		sort.Slice(xs, func(i, j int) bool { return xs[i].lines > xs[j].lines })
+		fmt.Println(title)
+		for _, x := range xs[:min(k, len(xs))] {
+			fmt.Printf("  %5d  %s\n", x.lines, x.name)
+		}
+	}
+	top("largest files:", files, 3)
+	top("largest functions:", funcs, 3)
+	for _, lib := range []string{"./ipc", "./chunking", "./telemetry"} {
+		out, err := exec.Command("go", "list", "-deps", "-f", "{{if not .Standard}}{{.ImportPath}}{{end}}", lib).Output()
+		if err != nil {
+			fmt.Printf("go list -deps %s: %v\n", lib, err)
+			continue
+		}
+		n, sdk := 0, 0
+		sc := bufio.NewScanner(bytes.NewReader(out))
+		for sc.Scan() {
+			if line := sc.Text(); line != "" {
+				n++
+				if strings.Contains(line, "otel/sdk") || strings.Contains(line, "pyroscope") || strings.Contains(line, "prometheus") {
+					sdk++
+				}
+			}
+		}
+		fmt.Printf("go list -deps %-12s %3d non-standard packages, %2d of them SDK, Prometheus or Pyroscope\n", lib, n, sdk)
+	}
+}
+
+func generated(src []byte) bool {
+	head := src[:min(len(src), 4096)]
+	return bytes.Contains(head, []byte("Code generated")) && bytes.Contains(head, []byte("DO NOT EDIT"))
+}
+
+func exprString(e ast.Expr) string {
+	switch x := e.(type) {
+	case *ast.StarExpr:
+		return "*" + exprString(x.X)
+	case *ast.Ident:
+		return x.Name
+	case *ast.IndexExpr:
+		return exprString(x.X)
+	}
+	return "?"
+}
