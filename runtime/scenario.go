@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"math/big"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -19,6 +18,8 @@ import (
 	"sync"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/amdahl-rt/amdahl/internal/bytesize"
 )
 
 // Kind is the kind of a unit of work.
@@ -141,7 +142,7 @@ type FanoutSpec struct{ Shapes []FanoutShape }
 // FanoutShape is one orchestration completion: Actions actions of
 // ActionBytes each.
 type FanoutShape struct {
-	Name             string  // unique within the spec, e.g. "64x128KiB"; "" means "<Actions>x<FormatSize(ActionBytes)>"
+	Name             string  // unique within the spec, e.g. "64x128KiB"; "" means "<Actions>x<bytesize.Format(ActionBytes)>"
 	Weight           float64 // > 0; 0 means the default, 1
 	Actions          int     // 1..100000
 	ActionBytes      int     // payload bytes of each action (1..8 MiB)
@@ -261,7 +262,7 @@ func (s *Scenario) applyDefaults() {
 }
 
 func (sh *FanoutShape) defaultName() string {
-	return fmt.Sprintf("%dx%s", sh.Actions, FormatSize(sh.ActionBytes))
+	return fmt.Sprintf("%dx%s", sh.Actions, bytesize.Format(sh.ActionBytes))
 }
 
 // validate checks s as it is, without defaults.
@@ -326,17 +327,17 @@ func (t *TaskSpec) validate(path string) *ScenarioError {
 	switch {
 	case t.ConfigCapBytes < 1 || t.ConfigCapBytes > maxConfigBytes:
 		return fieldErrorf(path+".config_cap", "%s is out of range (valid: 1B..%s)",
-			FormatSize(t.ConfigCapBytes), FormatSize(maxConfigBytes))
+			bytesize.Format(t.ConfigCapBytes), bytesize.Format(maxConfigBytes))
 	case t.ConfigMinBytes < 1:
-		return fieldErrorf(path+".config_min", "%s is out of range (valid: 1B..config_mean)", FormatSize(t.ConfigMinBytes))
+		return fieldErrorf(path+".config_min", "%s is out of range (valid: 1B..config_mean)", bytesize.Format(t.ConfigMinBytes))
 	case t.ConfigMeanBytes < t.ConfigMinBytes || t.ConfigMeanBytes > t.ConfigCapBytes:
 		return fieldErrorf(path+".config_mean", "%s is out of range (valid: config_min (%s)..config_cap (%s))",
-			FormatSize(t.ConfigMeanBytes), FormatSize(t.ConfigMinBytes), FormatSize(t.ConfigCapBytes))
+			bytesize.Format(t.ConfigMeanBytes), bytesize.Format(t.ConfigMinBytes), bytesize.Format(t.ConfigCapBytes))
 	case !(t.ConfigSigma > 0 && t.ConfigSigma <= maxSigma):
 		return fieldErrorf(path+".config_sigma", "%g is out of range (valid: 0 < σ ≤ %g)", t.ConfigSigma, maxSigma)
 	case t.EnvironmentBytes < 0 || t.EnvironmentBytes > maxEnvironmentBytes:
 		return fieldErrorf(path+".environment", "%s is out of range (valid: 0B..%s)",
-			FormatSize(t.EnvironmentBytes), FormatSize(maxEnvironmentBytes))
+			bytesize.Format(t.EnvironmentBytes), bytesize.Format(maxEnvironmentBytes))
 	case t.Parameters < 1 || t.Parameters > maxParameters:
 		return fieldErrorf(path+".parameters", "%d is out of range (valid: 1..%d)", t.Parameters, maxParameters)
 	case t.ExecutePasses < 0 || t.ExecutePasses > maxExecutePasses:
@@ -361,10 +362,10 @@ func (f *FanoutSpec) validate(path string) *ScenarioError {
 			return fieldErrorf(p+".actions", "%d is out of range (valid: 1..%d)", sh.Actions, maxActions)
 		case sh.ActionBytes < 1 || sh.ActionBytes > maxActionBytes:
 			return fieldErrorf(p+".action_bytes", "%s is out of range (valid: 1B..%s)",
-				FormatSize(sh.ActionBytes), FormatSize(maxActionBytes))
+				bytesize.Format(sh.ActionBytes), bytesize.Format(maxActionBytes))
 		case sh.FirstActionBytes < 0 || sh.FirstActionBytes > maxActionBytes:
 			return fieldErrorf(p+".first_action_bytes", "%s is out of range (valid: 0B..%s; 0 = same as action_bytes)",
-				FormatSize(sh.FirstActionBytes), FormatSize(maxActionBytes))
+				bytesize.Format(sh.FirstActionBytes), bytesize.Format(maxActionBytes))
 		}
 		if err := checkWeight(p+".weight", sh.Weight); err != nil {
 			return err
@@ -379,111 +380,6 @@ func (f *FanoutSpec) validate(path string) *ScenarioError {
 		return fieldErrorf(path+".shapes", "the weights add up to more than %g", math.MaxFloat64)
 	}
 	return nil
-}
-
-// Sizes.
-
-var sizeUnits = []struct {
-	name string
-	mult int64
-}{
-	{"B", 1},
-	{"KB", 1e3}, {"MB", 1e6}, {"GB", 1e9},
-	{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30},
-}
-
-const sizeWant = "want a whole number of bytes, or a number with unit B, KB, MB, GB, KiB, MiB, GiB"
-
-// ParseSize parses a byte size: a whole number of bytes ("6000", "6000B") or
-// a decimal number with a unit, where KB, MB and GB are powers of 1000 and
-// KiB, MiB and GiB powers of 1024 ("46KB" = 46000, "1.5MB" = 1500000,
-// "128KiB" = 131072). One space may separate the number and the unit. The
-// result must be a whole number of bytes that fits in an int; negative sizes
-// are rejected.
-func ParseSize(s string) (int, error) {
-	bad := func(why string) (int, error) {
-		return 0, fmt.Errorf("invalid size %q (%s)", s, why)
-	}
-	if len(s) > 64 {
-		return bad("longer than 64 characters")
-	}
-	num := strings.TrimRightFunc(s, func(r rune) bool { return r >= 'A' && r <= 'Z' || r >= 'a' && r <= 'z' })
-	unit := s[len(num):]
-	if unit != "" {
-		num = strings.TrimSuffix(num, " ")
-	}
-	if strings.HasPrefix(num, "-") {
-		return bad("negative")
-	}
-	if !sizeNumber.MatchString(num) {
-		return bad(sizeWant)
-	}
-	mult := int64(0)
-	for _, u := range sizeUnits {
-		if u.name == unit {
-			mult = u.mult
-		}
-	}
-	switch {
-	case unit == "" && !strings.Contains(num, "."):
-		mult = 1
-	case mult == 0:
-		return bad(sizeWant)
-	}
-	r, ok := new(big.Rat).SetString(num)
-	if !ok {
-		return bad(sizeWant)
-	}
-	r.Mul(r, new(big.Rat).SetInt64(mult))
-	if !r.IsInt() {
-		return bad("not a whole number of bytes")
-	}
-	n := r.Num()
-	if !n.IsInt64() || n.Int64() > math.MaxInt {
-		return bad(fmt.Sprintf("larger than %d bytes", math.MaxInt))
-	}
-	return int(n.Int64()), nil
-}
-
-var sizeNumber = regexp.MustCompile(`^[0-9]+(\.[0-9]+)?$`)
-
-// formatUnits are tried in order by FormatSize: larger units first, and at
-// equal magnitude the binary unit first, since payload sizes are usually
-// powers of two.
-var formatUnits = []struct {
-	name string
-	mult int
-}{
-	{"GiB", 1 << 30}, {"GB", 1e9},
-	{"MiB", 1 << 20}, {"MB", 1e6},
-	{"KiB", 1 << 10}, {"KB", 1e3},
-}
-
-// FormatSize formats n bytes for listings, in the largest unit (GiB, GB, MiB,
-// MB, KiB, KB) in which n is at least 1 and exact with at most one decimal
-// digit ("128KiB", "1.5MB", "46KB"), otherwise in bytes ("46001B"). The
-// result of a non-negative n parses back to n with ParseSize.
-func FormatSize(n int) string {
-	if n > 0 {
-		for _, u := range formatUnits {
-			// n×10 is a multiple of u, computed without overflow.
-			if n >= u.mult && n%(u.mult/gcd(u.mult, 10)) == 0 {
-				whole, tenths := n/u.mult, (n%u.mult)*10/u.mult
-				if tenths == 0 {
-					return strconv.Itoa(whole) + u.name
-				}
-				return strconv.Itoa(whole) + "." + strconv.Itoa(tenths) + u.name
-			}
-		}
-	}
-	return strconv.Itoa(n) + "B"
-}
-
-func gcd(a, b int) int {
-	for b != 0 {
-		a, b = b, a%b
-	}
-	return a
 }
 
 // Loading.
@@ -819,7 +715,7 @@ func (d *decoder) size(k, v *yaml.Node, field string) (int, error) {
 	if t := v.ShortTag(); t != "!!int" && t != "!!float" && t != "!!str" {
 		return 0, d.errorf(k, field, "want a size, got %s", describe(v))
 	}
-	n, err := ParseSize(v.Value)
+	n, err := bytesize.Parse(v.Value)
 	if err != nil {
 		return 0, d.errorf(k, field, "%v", err)
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/amdahl-rt/amdahl/chunking"
+	"github.com/amdahl-rt/amdahl/internal/bytesize"
 	"github.com/amdahl-rt/amdahl/ipc"
 	"github.com/amdahl-rt/amdahl/runtime"
 	"github.com/amdahl-rt/amdahl/telemetry"
@@ -168,7 +169,7 @@ func describeWorkloads(s *runtime.Scenario) string {
 		switch w.Kind {
 		case runtime.KindTask:
 			out += fmt.Sprintf("taskhost×%g (config mean %s cap %s, env %s)", w.Weight,
-				runtime.FormatSize(w.Task.ConfigMeanBytes), runtime.FormatSize(w.Task.ConfigCapBytes), runtime.FormatSize(w.Task.EnvironmentBytes))
+				bytesize.Format(w.Task.ConfigMeanBytes), bytesize.Format(w.Task.ConfigCapBytes), bytesize.Format(w.Task.EnvironmentBytes))
 		case runtime.KindFanout:
 			out += fmt.Sprintf("fanout×%g (", w.Weight)
 			for j, sh := range w.Fanout.Shapes {
