@@ -82,13 +82,13 @@
 // > default (the feature-wave default for ipc.buffer). An unknown name or
 // an invalid value is a *SettingError listing the valid names or values.
 //
-//	ipc.buffer               AMDAHL_IPC_BUFFER              1MiB (128KiB with wave 0.1 off)
+//	ipc.buffer               AMDAHL_IPC_BUFFER              size, 1B..1GiB (default 1MiB; 128KiB with wave 0.1 off)
 //	ipc.send                 AMDAHL_IPC_SEND                sync | async
 //	ipc.transport            AMDAHL_IPC_TRANSPORT           socketpair | pipe
 //	ipc.delta                AMDAHL_IPC_DELTA               on | off
 //	chunking.algorithm       AMDAHL_CHUNKING_ALGORITHM      cached | legacy (legacy with wave 0.1 off)
 //	chunking.accounting      AMDAHL_CHUNKING_ACCOUNTING     wire | payload
-//	chunking.max_chunk_bytes AMDAHL_CHUNKING_MAX_CHUNK_BYTES 1048576..4089446 (default 4089446)
+//	chunking.max_chunk_bytes AMDAHL_CHUNKING_MAX_CHUNK_BYTES size, 1048576..4089446 (default 4089446)
 //	chunking.large_payloads  AMDAHL_CHUNKING_LARGE_PAYLOADS off | on
 //	runtime.nodes            AMDAHL_RUNTIME_NODES           task hosts at most (default: CPUs, 2..8)
 //	runtime.concurrency      AMDAHL_RUNTIME_CONCURRENCY     units in flight (default 2 × nodes)
@@ -100,6 +100,10 @@
 //	perturb.ipc.serialize    AMDAHL_PERTURB_IPC_SERIALIZE   causal experiment: sleep this much longer in every phase (0 = off)
 //	perturb.ipc.send         AMDAHL_PERTURB_IPC_SEND        (same, for ipc.send)
 //	perturb.taskhost.execute AMDAHL_PERTURB_TASKHOST_EXECUTE (same, in the task host's execute)
+//
+// A size, in settings as in scenario files, is a whole number of bytes or a
+// number with unit B, KB, MB, GB (powers of 1000), KiB, MiB or GiB (powers
+// of 1024): 262144, 46KB, 1.5MiB (package internal/bytesize).
 //
 // The ipc settings and perturb.taskhost.execute are passed to each task
 // host in its environment, so both ends of a connection agree.
