@@ -1,15 +1,16 @@
 // Package runtime is the host that ties amdahl together: a node pool of
 // out-of-process task hosts reached over ipc, a bounded submission queue
 // and workers, Durable Task leasing and chunked completions to a sidecar,
-// declarative scenarios, one registry of settings, and the accounting that
-// turns every unit of work into an attribution (critical path, q, naive
-// share).
+// runs of declarative scenarios (package runtime/scenario), one registry of
+// settings, and the accounting that turns every unit of work into an
+// attribution (critical path, q, naive share).
 //
 // # Units of work
 //
-// A unit of work is one Item: a task (KindTask) or an orchestration
-// completion of many actions (KindFanout). Submit starts its root span
-// amdahl.work and its dispatch span at once, so queue wait counts. Then:
+// A unit of work is one scenario.Item: a task (scenario.KindTask) or an
+// orchestration completion of many actions (scenario.KindFanout). Submit
+// starts its root span amdahl.work and its dispatch span at once, so queue
+// wait counts. Then:
 //
 //   - lease: StartInstance on the sidecar, then wait for the instance's
 //     work item on the GetWorkItems stream (its completion token; bounded
@@ -115,9 +116,10 @@
 //
 // # Scenarios
 //
-// Declarative and seeded, from YAML or JSON (ParseScenario, LoadScenario;
-// errors name the file, line, column and field) or built in
-// (BuiltinScenarios: taskhost, fanout, mixed; their YAML is in
-// runtime/scenarios and doubles as an example). A Generator yields the
-// same Items for the same seed.
+// Scenarios live in package runtime/scenario: declarative and seeded, from
+// YAML or JSON (scenario.Parse, scenario.Load; errors name the file, line,
+// column and field) or built in (scenario.Builtins: taskhost, fanout, mixed;
+// their YAML is in runtime/scenario/builtin and doubles as an example). A
+// scenario.Generator yields the same Items for the same seed; Run submits
+// a scenario's Count of them.
 package runtime

@@ -1,4 +1,4 @@
-package runtime
+package scenario
 
 import (
 	"errors"
@@ -44,8 +44,8 @@ func TestParseKind(t *testing.T) {
 	}
 }
 
-func TestBuiltinScenarios(t *testing.T) {
-	all := BuiltinScenarios()
+func TestBuiltins(t *testing.T) {
+	all := Builtins()
 	var names []string
 	for _, s := range all {
 		names = append(names, s.Name)
@@ -85,12 +85,12 @@ func TestBuiltinScenarios(t *testing.T) {
 			if !reflect.DeepEqual(&got, want[s.Name]) {
 				t.Errorf("got %+v, want %+v", &got, want[s.Name])
 			}
-			byName, err := BuiltinScenario(s.Name)
+			byName, err := Builtin(s.Name)
 			if err != nil {
-				t.Fatalf("BuiltinScenario(%q): %v", s.Name, err)
+				t.Fatalf("Builtin(%q): %v", s.Name, err)
 			}
 			if !reflect.DeepEqual(byName, s) {
-				t.Errorf("BuiltinScenario(%q): got %+v, want %+v", s.Name, byName, s)
+				t.Errorf("Builtin(%q): got %+v, want %+v", s.Name, byName, s)
 			}
 		})
 	}
@@ -101,7 +101,7 @@ func TestBuiltinScenarios(t *testing.T) {
 	// Each call returns fresh copies.
 	all[0].Count = 1
 	all[0].Workloads[0].Task.Parameters = 99
-	again, err := BuiltinScenario("taskhost")
+	again, err := Builtin("taskhost")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -111,25 +111,25 @@ func TestBuiltinScenarios(t *testing.T) {
 	}
 }
 
-func TestBuiltinScenarioUnknown(t *testing.T) {
-	_, err := BuiltinScenario("nope")
+func TestBuiltinUnknown(t *testing.T) {
+	_, err := Builtin("nope")
 	want := `unknown scenario "nope" (valid: taskhost, fanout, mixed)`
 	if err == nil || err.Error() != want {
 		t.Fatalf("got %v, want %q", err, want)
 	}
 }
 
-func TestScenarioErrorString(t *testing.T) {
+func TestErrorString(t *testing.T) {
 	for _, tc := range []struct {
-		e    ScenarioError
+		e    Error
 		want string
 	}{
-		{ScenarioError{File: "a.yaml", Line: 12, Column: 5, Field: "count", Msg: "bad"}, "a.yaml:12:5: count: bad"},
-		{ScenarioError{File: "a.yaml", Line: 12, Msg: "bad"}, "a.yaml:12: bad"},
-		{ScenarioError{File: "a.yaml", Field: "count", Msg: "bad"}, "a.yaml: count: bad"},
-		{ScenarioError{Field: "count", Msg: "bad"}, "count: bad"},
-		{ScenarioError{Line: 3, Column: 1, Msg: "bad"}, "3:1: bad"},
-		{ScenarioError{Msg: "bad"}, "bad"},
+		{Error{File: "a.yaml", Line: 12, Column: 5, Field: "count", Msg: "bad"}, "a.yaml:12:5: count: bad"},
+		{Error{File: "a.yaml", Line: 12, Msg: "bad"}, "a.yaml:12: bad"},
+		{Error{File: "a.yaml", Field: "count", Msg: "bad"}, "a.yaml: count: bad"},
+		{Error{Field: "count", Msg: "bad"}, "count: bad"},
+		{Error{Line: 3, Column: 1, Msg: "bad"}, "3:1: bad"},
+		{Error{Msg: "bad"}, "bad"},
 	} {
 		if got := tc.e.Error(); got != tc.want {
 			t.Errorf("got %q, want %q", got, tc.want)
@@ -137,9 +137,9 @@ func TestScenarioErrorString(t *testing.T) {
 	}
 }
 
-// TestParseScenarioFileErrors has one bad file per class of error; each
+// TestParseFileErrors has one bad file per class of error; each
 // error must name the file, the exact line and the field.
-func TestParseScenarioFileErrors(t *testing.T) {
+func TestParseFileErrors(t *testing.T) {
 	for _, tc := range []struct {
 		file  string
 		line  int
@@ -166,14 +166,14 @@ func TestParseScenarioFileErrors(t *testing.T) {
 			"workloads[0].fanout.shapes[1].actions: 0 is out of range (valid: 1..100000)"},
 	} {
 		t.Run(tc.file, func(t *testing.T) {
-			path := filepath.Join("testdata", "scenarios", tc.file)
-			s, err := LoadScenario(path)
+			path := filepath.Join("testdata", tc.file)
+			s, err := Load(path)
 			if err == nil {
 				t.Fatalf("got %+v, want an error", s)
 			}
-			var se *ScenarioError
+			var se *Error
 			if !errors.As(err, &se) {
-				t.Fatalf("got %T %v, want a *ScenarioError", err, err)
+				t.Fatalf("got %T %v, want a *Error", err, err)
 			}
 			if se.File != path || se.Line != tc.line || se.Field != tc.field {
 				t.Errorf("got file %q line %d field %q, want %q line %d field %q",
@@ -187,9 +187,9 @@ func TestParseScenarioFileErrors(t *testing.T) {
 	}
 }
 
-// TestParseScenarioErrors covers the remaining errors, with the position
+// TestParseErrors covers the remaining errors, with the position
 // each one is reported at.
-func TestParseScenarioErrors(t *testing.T) {
+func TestParseErrors(t *testing.T) {
 	const head = "name: x\ncount: 1\nworkloads:\n"
 	for _, tc := range []struct {
 		name string
@@ -243,22 +243,22 @@ func TestParseScenarioErrors(t *testing.T) {
 		{"json error", "{\"name\": \"x\",\n \"count\": [1]}\n", "in.yaml:2:2: count: want a whole number, got a list"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			s, err := ParseScenario("in.yaml", []byte(tc.data))
+			s, err := Parse("in.yaml", []byte(tc.data))
 			if err == nil {
 				t.Fatalf("got %+v, want error %q", s, tc.want)
 			}
 			if got := err.Error(); got != tc.want {
 				t.Errorf("got  %q\nwant %q", got, tc.want)
 			}
-			var se *ScenarioError
+			var se *Error
 			if !errors.As(err, &se) {
-				t.Errorf("got %T, want a *ScenarioError", err)
+				t.Errorf("got %T, want a *Error", err)
 			}
 		})
 	}
 }
 
-func TestParseScenarioDefaultsAndAliases(t *testing.T) {
+func TestParseDefaultsAndAliases(t *testing.T) {
 	data := `
 seed: 3
 count: 5
@@ -280,9 +280,9 @@ workloads:
 	if err := os.WriteFile(path, []byte(data), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	s, err := LoadScenario(path)
+	s, err := Load(path)
 	if err != nil {
-		t.Fatalf("LoadScenario: %v", err)
+		t.Fatalf("Load: %v", err)
 	}
 	task := DefaultTaskSpec()
 	task.ConfigMeanBytes = 10_000
@@ -297,15 +297,15 @@ workloads:
 	if !reflect.DeepEqual(s, want) {
 		t.Errorf("got %+v, want %+v", s, want)
 	}
-	if _, err := LoadScenario(filepath.Join(dir, "missing.yaml")); err == nil || !errors.Is(err, os.ErrNotExist) {
+	if _, err := Load(filepath.Join(dir, "missing.yaml")); err == nil || !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("missing file: got %v, want an error wrapping os.ErrNotExist", err)
 	}
 }
 
-func TestLoadScenarioJSON(t *testing.T) {
-	s, err := LoadScenario(filepath.Join("testdata", "scenarios", "good.json"))
+func TestLoadJSON(t *testing.T) {
+	s, err := Load(filepath.Join("testdata", "good.json"))
 	if err != nil {
-		t.Fatalf("LoadScenario: %v", err)
+		t.Fatalf("Load: %v", err)
 	}
 	task := TaskSpec{
 		ConfigMeanBytes:  10_000,
@@ -334,7 +334,7 @@ func TestLoadScenarioJSON(t *testing.T) {
 	}
 }
 
-func TestScenarioValidate(t *testing.T) {
+func TestValidate(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		s    Scenario
@@ -372,7 +372,7 @@ func TestScenarioValidate(t *testing.T) {
 
 func mustBuiltin(t testing.TB, name string) *Scenario {
 	t.Helper()
-	s, err := BuiltinScenario(name)
+	s, err := Builtin(name)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -630,13 +630,18 @@ func TestGeneratorLargeParameters(t *testing.T) {
 	}
 }
 
-func FuzzParseScenario(f *testing.F) {
-	for _, dir := range []string{"scenarios", filepath.Join("testdata", "scenarios")} {
+// FuzzParse seeds from the built-ins and the test files; its corpus is in
+// testdata/fuzz/FuzzParse.
+func FuzzParse(f *testing.F) {
+	for _, dir := range []string{"builtin", "testdata"} {
 		files, err := os.ReadDir(dir)
 		if err != nil {
 			f.Fatal(err)
 		}
 		for _, e := range files {
+			if e.IsDir() {
+				continue // testdata/fuzz
+			}
 			data, err := os.ReadFile(filepath.Join(dir, e.Name()))
 			if err != nil {
 				f.Fatal(err)
@@ -645,22 +650,22 @@ func FuzzParseScenario(f *testing.F) {
 		}
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
-		s, err := ParseScenario("fuzz.yaml", data)
+		s, err := Parse("fuzz.yaml", data)
 		if err != nil {
-			var se *ScenarioError
+			var se *Error
 			if !errors.As(err, &se) {
-				t.Fatalf("got %T %v, want a *ScenarioError", err, err)
+				t.Fatalf("got %T %v, want a *Error", err, err)
 			}
 			return
 		}
 		if err := s.Validate(); err != nil {
-			t.Fatalf("ParseScenario returned a scenario that fails Validate: %v", err)
+			t.Fatalf("Parse returned a scenario that fails Validate: %v", err)
 		}
 	})
 }
 
 func TestFanoutPayload(t *testing.T) {
-	sc, err := BuiltinScenario("fanout")
+	sc, err := Builtin("fanout")
 	if err != nil {
 		t.Fatal(err)
 	}

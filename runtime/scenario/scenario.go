@@ -1,4 +1,4 @@
-package runtime
+package scenario
 
 import (
 	"bytes"
@@ -61,8 +61,8 @@ func ParseKind(s string) (Kind, error) {
 // from one of Workloads by weight. The same Scenario (Seed included) always
 // generates the same units of work; see NewGenerator.
 //
-// Scenarios are usually loaded with LoadScenario, ParseScenario or
-// BuiltinScenario, which fill in every default and validate. A Scenario built
+// Scenarios are usually loaded with Load, Parse or
+// Builtin, which fill in every default and validate. A Scenario built
 // in Go may leave fields zero where the field's doc says so; Validate and
 // NewGenerator treat those as the defaults.
 type Scenario struct {
@@ -99,7 +99,7 @@ type TaskSpec struct {
 	ExecutePasses    int     // CPU work in the host: passes of SHA-256 over the parameter bytes (default 2; 0..1000)
 }
 
-// Task defaults, from seed 001 (see scenarios/taskhost.yaml).
+// Task defaults, from seed 001 (see builtin/taskhost.yaml).
 const (
 	defaultConfigMeanBytes  = 46_000
 	defaultConfigSigma      = 1.0
@@ -149,12 +149,12 @@ type FanoutShape struct {
 	FirstActionBytes int     // if > 0, the first action's payload size instead (the first-action-oversized case); 0 = same as the others (≤ 8 MiB)
 }
 
-// ScenarioError is an invalid scenario: a file that does not parse, or a
+// Error is an invalid scenario: a file that does not parse, or a
 // value out of range. Field is the path of the offending field in file
 // notation ("workloads[1].task.config_mean"); File, Line and Column are set
 // when the scenario came from a file (Line and Column are 1-based, 0 when
 // unknown).
-type ScenarioError struct {
+type Error struct {
 	File         string
 	Line, Column int
 	Field        string
@@ -163,7 +163,7 @@ type ScenarioError struct {
 
 // Error returns "file:line:col: field: msg", omitting the parts that are
 // empty.
-func (e *ScenarioError) Error() string {
+func (e *Error) Error() string {
 	var b strings.Builder
 	b.WriteString(e.File)
 	if e.Line > 0 {
@@ -187,11 +187,11 @@ func (e *ScenarioError) Error() string {
 	return b.String()
 }
 
-func fieldErrorf(field, format string, args ...any) *ScenarioError {
-	return &ScenarioError{Field: field, Msg: fmt.Sprintf(format, args...)}
+func fieldErrorf(field, format string, args ...any) *Error {
+	return &Error{Field: field, Msg: fmt.Sprintf(format, args...)}
 }
 
-// Validate reports the first problem with s as a *ScenarioError, or nil.
+// Validate reports the first problem with s as a *Error, or nil.
 // Zero values documented as defaults are accepted. Validate does not modify s.
 func (s *Scenario) Validate() error {
 	c := s.clone()
@@ -266,7 +266,7 @@ func (sh *FanoutShape) defaultName() string {
 }
 
 // validate checks s as it is, without defaults.
-func (s *Scenario) validate() *ScenarioError {
+func (s *Scenario) validate() *Error {
 	if s.Name == "" {
 		return fieldErrorf("name", "required")
 	}
@@ -289,7 +289,7 @@ func (s *Scenario) validate() *ScenarioError {
 	return nil
 }
 
-func (w *Workload) validate(path string) *ScenarioError {
+func (w *Workload) validate(path string) *Error {
 	if err := checkWeight(path+".weight", w.Weight); err != nil {
 		return err
 	}
@@ -316,14 +316,14 @@ func (w *Workload) validate(path string) *ScenarioError {
 	return fieldErrorf(path+".kind", "invalid kind %d (valid: taskhost, fanout)", uint8(w.Kind))
 }
 
-func checkWeight(field string, w float64) *ScenarioError {
+func checkWeight(field string, w float64) *Error {
 	if !(w > 0) || math.IsInf(w, 0) {
 		return fieldErrorf(field, "%g is out of range (valid: a finite number > 0)", w)
 	}
 	return nil
 }
 
-func (t *TaskSpec) validate(path string) *ScenarioError {
+func (t *TaskSpec) validate(path string) *Error {
 	switch {
 	case t.ConfigCapBytes < 1 || t.ConfigCapBytes > maxConfigBytes:
 		return fieldErrorf(path+".config_cap", "%s is out of range (valid: 1B..%s)",
@@ -346,7 +346,7 @@ func (t *TaskSpec) validate(path string) *ScenarioError {
 	return nil
 }
 
-func (f *FanoutSpec) validate(path string) *ScenarioError {
+func (f *FanoutSpec) validate(path string) *Error {
 	if len(f.Shapes) == 0 {
 		return fieldErrorf(path+".shapes", "at least one shape is required")
 	}
@@ -393,23 +393,23 @@ var (
 	shapeKeys    = []string{"name", "weight", "actions", "action_bytes", "first_action_bytes"}
 )
 
-// LoadScenario reads and parses the scenario file at path, as ParseScenario
+// Load reads and parses the scenario file at path, as Parse
 // does.
-func LoadScenario(path string) (*Scenario, error) {
+func Load(path string) (*Scenario, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("load scenario: %w", err)
 	}
-	return ParseScenario(path, data)
+	return Parse(path, data)
 }
 
-// ParseScenario parses a scenario in YAML or JSON, fills in the defaults for
+// Parse parses a scenario in YAML or JSON, fills in the defaults for
 // absent fields and validates it. file is used only in error messages and,
 // when the scenario has no name, to name it (file's base name without its
-// extension). Every error is a *ScenarioError naming the file, line, column
+// extension). Every error is a *Error naming the file, line, column
 // and field. Anchors and aliases are followed; merge keys ("<<") are not
 // supported.
-func ParseScenario(file string, data []byte) (*Scenario, error) {
+func Parse(file string, data []byte) (*Scenario, error) {
 	d := &decoder{file: file, pos: make(map[string]*yaml.Node)}
 	root, err := d.parse(data)
 	if err != nil {
@@ -438,8 +438,8 @@ type decoder struct {
 	pos  map[string]*yaml.Node // field path → the key (or sequence item) node it was read from
 }
 
-func (d *decoder) errorf(at *yaml.Node, field, format string, args ...any) *ScenarioError {
-	e := &ScenarioError{File: d.file, Field: field, Msg: fmt.Sprintf(format, args...)}
+func (d *decoder) errorf(at *yaml.Node, field, format string, args ...any) *Error {
+	e := &Error{File: d.file, Field: field, Msg: fmt.Sprintf(format, args...)}
 	if at != nil {
 		e.Line, e.Column = at.Line, at.Column
 	}
@@ -448,7 +448,7 @@ func (d *decoder) errorf(at *yaml.Node, field, format string, args ...any) *Scen
 
 // locate places a validation error at the field it names, or at its nearest
 // ancestor that appears in the file (a defaulted field has no position).
-func (d *decoder) locate(e *ScenarioError) {
+func (d *decoder) locate(e *Error) {
 	e.File = d.file
 	for f := e.Field; ; f = parentField(f) {
 		if n, ok := d.pos[f]; ok {
@@ -507,10 +507,10 @@ func parseDocuments(data []byte, max int) ([]*yaml.Node, error) {
 
 var yamlLine = regexp.MustCompile(`(?s)^yaml: (?:line ([0-9]+): )?(.*)$`)
 
-// syntaxError turns a YAML parser error into a *ScenarioError with the line
+// syntaxError turns a YAML parser error into a *Error with the line
 // of the problem.
-func (d *decoder) syntaxError(data []byte, err error) *ScenarioError {
-	e := &ScenarioError{File: d.file, Msg: "invalid YAML: " + err.Error()}
+func (d *decoder) syntaxError(data []byte, err error) *Error {
+	e := &Error{File: d.file, Msg: "invalid YAML: " + err.Error()}
 	m := yamlLine.FindStringSubmatch(err.Error())
 	if m == nil {
 		return e
@@ -843,19 +843,19 @@ func (d *decoder) shape(n *yaml.Node, path string) (FanoutShape, error) {
 
 // Built-in scenarios.
 
-//go:embed scenarios/*.yaml
+//go:embed builtin/*.yaml
 var builtinFiles embed.FS
 
 // builtinNames lists the built-ins in listing order; each is
-// scenarios/<name>.yaml.
+// builtin/<name>.yaml.
 var builtinNames = []string{"taskhost", "fanout", "mixed"}
 
-// BuiltinScenarios returns the built-in scenarios (taskhost, fanout, mixed),
+// Builtins returns the built-in scenarios (taskhost, fanout, mixed),
 // freshly parsed on every call, so callers may modify them.
-func BuiltinScenarios() []*Scenario {
+func Builtins() []*Scenario {
 	out := make([]*Scenario, 0, len(builtinNames))
 	for _, name := range builtinNames {
-		s, err := BuiltinScenario(name)
+		s, err := Builtin(name)
 		if err != nil {
 			panic(err) // the embedded files are tested; this is a build defect
 		}
@@ -864,18 +864,18 @@ func BuiltinScenarios() []*Scenario {
 	return out
 }
 
-// BuiltinScenario returns a fresh copy of the named built-in scenario. An
+// Builtin returns a fresh copy of the named built-in scenario. An
 // unknown name is an error listing the valid names.
-func BuiltinScenario(name string) (*Scenario, error) {
+func Builtin(name string) (*Scenario, error) {
 	if !slices.Contains(builtinNames, name) {
 		return nil, fmt.Errorf("unknown scenario %q (valid: %s)", name, strings.Join(builtinNames, ", "))
 	}
-	file := "scenarios/" + name + ".yaml"
+	file := "builtin/" + name + ".yaml"
 	data, err := builtinFiles.ReadFile(file)
 	if err != nil {
 		return nil, fmt.Errorf("built-in scenario %s: %w", name, err)
 	}
-	return ParseScenario(file, data)
+	return Parse(file, data)
 }
 
 // Generation.
@@ -893,9 +893,9 @@ type Item struct {
 // TaskItem is a task's configuration. Parameters is the item's own map;
 // Environment is shared and read-only.
 type TaskItem struct {
-	// TaskName is the task the host runs; "" means TaskHash (the built-in
+	// TaskName is the task the host runs; "" means runtime.TaskHash (the built-in
 	// CPU work of the taskhost scenario). Other names need a host that
-	// serves them (ServeHost with tasks of its own).
+	// serves them (runtime.ServeHost with tasks of its own).
 	TaskName    string
 	ConfigBytes int // the sampled configuration size
 	// Parameters maps "p0".."pN-1" to values whose lengths add up to
@@ -1007,13 +1007,13 @@ const textAlphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz012345
 // NewGenerator returns a generator of s's units of work. It works on a copy:
 // later changes to s do not affect it. It builds the shared text (at least
 // 8 MiB) and each task workload's environment up front. NewGenerator panics
-// if s is invalid (Validate returns an error); scenarios from ParseScenario,
-// LoadScenario and BuiltinScenario are valid.
+// if s is invalid (Validate returns an error); scenarios from Parse,
+// Load and Builtin are valid.
 func (s *Scenario) NewGenerator() *Generator {
 	c := s.clone()
 	c.applyDefaults()
 	if err := c.validate(); err != nil {
-		panic(fmt.Sprintf("runtime: NewGenerator: invalid scenario: %v", err))
+		panic(fmt.Sprintf("scenario: NewGenerator: invalid scenario: %v", err))
 	}
 	g := &Generator{
 		s:   c,
@@ -1138,7 +1138,7 @@ func (g *Generator) Next() Item {
 // for concurrent use.
 func (g *Generator) Text(n, salt int) string {
 	if n < 0 || n > len(g.text) {
-		panic(fmt.Sprintf("runtime: Generator.Text: length %d out of range [0, %d]", n, len(g.text)))
+		panic(fmt.Sprintf("scenario: Generator.Text: length %d out of range [0, %d]", n, len(g.text)))
 	}
 	off := mix64(uint64(salt)) % uint64(len(g.text)-n+1)
 	return g.text[off : off+uint64(n)]
