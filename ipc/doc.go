@@ -46,8 +46,9 @@
 // Precedence: explicit Option > environment > feature-wave default. An
 // invalid value is an error naming the setting and the valid values.
 //
-//	AMDAHL_IPC_BUFFER (ipc.buffer)  requested SO_SNDBUF of this end, in
-//	    bytes, optionally with suffix KiB or MiB (1 … 1 GiB). Default 1 MiB;
+//	AMDAHL_IPC_BUFFER (ipc.buffer)  requested SO_SNDBUF of this end: a
+//	    size, in bytes or a number with unit B, KB, MB, GB, KiB, MiB or GiB
+//	    (262144, 256KiB, 1.5MiB; 1 B … 1 GiB). Default 1 MiB;
 //	    128 KiB when wave 0.1 is disabled with
 //	    AMDAHL_DISABLE_FEATURES_FROM_VERSION=0.1 (package internal/features).
 //	    On AF_UNIX only the sender's SO_SNDBUF limits in-flight bytes, so

@@ -9,17 +9,19 @@ import (
 )
 
 func ExampleParseBufferSize() {
-	for _, s := range []string{"262144", " 256KiB ", "1MiB"} {
+	for _, s := range []string{"262144", " 256KiB ", "1MiB", "1.5MiB", "1MB"} {
 		n, err := ipc.ParseBufferSize(s)
 		fmt.Println(n, err)
 	}
-	_, err := ipc.ParseBufferSize("1MB")
+	_, err := ipc.ParseBufferSize("2GiB")
 	fmt.Println(err)
 	// Output:
 	// 262144 <nil>
 	// 262144 <nil>
 	// 1048576 <nil>
-	// invalid ipc.buffer (AMDAHL_IPC_BUFFER) "1MB": want a positive number of bytes up to 1073741824, optionally with suffix KiB or MiB (e.g. 262144, 256KiB, 1MiB)
+	// 1572864 <nil>
+	// 1000000 <nil>
+	// invalid ipc.buffer (AMDAHL_IPC_BUFFER) "2GiB": want a positive size up to 1073741824 bytes (1GiB): a whole number of bytes, or a number with unit B, KB, MB, GB, KiB, MiB, GiB (e.g. 262144, 256KiB, 1.5MiB)
 }
 
 func ExampleDecodePacket() {

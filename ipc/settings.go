@@ -2,9 +2,9 @@ package ipc
 
 import (
 	"fmt"
-	"strconv"
 	"strings"
 
+	"github.com/amdahl-rt/amdahl/internal/bytesize"
 	"github.com/amdahl-rt/amdahl/internal/features"
 )
 
@@ -36,24 +36,19 @@ func DefaultBuffer() int {
 	return LegacyBufferSize
 }
 
-// ParseBufferSize parses an ipc.buffer value: a positive integer number of
-// bytes, optionally followed by KiB or MiB, surrounded by optional spaces.
-// Anything else, zero, negative or above MaxBufferSize is an error naming the
-// setting and the valid values.
+// ParseBufferSize parses an ipc.buffer value: a size in amdahl's one size
+// grammar (package internal/bytesize): a whole number of bytes, or a number
+// with unit B, KB, MB, GB, KiB, MiB or GiB (262144, 256KiB, 1.5MiB),
+// surrounded by optional spaces. Anything else, zero or above MaxBufferSize
+// is an error naming the setting, its environment variable and the valid
+// values.
 func ParseBufferSize(s string) (int, error) {
-	v := strings.TrimSpace(s)
-	mult := int64(1)
-	switch {
-	case strings.HasSuffix(v, "KiB"):
-		mult, v = 1<<10, strings.TrimSpace(strings.TrimSuffix(v, "KiB"))
-	case strings.HasSuffix(v, "MiB"):
-		mult, v = 1<<20, strings.TrimSpace(strings.TrimSuffix(v, "MiB"))
+	n, err := bytesize.Parse(strings.TrimSpace(s))
+	if err != nil || n <= 0 || n > MaxBufferSize {
+		return 0, fmt.Errorf("invalid ipc.buffer (%s) %q: want a positive size up to %d bytes (%s): %s (e.g. 262144, 256KiB, 1.5MiB)",
+			EnvBuffer, s, MaxBufferSize, bytesize.Format(MaxBufferSize), bytesize.Want)
 	}
-	n, err := strconv.ParseInt(v, 10, 64)
-	if err != nil || n <= 0 || n > MaxBufferSize/mult {
-		return 0, fmt.Errorf("invalid ipc.buffer (%s) %q: want a positive number of bytes up to %d, optionally with suffix KiB or MiB (e.g. 262144, 256KiB, 1MiB)", EnvBuffer, s, MaxBufferSize)
-	}
-	return int(n * mult), nil
+	return n, nil
 }
 
 // Mode is how Conn.Send waits.

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/amdahl-rt/amdahl/ipc/ipcpb"
+	"github.com/amdahl-rt/amdahl/runtime/scenario"
 	"github.com/amdahl-rt/amdahl/telemetry"
 )
 
@@ -211,7 +212,7 @@ func BenchmarkRun(b *testing.B) {
 		{"mixed", 1000},
 	} {
 		b.Run(tc.scenario, func(b *testing.B) {
-			sc, err := BuiltinScenario(tc.scenario)
+			sc, err := scenario.Builtin(tc.scenario)
 			if err != nil {
 				b.Fatal(err)
 			}

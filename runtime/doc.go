@@ -1,15 +1,16 @@
 // Package runtime is the host that ties amdahl together: a node pool of
 // out-of-process task hosts reached over ipc, a bounded submission queue
 // and workers, Durable Task leasing and chunked completions to a sidecar,
-// declarative scenarios, one registry of settings, and the accounting that
-// turns every unit of work into an attribution (critical path, q, naive
-// share).
+// runs of declarative scenarios (package runtime/scenario), one registry of
+// settings, and the accounting that turns every unit of work into an
+// attribution (critical path, q, naive share).
 //
 // # Units of work
 //
-// A unit of work is one Item: a task (KindTask) or an orchestration
-// completion of many actions (KindFanout). Submit starts its root span
-// amdahl.work and its dispatch span at once, so queue wait counts. Then:
+// A unit of work is one scenario.Item: a task (scenario.KindTask) or an
+// orchestration completion of many actions (scenario.KindFanout). Submit
+// starts its root span amdahl.work and its dispatch span at once, so queue
+// wait counts. Then:
 //
 //   - lease: StartInstance on the sidecar, then wait for the instance's
 //     work item on the GetWorkItems stream (its completion token; bounded
@@ -82,13 +83,13 @@
 // > default (the feature-wave default for ipc.buffer). An unknown name or
 // an invalid value is a *SettingError listing the valid names or values.
 //
-//	ipc.buffer               AMDAHL_IPC_BUFFER              1MiB (128KiB with wave 0.1 off)
+//	ipc.buffer               AMDAHL_IPC_BUFFER              size, 1B..1GiB (default 1MiB; 128KiB with wave 0.1 off)
 //	ipc.send                 AMDAHL_IPC_SEND                sync | async
 //	ipc.transport            AMDAHL_IPC_TRANSPORT           socketpair | pipe
 //	ipc.delta                AMDAHL_IPC_DELTA               on | off
 //	chunking.algorithm       AMDAHL_CHUNKING_ALGORITHM      cached | legacy (legacy with wave 0.1 off)
 //	chunking.accounting      AMDAHL_CHUNKING_ACCOUNTING     wire | payload
-//	chunking.max_chunk_bytes AMDAHL_CHUNKING_MAX_CHUNK_BYTES 1048576..4089446 (default 4089446)
+//	chunking.max_chunk_bytes AMDAHL_CHUNKING_MAX_CHUNK_BYTES size, 1048576..4089446 (default 4089446)
 //	chunking.large_payloads  AMDAHL_CHUNKING_LARGE_PAYLOADS off | on
 //	runtime.nodes            AMDAHL_RUNTIME_NODES           task hosts at most (default: CPUs, 2..8)
 //	runtime.concurrency      AMDAHL_RUNTIME_CONCURRENCY     units in flight (default 2 × nodes)
@@ -101,6 +102,10 @@
 //	perturb.ipc.send         AMDAHL_PERTURB_IPC_SEND        (same, for ipc.send)
 //	perturb.taskhost.execute AMDAHL_PERTURB_TASKHOST_EXECUTE (same, in the task host's execute)
 //
+// A size, in settings as in scenario files, is a whole number of bytes or a
+// number with unit B, KB, MB, GB (powers of 1000), KiB, MiB or GiB (powers
+// of 1024): 262144, 46KB, 1.5MiB (package internal/bytesize).
+//
 // The ipc settings and perturb.taskhost.execute are passed to each task
 // host in its environment, so both ends of a connection agree.
 //
@@ -111,9 +116,10 @@
 //
 // # Scenarios
 //
-// Declarative and seeded, from YAML or JSON (ParseScenario, LoadScenario;
-// errors name the file, line, column and field) or built in
-// (BuiltinScenarios: taskhost, fanout, mixed; their YAML is in
-// runtime/scenarios and doubles as an example). A Generator yields the
-// same Items for the same seed.
+// Scenarios live in package runtime/scenario: declarative and seeded, from
+// YAML or JSON (scenario.Parse, scenario.Load; errors name the file, line,
+// column and field) or built in (scenario.Builtins: taskhost, fanout, mixed;
+// their YAML is in runtime/scenario/builtin and doubles as an example). A
+// scenario.Generator yields the same Items for the same seed; Run submits
+// a scenario's Count of them.
 package runtime

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/amdahl-rt/amdahl/runtime/scenario"
 )
 
 // Run runs a scenario end to end: it starts a Runtime with cfg, submits
@@ -16,7 +18,7 @@ import (
 // error is ctx's. A Summary whose counts do not reconcile is an error.
 // With cfg.MaxInFlight, Run submits a unit only while fewer than that many
 // are in flight (a closed loop), so units do not wait in the queue.
-func Run(ctx context.Context, cfg Config, sc *Scenario) (Summary, error) {
+func Run(ctx context.Context, cfg Config, sc *scenario.Scenario) (Summary, error) {
 	if sc == nil {
 		return Summary{}, errors.New("runtime: run: no scenario")
 	}

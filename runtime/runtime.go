@@ -30,6 +30,7 @@ import (
 	"github.com/amdahl-rt/amdahl/chunking/dtpb"
 	"github.com/amdahl-rt/amdahl/ipc"
 	"github.com/amdahl-rt/amdahl/ipc/ipcpb"
+	"github.com/amdahl-rt/amdahl/runtime/scenario"
 	"github.com/amdahl-rt/amdahl/telemetry"
 	"github.com/amdahl-rt/amdahl/telemetry/attribution"
 	"github.com/amdahl-rt/amdahl/telemetry/otelsetup"
@@ -143,7 +144,7 @@ func (c *Config) UseTelemetry(tel *otelsetup.Telemetry) {
 // Result is how one unit of work ended.
 type Result struct {
 	Seq     int
-	Kind    Kind
+	Kind    scenario.Kind
 	Shape   string
 	Outcome telemetry.Outcome
 	// Reason says why a unit failed or was cancelled; Class is its short,
@@ -185,7 +186,7 @@ type Runtime struct {
 	mu       sync.Mutex
 	units    map[trace.TraceID]*unit
 	acc      attribution.Accumulator
-	byKind   map[Kind]*attribution.Accumulator
+	byKind   map[scenario.Kind]*attribution.Accumulator
 	counts   [3]int
 	classes  map[string]int
 	examples map[string]string
@@ -210,7 +211,7 @@ func (u *unit) rootContext() context.Context {
 
 // unit is one unit of work in flight.
 type unit struct {
-	item    Item
+	item    scenario.Item
 	id      string
 	work    telemetry.WorkSpan
 	disp    trace.Span
@@ -254,7 +255,7 @@ func New(ctx context.Context, cfg Config) (_ *Runtime, err error) {
 		queue:    make(chan *unit, cfg.Settings.Queue),
 		stopping: make(chan struct{}),
 		units:    map[trace.TraceID]*unit{},
-		byKind:   map[Kind]*attribution.Accumulator{},
+		byKind:   map[scenario.Kind]*attribution.Accumulator{},
 		classes:  map[string]int{},
 		examples: map[string]string{},
 		runID:    rand.Text()[:12],
@@ -377,7 +378,7 @@ func (r *Runtime) HostPIDs() map[int]int {
 // Summary), also if the runtime is closed first (cancelled). It returns
 // ErrClosed after Close, or ctx's error if ctx ends while the queue is full
 // (the unit is then not submitted).
-func (r *Runtime) Submit(ctx context.Context, it Item) error {
+func (r *Runtime) Submit(ctx context.Context, it scenario.Item) error {
 	// Close waits for every Submit that got past this point, then drains
 	// the queue itself, so no unit is left in it unaccounted for.
 	r.smu.Lock()
@@ -392,7 +393,7 @@ func (r *Runtime) Submit(ctx context.Context, it Item) error {
 	u := &unit{item: it, id: fmt.Sprintf("%s%d", r.instancePrefix(), r.seq.Add(1))}
 	u.comp = r.rt
 	transport := TransportIPC
-	if it.Kind == KindFanout {
+	if it.Kind == scenario.KindFanout {
 		u.comp, transport = r.rtChunk, TransportChunking
 	}
 	// Every unit is a root of its own trace.
@@ -490,9 +491,9 @@ func (r *Runtime) runUnit(drain context.Context, u *unit) {
 	var class string
 	outcome := telemetry.OK
 	switch u.item.Kind {
-	case KindTask:
+	case scenario.KindTask:
 		class, err = r.runTask(ctx, u)
-	case KindFanout:
+	case scenario.KindFanout:
 		class, err = r.runFanout(ctx, u)
 	default:
 		class, err = "bad item", fmt.Errorf("unit %d: unknown kind %v", u.item.Seq, u.item.Kind)
@@ -865,7 +866,7 @@ type Summary struct {
 func (r *Runtime) Summary() Summary {
 	r.mu.Lock()
 	lastEnd := r.lastEnd
-	byKind := map[Kind]*attribution.Accumulator{}
+	byKind := map[scenario.Kind]*attribution.Accumulator{}
 	for k, a := range r.byKind {
 		byKind[k] = a
 	}

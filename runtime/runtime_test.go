@@ -25,6 +25,7 @@ import (
 
 	"github.com/amdahl-rt/amdahl/chunking"
 	"github.com/amdahl-rt/amdahl/ipc/ipcpb"
+	"github.com/amdahl-rt/amdahl/runtime/scenario"
 	"github.com/amdahl-rt/amdahl/telemetry"
 	"github.com/amdahl-rt/amdahl/telemetry/attribution"
 	"github.com/amdahl-rt/amdahl/telemetry/otelsetup"
@@ -218,7 +219,7 @@ func checkTrace(t *testing.T, spans []sdktrace.ReadOnlySpan, units int, wantHost
 }
 
 func TestRunTaskhostEndToEnd(t *testing.T) {
-	sc, err := BuiltinScenario("taskhost")
+	sc, err := scenario.Builtin("taskhost")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -283,7 +284,7 @@ func TestRunTaskhostEndToEnd(t *testing.T) {
 // TestCriticalSharesPerUnit: each unit's critical-path times add up to its
 // end-to-end time exactly (q of every unit sums to 1).
 func TestCriticalSharesPerUnit(t *testing.T) {
-	sc, err := BuiltinScenario("mixed")
+	sc, err := scenario.Builtin("mixed")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -328,7 +329,7 @@ func TestCriticalSharesPerUnit(t *testing.T) {
 func TestLiveExecuteOnThePath(t *testing.T) {
 	cfg := testConfig(t, testSettings(t, "scenario.count=200"), nil)
 	r := startRuntime(t, cfg)
-	sc, err := BuiltinScenario("taskhost")
+	sc, err := scenario.Builtin("taskhost")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -358,7 +359,7 @@ func TestLiveExecuteOnThePath(t *testing.T) {
 }
 
 func TestRunFanout(t *testing.T) {
-	sc, err := BuiltinScenario("fanout")
+	sc, err := scenario.Builtin("fanout")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -417,12 +418,12 @@ func processGone(pid int) bool {
 }
 
 // blockingUnit is a task unit that blocks in its host.
-func blockingUnit(seq int) Item {
-	return Item{Seq: seq, Kind: KindTask, Task: &TaskItem{TaskName: taskBlock, Parameters: map[string]string{"p0": "x"}}}
+func blockingUnit(seq int) scenario.Item {
+	return scenario.Item{Seq: seq, Kind: scenario.KindTask, Task: &scenario.TaskItem{TaskName: taskBlock, Parameters: map[string]string{"p0": "x"}}}
 }
 
-func smallUnit(seq int) Item {
-	return Item{Seq: seq, Kind: KindTask, Task: &TaskItem{Parameters: map[string]string{"p0": strings.Repeat("x", 1000)}, ExecutePasses: 1}}
+func smallUnit(seq int) scenario.Item {
+	return scenario.Item{Seq: seq, Kind: scenario.KindTask, Task: &scenario.TaskItem{Parameters: map[string]string{"p0": strings.Repeat("x", 1000)}, ExecutePasses: 1}}
 }
 
 // results collects Results by sequence number.
@@ -541,7 +542,7 @@ func TestTaskTimeout(t *testing.T) {
 	if err := r.Submit(context.Background(), blockingUnit(0)); err != nil {
 		t.Fatal(err)
 	}
-	fail := Item{Seq: 1, Kind: KindTask, Task: &TaskItem{TaskName: taskFail, Parameters: map[string]string{}}}
+	fail := scenario.Item{Seq: 1, Kind: scenario.KindTask, Task: &scenario.TaskItem{TaskName: taskFail, Parameters: map[string]string{}}}
 	if err := r.Submit(context.Background(), fail); err != nil {
 		t.Fatal(err)
 	}
@@ -636,7 +637,7 @@ func TestSidecarKilledMidRun(t *testing.T) {
 }
 
 func TestCancelledRunReconciles(t *testing.T) {
-	sc, err := BuiltinScenario("taskhost")
+	sc, err := scenario.Builtin("taskhost")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -922,7 +923,7 @@ func TestPerturbLengthensOnlyItsPhase(t *testing.T) {
 			}
 		}
 	}
-	sc, err := BuiltinScenario("taskhost")
+	sc, err := scenario.Builtin("taskhost")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/amdahl-rt/amdahl/chunking"
+	"github.com/amdahl-rt/amdahl/internal/bytesize"
 	"github.com/amdahl-rt/amdahl/internal/features"
 	"github.com/amdahl-rt/amdahl/ipc"
 	"github.com/amdahl-rt/amdahl/telemetry"
@@ -137,14 +138,25 @@ func parseCount(s string, min, max int) (int, error) {
 	return n, nil
 }
 
+// parseSize parses a size (package internal/bytesize: bytes, or a number
+// with unit B, KB, MB, GB, KiB, MiB, GiB) from min to max bytes.
+func parseSize(s string, min, max int) (int, error) {
+	n, err := bytesize.Parse(s)
+	if err != nil || n < min || n > max {
+		return 0, fmt.Errorf("want a size from %d to %d bytes: %s", min, max, bytesize.Want)
+	}
+	return n, nil
+}
+
 var registry = []setting{
-	{name: "ipc.buffer", values: "bytes, or a number with KiB or MiB (1 to 1073741824 bytes)",
+	{name: "ipc.buffer", values: fmt.Sprintf("a size from 1B to %s (e.g. 262144, 256KiB, 1.5MiB)", bytesize.Format(ipc.MaxBufferSize)),
 		doc: "requested kernel send buffer of each end (SO_SNDBUF, or F_SETPIPE_SZ for pipes); default 1MiB, 128KiB with AMDAHL_DISABLE_FEATURES_FROM_VERSION=0.1",
 		get: func(s *Settings) string { return strconv.Itoa(s.IPCBuffer) },
 		set: func(s *Settings, v string) error {
 			n, err := ipc.ParseBufferSize(v)
 			if err != nil {
-				return errors.New("want a positive number of bytes up to 1073741824, optionally with suffix KiB or MiB (e.g. 262144, 256KiB, 1MiB)")
+				return fmt.Errorf("want a positive size up to %d bytes (%s): %s (e.g. 262144, 256KiB, 1.5MiB)",
+					ipc.MaxBufferSize, bytesize.Format(ipc.MaxBufferSize), bytesize.Want)
 			}
 			s.IPCBuffer = n
 			return nil
@@ -185,11 +197,11 @@ var registry = []setting{
 			s.ChunkAccounting = a
 			return nil
 		}},
-	{name: "chunking.max_chunk_bytes", values: fmt.Sprintf("%d to %d", chunking.MinMaxChunkBytes, chunking.DefaultMaxChunkBytes),
-		doc: "chunk size limit in bytes",
+	{name: "chunking.max_chunk_bytes", values: fmt.Sprintf("a size from %d to %d bytes (e.g. 2MB, 3.5MiB)", chunking.MinMaxChunkBytes, chunking.DefaultMaxChunkBytes),
+		doc: "chunk size limit",
 		get: func(s *Settings) string { return strconv.Itoa(s.MaxChunkBytes) },
 		set: func(s *Settings, v string) (err error) {
-			s.MaxChunkBytes, err = parseCount(v, chunking.MinMaxChunkBytes, chunking.DefaultMaxChunkBytes)
+			s.MaxChunkBytes, err = parseSize(v, chunking.MinMaxChunkBytes, chunking.DefaultMaxChunkBytes)
 			return err
 		}},
 	{name: "chunking.large_payloads", values: "on, off", doc: "announce large-payload support: an oversized action gets a chunk of its own instead of failing the orchestration",

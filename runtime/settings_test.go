@@ -72,14 +72,17 @@ func TestBadSettingsRejected(t *testing.T) {
 		want []string
 	}{
 		{"ipc.bufer=1MiB", []string{`unknown setting "ipc.bufer"`, "valid names:", "ipc.buffer", "variant"}},
-		{"ipc.buffer=lots", []string{"ipc.buffer", `"lots"`, "KiB or MiB"}},
+		{"ipc.buffer=lots", []string{"ipc.buffer", `"lots"`, "KiB, MiB, GiB", "1.5MiB"}},
 		{"ipc.buffer=0", []string{"ipc.buffer", "positive"}},
+		{"ipc.buffer=2GiB", []string{"ipc.buffer", "up to 1073741824 bytes (1GiB)"}},
 		{"ipc.send=fast", []string{"ipc.send", "want sync or async"}},
 		{"ipc.transport=tcp", []string{"ipc.transport", "socketpair or pipe"}},
 		{"ipc.delta=maybe", []string{"ipc.delta", "on or off"}},
 		{"chunking.algorithm=magic", []string{"chunking.algorithm", "cached or legacy"}},
 		{"chunking.accounting=bytes", []string{"chunking.accounting", "wire or payload"}},
 		{"chunking.max_chunk_bytes=100", []string{"chunking.max_chunk_bytes", "1048576 to 4089446"}},
+		{"chunking.max_chunk_bytes=4MiB", []string{"chunking.max_chunk_bytes", "1048576 to 4089446", "KiB, MiB, GiB"}},
+		{"chunking.max_chunk_bytes=2.5", []string{"chunking.max_chunk_bytes", "1048576 to 4089446"}},
 		{"chunking.large_payloads=yes please", []string{"chunking.large_payloads", "on or off"}},
 		{"runtime.nodes=0", []string{"runtime.nodes", "1 to 256"}},
 		{"runtime.concurrency=-1", []string{"runtime.concurrency", "1 to 4096"}},
@@ -112,6 +115,32 @@ func TestBadSettingsRejected(t *testing.T) {
 	})
 	if err == nil || !strings.Contains(err.Error(), "AMDAHL_IPC_SEND") {
 		t.Errorf("AMDAHL_IPC_SEND=fast: got %v, want an error naming the variable", err)
+	}
+}
+
+// TestSizeSettings: the size settings take the one size grammar of
+// internal/bytesize, and Get reports plain bytes.
+func TestSizeSettings(t *testing.T) {
+	for _, tc := range []struct {
+		name, value, get string
+	}{
+		{"ipc.buffer", "1.5MiB", "1572864"},
+		{"ipc.buffer", "262144", "262144"},
+		{"ipc.buffer", "2MB", "2000000"},
+		{"ipc.buffer", "1GiB", "1073741824"},
+		{"chunking.max_chunk_bytes", "3.5MiB", "3670016"},
+		{"chunking.max_chunk_bytes", "2MB", "2000000"},
+		{"chunking.max_chunk_bytes", "1MiB", "1048576"},
+		{"chunking.max_chunk_bytes", "4089446B", "4089446"},
+	} {
+		s, err := ResolveSettings([]string{tc.name + "=" + tc.value}, noEnv)
+		if err != nil {
+			t.Errorf("--set %s=%s: %v", tc.name, tc.value, err)
+			continue
+		}
+		if got, _ := s.Get(tc.name); got != tc.get {
+			t.Errorf("--set %s=%s: Get = %q, want %q", tc.name, tc.value, got, tc.get)
+		}
 	}
 }
 

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/amdahl-rt/amdahl/runtime"
+	"github.com/amdahl-rt/amdahl/runtime/scenario"
 	"github.com/amdahl-rt/amdahl/telemetry/attribution"
 	"github.com/amdahl-rt/amdahl/telemetry/otelsetup"
 	"github.com/spf13/cobra"
@@ -331,7 +332,7 @@ func targetsOf(differ []string) []string {
 }
 
 // abOne runs one side once and keeps its units past the warm-up.
-func abOne(ctx context.Context, sc *runtime.Scenario, set runtime.Settings, side string, index int, f abFlags, logger *slog.Logger) (abRun, error) {
+func abOne(ctx context.Context, sc *scenario.Scenario, set runtime.Settings, side string, index int, f abFlags, logger *slog.Logger) (abRun, error) {
 	var mu sync.Mutex
 	var works []attribution.Work
 	cfg := runtime.Config{Settings: set, Scenario: sc.Name, Logger: logger, HostArgv: f.hostArgv, MaxInFlight: f.inFlight,

@@ -13,8 +13,10 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/amdahl-rt/amdahl/chunking"
+	"github.com/amdahl-rt/amdahl/internal/bytesize"
 	"github.com/amdahl-rt/amdahl/ipc"
 	"github.com/amdahl-rt/amdahl/runtime"
+	"github.com/amdahl-rt/amdahl/runtime/scenario"
 	"github.com/amdahl-rt/amdahl/telemetry"
 	"github.com/amdahl-rt/amdahl/telemetry/otelsetup"
 )
@@ -119,7 +121,7 @@ error with the file, line, column and field. Exit status 2 when a file is
 invalid.
 
 Example:
-  amdahl scenarios validate runtime/scenarios/fanout.yaml docs/scenarios/tiny20k.yaml`,
+  amdahl scenarios validate runtime/scenario/builtin/fanout.yaml docs/scenarios/tiny20k.yaml`,
 		Args: func(_ *cobra.Command, args []string) error {
 			if len(args) == 0 {
 				return usageError{fmt.Errorf("scenarios validate takes one scenario file or more, got none")}
@@ -129,7 +131,7 @@ Example:
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var bad []string
 			for _, f := range args {
-				s, err := runtime.LoadScenario(f)
+				s, err := scenario.Load(f)
 				if err != nil {
 					fmt.Fprintf(cmd.OutOrStdout(), "%s: invalid: %v\n", f, err)
 					bad = append(bad, f)
@@ -150,7 +152,7 @@ Example:
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 0, 2, ' ', 0)
 			fmt.Fprintln(tw, "NAME\tUNITS\tSEED\tWORKLOADS\tDESCRIPTION")
-			for _, s := range runtime.BuiltinScenarios() {
+			for _, s := range scenario.Builtins() {
 				fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\n", s.Name, s.Count, s.Seed, describeWorkloads(s), s.Description)
 			}
 			return tw.Flush()
@@ -160,17 +162,17 @@ Example:
 	return cmd
 }
 
-func describeWorkloads(s *runtime.Scenario) string {
+func describeWorkloads(s *scenario.Scenario) string {
 	out := ""
 	for i, w := range s.Workloads {
 		if i > 0 {
 			out += "; "
 		}
 		switch w.Kind {
-		case runtime.KindTask:
+		case scenario.KindTask:
 			out += fmt.Sprintf("taskhost×%g (config mean %s cap %s, env %s)", w.Weight,
-				runtime.FormatSize(w.Task.ConfigMeanBytes), runtime.FormatSize(w.Task.ConfigCapBytes), runtime.FormatSize(w.Task.EnvironmentBytes))
-		case runtime.KindFanout:
+				bytesize.Format(w.Task.ConfigMeanBytes), bytesize.Format(w.Task.ConfigCapBytes), bytesize.Format(w.Task.EnvironmentBytes))
+		case scenario.KindFanout:
 			out += fmt.Sprintf("fanout×%g (", w.Weight)
 			for j, sh := range w.Fanout.Shapes {
 				if j > 0 {

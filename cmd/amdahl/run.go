@@ -19,6 +19,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/amdahl-rt/amdahl/runtime"
+	"github.com/amdahl-rt/amdahl/runtime/scenario"
 	"github.com/amdahl-rt/amdahl/telemetry"
 	"github.com/amdahl-rt/amdahl/telemetry/otelsetup"
 )
@@ -186,13 +187,13 @@ func runRun(ctx context.Context, cmd *cobra.Command, f runFlags) error {
 
 // loadScenario returns the scenario of --scenario-file when given, else
 // the built-in --scenario; a bad one is a usage error.
-func loadScenario(name, file string) (*runtime.Scenario, error) {
-	var sc *runtime.Scenario
+func loadScenario(name, file string) (*scenario.Scenario, error) {
+	var sc *scenario.Scenario
 	var err error
 	if file != "" {
-		sc, err = runtime.LoadScenario(file)
+		sc, err = scenario.Load(file)
 	} else {
-		sc, err = runtime.BuiltinScenario(name)
+		sc, err = scenario.Builtin(name)
 	}
 	if err != nil {
 		return nil, usageError{err}

@@ -19,6 +19,7 @@ import (
 
 	"github.com/amdahl-rt/amdahl/ipc/ipcpb"
 	"github.com/amdahl-rt/amdahl/runtime"
+	"github.com/amdahl-rt/amdahl/runtime/scenario"
 )
 
 // envChild marks a process started by the runtime as a task host.
@@ -92,7 +93,7 @@ func parent(ctx context.Context, stdout io.Writer) error {
 		return err
 	}
 	for i, doc := range documents {
-		item := runtime.Item{Seq: i, Kind: runtime.KindTask, Task: &runtime.TaskItem{
+		item := scenario.Item{Seq: i, Kind: scenario.KindTask, Task: &scenario.TaskItem{
 			TaskName: taskWordCount, Parameters: map[string]string{"text": doc}}}
 		if err := r.Submit(ctx, item); err != nil {
 			return errors.Join(err, r.Close(context.WithoutCancel(ctx)))

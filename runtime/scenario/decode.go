@@ -1,0 +1,475 @@
+package scenario
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/amdahl-rt/amdahl/internal/bytesize"
+)
+
+// Keys accepted at each level of a scenario file, in documentation order.
+var (
+	scenarioKeys = []string{"name", "description", "seed", "count", "workloads"}
+	workloadKeys = []string{"kind", "weight", "task", "fanout"}
+	taskKeys     = []string{"config_mean", "config_sigma", "config_cap", "config_min", "environment", "parameters", "execute_passes"}
+	fanoutKeys   = []string{"shapes"}
+	shapeKeys    = []string{"name", "weight", "actions", "action_bytes", "first_action_bytes"}
+)
+
+// Load reads and parses the scenario file at path, as Parse does.
+func Load(path string) (*Scenario, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("load scenario: %w", err)
+	}
+	return Parse(path, data)
+}
+
+// Parse parses a scenario in YAML or JSON, fills in the defaults for
+// absent fields and validates it. file is used only in error messages and,
+// when the scenario has no name, to name it (file's base name without its
+// extension). Every error is an *Error naming the file, line, column
+// and field. Anchors and aliases are followed; merge keys ("<<") are not
+// supported.
+func Parse(file string, data []byte) (*Scenario, error) {
+	d := &decoder{file: file, pos: make(map[string]*yaml.Node)}
+	root, err := d.parse(data)
+	if err != nil {
+		return nil, err
+	}
+	s, err := d.scenario(root)
+	if err != nil {
+		return nil, err
+	}
+	if _, ok := d.pos["name"]; !ok && file != "" {
+		base := filepath.Base(file)
+		s.Name = strings.TrimSuffix(base, filepath.Ext(base))
+	}
+	if err := s.validate(); err != nil {
+		d.locate(err)
+		return nil, err
+	}
+	return s, nil
+}
+
+// decoder walks a yaml.Node tree by hand, so that every error can name the
+// field and its position, and records where each field was read so that
+// validation errors can be placed too.
+type decoder struct {
+	file string
+	pos  map[string]*yaml.Node // field path → the key (or sequence item) node it was read from
+}
+
+func (d *decoder) errorf(at *yaml.Node, field, format string, args ...any) *Error {
+	e := &Error{File: d.file, Field: field, Msg: fmt.Sprintf(format, args...)}
+	if at != nil {
+		e.Line, e.Column = at.Line, at.Column
+	}
+	return e
+}
+
+// locate places a validation error at the field it names, or at its nearest
+// ancestor that appears in the file (a defaulted field has no position).
+func (d *decoder) locate(e *Error) {
+	e.File = d.file
+	for f := e.Field; ; f = parentField(f) {
+		if n, ok := d.pos[f]; ok {
+			e.Line, e.Column = n.Line, n.Column
+			return
+		}
+		if f == "" {
+			return
+		}
+	}
+}
+
+func parentField(f string) string {
+	if i := strings.LastIndexAny(f, ".["); i >= 0 {
+		return f[:i]
+	}
+	return ""
+}
+
+// parse parses exactly one YAML document and returns its root node.
+func (d *decoder) parse(data []byte) (*yaml.Node, error) {
+	docs, err := parseDocuments(data, 2)
+	switch {
+	case err != nil:
+		return nil, d.syntaxError(data, err)
+	case len(docs) == 0:
+		return nil, d.errorf(nil, "", "empty scenario")
+	case len(docs) > 1:
+		return nil, d.errorf(docs[1], "", "more than one YAML document (want one scenario per file)")
+	}
+	doc := docs[0]
+	if doc.Kind != yaml.DocumentNode || len(doc.Content) != 1 {
+		return nil, d.errorf(doc, "", "empty scenario")
+	}
+	root := doc.Content[0]
+	d.pos[""] = root
+	return root, nil
+}
+
+// parseDocuments parses up to max documents of data.
+func parseDocuments(data []byte, max int) ([]*yaml.Node, error) {
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	var docs []*yaml.Node
+	for len(docs) < max {
+		doc := new(yaml.Node)
+		if err := dec.Decode(doc); err != nil {
+			if errors.Is(err, io.EOF) {
+				break
+			}
+			return docs, err
+		}
+		docs = append(docs, doc)
+	}
+	return docs, nil
+}
+
+var yamlLine = regexp.MustCompile(`(?s)^yaml: (?:line ([0-9]+): )?(.*)$`)
+
+// syntaxError turns a YAML parser error into an *Error with the line of
+// the problem.
+func (d *decoder) syntaxError(data []byte, err error) *Error {
+	e := &Error{File: d.file, Msg: "invalid YAML: " + err.Error()}
+	m := yamlLine.FindStringSubmatch(err.Error())
+	if m == nil {
+		return e
+	}
+	e.Msg = "invalid YAML: " + m[2]
+	e.Line, _ = strconv.Atoi(m[1])
+	if line := syntaxLine(data, m[2]); line > 0 {
+		e.Line = line
+	}
+	return e
+}
+
+// syntaxLine returns the 1-based line at which a syntax error with message
+// msg first appears, or 0 if it cannot tell. yaml.v3 reports some errors
+// at the line where the enclosing construct began, 0-based, and others
+// (an unknown alias) with no line at all; the first line whose prefix of
+// the document fails with the same message is where the problem is. The
+// search is quadratic, so it is bounded to scenario-sized inputs.
+func syntaxLine(data []byte, msg string) int {
+	const maxBytes, maxLines = 16 << 10, 1000
+	if len(data) > maxBytes {
+		return 0
+	}
+	line := 0
+	for i := 0; i <= len(data) && line < maxLines; i++ {
+		if i < len(data) && data[i] != '\n' {
+			continue
+		}
+		line++
+		_, err := parseDocuments(data[:i], math.MaxInt)
+		if err == nil {
+			continue
+		}
+		if m := yamlLine.FindStringSubmatch(err.Error()); m != nil && m[2] == msg {
+			return line
+		}
+	}
+	return 0
+}
+
+func resolve(n *yaml.Node) *yaml.Node {
+	for n.Kind == yaml.AliasNode && n.Alias != nil {
+		n = n.Alias
+	}
+	return n
+}
+
+func isNull(n *yaml.Node) bool {
+	return n.Kind == yaml.ScalarNode && n.ShortTag() == "!!null"
+}
+
+func join(path, key string) string {
+	if path == "" {
+		return key
+	}
+	return path + "." + key
+}
+
+// describe names a node's kind for "want X, got Y" messages.
+func describe(n *yaml.Node) string {
+	switch n.Kind {
+	case yaml.MappingNode:
+		return "a mapping"
+	case yaml.SequenceNode:
+		return "a list"
+	case yaml.ScalarNode:
+		v := n.Value
+		if len(v) > 40 {
+			v = v[:40] + "…"
+		}
+		switch n.ShortTag() {
+		case "!!null":
+			return "null"
+		case "!!str":
+			return fmt.Sprintf("string %q", v)
+		case "!!int":
+			return "integer " + v
+		case "!!float":
+			return "number " + v
+		case "!!bool":
+			return "boolean " + v
+		}
+		return fmt.Sprintf("%s %q", n.ShortTag(), v)
+	}
+	return "an unsupported node"
+}
+
+// fields walks the mapping n in file order, calling fn for each key. A null n
+// is an empty mapping. Other kinds, non-scalar keys, duplicate keys and keys
+// not in valid are errors.
+func (d *decoder) fields(n *yaml.Node, path string, valid []string, fn func(key string, k, v *yaml.Node, field string) error) error {
+	at := n
+	n = resolve(n)
+	if isNull(n) {
+		return nil
+	}
+	if n.Kind != yaml.MappingNode {
+		return d.errorf(at, path, "want a mapping, got %s", describe(n))
+	}
+	seen := make(map[string]*yaml.Node, len(n.Content)/2)
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, v := n.Content[i], n.Content[i+1]
+		if rk := resolve(k); rk.Kind != yaml.ScalarNode {
+			return d.errorf(k, path, "want a key, got %s", describe(rk))
+		}
+		key := resolve(k).Value
+		field := join(path, key)
+		if !slices.Contains(valid, key) {
+			return d.errorf(k, field, "unknown key (valid: %s)", strings.Join(valid, ", "))
+		}
+		if first, ok := seen[key]; ok {
+			return d.errorf(k, field, "duplicate key (first at line %d)", first.Line)
+		}
+		seen[key] = k
+		d.pos[field] = k
+		if err := fn(key, k, v, field); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// items walks the sequence n, calling fn for each item. A null n is an empty
+// list.
+func (d *decoder) items(n *yaml.Node, path string, fn func(item *yaml.Node, field string) error) error {
+	at := n
+	n = resolve(n)
+	if isNull(n) {
+		return nil
+	}
+	if n.Kind != yaml.SequenceNode {
+		return d.errorf(at, path, "want a list, got %s", describe(n))
+	}
+	for i, item := range n.Content {
+		field := fmt.Sprintf("%s[%d]", path, i)
+		d.pos[field] = item
+		if err := fn(item, field); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// scalar returns v as a non-null scalar, or an error placed at the key k.
+func (d *decoder) scalar(k, v *yaml.Node, field, want string) (*yaml.Node, error) {
+	v = resolve(v)
+	if v.Kind != yaml.ScalarNode || isNull(v) {
+		return nil, d.errorf(k, field, "want %s, got %s", want, describe(v))
+	}
+	return v, nil
+}
+
+func (d *decoder) str(k, v *yaml.Node, field string) (string, error) {
+	v, err := d.scalar(k, v, field, "a string")
+	if err != nil {
+		return "", err
+	}
+	return v.Value, nil
+}
+
+func (d *decoder) int(k, v *yaml.Node, field string) (int, error) {
+	v, err := d.scalar(k, v, field, "a whole number")
+	if err != nil {
+		return 0, err
+	}
+	var n int64
+	if v.ShortTag() != "!!int" || v.Decode(&n) != nil || n > math.MaxInt || n < math.MinInt {
+		return 0, d.errorf(k, field, "want a whole number, got %s", describe(v))
+	}
+	return int(n), nil
+}
+
+func (d *decoder) uint64(k, v *yaml.Node, field string) (uint64, error) {
+	v, err := d.scalar(k, v, field, "a whole number")
+	if err != nil {
+		return 0, err
+	}
+	var n uint64
+	if v.ShortTag() != "!!int" || v.Decode(&n) != nil {
+		return 0, d.errorf(k, field, "want a whole number 0..%d, got %s", uint64(math.MaxUint64), describe(v))
+	}
+	return n, nil
+}
+
+func (d *decoder) float(k, v *yaml.Node, field string) (float64, error) {
+	v, err := d.scalar(k, v, field, "a number")
+	if err != nil {
+		return 0, err
+	}
+	var f float64
+	if t := v.ShortTag(); t != "!!int" && t != "!!float" || v.Decode(&f) != nil {
+		return 0, d.errorf(k, field, "want a number, got %s", describe(v))
+	}
+	return f, nil
+}
+
+func (d *decoder) size(k, v *yaml.Node, field string) (int, error) {
+	v, err := d.scalar(k, v, field, "a size")
+	if err != nil {
+		return 0, err
+	}
+	if t := v.ShortTag(); t != "!!int" && t != "!!float" && t != "!!str" {
+		return 0, d.errorf(k, field, "want a size, got %s", describe(v))
+	}
+	n, err := bytesize.Parse(v.Value)
+	if err != nil {
+		return 0, d.errorf(k, field, "%v", err)
+	}
+	return n, nil
+}
+
+func (d *decoder) scenario(root *yaml.Node) (*Scenario, error) {
+	s := &Scenario{}
+	err := d.fields(root, "", scenarioKeys, func(key string, k, v *yaml.Node, field string) error {
+		var err error
+		switch key {
+		case "name":
+			s.Name, err = d.str(k, v, field)
+		case "description":
+			s.Description, err = d.str(k, v, field)
+		case "seed":
+			s.Seed, err = d.uint64(k, v, field)
+		case "count":
+			s.Count, err = d.int(k, v, field)
+		case "workloads":
+			err = d.items(v, field, func(item *yaml.Node, field string) error {
+				w, err := d.workload(item, field)
+				s.Workloads = append(s.Workloads, w)
+				return err
+			})
+		}
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+func (d *decoder) workload(n *yaml.Node, path string) (Workload, error) {
+	w := Workload{Weight: 1}
+	err := d.fields(n, path, workloadKeys, func(key string, k, v *yaml.Node, field string) error {
+		var err error
+		switch key {
+		case "kind":
+			var s string
+			if s, err = d.str(k, v, field); err != nil {
+				return err
+			}
+			if w.Kind, err = ParseKind(s); err != nil {
+				return d.errorf(k, field, "%v", err)
+			}
+		case "weight":
+			w.Weight, err = d.float(k, v, field)
+		case "task":
+			t := DefaultTaskSpec()
+			w.Task = &t
+			err = d.task(v, field, w.Task)
+		case "fanout":
+			w.Fanout = &FanoutSpec{}
+			err = d.fanout(v, field, w.Fanout)
+		}
+		return err
+	})
+	if w.Kind == KindTask && w.Task == nil {
+		t := DefaultTaskSpec()
+		w.Task = &t
+	}
+	return w, err
+}
+
+func (d *decoder) task(n *yaml.Node, path string, t *TaskSpec) error {
+	return d.fields(n, path, taskKeys, func(key string, k, v *yaml.Node, field string) error {
+		var err error
+		switch key {
+		case "config_mean":
+			t.ConfigMeanBytes, err = d.size(k, v, field)
+		case "config_sigma":
+			t.ConfigSigma, err = d.float(k, v, field)
+		case "config_cap":
+			t.ConfigCapBytes, err = d.size(k, v, field)
+		case "config_min":
+			t.ConfigMinBytes, err = d.size(k, v, field)
+		case "environment":
+			t.EnvironmentBytes, err = d.size(k, v, field)
+		case "parameters":
+			t.Parameters, err = d.int(k, v, field)
+		case "execute_passes":
+			t.ExecutePasses, err = d.int(k, v, field)
+		}
+		return err
+	})
+}
+
+func (d *decoder) fanout(n *yaml.Node, path string, f *FanoutSpec) error {
+	return d.fields(n, path, fanoutKeys, func(key string, k, v *yaml.Node, field string) error {
+		return d.items(v, field, func(item *yaml.Node, field string) error {
+			sh, err := d.shape(item, field)
+			f.Shapes = append(f.Shapes, sh)
+			return err
+		})
+	})
+}
+
+func (d *decoder) shape(n *yaml.Node, path string) (FanoutShape, error) {
+	sh := FanoutShape{Weight: 1}
+	named := false
+	err := d.fields(n, path, shapeKeys, func(key string, k, v *yaml.Node, field string) error {
+		var err error
+		switch key {
+		case "name":
+			named = true
+			sh.Name, err = d.str(k, v, field)
+		case "weight":
+			sh.Weight, err = d.float(k, v, field)
+		case "actions":
+			sh.Actions, err = d.int(k, v, field)
+		case "action_bytes":
+			sh.ActionBytes, err = d.size(k, v, field)
+		case "first_action_bytes":
+			sh.FirstActionBytes, err = d.size(k, v, field)
+		}
+		return err
+	})
+	if err == nil && !named {
+		sh.Name = sh.defaultName()
+	}
+	return sh, err
+}
