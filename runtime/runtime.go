@@ -228,27 +228,8 @@ func New(ctx context.Context, cfg Config) (_ *Runtime, err error) {
 	if cfg.Settings.Nodes < 1 || cfg.Settings.Concurrency < 1 || cfg.Settings.Queue < 1 {
 		return nil, errors.New("runtime: settings not resolved (use DefaultSettings or ResolveSettings)")
 	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.Default()
-	}
-	if cfg.HostGrace <= 0 {
-		cfg.HostGrace = 2 * time.Second
-	}
-	if cfg.LeaseTimeout <= 0 {
-		cfg.LeaseTimeout = time.Minute
-	}
-	if cfg.DrainTimeout <= 0 {
-		cfg.DrainTimeout = 10 * time.Second
-	}
-	if cfg.Scenario == "" {
-		cfg.Scenario = "custom"
-	}
-	if len(cfg.HostArgv) == 0 {
-		exe, err := os.Executable()
-		if err != nil {
-			return nil, fmt.Errorf("runtime: find this executable for task hosts: %w", err)
-		}
-		cfg.HostArgv = []string{exe, "taskhost"}
+	if err := cfg.defaults(); err != nil {
+		return nil, err
 	}
 	r := &Runtime{
 		cfg: cfg, set: cfg.Settings, log: cfg.Logger,
@@ -269,76 +250,13 @@ func New(ctx context.Context, cfg Config) (_ *Runtime, err error) {
 			_ = r.shutdownParts(context.Background())
 		}
 	}()
-	tp, mp := cfg.TracerProvider, cfg.MeterProvider
-	if mp == nil {
-		mp = otel.GetMeterProvider()
-	}
-	spans := cfg.Spans
-	if tp == nil {
-		private := sdktrace.NewTracerProvider()
-		r.privateTP, tp, spans = private, private, private
-	} else if spans == nil {
-		sdk, ok := tp.(*sdktrace.TracerProvider)
-		if !ok {
-			return nil, fmt.Errorf("runtime: attribution needs the run's spans: Config.TracerProvider is a %T, so set Config.Spans to the SDK provider it records into", tp)
-		}
-		spans = sdk
-	}
-	spans.RegisterSpanProcessor(r.col)
-	r.spans = spans
-	attrs := func(transport string) []attribute.KeyValue {
-		return []attribute.KeyValue{telemetry.AttrTransport.String(transport),
-			telemetry.AttrScenario.String(cfg.Scenario), telemetry.AttrVariant.String(cfg.Settings.Variant)}
-	}
-	var ipcComp, chunkComp *telemetry.Component
-	delays := cfg.Settings.delays()
-	for _, c := range []struct {
-		dst       **telemetry.Component
-		name, tpt string
-	}{{&r.rt, "runtime", TransportIPC}, {&r.rtChunk, "runtime", TransportChunking}, {&r.hostComp, "taskhost", TransportIPC},
-		{&ipcComp, "ipc", TransportIPC}, {&chunkComp, "chunking", TransportChunking}} {
-		if *c.dst, err = telemetry.NewComponent(c.name, telemetry.ComponentConfig{TracerProvider: tp, MeterProvider: mp,
-			PhaseLabels: cfg.PhaseLabels, Attributes: attrs(c.tpt), Delay: delays[c.name]}); err != nil {
-			return nil, err
-		}
-	}
-	r.tracer = r.rt.Tracer()
-
-	// Sidecar: in-process on loopback, or the one at SidecarAddr.
-	addr := cfg.SidecarAddr
-	if addr == "" {
-		if r.side, err = chunking.NewSidecar(chunking.SidecarConfig{Component: chunkComp, TracerProvider: tp, MeterProvider: mp}); err != nil {
-			return nil, err
-		}
-		lis, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, fmt.Errorf("runtime: in-process sidecar: %w", err)
-		}
-		addr = lis.Addr().String()
-		r.sideCh = make(chan error, 1)
-		go func() { r.sideCh <- r.side.Serve(lis) }()
-	}
-	notLease := filters.Not(filters.Any(filters.MethodName("StartInstance"), filters.MethodName("GetWorkItems")))
-	r.cc, err = grpc.NewClient(addr,
-		grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(chunking.DefaultMaxRecvMsgSize)),
-		grpc.WithStatsHandler(otelgrpc.NewClientHandler(otelgrpc.WithTracerProvider(tp), otelgrpc.WithMeterProvider(mp),
-			otelgrpc.WithPropagators(propagation.TraceContext{}), otelgrpc.WithFilter(notLease))))
-	if err != nil {
-		return nil, fmt.Errorf("runtime: sidecar %s: %w", addr, err)
-	}
-	planner, err := chunking.NewPlanner(chunking.PlannerConfig{
-		MaxChunkBytes: cfg.Settings.MaxChunkBytes, Algorithm: cfg.Settings.ChunkAlgorithm,
-		Accounting: cfg.Settings.ChunkAccounting, LargePayloads: cfg.Settings.LargePayloads,
-		Component: chunkComp, MeterProvider: mp,
-	})
+	tp, mp, ipcComp, chunkComp, err := r.instrument(cfg)
 	if err != nil {
 		return nil, err
 	}
-	if r.sender, err = chunking.NewSender(r.cc, chunking.SenderConfig{Planner: planner, Retry: cfg.Retry, Component: chunkComp, MeterProvider: mp}); err != nil {
+	if err := r.connect(cfg, tp, mp, chunkComp); err != nil {
 		return nil, err
 	}
-	r.lease = startLeaser(r.cc, r.sender, r.instancePrefix(), cfg.LeaseTimeout, cfg.Settings.LargePayloads, r.log)
 
 	hostEnv := append(append([]string(nil), cfg.HostEnv...), cfg.Settings.childEnv()...)
 	r.pool = newPool(cfg.Settings.Nodes, &hostConfig{
@@ -352,6 +270,115 @@ func New(ctx context.Context, cfg Config) (_ *Runtime, err error) {
 		go r.worker(drain)
 	}
 	return r, nil
+}
+
+// defaults fills the fields of c left zero.
+func (c *Config) defaults() error {
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	if c.HostGrace <= 0 {
+		c.HostGrace = 2 * time.Second
+	}
+	if c.LeaseTimeout <= 0 {
+		c.LeaseTimeout = time.Minute
+	}
+	if c.DrainTimeout <= 0 {
+		c.DrainTimeout = 10 * time.Second
+	}
+	if c.Scenario == "" {
+		c.Scenario = "custom"
+	}
+	if len(c.HostArgv) == 0 {
+		exe, err := os.Executable()
+		if err != nil {
+			return fmt.Errorf("runtime: find this executable for task hosts: %w", err)
+		}
+		c.HostArgv = []string{exe, "taskhost"}
+	}
+	return nil
+}
+
+// instrument registers the attribution span processor and builds the
+// components of the runtime and of the libraries it drives on the
+// configured providers.
+func (r *Runtime) instrument(cfg Config) (tp trace.TracerProvider, mp metric.MeterProvider, ipcComp, chunkComp *telemetry.Component, err error) {
+	tp, mp = cfg.TracerProvider, cfg.MeterProvider
+	if mp == nil {
+		mp = otel.GetMeterProvider()
+	}
+	spans := cfg.Spans
+	if tp == nil {
+		private := sdktrace.NewTracerProvider()
+		r.privateTP, tp, spans = private, private, private
+	} else if spans == nil {
+		sdk, ok := tp.(*sdktrace.TracerProvider)
+		if !ok {
+			return nil, nil, nil, nil, fmt.Errorf("runtime: attribution needs the run's spans: Config.TracerProvider is a %T, so set Config.Spans to the SDK provider it records into", tp)
+		}
+		spans = sdk
+	}
+	spans.RegisterSpanProcessor(r.col)
+	r.spans = spans
+	attrs := func(transport string) []attribute.KeyValue {
+		return []attribute.KeyValue{telemetry.AttrTransport.String(transport),
+			telemetry.AttrScenario.String(cfg.Scenario), telemetry.AttrVariant.String(cfg.Settings.Variant)}
+	}
+	delays := cfg.Settings.delays()
+	for _, c := range []struct {
+		dst       **telemetry.Component
+		name, tpt string
+	}{{&r.rt, "runtime", TransportIPC}, {&r.rtChunk, "runtime", TransportChunking}, {&r.hostComp, "taskhost", TransportIPC},
+		{&ipcComp, "ipc", TransportIPC}, {&chunkComp, "chunking", TransportChunking}} {
+		if *c.dst, err = telemetry.NewComponent(c.name, telemetry.ComponentConfig{TracerProvider: tp, MeterProvider: mp,
+			PhaseLabels: cfg.PhaseLabels, Attributes: attrs(c.tpt), Delay: delays[c.name]}); err != nil {
+			return nil, nil, nil, nil, err
+		}
+	}
+	r.tracer = r.rt.Tracer()
+
+	return tp, mp, ipcComp, chunkComp, nil
+}
+
+// connect starts the in-process sidecar when there is none to complete
+// to, then the client, the chunking sender and the work-item stream.
+func (r *Runtime) connect(cfg Config, tp trace.TracerProvider, mp metric.MeterProvider, chunkComp *telemetry.Component) (err error) {
+	// Sidecar: in-process on loopback, or the one at SidecarAddr.
+	addr := cfg.SidecarAddr
+	if addr == "" {
+		if r.side, err = chunking.NewSidecar(chunking.SidecarConfig{Component: chunkComp, TracerProvider: tp, MeterProvider: mp}); err != nil {
+			return err
+		}
+		lis, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return fmt.Errorf("runtime: in-process sidecar: %w", err)
+		}
+		addr = lis.Addr().String()
+		r.sideCh = make(chan error, 1)
+		go func() { r.sideCh <- r.side.Serve(lis) }()
+	}
+	notLease := filters.Not(filters.Any(filters.MethodName("StartInstance"), filters.MethodName("GetWorkItems")))
+	r.cc, err = grpc.NewClient(addr,
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(chunking.DefaultMaxRecvMsgSize)),
+		grpc.WithStatsHandler(otelgrpc.NewClientHandler(otelgrpc.WithTracerProvider(tp), otelgrpc.WithMeterProvider(mp),
+			otelgrpc.WithPropagators(propagation.TraceContext{}), otelgrpc.WithFilter(notLease))))
+	if err != nil {
+		return fmt.Errorf("runtime: sidecar %s: %w", addr, err)
+	}
+	planner, err := chunking.NewPlanner(chunking.PlannerConfig{
+		MaxChunkBytes: cfg.Settings.MaxChunkBytes, Algorithm: cfg.Settings.ChunkAlgorithm,
+		Accounting: cfg.Settings.ChunkAccounting, LargePayloads: cfg.Settings.LargePayloads,
+		Component: chunkComp, MeterProvider: mp,
+	})
+	if err != nil {
+		return err
+	}
+	if r.sender, err = chunking.NewSender(r.cc, chunking.SenderConfig{Planner: planner, Retry: cfg.Retry, Component: chunkComp, MeterProvider: mp}); err != nil {
+		return err
+	}
+	r.lease = startLeaser(r.cc, r.sender, r.instancePrefix(), cfg.LeaseTimeout, cfg.Settings.LargePayloads, r.log)
+	return nil
 }
 
 // instancePrefix starts the orchestration instance id of every unit of
