@@ -34,6 +34,16 @@
 // and passes the bytes to gRPC as Encoded through Codec, so gRPC neither
 // sizes nor marshals them again.
 //
+// # Sidecar shutdown
+//
+// Sidecar.Close(ctx) drains as grpc.Server.GracefulStop does: no new
+// connections or RPCs; open GetWorkItems streams end with Unavailable
+// ("sidecar shutting down") and keep their leases, so a completion already
+// under way still applies; the calls in flight finish. If ctx ends first
+// the server is force-stopped (grpc.Server.Stop) and Close returns an error
+// wrapping ctx.Err() that counts the calls still in flight. The runtime's
+// in-process sidecar and amdahl sidecar allow the drain 5 s.
+//
 // # Settings
 //
 // The package reads no environment variables; the runtime maps the

@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc"
@@ -96,7 +97,8 @@ type buffer struct {
 // Sidecar is an in-process TaskHubSidecarService: it serves GetWorkItems
 // from work submitted with Submit, reassembles chunked completions keyed by
 // completion token, and records every applied completion. Methods are safe
-// for concurrent use. Start it with Serve; stop it with Close.
+// for concurrent use. Start it with Serve; stop it with Close, which drains
+// the calls in flight.
 type Sidecar struct {
 	cfg     SidecarConfig
 	comp    *telemetry.Component
@@ -115,9 +117,14 @@ type Sidecar struct {
 	tokenSeq  uint64
 	tokenPfx  uint64
 
-	closeOnce sync.Once
+	// stop is closed (under mu) when Close begins: waiting GetWorkItems
+	// streams and the janitor end, and Serve starts no janitor.
 	stop      chan struct{}
-	wg        sync.WaitGroup
+	wg        sync.WaitGroup // the janitor
+	calls     atomic.Int64   // RPCs in flight, counted by the interceptors
+	closeOnce sync.Once
+	closed    chan struct{} // closed when the first Close has finished
+	closeErr  error
 }
 
 // NewSidecar validates cfg and builds a Sidecar.
@@ -154,8 +161,10 @@ func NewSidecar(cfg SidecarConfig) (*Sidecar, error) {
 		active:    map[string]struct{}{},
 		tokenPfx:  rand.Uint64(),
 		stop:      make(chan struct{}),
+		closed:    make(chan struct{}),
 	}
-	opts := []grpc.ServerOption{grpc.MaxRecvMsgSize(cfg.MaxRecvMsgSize)}
+	opts := []grpc.ServerOption{grpc.MaxRecvMsgSize(cfg.MaxRecvMsgSize),
+		grpc.ChainUnaryInterceptor(s.countUnary), grpc.ChainStreamInterceptor(s.countStream)}
 	if cfg.TracerProvider != nil && cfg.MeterProvider != nil {
 		opts = append(opts, grpc.StatsHandler(otelgrpc.NewServerHandler(
 			otelgrpc.WithTracerProvider(cfg.TracerProvider), otelgrpc.WithMeterProvider(cfg.MeterProvider),
@@ -167,36 +176,111 @@ func NewSidecar(cfg SidecarConfig) (*Sidecar, error) {
 }
 
 // Serve serves gRPC on lis until Close, and runs the TTL janitor. It
-// blocks; it returns nil after Close.
+// blocks; it returns nil once Close has stopped the server (after Close it
+// closes lis and returns nil at once).
 func (s *Sidecar) Serve(lis net.Listener) error {
-	s.wg.Add(1)
-	go func() {
-		defer s.wg.Done()
-		t := time.NewTicker(max(s.cfg.BufferTTL/4, time.Millisecond))
-		defer t.Stop()
-		for {
-			select {
-			case <-s.stop:
-				return
-			case <-t.C:
-				s.ExpireBuffers()
-			}
-		}
-	}()
+	s.mu.Lock()
+	select {
+	case <-s.stop:
+	default:
+		s.wg.Add(1)
+		go s.janitor()
+	}
+	s.mu.Unlock()
 	if err := s.srv.Serve(lis); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
 		return fmt.Errorf("sidecar: serve: %w", err)
 	}
 	return nil
 }
 
-// Close stops the server (ending open GetWorkItems streams) and the
-// janitor, and waits for them. It is idempotent.
-func (s *Sidecar) Close() {
-	s.closeOnce.Do(func() {
-		close(s.stop)
-		s.srv.Stop()
-	})
+func (s *Sidecar) janitor() {
+	defer s.wg.Done()
+	t := time.NewTicker(max(s.cfg.BufferTTL/4, time.Millisecond))
+	defer t.Stop()
+	for {
+		select {
+		case <-s.stop:
+			return
+		case <-t.C:
+			s.ExpireBuffers()
+		}
+	}
+}
+
+// Close shuts the sidecar down, draining the calls in flight. It stops
+// accepting connections and RPCs, ends the open GetWorkItems streams (they
+// return Unavailable "sidecar shutting down" and deliver nothing more; the
+// work items they delivered stay leased, so completions already under way
+// still apply), and waits, as grpc.Server.GracefulStop does, until every
+// call in flight has returned. It stops the TTL janitor. It returns nil
+// when the drain finished.
+//
+// If ctx ends first, Close force-stops the server (grpc.Server.Stop: the
+// connections are closed and the handlers' contexts cancelled; a call in
+// flight fails on the client) and returns an error wrapping ctx.Err() that
+// says how many calls were still in flight. A handler (or interceptor from
+// ServerOptions) that ignores its context may still be running then; with
+// grpc.WaitForHandlers(true) among ServerOptions, Close waits for it.
+//
+// Close may be called more than once and from concurrent goroutines. Only
+// the first call shuts down, bounded by its ctx; the others wait for it to
+// finish and return its result, or return an error wrapping their own
+// ctx.Err() if their ctx ends first. Serve returns nil after Close. The
+// recorded completions (Completions, DrainCompletions) stay readable.
+func (s *Sidecar) Close(ctx context.Context) error {
+	first := false
+	s.closeOnce.Do(func() { first = true })
+	if first {
+		s.closeErr = s.shutdown(ctx)
+		close(s.closed)
+		return s.closeErr
+	}
+	select {
+	case <-s.closed:
+		return s.closeErr
+	case <-ctx.Done():
+		return fmt.Errorf("chunking: sidecar: close: waiting for a concurrent Close: %w", ctx.Err())
+	}
+}
+
+func (s *Sidecar) shutdown(ctx context.Context) error {
+	s.mu.Lock()
+	close(s.stop) // under mu: a GetWorkItems stream sees it before it delivers again
+	s.mu.Unlock()
+	// GracefulStop closes the listeners, sends GOAWAY, and waits for every
+	// RPC, the ended GetWorkItems streams included.
+	drained := make(chan struct{})
+	go func() {
+		defer close(drained)
+		s.srv.GracefulStop()
+	}()
+	var err error
+	select {
+	case <-drained:
+	case <-ctx.Done():
+		n := s.calls.Load()
+		s.srv.Stop() // also ends the GracefulStop, once the handlers return
+		calls := "calls"
+		if n == 1 {
+			calls = "call"
+		}
+		err = fmt.Errorf("chunking: sidecar: close: forced stop with %d %s still in flight: %w", n, calls, ctx.Err())
+	}
 	s.wg.Wait()
+	return err
+}
+
+// countUnary and countStream count the RPCs in flight, for Close's error.
+func (s *Sidecar) countUnary(ctx context.Context, req any, _ *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+	s.calls.Add(1)
+	defer s.calls.Add(-1)
+	return h(ctx, req)
+}
+
+func (s *Sidecar) countStream(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, h grpc.StreamHandler) error {
+	s.calls.Add(1)
+	defer s.calls.Add(-1)
+	return h(srv, ss)
 }
 
 // Submit queues an orchestrator work item for delivery on GetWorkItems.
@@ -271,9 +355,23 @@ func (ss *sidecarService) GetWorkItems(_ *dtpb.GetWorkItemsRequest, stream grpc.
 	s.streamSeq++
 	id := s.streamSeq
 	s.mu.Unlock()
-	defer s.disconnect(id)
+	// Ended by Close, the stream keeps its leases: a completion in flight
+	// still applies while Close drains.
+	closing := false
+	defer func() {
+		if !closing {
+			s.disconnect(id)
+		}
+	}()
 	for {
 		s.mu.Lock()
+		select {
+		case <-s.stop:
+			s.mu.Unlock()
+			closing = true
+			return status.Error(codes.Unavailable, "sidecar shutting down")
+		default:
+		}
 		if len(s.pending) == 0 {
 			wake := s.wake
 			s.mu.Unlock()
@@ -281,7 +379,6 @@ func (ss *sidecarService) GetWorkItems(_ *dtpb.GetWorkItemsRequest, stream grpc.
 			case <-ctx.Done():
 				return nil
 			case <-s.stop:
-				return status.Errorf(codes.Unavailable, "sidecar shutting down")
 			case <-wake:
 			}
 			continue

@@ -46,7 +46,11 @@ func startRig(t testing.TB, cfg SidecarConfig, dial ...grpc.DialOption) *rig {
 	}
 	t.Cleanup(func() {
 		conn.Close()
-		sc.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := sc.Close(ctx); err != nil {
+			t.Errorf("Close: %v", err)
+		}
 		if err := <-done; err != nil {
 			t.Errorf("Serve: %v", err)
 		}

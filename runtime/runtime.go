@@ -838,7 +838,10 @@ func (r *Runtime) shutdownParts(ctx context.Context) error {
 		errs = append(errs, r.cc.Close())
 	}
 	if r.side != nil {
-		r.side.Close()
+		// The in-process sidecar drains its calls in flight, for at most 5 s.
+		sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		errs = append(errs, r.side.Close(sctx))
+		cancel()
 		if r.sideCh != nil {
 			errs = append(errs, <-r.sideCh)
 		}

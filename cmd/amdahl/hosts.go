@@ -48,7 +48,8 @@ func newSidecarCmd() *cobra.Command {
 CompleteOrchestratorTask (chunked completions reassembled by completion token)
 and AbandonTaskOrchestratorWorkItem, wire-compatible with Durable Task workers.
 amdahl run --sidecar ADDR completes to it. It runs until interrupted, then
-prints how many completions it applied. Telemetry follows the standard
+drains the calls in flight (for up to 5 s, then it stops them) and prints
+how many completions it applied. Telemetry follows the standard
 environment variables (OTEL_EXPORTER_OTLP_ENDPOINT, AMDAHL_METRICS_ADDR, …).`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -93,13 +94,14 @@ environment variables (OTEL_EXPORTER_OTLP_ENDPOINT, AMDAHL_METRICS_ADDR, …).`,
 					applied += len(sc.DrainCompletions())
 					continue
 				case err := <-served:
-					sc.Close()
-					return err
+					return errors.Join(err, closeSidecar(ctx, sc))
 				case <-ctx.Done():
 				}
 				break
 			}
-			sc.Close()
+			if err := closeSidecar(ctx, sc); err != nil {
+				fmt.Fprintf(cmd.ErrOrStderr(), "amdahl sidecar: %v\n", err)
+			}
 			applied += len(sc.DrainCompletions())
 			slog.Debug("sidecar stopped")
 			fmt.Fprintf(cmd.ErrOrStderr(), "amdahl sidecar: stopped; %d completions applied\n", applied)
@@ -109,6 +111,18 @@ environment variables (OTEL_EXPORTER_OTLP_ENDPOINT, AMDAHL_METRICS_ADDR, …).`,
 	cmd.Flags().StringVar(&listen, "listen", "127.0.0.1:4001", "address to serve gRPC on (host:port; port 0 picks one)")
 	cmd.Flags().StringVar(&metricsAddr, "metrics-addr", "", "serve Prometheus /metrics on host:port")
 	return cmd
+}
+
+// sidecarDrainTimeout bounds how long amdahl sidecar waits, once
+// interrupted, for the calls in flight before it force-stops.
+const sidecarDrainTimeout = 5 * time.Second
+
+// closeSidecar closes sc, draining its calls in flight for up to
+// sidecarDrainTimeout (ctx may already be cancelled by the interrupt).
+func closeSidecar(ctx context.Context, sc *chunking.Sidecar) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), sidecarDrainTimeout)
+	defer cancel()
+	return sc.Close(ctx)
 }
 
 func newScenariosCmd() *cobra.Command {
