@@ -73,8 +73,14 @@ type Config struct {
 	// heap.pprof into HostProfileDir/host-<id>/.
 	HostProfileDir string
 	// SidecarAddr is the address (host:port) of a TaskHubSidecarService to
-	// complete to; "" starts an in-process sidecar on 127.0.0.1:0.
+	// complete to; "" starts an in-process sidecar on 127.0.0.1:0, which
+	// Close closes.
 	SidecarAddr string
+	// Sidecar, if set, is the sidecar this process serves at SidecarAddr,
+	// started by the caller, who closes it after the runtime's Close: the
+	// runtime counts and drains the completions it applied
+	// (Summary.SidecarApplied), so it keeps no payloads.
+	Sidecar *chunking.Sidecar
 	// Retry is the per-call retry budget of the chunking sender and of
 	// StartInstance (zero fields: chunking.DefaultRetryPolicy).
 	Retry chunking.RetryPolicy
@@ -170,7 +176,8 @@ type Runtime struct {
 	runID     string
 	sender    *chunking.Sender
 	cc        *grpc.ClientConn
-	side      *chunking.Sidecar // in-process sidecar, or nil
+	side      *chunking.Sidecar // the sidecar this process serves, or nil
+	ownSide   bool              // side was started by New: Close closes it
 	sideCh    chan error
 	lease     *leaser
 
@@ -343,9 +350,15 @@ func (r *Runtime) instrument(cfg Config) (tp trace.TracerProvider, mp metric.Met
 // connect starts the in-process sidecar when there is none to complete
 // to, then the client, the chunking sender and the work-item stream.
 func (r *Runtime) connect(cfg Config, tp trace.TracerProvider, mp metric.MeterProvider, chunkComp *telemetry.Component) (err error) {
-	// Sidecar: in-process on loopback, or the one at SidecarAddr.
+	// Sidecar: one the caller serves, in-process on loopback, or the one at
+	// SidecarAddr.
 	addr := cfg.SidecarAddr
+	r.side = cfg.Sidecar
+	if r.side != nil && addr == "" {
+		return errors.New("runtime: Config.Sidecar without Config.SidecarAddr: say where it is served")
+	}
 	if addr == "" {
+		r.ownSide = true
 		if r.side, err = chunking.NewSidecar(chunking.SidecarConfig{Component: chunkComp, TracerProvider: tp, MeterProvider: mp}); err != nil {
 			return err
 		}
@@ -837,7 +850,7 @@ func (r *Runtime) shutdownParts(ctx context.Context) error {
 	if r.cc != nil {
 		errs = append(errs, r.cc.Close())
 	}
-	if r.side != nil {
+	if r.side != nil && r.ownSide {
 		// The in-process sidecar drains its calls in flight, for at most 5 s.
 		sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		errs = append(errs, r.side.Close(sctx))

@@ -957,3 +957,58 @@ func TestProvidersWithoutSpans(t *testing.T) {
 		t.Errorf("error %q does not say to set Config.Spans", err)
 	}
 }
+
+// TestCallerServesSidecar: a sidecar the caller started is used, counted
+// and left serving: the caller closes it, after the runtime.
+func TestCallerServesSidecar(t *testing.T) {
+	side, err := chunking.NewSidecar(chunking.SidecarConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	served := make(chan error, 1)
+	go func() { served <- side.Serve(lis) }()
+
+	cfg := testConfig(t, testSettings(t), nil)
+	cfg.Sidecar, cfg.SidecarAddr = side, lis.Addr().String()
+	r, err := New(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 4
+	for i := range n {
+		if err := r.Submit(context.Background(), smallUnit(i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := r.Wait(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if sum := r.Summary(); sum.OK != n || sum.SidecarApplied != n {
+		t.Errorf("ok %d, sidecar applied %d; want %d and %d", sum.OK, sum.SidecarApplied, n, n)
+	}
+	select {
+	case err := <-served:
+		t.Fatalf("the runtime's Close stopped the caller's sidecar (Serve returned %v)", err)
+	default:
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := side.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-served; err != nil {
+		t.Fatal(err)
+	}
+
+	cfg.SidecarAddr = ""
+	if _, err := New(context.Background(), cfg); err == nil || !strings.Contains(err.Error(), "SidecarAddr") {
+		t.Errorf("Config.Sidecar without an address: got %v, want an error naming SidecarAddr", err)
+	}
+}
