@@ -20,7 +20,8 @@
 //	OTEL_EXPORTER_OTLP_PROTOCOL       grpc (default) | http/protobuf
 //	OTEL_EXPORTER_OTLP_TRACES_PROTOCOL  overrides the above for traces
 //	OTEL_EXPORTER_OTLP_HEADERS, _TIMEOUT, _COMPRESSION, _CERTIFICATE, …  read by the OTel exporter itself
-//	OTEL_TRACES_SAMPLER, OTEL_TRACES_SAMPLER_ARG, OTEL_BSP_*  read by the SDK itself
+//	OTEL_TRACES_SAMPLER, OTEL_TRACES_SAMPLER_ARG, OTEL_BSP_*  read by the SDK itself (the trace
+//	                                  file's OTEL_BSP_MAX_QUEUE_SIZE and _MAX_EXPORT_BATCH_SIZE are fixed: 8192, 1024)
 //	AMDAHL_TRACE_FILE                 write spans as OTLP JSON lines to this file (WithTraceFile)
 //	AMDAHL_METRICS_ADDR               serve Prometheus /metrics on host:port (WithMetricsAddr)
 //	AMDAHL_PROFILE_DIR                write cpu.pprof and heap.pprof here (WithProfileDir)
@@ -29,9 +30,16 @@
 //	PYROSCOPE_APPLICATION_NAME        pyroscope application (default: service.name)
 //
 // AMDAHL_PROFILE_DIR and PYROSCOPE_SERVER_ADDRESS are exclusive: the process
-// has one CPU profiler. Trace processing: OTLP and the trace file use the
-// batch span processor; WithRecorder keeps spans in memory (the embedded
-// default of amdahl run); WithSpanProcessor adds any other.
+// has one CPU profiler.
+//
+// Trace processing: OTLP and the trace file use the SDK's batch span
+// processor. The trace file is lossless: when its queue is full, ending a
+// span waits until the exporter has made room, so a program that ends spans
+// faster than they are written is slowed down rather than losing spans
+// (attribution reads the file back). OTLP never makes the program wait for a
+// remote backend: its queue drops spans when full. WithRecorder keeps spans
+// in memory (the embedded default of amdahl run); WithSpanProcessor adds any
+// other.
 //
 // (*Telemetry).Component builds a telemetry.Component on these providers,
 // with the phase-label setting applied.

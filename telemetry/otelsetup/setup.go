@@ -45,6 +45,15 @@ const (
 	EnvPyroscopeAppName   = "PYROSCOPE_APPLICATION_NAME"
 )
 
+// The trace file's batch processor: a queue deep enough that bursts of span
+// ends rarely wait for the exporter, and batches large enough that a line's
+// resource and scope are written once per 1,024 spans. The queue holds
+// references to ended spans, which the SDK has allocated anyway.
+const (
+	traceFileQueueSize = 8192
+	traceFileBatchSize = 1024
+)
+
 // Option configures Setup. Options are applied after the environment, so an
 // option wins over the variable it corresponds to.
 type Option func(*config)
@@ -81,7 +90,8 @@ func WithRecorder() Option { return func(c *config) { c.recorder = true } }
 
 // WithTraceFile writes spans to path as OTLP JSON, one
 // ExportTraceServiceRequest per line (the Collector file exporter's format).
-// The file is created (truncated) by Setup.
+// The file is created (truncated) by Setup. Every span ended before Shutdown
+// is written: when the exporter falls behind, ending a span waits for it.
 func WithTraceFile(path string) Option { return func(c *config) { c.traceFile = path } }
 
 // WithOTLP exports spans to an OTLP endpoint (a URL: http://host:4317) with
@@ -208,7 +218,11 @@ func Setup(ctx context.Context, opts ...Option) (*Telemetry, error) {
 		if err != nil {
 			return nil, &ConfigError{Setting: EnvTraceFile, Value: c.traceFile, Reason: err.Error()}
 		}
-		tpOpts = append(tpOpts, sdktrace.WithBatcher(fe))
+		// Attribution reads the file back, so it must hold every span: a
+		// span end waits for room in a full queue (the exporter is local
+		// and fast) instead of being dropped, the SDK's default.
+		tpOpts = append(tpOpts, sdktrace.WithBatcher(fe, sdktrace.WithBlocking(),
+			sdktrace.WithMaxQueueSize(traceFileQueueSize), sdktrace.WithMaxExportBatchSize(traceFileBatchSize)))
 	}
 	if c.otlpEndpoint != "" {
 		exp, err := newOTLPExporter(ctx, c.otlpEndpoint, c.otlpProtocol)
