@@ -214,7 +214,7 @@ func Setup(ctx context.Context, opts ...Option) (*Telemetry, error) {
 		tpOpts = append(tpOpts, sdktrace.WithSpanProcessor(t.recorder))
 	}
 	if c.traceFile != "" {
-		fe, err := NewTraceFileExporter(ctx, c.traceFile)
+		fe, err := NewTraceFileExporter(c.traceFile)
 		if err != nil {
 			return nil, &ConfigError{Setting: EnvTraceFile, Value: c.traceFile, Reason: err.Error()}
 		}
