@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"math"
 	"os"
 	"path/filepath"
@@ -450,5 +451,76 @@ func TestTraceFileExporterErrors(t *testing.T) {
 	}
 	if out.Len() != 0 {
 		t.Errorf("wrote %d bytes, want none", out.Len())
+	}
+}
+
+// benchSpans returns n spans of amdahl's shape, from a real tracer provider:
+// units of work of one root and nine phases, with their attributes.
+func benchSpans(b *testing.B, n int) []sdktrace.ReadOnlySpan {
+	b.Helper()
+	ctx := context.Background()
+	tel, err := Setup(ctx, WithLookupEnv(noEnv), WithRecorder())
+	if err != nil {
+		b.Fatal(err)
+	}
+	c, err := tel.Component("ipc", telemetry.AttrTransport.String("ipc"),
+		telemetry.AttrScenario.String("small"), telemetry.AttrVariant.String("baseline"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	phases := []struct {
+		p telemetry.Phase
+		d telemetry.Direction
+	}{
+		{telemetry.Dispatch, telemetry.None}, {telemetry.Serialize, telemetry.Request}, {telemetry.Send, telemetry.Request},
+		{telemetry.Receive, telemetry.Request}, {telemetry.Deserialize, telemetry.Request}, {telemetry.Execute, telemetry.None},
+		{telemetry.Serialize, telemetry.Reply}, {telemetry.Send, telemetry.Reply}, {telemetry.Receive, telemetry.Reply},
+	}
+	for i := 0; i < n/(len(phases)+1); i++ {
+		wctx, w := c.StartWork(ctx, telemetry.AttrWorkID.Int(i))
+		for _, ph := range phases {
+			_, s := c.StartPhase(wctx, ph.p, ph.d)
+			s.Span().SetAttributes(telemetry.AttrBytes.Int(4096))
+			s.End()
+		}
+		w.End(telemetry.OK, nil)
+	}
+	if err := tel.Shutdown(ctx); err != nil {
+		b.Fatal(err)
+	}
+	spans := tel.Recorder().Spans()
+	if len(spans) != n {
+		b.Fatalf("got %d spans, want %d", len(spans), n)
+	}
+	return spans
+}
+
+// BenchmarkTraceFile measures the trace file's exporters on one batch of
+// 1,000 spans (one line, to io.Discard): the former path (OTLP transform,
+// protojson, map[string]any, encoding/json) and TraceFileExporter.
+func BenchmarkTraceFile(b *testing.B) {
+	const n = 1000
+	spans := benchSpans(b, n)
+	for _, tc := range []struct {
+		name string
+		exp  func() sdktrace.SpanExporter
+	}{
+		{"path=protojson", func() sdktrace.SpanExporter { return newProtoJSONExporter(b, io.Discard) }},
+		{"path=direct", func() sdktrace.SpanExporter { return newTraceWriter(io.Discard, nil) }},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			exp := tc.exp()
+			ctx := context.Background()
+			b.ReportAllocs()
+			for b.Loop() {
+				if err := exp.ExportSpans(ctx, spans); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(n)*float64(b.N)/b.Elapsed().Seconds(), "spans/s")
+			if err := exp.Shutdown(ctx); err != nil {
+				b.Fatal(err)
+			}
+		})
 	}
 }
