@@ -13,6 +13,7 @@
 //
 // Environment variables (all optional):
 //
+//	OTEL_SDK_DISABLED                 true | false (default): true makes every provider a no-op (WithSDKDisabled wins)
 //	OTEL_SERVICE_NAME                 service.name (default "amdahl"; WithServiceName wins)
 //	OTEL_RESOURCE_ATTRIBUTES          extra resource attributes (SDK)
 //	OTEL_EXPORTER_OTLP_ENDPOINT       OTLP endpoint URL, e.g. http://127.0.0.1:4317; unset = no OTLP
@@ -40,6 +41,20 @@
 // remote backend: its queue drops spans when full. WithRecorder keeps spans
 // in memory (the embedded default of amdahl run); WithSpanProcessor adds any
 // other.
+//
+// OTEL_SDK_DISABLED=true (the OpenTelemetry specification's variable; only
+// true and false are accepted, any other value is a *ConfigError, where the
+// specification would read it as false) turns the SDK off for all signals:
+// the other settings are still validated, but TracerProvider and
+// MeterProvider are no-ops (go.opentelemetry.io/otel/trace/noop,
+// metric/noop), nothing is exported, the trace file is not created, /metrics
+// is not served, no profile is taken, and RegisterSpanProcessor and
+// UnregisterSpanProcessor do nothing. Attribution sees no spans then: a
+// runtime registers its attribution processor through RegisterSpanProcessor,
+// so with the SDK disabled its summary has units but no phase rows. That is
+// expected: it is how to measure the program without telemetry.
+// WithSpanProcessor's processors and WithMetricReader's readers are not used
+// but are shut down by Shutdown, as the providers would have.
 //
 // (*Telemetry).Component builds a telemetry.Component on these providers,
 // with the phase-label setting applied.

@@ -21,18 +21,21 @@ import (
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
 	otelprom "go.opentelemetry.io/otel/exporters/prometheus"
 	"go.opentelemetry.io/otel/metric"
+	metricnoop "go.opentelemetry.io/otel/metric/noop"
 	"go.opentelemetry.io/otel/propagation"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
 	"go.opentelemetry.io/otel/trace"
+	tracenoop "go.opentelemetry.io/otel/trace/noop"
 
 	otelpyroscope "github.com/grafana/otel-profiling-go"
 )
 
 // Environment variables read by Setup (see doc.go for the whole contract).
 const (
+	EnvSDKDisabled        = "OTEL_SDK_DISABLED"
 	EnvOTLPEndpoint       = "OTEL_EXPORTER_OTLP_ENDPOINT"
 	EnvOTLPTracesEndpoint = "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"
 	EnvOTLPProtocol       = "OTEL_EXPORTER_OTLP_PROTOCOL"
@@ -59,6 +62,7 @@ const (
 type Option func(*config)
 
 type config struct {
+	disabled      bool
 	serviceName   string
 	recorder      bool
 	traceFile     string
@@ -74,6 +78,10 @@ type config struct {
 	resourceAttrs []attribute.KeyValue
 	lookupEnv     func(string) (string, bool)
 }
+
+// WithSDKDisabled turns the OpenTelemetry SDK off (true) or on (false),
+// overriding OTEL_SDK_DISABLED: see Setup for what a disabled SDK leaves.
+func WithSDKDisabled(disabled bool) Option { return func(c *config) { c.disabled = disabled } }
 
 // WithServiceName sets service.name (default "amdahl"; OTEL_SERVICE_NAME
 // overrides the default, this option overrides both).
@@ -148,8 +156,9 @@ func (e *ConfigError) Error() string {
 // concurrent use; a nil *Telemetry is valid and disabled.
 type Telemetry struct {
 	tracerProvider trace.TracerProvider
-	sdkTP          *sdktrace.TracerProvider
-	mp             *sdkmetric.MeterProvider
+	meterProvider  metric.MeterProvider
+	sdkTP          *sdktrace.TracerProvider // nil with the SDK disabled
+	mp             *sdkmetric.MeterProvider // nil with the SDK disabled
 	registry       *prometheus.Registry
 	propagator     propagation.TextMapPropagator
 	recorder       *Recorder
@@ -161,6 +170,11 @@ type Telemetry struct {
 
 	profiles *profiles
 
+	// With the SDK disabled, the span processors and metric readers given
+	// to Setup, which no provider owns: Shutdown shuts them down.
+	unusedProcessors []sdktrace.SpanProcessor
+	unusedReaders    []sdkmetric.Reader
+
 	shutdownOnce sync.Once
 	shutdownErr  error
 }
@@ -169,6 +183,14 @@ type Telemetry struct {
 // then the environment, then opts, then validation. Any invalid setting is a
 // *ConfigError and nothing is left running. The caller owns the result and
 // must call Shutdown.
+//
+// With the SDK disabled (OTEL_SDK_DISABLED=true, WithSDKDisabled) the
+// settings are still validated, but the tracer and meter providers are
+// no-ops: no span or metric is recorded, nothing is exported, no file is
+// created, /metrics is not served and no profile is taken.
+// RegisterSpanProcessor does nothing, so a span processor registered there
+// (a runtime's attribution) sees no span; a Recorder (WithRecorder) stays
+// empty; Component returns a Component that records nothing.
 func Setup(ctx context.Context, opts ...Option) (*Telemetry, error) {
 	c := config{phaseLabels: true, lookupEnv: os.LookupEnv}
 	for _, o := range opts { // first pass only for WithLookupEnv
@@ -195,6 +217,17 @@ func Setup(ctx context.Context, opts ...Option) (*Telemetry, error) {
 			_ = t.Shutdown(ctx)
 		}
 	}()
+
+	if c.disabled {
+		t.tracerProvider = tracenoop.NewTracerProvider()
+		t.meterProvider = metricnoop.NewMeterProvider()
+		if c.recorder {
+			t.recorder = NewRecorder()
+		}
+		t.unusedProcessors, t.unusedReaders = c.processors, c.readers
+		ok = true
+		return t, nil
+	}
 
 	res, err := c.resource(ctx)
 	if err != nil {
@@ -246,6 +279,7 @@ func Setup(ctx context.Context, opts ...Option) (*Telemetry, error) {
 		mpOpts = append(mpOpts, sdkmetric.WithReader(r))
 	}
 	t.mp = sdkmetric.NewMeterProvider(mpOpts...)
+	t.meterProvider = t.mp
 	if c.metricsAddr != "" {
 		if err := t.serveMetrics(c.metricsAddr); err != nil {
 			return nil, err
@@ -272,6 +306,18 @@ func (c *config) env(name string) (string, bool) {
 }
 
 func (c *config) fromEnv() error {
+	if v, ok := c.env(EnvSDKDisabled); ok {
+		// The spec reads any value but "true" as false; a typo that left
+		// the SDK on would go unnoticed, so only true and false are taken.
+		switch strings.ToLower(v) {
+		case "true":
+			c.disabled = true
+		case "false":
+			c.disabled = false
+		default:
+			return &ConfigError{Setting: EnvSDKDisabled, Value: v, Reason: "want true or false"}
+		}
+	}
 	if v, ok := c.env(EnvOTLPTracesEndpoint); ok {
 		c.otlpEndpoint = v
 	} else if v, ok := c.env(EnvOTLPEndpoint); ok {
@@ -342,7 +388,7 @@ func (c *config) validate() error {
 		return &ConfigError{Setting: EnvProfileDir, Value: c.profileDir,
 			Reason: "cannot be combined with " + EnvPyroscopeAddress + ": the CPU profiler has one owner"}
 	}
-	if c.profileDir != "" {
+	if c.profileDir != "" && !c.disabled {
 		if err := os.MkdirAll(c.profileDir, 0o755); err != nil {
 			return &ConfigError{Setting: EnvProfileDir, Value: c.profileDir, Reason: err.Error()}
 		}
@@ -413,11 +459,15 @@ func (t *Telemetry) TracerProvider() trace.TracerProvider {
 
 // MeterProvider returns the meter provider (nil for a nil Telemetry).
 func (t *Telemetry) MeterProvider() metric.MeterProvider {
-	if t == nil || t.mp == nil {
+	if t == nil {
 		return nil
 	}
-	return t.mp
+	return t.meterProvider
 }
+
+// SDKDisabled reports whether the SDK is disabled (OTEL_SDK_DISABLED,
+// WithSDKDisabled): the providers are no-ops.
+func (t *Telemetry) SDKDisabled() bool { return t != nil && t.sdkTP == nil }
 
 // Propagator returns the W3C trace-context + baggage propagator.
 func (t *Telemetry) Propagator() propagation.TextMapPropagator {
@@ -457,7 +507,7 @@ func (t *Telemetry) Component(name string, attrs ...attribute.KeyValue) (*teleme
 		return nil, nil
 	}
 	return telemetry.NewComponent(name, telemetry.ComponentConfig{
-		TracerProvider: t.tracerProvider, MeterProvider: t.mp,
+		TracerProvider: t.tracerProvider, MeterProvider: t.meterProvider,
 		PhaseLabels: t.phaseLabels, Attributes: attrs,
 	})
 }
@@ -488,6 +538,12 @@ func (t *Telemetry) Shutdown(ctx context.Context) error {
 		if t.mp != nil {
 			errs = append(errs, t.mp.Shutdown(ctx))
 		}
+		for _, sp := range t.unusedProcessors {
+			errs = append(errs, sp.Shutdown(ctx))
+		}
+		for _, r := range t.unusedReaders {
+			errs = append(errs, r.Shutdown(ctx))
+		}
 		if t.metricsSrv != nil {
 			if err := t.metricsSrv.Shutdown(ctx); err != nil {
 				errs = append(errs, err, t.metricsSrv.Close())
@@ -512,7 +568,7 @@ func (t *Telemetry) PhaseLabels() bool { return t != nil && t.phaseLabels }
 
 // RegisterSpanProcessor adds sp to the tracer provider (a runtime's
 // attribution registers itself for the life of the runtime); nothing for a
-// nil Telemetry.
+// nil Telemetry or with the SDK disabled, where sp would see no span.
 func (t *Telemetry) RegisterSpanProcessor(sp sdktrace.SpanProcessor) {
 	if t != nil && t.sdkTP != nil {
 		t.sdkTP.RegisterSpanProcessor(sp)
@@ -520,7 +576,7 @@ func (t *Telemetry) RegisterSpanProcessor(sp sdktrace.SpanProcessor) {
 }
 
 // UnregisterSpanProcessor removes sp from the tracer provider and shuts it
-// down.
+// down; nothing for a nil Telemetry or with the SDK disabled.
 func (t *Telemetry) UnregisterSpanProcessor(sp sdktrace.SpanProcessor) {
 	if t != nil && t.sdkTP != nil {
 		t.sdkTP.UnregisterSpanProcessor(sp)
