@@ -38,9 +38,12 @@
 // span waits until the exporter has made room, so a program that ends spans
 // faster than they are written is slowed down rather than losing spans
 // (attribution reads the file back). OTLP never makes the program wait for a
-// remote backend: its queue drops spans when full. WithRecorder keeps spans
-// in memory (the embedded default of amdahl run); WithSpanProcessor adds any
-// other.
+// remote backend: its queue drops spans when full, and OTLPSpanCounts counts
+// them (the SDK itself reports drops only as an experimental metric, under
+// OTEL_GO_X_OBSERVABILITY, on the global meter provider, which Setup does
+// not set); amdahl run logs a warning after a run that dropped any.
+// WithRecorder keeps spans in memory (the embedded default of amdahl run);
+// WithSpanProcessor adds any other.
 //
 // OTEL_SDK_DISABLED=true (the OpenTelemetry specification's variable; only
 // true and false are accepted, any other value is a *ConfigError, where the

@@ -10,6 +10,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/amdahl-rt/amdahl/telemetry"
@@ -163,6 +164,7 @@ type Telemetry struct {
 	propagator     propagation.TextMapPropagator
 	recorder       *Recorder
 	phaseLabels    bool
+	otlpCounts     *spanCounter // nil without OTLP
 
 	metricsLn  net.Listener
 	metricsSrv *http.Server
@@ -262,7 +264,15 @@ func Setup(ctx context.Context, opts ...Option) (*Telemetry, error) {
 		if err != nil {
 			return nil, err
 		}
-		tpOpts = append(tpOpts, sdktrace.WithBatcher(exp))
+		// Never make the program wait for a remote backend: the queue
+		// drops spans when full (the SDK's default). The SDK does not
+		// report drops (but as an experimental metric on the global meter
+		// provider), so they are counted around it: OTLPSpanCounts.
+		t.otlpCounts = new(spanCounter)
+		tpOpts = append(tpOpts, sdktrace.WithSpanProcessor(&countingProcessor{
+			SpanProcessor: sdktrace.NewBatchSpanProcessor(&countingExporter{SpanExporter: exp, n: t.otlpCounts}),
+			n:             t.otlpCounts,
+		}))
 	}
 	t.sdkTP = sdktrace.NewTracerProvider(tpOpts...)
 	t.tracerProvider = t.sdkTP
@@ -581,4 +591,61 @@ func (t *Telemetry) UnregisterSpanProcessor(sp sdktrace.SpanProcessor) {
 	if t != nil && t.sdkTP != nil {
 		t.sdkTP.UnregisterSpanProcessor(sp)
 	}
+}
+
+// SpanCounts counts the spans that went through one exporter's batch span
+// processor.
+type SpanCounts struct {
+	// Ended is the sampled spans ended, handed to the processor.
+	Ended int64
+	// Exported is the spans the exporter accepted; Failed those in batches
+	// it returned an error for (after its own retries).
+	Exported, Failed int64
+}
+
+// Dropped returns the spans neither exported nor failed: dropped because
+// the processor's queue was full, or still queued. After Shutdown, or after
+// a ForceFlush while no span ended, none is queued.
+func (c SpanCounts) Dropped() int64 { return c.Ended - c.Exported - c.Failed }
+
+// OTLPSpanCounts returns the counts of the OTLP exporter, whose queue drops
+// spans when full (OTEL_BSP_MAX_QUEUE_SIZE) rather than slow the program;
+// zero without OTLP.
+func (t *Telemetry) OTLPSpanCounts() SpanCounts {
+	if t == nil || t.otlpCounts == nil {
+		return SpanCounts{}
+	}
+	return SpanCounts{Ended: t.otlpCounts.ended.Load(), Exported: t.otlpCounts.exported.Load(), Failed: t.otlpCounts.failed.Load()}
+}
+
+type spanCounter struct{ ended, exported, failed atomic.Int64 }
+
+// countingProcessor counts the spans its batch span processor is handed
+// (the unsampled ones it ignores are not counted).
+type countingProcessor struct {
+	sdktrace.SpanProcessor
+	n *spanCounter
+}
+
+func (p *countingProcessor) OnEnd(s sdktrace.ReadOnlySpan) {
+	if s.SpanContext().IsSampled() {
+		p.n.ended.Add(1)
+	}
+	p.SpanProcessor.OnEnd(s)
+}
+
+// countingExporter counts the spans of the batches it exports.
+type countingExporter struct {
+	sdktrace.SpanExporter
+	n *spanCounter
+}
+
+func (e *countingExporter) ExportSpans(ctx context.Context, spans []sdktrace.ReadOnlySpan) error {
+	err := e.SpanExporter.ExportSpans(ctx, spans)
+	if err != nil {
+		e.n.failed.Add(int64(len(spans)))
+	} else {
+		e.n.exported.Add(int64(len(spans)))
+	}
+	return err
 }

@@ -41,15 +41,24 @@ func envOf(m map[string]string) func(string) (string, bool) {
 	return func(k string) (string, bool) { v, ok := m[k]; return v, ok }
 }
 
-// otlpServer is a real OTLP/gRPC trace service on loopback.
+// otlpServer is a real OTLP/gRPC trace service on loopback. With hold set,
+// Export waits until hold is closed.
 type otlpServer struct {
 	coltracepb.UnimplementedTraceServiceServer
 	mu   sync.Mutex
 	reqs []*coltracepb.ExportTraceServiceRequest
 	got  chan struct{}
+	hold chan struct{}
 }
 
-func (s *otlpServer) Export(_ context.Context, req *coltracepb.ExportTraceServiceRequest) (*coltracepb.ExportTraceServiceResponse, error) {
+func (s *otlpServer) Export(ctx context.Context, req *coltracepb.ExportTraceServiceRequest) (*coltracepb.ExportTraceServiceResponse, error) {
+	if s.hold != nil {
+		select {
+		case <-s.hold:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
 	s.mu.Lock()
 	s.reqs = append(s.reqs, req)
 	s.mu.Unlock()
@@ -495,5 +504,59 @@ func TestSDKDisabledFalse(t *testing.T) {
 				t.Errorf("TracerProvider() is a %T, want the SDK's", tel.TracerProvider())
 			}
 		})
+	}
+}
+
+// TestOTLPDropsCounted fills the OTLP queue while the collector holds the
+// first export: the spans that do not fit are dropped, never waited for, and
+// counted.
+func TestOTLPDropsCounted(t *testing.T) {
+	t.Setenv("OTEL_BSP_MAX_QUEUE_SIZE", "1") // read by the SDK; batches of 1 too
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := grpc.NewServer()
+	col := &otlpServer{got: make(chan struct{}, 1), hold: make(chan struct{})}
+	coltracepb.RegisterTraceServiceServer(srv, col)
+	go srv.Serve(ln)
+	defer srv.Stop()
+
+	ctx := context.Background()
+	tel, err := Setup(ctx, WithLookupEnv(noEnv), WithOTLP("http://"+ln.Addr().String(), "grpc"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 100
+	tr := tel.TracerProvider().Tracer("drops")
+	for range n {
+		_, s := tr.Start(ctx, "s")
+		s.End()
+	}
+	// At most one span is in the held export and one in the queue.
+	if c := tel.OTLPSpanCounts(); c.Ended != n || c.Dropped() < n-2 {
+		t.Errorf("while held: got %+v (dropped %d), want %d ended, at least %d not exported", c, c.Dropped(), n, n-2)
+	}
+	close(col.hold)
+	if err := tel.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	c := tel.OTLPSpanCounts()
+	col.mu.Lock()
+	received := 0
+	for _, r := range col.reqs {
+		for _, rs := range r.ResourceSpans {
+			for _, ss := range rs.ScopeSpans {
+				received += len(ss.Spans)
+			}
+		}
+	}
+	col.mu.Unlock()
+	if c.Ended != n || c.Failed != 0 || c.Exported != int64(received) || c.Exported < 1 || c.Dropped() < n-2 {
+		t.Errorf("got %+v (dropped %d), collector received %d; want %d ended, none failed, exported = received ≥ 1, at least %d dropped",
+			c, c.Dropped(), received, n, n-2)
+	}
+	if (*Telemetry)(nil).OTLPSpanCounts() != (SpanCounts{}) {
+		t.Error("nil Telemetry: got counts, want zero")
 	}
 }
