@@ -160,6 +160,10 @@ func runRun(ctx context.Context, cmd *cobra.Command, f runFlags) error {
 	shutCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	runErr = errors.Join(runErr, tel.Shutdown(shutCtx))
 	cancel()
+	if c := tel.OTLPSpanCounts(); c.Dropped() > 0 || c.Failed > 0 {
+		logger.Warn("otlp: spans not exported (dropped: the batch queue was full, see OTEL_BSP_MAX_QUEUE_SIZE; failed: the endpoint refused them)",
+			"ended", c.Ended, "dropped", c.Dropped(), "failed", c.Failed)
+	}
 	if sum.Submitted == 0 && runErr != nil {
 		return runErr
 	}
