@@ -357,6 +357,10 @@ func abOne(ctx context.Context, sc *scenario.Scenario, set runtime.Settings, sid
 	if err != nil {
 		return abRun{}, err
 	}
+	if tel.SDKDisabled() {
+		err := tel.Shutdown(ctx)
+		return abRun{}, errors.Join(fmt.Errorf("ab: %s=true leaves attribution no spans to compare", otelsetup.EnvSDKDisabled), err)
+	}
 	cfg.UseTelemetry(tel)
 	sum, err := runtime.Run(ctx, cfg, sc)
 	shutCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)

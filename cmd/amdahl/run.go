@@ -140,6 +140,12 @@ func runRun(ctx context.Context, cmd *cobra.Command, f runFlags) error {
 	if err != nil {
 		return err
 	}
+	wrote := "trace.jsonl, summary.json, profiles"
+	if tel.SDKDisabled() {
+		logger.Warn(otelsetup.EnvSDKDisabled + "=true: no spans, metrics or profiles are recorded; the summary has no phase rows")
+		cfg.HostProfileDir = ""
+		wrote = "summary.json"
+	}
 	cfg.UseTelemetry(tel)
 
 	total := sc.Count
@@ -155,6 +161,10 @@ func runRun(ctx context.Context, cmd *cobra.Command, f runFlags) error {
 	shutCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	runErr = errors.Join(runErr, tel.Shutdown(shutCtx))
 	cancel()
+	if c := tel.OTLPSpanCounts(); c.Dropped() > 0 || c.Failed > 0 {
+		logger.Warn("otlp: spans not exported (dropped: the batch queue was full, see OTEL_BSP_MAX_QUEUE_SIZE; failed: the endpoint refused them)",
+			"ended", c.Ended, "dropped", c.Dropped(), "failed", c.Failed)
+	}
 	if sum.Submitted == 0 && runErr != nil {
 		return runErr
 	}
@@ -173,7 +183,7 @@ func runRun(ctx context.Context, cmd *cobra.Command, f runFlags) error {
 		if err := enc.Encode(sum); err != nil {
 			return err
 		}
-	} else if err := writeSummary(stdout, sum, f.out); err != nil {
+	} else if err := writeSummary(stdout, sum, f.out, wrote); err != nil {
 		return err
 	}
 	if runErr != nil {
@@ -222,7 +232,7 @@ func firstExample(s runtime.Summary) string {
 }
 
 // writeSummary prints the run's table.
-func writeSummary(w io.Writer, s runtime.Summary, out string) error {
+func writeSummary(w io.Writer, s runtime.Summary, out, wrote string) error {
 	sidecar := "external"
 	if s.SidecarApplied >= 0 {
 		sidecar = fmt.Sprintf("%d completions applied", s.SidecarApplied)
@@ -259,7 +269,7 @@ func writeSummary(w io.Writer, s runtime.Summary, out string) error {
 		}
 	}
 	if out != "" {
-		fmt.Fprintf(w, "\nwrote %s (trace.jsonl, summary.json, profiles)\n", out)
+		fmt.Fprintf(w, "\nwrote %s (%s)\n", out, wrote)
 	}
 	return nil
 }

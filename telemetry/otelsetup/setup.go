@@ -10,6 +10,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/amdahl-rt/amdahl/telemetry"
@@ -21,18 +22,21 @@ import (
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
 	otelprom "go.opentelemetry.io/otel/exporters/prometheus"
 	"go.opentelemetry.io/otel/metric"
+	metricnoop "go.opentelemetry.io/otel/metric/noop"
 	"go.opentelemetry.io/otel/propagation"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
 	"go.opentelemetry.io/otel/trace"
+	tracenoop "go.opentelemetry.io/otel/trace/noop"
 
 	otelpyroscope "github.com/grafana/otel-profiling-go"
 )
 
 // Environment variables read by Setup (see doc.go for the whole contract).
 const (
+	EnvSDKDisabled        = "OTEL_SDK_DISABLED"
 	EnvOTLPEndpoint       = "OTEL_EXPORTER_OTLP_ENDPOINT"
 	EnvOTLPTracesEndpoint = "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"
 	EnvOTLPProtocol       = "OTEL_EXPORTER_OTLP_PROTOCOL"
@@ -45,11 +49,21 @@ const (
 	EnvPyroscopeAppName   = "PYROSCOPE_APPLICATION_NAME"
 )
 
+// The trace file's batch processor: a queue deep enough that bursts of span
+// ends rarely wait for the exporter, and batches large enough that a line's
+// resource and scope are written once per 1,024 spans. The queue holds
+// references to ended spans, which the SDK has allocated anyway.
+const (
+	traceFileQueueSize = 8192
+	traceFileBatchSize = 1024
+)
+
 // Option configures Setup. Options are applied after the environment, so an
 // option wins over the variable it corresponds to.
 type Option func(*config)
 
 type config struct {
+	disabled      bool
 	serviceName   string
 	recorder      bool
 	traceFile     string
@@ -66,6 +80,10 @@ type config struct {
 	lookupEnv     func(string) (string, bool)
 }
 
+// WithSDKDisabled turns the OpenTelemetry SDK off (true) or on (false),
+// overriding OTEL_SDK_DISABLED: see Setup for what a disabled SDK leaves.
+func WithSDKDisabled(disabled bool) Option { return func(c *config) { c.disabled = disabled } }
+
 // WithServiceName sets service.name (default "amdahl"; OTEL_SERVICE_NAME
 // overrides the default, this option overrides both).
 func WithServiceName(name string) Option { return func(c *config) { c.serviceName = name } }
@@ -81,7 +99,8 @@ func WithRecorder() Option { return func(c *config) { c.recorder = true } }
 
 // WithTraceFile writes spans to path as OTLP JSON, one
 // ExportTraceServiceRequest per line (the Collector file exporter's format).
-// The file is created (truncated) by Setup.
+// The file is created (truncated) by Setup. Every span ended before Shutdown
+// is written: when the exporter falls behind, ending a span waits for it.
 func WithTraceFile(path string) Option { return func(c *config) { c.traceFile = path } }
 
 // WithOTLP exports spans to an OTLP endpoint (a URL: http://host:4317) with
@@ -138,18 +157,25 @@ func (e *ConfigError) Error() string {
 // concurrent use; a nil *Telemetry is valid and disabled.
 type Telemetry struct {
 	tracerProvider trace.TracerProvider
-	sdkTP          *sdktrace.TracerProvider
-	mp             *sdkmetric.MeterProvider
+	meterProvider  metric.MeterProvider
+	sdkTP          *sdktrace.TracerProvider // nil with the SDK disabled
+	mp             *sdkmetric.MeterProvider // nil with the SDK disabled
 	registry       *prometheus.Registry
 	propagator     propagation.TextMapPropagator
 	recorder       *Recorder
 	phaseLabels    bool
+	otlpCounts     *spanCounter // nil without OTLP
 
 	metricsLn  net.Listener
 	metricsSrv *http.Server
 	serveDone  chan struct{}
 
 	profiles *profiles
+
+	// With the SDK disabled, the span processors and metric readers given
+	// to Setup, which no provider owns: Shutdown shuts them down.
+	unusedProcessors []sdktrace.SpanProcessor
+	unusedReaders    []sdkmetric.Reader
 
 	shutdownOnce sync.Once
 	shutdownErr  error
@@ -159,6 +185,14 @@ type Telemetry struct {
 // then the environment, then opts, then validation. Any invalid setting is a
 // *ConfigError and nothing is left running. The caller owns the result and
 // must call Shutdown.
+//
+// With the SDK disabled (OTEL_SDK_DISABLED=true, WithSDKDisabled) the
+// settings are still validated, but the tracer and meter providers are
+// no-ops: no span or metric is recorded, nothing is exported, no file is
+// created, /metrics is not served and no profile is taken.
+// RegisterSpanProcessor does nothing, so a span processor registered there
+// (a runtime's attribution) sees no span; a Recorder (WithRecorder) stays
+// empty; Component returns a Component that records nothing.
 func Setup(ctx context.Context, opts ...Option) (*Telemetry, error) {
 	c := config{phaseLabels: true, lookupEnv: os.LookupEnv}
 	for _, o := range opts { // first pass only for WithLookupEnv
@@ -186,6 +220,17 @@ func Setup(ctx context.Context, opts ...Option) (*Telemetry, error) {
 		}
 	}()
 
+	if c.disabled {
+		t.tracerProvider = tracenoop.NewTracerProvider()
+		t.meterProvider = metricnoop.NewMeterProvider()
+		if c.recorder {
+			t.recorder = NewRecorder()
+		}
+		t.unusedProcessors, t.unusedReaders = c.processors, c.readers
+		ok = true
+		return t, nil
+	}
+
 	res, err := c.resource(ctx)
 	if err != nil {
 		return nil, err
@@ -204,18 +249,30 @@ func Setup(ctx context.Context, opts ...Option) (*Telemetry, error) {
 		tpOpts = append(tpOpts, sdktrace.WithSpanProcessor(t.recorder))
 	}
 	if c.traceFile != "" {
-		fe, err := NewTraceFileExporter(ctx, c.traceFile)
+		fe, err := NewTraceFileExporter(c.traceFile)
 		if err != nil {
 			return nil, &ConfigError{Setting: EnvTraceFile, Value: c.traceFile, Reason: err.Error()}
 		}
-		tpOpts = append(tpOpts, sdktrace.WithBatcher(fe))
+		// Attribution reads the file back, so it must hold every span: a
+		// span end waits for room in a full queue (the exporter is local
+		// and fast) instead of being dropped, the SDK's default.
+		tpOpts = append(tpOpts, sdktrace.WithBatcher(fe, sdktrace.WithBlocking(),
+			sdktrace.WithMaxQueueSize(traceFileQueueSize), sdktrace.WithMaxExportBatchSize(traceFileBatchSize)))
 	}
 	if c.otlpEndpoint != "" {
 		exp, err := newOTLPExporter(ctx, c.otlpEndpoint, c.otlpProtocol)
 		if err != nil {
 			return nil, err
 		}
-		tpOpts = append(tpOpts, sdktrace.WithBatcher(exp))
+		// Never make the program wait for a remote backend: the queue
+		// drops spans when full (the SDK's default). The SDK does not
+		// report drops (but as an experimental metric on the global meter
+		// provider), so they are counted around it: OTLPSpanCounts.
+		t.otlpCounts = new(spanCounter)
+		tpOpts = append(tpOpts, sdktrace.WithSpanProcessor(&countingProcessor{
+			SpanProcessor: sdktrace.NewBatchSpanProcessor(&countingExporter{SpanExporter: exp, n: t.otlpCounts}),
+			n:             t.otlpCounts,
+		}))
 	}
 	t.sdkTP = sdktrace.NewTracerProvider(tpOpts...)
 	t.tracerProvider = t.sdkTP
@@ -232,6 +289,7 @@ func Setup(ctx context.Context, opts ...Option) (*Telemetry, error) {
 		mpOpts = append(mpOpts, sdkmetric.WithReader(r))
 	}
 	t.mp = sdkmetric.NewMeterProvider(mpOpts...)
+	t.meterProvider = t.mp
 	if c.metricsAddr != "" {
 		if err := t.serveMetrics(c.metricsAddr); err != nil {
 			return nil, err
@@ -258,6 +316,18 @@ func (c *config) env(name string) (string, bool) {
 }
 
 func (c *config) fromEnv() error {
+	if v, ok := c.env(EnvSDKDisabled); ok {
+		// The spec reads any value but "true" as false; a typo that left
+		// the SDK on would go unnoticed, so only true and false are taken.
+		switch strings.ToLower(v) {
+		case "true":
+			c.disabled = true
+		case "false":
+			c.disabled = false
+		default:
+			return &ConfigError{Setting: EnvSDKDisabled, Value: v, Reason: "want true or false"}
+		}
+	}
 	if v, ok := c.env(EnvOTLPTracesEndpoint); ok {
 		c.otlpEndpoint = v
 	} else if v, ok := c.env(EnvOTLPEndpoint); ok {
@@ -328,7 +398,7 @@ func (c *config) validate() error {
 		return &ConfigError{Setting: EnvProfileDir, Value: c.profileDir,
 			Reason: "cannot be combined with " + EnvPyroscopeAddress + ": the CPU profiler has one owner"}
 	}
-	if c.profileDir != "" {
+	if c.profileDir != "" && !c.disabled {
 		if err := os.MkdirAll(c.profileDir, 0o755); err != nil {
 			return &ConfigError{Setting: EnvProfileDir, Value: c.profileDir, Reason: err.Error()}
 		}
@@ -399,11 +469,15 @@ func (t *Telemetry) TracerProvider() trace.TracerProvider {
 
 // MeterProvider returns the meter provider (nil for a nil Telemetry).
 func (t *Telemetry) MeterProvider() metric.MeterProvider {
-	if t == nil || t.mp == nil {
+	if t == nil {
 		return nil
 	}
-	return t.mp
+	return t.meterProvider
 }
+
+// SDKDisabled reports whether the SDK is disabled (OTEL_SDK_DISABLED,
+// WithSDKDisabled): the providers are no-ops.
+func (t *Telemetry) SDKDisabled() bool { return t != nil && t.sdkTP == nil }
 
 // Propagator returns the W3C trace-context + baggage propagator.
 func (t *Telemetry) Propagator() propagation.TextMapPropagator {
@@ -443,7 +517,7 @@ func (t *Telemetry) Component(name string, attrs ...attribute.KeyValue) (*teleme
 		return nil, nil
 	}
 	return telemetry.NewComponent(name, telemetry.ComponentConfig{
-		TracerProvider: t.tracerProvider, MeterProvider: t.mp,
+		TracerProvider: t.tracerProvider, MeterProvider: t.meterProvider,
 		PhaseLabels: t.phaseLabels, Attributes: attrs,
 	})
 }
@@ -474,6 +548,12 @@ func (t *Telemetry) Shutdown(ctx context.Context) error {
 		if t.mp != nil {
 			errs = append(errs, t.mp.Shutdown(ctx))
 		}
+		for _, sp := range t.unusedProcessors {
+			errs = append(errs, sp.Shutdown(ctx))
+		}
+		for _, r := range t.unusedReaders {
+			errs = append(errs, r.Shutdown(ctx))
+		}
 		if t.metricsSrv != nil {
 			if err := t.metricsSrv.Shutdown(ctx); err != nil {
 				errs = append(errs, err, t.metricsSrv.Close())
@@ -498,7 +578,7 @@ func (t *Telemetry) PhaseLabels() bool { return t != nil && t.phaseLabels }
 
 // RegisterSpanProcessor adds sp to the tracer provider (a runtime's
 // attribution registers itself for the life of the runtime); nothing for a
-// nil Telemetry.
+// nil Telemetry or with the SDK disabled, where sp would see no span.
 func (t *Telemetry) RegisterSpanProcessor(sp sdktrace.SpanProcessor) {
 	if t != nil && t.sdkTP != nil {
 		t.sdkTP.RegisterSpanProcessor(sp)
@@ -506,9 +586,66 @@ func (t *Telemetry) RegisterSpanProcessor(sp sdktrace.SpanProcessor) {
 }
 
 // UnregisterSpanProcessor removes sp from the tracer provider and shuts it
-// down.
+// down; nothing for a nil Telemetry or with the SDK disabled.
 func (t *Telemetry) UnregisterSpanProcessor(sp sdktrace.SpanProcessor) {
 	if t != nil && t.sdkTP != nil {
 		t.sdkTP.UnregisterSpanProcessor(sp)
 	}
+}
+
+// SpanCounts counts the spans that went through one exporter's batch span
+// processor.
+type SpanCounts struct {
+	// Ended is the sampled spans ended, handed to the processor.
+	Ended int64
+	// Exported is the spans the exporter accepted; Failed those in batches
+	// it returned an error for (after its own retries).
+	Exported, Failed int64
+}
+
+// Dropped returns the spans neither exported nor failed: dropped because
+// the processor's queue was full, or still queued. After Shutdown, or after
+// a ForceFlush while no span ended, none is queued.
+func (c SpanCounts) Dropped() int64 { return c.Ended - c.Exported - c.Failed }
+
+// OTLPSpanCounts returns the counts of the OTLP exporter, whose queue drops
+// spans when full (OTEL_BSP_MAX_QUEUE_SIZE) rather than slow the program;
+// zero without OTLP.
+func (t *Telemetry) OTLPSpanCounts() SpanCounts {
+	if t == nil || t.otlpCounts == nil {
+		return SpanCounts{}
+	}
+	return SpanCounts{Ended: t.otlpCounts.ended.Load(), Exported: t.otlpCounts.exported.Load(), Failed: t.otlpCounts.failed.Load()}
+}
+
+type spanCounter struct{ ended, exported, failed atomic.Int64 }
+
+// countingProcessor counts the spans its batch span processor is handed
+// (the unsampled ones it ignores are not counted).
+type countingProcessor struct {
+	sdktrace.SpanProcessor
+	n *spanCounter
+}
+
+func (p *countingProcessor) OnEnd(s sdktrace.ReadOnlySpan) {
+	if s.SpanContext().IsSampled() {
+		p.n.ended.Add(1)
+	}
+	p.SpanProcessor.OnEnd(s)
+}
+
+// countingExporter counts the spans of the batches it exports.
+type countingExporter struct {
+	sdktrace.SpanExporter
+	n *spanCounter
+}
+
+func (e *countingExporter) ExportSpans(ctx context.Context, spans []sdktrace.ReadOnlySpan) error {
+	err := e.SpanExporter.ExportSpans(ctx, spans)
+	if err != nil {
+		e.n.failed.Add(int64(len(spans)))
+	} else {
+		e.n.exported.Add(int64(len(spans)))
+	}
+	return err
 }

@@ -24,6 +24,12 @@ import (
 	"github.com/grafana/pyroscope-go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
+	metricnoop "go.opentelemetry.io/otel/metric/noop"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	tracenoop "go.opentelemetry.io/otel/trace/noop"
 	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
 	"google.golang.org/grpc"
 )
@@ -35,15 +41,24 @@ func envOf(m map[string]string) func(string) (string, bool) {
 	return func(k string) (string, bool) { v, ok := m[k]; return v, ok }
 }
 
-// otlpServer is a real OTLP/gRPC trace service on loopback.
+// otlpServer is a real OTLP/gRPC trace service on loopback. With hold set,
+// Export waits until hold is closed.
 type otlpServer struct {
 	coltracepb.UnimplementedTraceServiceServer
 	mu   sync.Mutex
 	reqs []*coltracepb.ExportTraceServiceRequest
 	got  chan struct{}
+	hold chan struct{}
 }
 
-func (s *otlpServer) Export(_ context.Context, req *coltracepb.ExportTraceServiceRequest) (*coltracepb.ExportTraceServiceResponse, error) {
+func (s *otlpServer) Export(ctx context.Context, req *coltracepb.ExportTraceServiceRequest) (*coltracepb.ExportTraceServiceResponse, error) {
+	if s.hold != nil {
+		select {
+		case <-s.hold:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
 	s.mu.Lock()
 	s.reqs = append(s.reqs, req)
 	s.mu.Unlock()
@@ -367,6 +382,8 @@ func TestBadConfig(t *testing.T) {
 		{"unwritable trace file", map[string]string{EnvTraceFile: unwritable}, nil, EnvTraceFile},
 		{"bad metrics addr", map[string]string{EnvMetricsAddr: "nowhere"}, nil, EnvMetricsAddr},
 		{"bad phase labels", map[string]string{EnvPhaseLabels: "maybe"}, nil, EnvPhaseLabels},
+		{"bad sdk disabled", map[string]string{EnvSDKDisabled: "yes"}, nil, EnvSDKDisabled},
+		{"bad setting with the sdk disabled", map[string]string{EnvSDKDisabled: "true", EnvMetricsAddr: "nowhere"}, nil, EnvMetricsAddr},
 		{"bad pyroscope address", map[string]string{EnvPyroscopeAddress: "pyroscope:4040"}, nil, EnvPyroscopeAddress},
 		{"profile dir with pyroscope", map[string]string{EnvPyroscopeAddress: "http://127.0.0.1:1", EnvProfileDir: t.TempDir()}, nil, EnvProfileDir},
 	} {
@@ -395,4 +412,151 @@ func TestOptionBeatsEnv(t *testing.T) {
 		t.Fatalf("option should override a bad env value: %v", err)
 	}
 	tel.Shutdown(ctx)
+}
+
+func TestSDKDisabled(t *testing.T) {
+	dir := t.TempDir()
+	tracePath, profileDir := filepath.Join(dir, "trace.jsonl"), filepath.Join(dir, "profiles")
+	ctx := context.Background()
+	given := tracetest.NewSpanRecorder()
+	reader := sdkmetric.NewManualReader()
+	tel, err := Setup(ctx, WithLookupEnv(envOf(map[string]string{
+		EnvSDKDisabled: "TRUE", EnvTraceFile: tracePath, EnvMetricsAddr: "127.0.0.1:0", EnvProfileDir: profileDir,
+		EnvOTLPEndpoint: "http://127.0.0.1:1",
+	})), WithRecorder(), WithSpanProcessor(given), WithMetricReader(reader))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !tel.SDKDisabled() {
+		t.Error("SDKDisabled() = false, want true")
+	}
+	if tp, ok := tel.TracerProvider().(tracenoop.TracerProvider); !ok {
+		t.Errorf("TracerProvider() is a %T, want a no-op one", tp)
+	}
+	if mp, ok := tel.MeterProvider().(metricnoop.MeterProvider); !ok {
+		t.Errorf("MeterProvider() is a %T, want a no-op one", mp)
+	}
+	if addr := tel.MetricsAddr(); addr != "" {
+		t.Errorf("/metrics served on %s, want not served", addr)
+	}
+	registered := tracetest.NewSpanRecorder()
+	tel.RegisterSpanProcessor(registered)
+
+	c, err := tel.Component("runtime", telemetry.AttrTransport.String("ipc"))
+	if err != nil || c == nil {
+		t.Fatalf("Component: got %v, %v; want a component", c, err)
+	}
+	wctx, w := c.StartWork(ctx)
+	_, ph := c.StartPhase(wctx, telemetry.Dispatch, telemetry.None)
+	if ph.Span().IsRecording() {
+		t.Error("phase span is recording")
+	}
+	ph.End()
+	w.End(telemetry.OK, nil)
+	c.RecordCritical(ctx, telemetry.Dispatch, telemetry.None, time.Millisecond)
+	tel.UnregisterSpanProcessor(registered)
+	if err := tel.ForceFlush(ctx); err != nil {
+		t.Errorf("ForceFlush: %v", err)
+	}
+	if err := tel.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	if n := len(registered.Ended()) + len(given.Ended()) + len(tel.Recorder().Spans()); n != 0 {
+		t.Errorf("span processors saw %d spans, want none", n)
+	}
+	for _, p := range []string{tracePath, profileDir} {
+		if _, err := os.Stat(p); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("%s: got %v, want it not created", p, err)
+		}
+	}
+	// Setup handed the reader to no provider; Shutdown still shut it down.
+	if err := reader.Collect(ctx, &metricdata.ResourceMetrics{}); err == nil {
+		t.Error("metric reader given to Setup not shut down")
+	}
+	resp := httptest.NewRecorder()
+	tel.MetricsHandler().ServeHTTP(resp, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+	if resp.Code != http.StatusNotFound {
+		t.Errorf("MetricsHandler: status %d, want 404", resp.Code)
+	}
+}
+
+func TestSDKDisabledFalse(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name string
+		env  string
+		opts []Option
+	}{
+		{"env false", "false", nil},
+		{"option beats env", "true", []Option{WithSDKDisabled(false)}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tel, err := Setup(ctx, append([]Option{WithLookupEnv(envOf(map[string]string{EnvSDKDisabled: tc.env}))}, tc.opts...)...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer tel.Shutdown(ctx)
+			if tel.SDKDisabled() {
+				t.Error("SDKDisabled() = true, want false")
+			}
+			if _, ok := tel.TracerProvider().(*sdktrace.TracerProvider); !ok {
+				t.Errorf("TracerProvider() is a %T, want the SDK's", tel.TracerProvider())
+			}
+		})
+	}
+}
+
+// TestOTLPDropsCounted fills the OTLP queue while the collector holds the
+// first export: the spans that do not fit are dropped, never waited for, and
+// counted.
+func TestOTLPDropsCounted(t *testing.T) {
+	t.Setenv("OTEL_BSP_MAX_QUEUE_SIZE", "1") // read by the SDK; batches of 1 too
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := grpc.NewServer()
+	col := &otlpServer{got: make(chan struct{}, 1), hold: make(chan struct{})}
+	coltracepb.RegisterTraceServiceServer(srv, col)
+	go srv.Serve(ln)
+	defer srv.Stop()
+
+	ctx := context.Background()
+	tel, err := Setup(ctx, WithLookupEnv(noEnv), WithOTLP("http://"+ln.Addr().String(), "grpc"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 100
+	tr := tel.TracerProvider().Tracer("drops")
+	for range n {
+		_, s := tr.Start(ctx, "s")
+		s.End()
+	}
+	// At most one span is in the held export and one in the queue.
+	if c := tel.OTLPSpanCounts(); c.Ended != n || c.Dropped() < n-2 {
+		t.Errorf("while held: got %+v (dropped %d), want %d ended, at least %d not exported", c, c.Dropped(), n, n-2)
+	}
+	close(col.hold)
+	if err := tel.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	c := tel.OTLPSpanCounts()
+	col.mu.Lock()
+	received := 0
+	for _, r := range col.reqs {
+		for _, rs := range r.ResourceSpans {
+			for _, ss := range rs.ScopeSpans {
+				received += len(ss.Spans)
+			}
+		}
+	}
+	col.mu.Unlock()
+	if c.Ended != n || c.Failed != 0 || c.Exported != int64(received) || c.Exported < 1 || c.Dropped() < n-2 {
+		t.Errorf("got %+v (dropped %d), collector received %d; want %d ended, none failed, exported = received ≥ 1, at least %d dropped",
+			c, c.Dropped(), received, n, n-2)
+	}
+	if (*Telemetry)(nil).OTLPSpanCounts() != (SpanCounts{}) {
+		t.Error("nil Telemetry: got counts, want zero")
+	}
 }

@@ -2,177 +2,693 @@ package otelsetup
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/base64"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
+	"slices"
+	"strconv"
 	"sync"
+	"unicode/utf8"
 
-	"go.opentelemetry.io/otel/exporters/otlp/otlptrace"
-	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
-	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
-	"google.golang.org/protobuf/encoding/protojson"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/sdk/instrumentation"
+	"go.opentelemetry.io/otel/sdk/resource"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/trace"
 )
 
-// NewTraceFileExporter returns a span exporter that appends to path (created
-// or truncated now) one OTLP JSON ExportTraceServiceRequest per line: the
-// format of the OpenTelemetry Collector's file exporter, so files from either
-// are interchangeable. Trace and span ids are hex, enums are numbers, 64-bit
-// integers are strings (OTLP/JSON).
-func NewTraceFileExporter(ctx context.Context, path string) (*otlptrace.Exporter, error) {
+// TraceFileExporter is a span exporter that writes each batch of spans as one
+// line of OTLP JSON, an ExportTraceServiceRequest: the format of the
+// OpenTelemetry Collector's file exporter, so files from either are
+// interchangeable. Trace and span ids are hex, enums are numbers, 64-bit
+// integers are strings (OTLP/JSON); members are in the order encoding/json
+// gives a map's keys, so a line is byte for byte what MarshalTraceLine writes
+// for the same request. Spans are grouped by resource, then by
+// instrumentation scope, each in order of first appearance in the batch.
+// Strings that are not valid UTF-8 have each bad byte replaced by U+FFFD.
+//
+// Spans are encoded straight from the SDK's ReadOnlySpan into a reused
+// buffer, and each line is flushed to the file before ExportSpans returns,
+// so the file only ever ends in a whole line. ExportSpans and Shutdown are
+// safe for concurrent use.
+type TraceFileExporter struct {
+	mu     sync.Mutex
+	w      *bufio.Writer
+	c      io.Closer // closed by Shutdown; nil for none
+	closed bool
+	err    error // the first write error: the file's last line is cut
+
+	buf     []byte
+	groups  batchGroups
+	res     *resource.Resource // the resource encoded in resJSON
+	resJSON []byte
+}
+
+// Buffer sizes of TraceFileExporter: the encoder hands its buffer to the
+// file's bufio.Writer whenever it holds flushAt bytes, so a line of any size
+// takes about bufSize + flushAt + one span of memory.
+const (
+	traceFileBufSize = 64 << 10
+	traceFileFlushAt = 60 << 10
+)
+
+// errExporterClosed is returned by ExportSpans after Shutdown.
+var errExporterClosed = errors.New("trace file: exporter is shut down")
+
+// NewTraceFileExporter creates (or truncates) path and returns an exporter
+// that writes to it. Its Shutdown closes the file.
+func NewTraceFileExporter(path string) (*TraceFileExporter, error) {
 	f, err := os.OpenFile(path, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o644)
 	if err != nil {
 		return nil, fmt.Errorf("open trace file: %w", err)
 	}
-	return otlptrace.New(ctx, &fileClient{f: f})
+	return newTraceWriter(f, f), nil
 }
 
-// fileClient is the otlptrace.Client that writes lines; the otlptrace
-// exporter does the SDK → OTLP transformation.
-type fileClient struct {
-	mu     sync.Mutex
-	f      *os.File
-	closed bool
+// newTraceWriter returns an exporter writing to w; Shutdown closes c when it
+// is not nil.
+func newTraceWriter(w io.Writer, c io.Closer) *TraceFileExporter {
+	return &TraceFileExporter{w: bufio.NewWriterSize(w, traceFileBufSize), c: c}
 }
 
-func (c *fileClient) Start(context.Context) error { return nil }
+// ExportSpans writes spans as one line and flushes it to the file. It
+// returns ctx's error if ctx is done on entry, the write error of the file
+// (this batch's and every later one's: a line was cut), or an error after
+// Shutdown.
+func (e *TraceFileExporter) ExportSpans(ctx context.Context, spans []sdktrace.ReadOnlySpan) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.closed {
+		return errExporterClosed
+	}
+	if e.err != nil {
+		return e.err
+	}
+	if err := e.writeLine(spans); err != nil {
+		e.err = fmt.Errorf("write trace file: %w", err)
+		return e.err
+	}
+	return nil
+}
 
-func (c *fileClient) Stop(context.Context) error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.closed {
+// Shutdown flushes and closes the file. It is idempotent: later calls
+// return nil. ctx is not used: a flush to a local file does not wait on
+// anything ctx could cancel.
+func (e *TraceFileExporter) Shutdown(context.Context) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.closed {
 		return nil
 	}
-	c.closed = true
-	return c.f.Close()
+	e.closed = true
+	var err error
+	if e.err == nil {
+		if err = e.w.Flush(); err != nil {
+			err = fmt.Errorf("write trace file: %w", err)
+		}
+	}
+	if e.c != nil {
+		if cerr := e.c.Close(); cerr != nil {
+			err = errors.Join(err, fmt.Errorf("close trace file: %w", cerr))
+		}
+	}
+	return err
 }
 
-func (c *fileClient) UploadTraces(_ context.Context, rs []*tracepb.ResourceSpans) error {
-	line, err := MarshalTraceLine(&coltracepb.ExportTraceServiceRequest{ResourceSpans: rs})
+// writeLine encodes one request holding spans and flushes it.
+func (e *TraceFileExporter) writeLine(spans []sdktrace.ReadOnlySpan) error {
+	g := &e.groups
+	g.build(spans)
+	if len(g.order) == 0 {
+		return nil
+	}
+	b := append(e.buf[:0], `{"resourceSpans":[`...)
+	for ri, r := range g.res {
+		if ri > 0 {
+			b = append(b, ',')
+		}
+		// Members of each object in sorted order, as MarshalTraceLine
+		// (encoding/json re-encoding a map) writes them.
+		b = append(b, '{')
+		if r != nil {
+			b = appendKey(b, "resource")
+			b = e.appendResource(b, r)
+		}
+		if u := r.SchemaURL(); u != "" {
+			b = appendKey(b, "schemaUrl")
+			b = appendString(b, u)
+		}
+		b = appendKey(b, "scopeSpans")
+		b = append(b, '[')
+		first := true
+		for si := range g.scopes {
+			s := &g.scopes[si]
+			if s.res != ri {
+				continue
+			}
+			if !first {
+				b = append(b, ',')
+			}
+			first = false
+			b = append(b, '{')
+			if s.scope.SchemaURL != "" {
+				b = appendKey(b, "schemaUrl")
+				b = appendString(b, s.scope.SchemaURL)
+			}
+			if s.scope != (instrumentation.Scope{}) {
+				b = appendKey(b, "scope")
+				b = appendScope(b, s.scope)
+			}
+			b = appendKey(b, "spans")
+			b = append(b, '[')
+			for k, i := range g.order[s.start : s.start+s.n] {
+				if k > 0 {
+					b = append(b, ',')
+				}
+				b = appendSpan(b, spans[i])
+				if len(b) >= traceFileFlushAt {
+					if _, err := e.w.Write(b); err != nil {
+						return err
+					}
+					b = b[:0]
+				}
+			}
+			b = append(b, "]}"...)
+		}
+		b = append(b, "]}"...)
+	}
+	b = append(b, "]}\n"...)
+	_, err := e.w.Write(b)
+	e.buf = b[:0]
 	if err != nil {
 		return err
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.closed {
-		return errors.New("trace file: closed")
-	}
-	if _, err := c.f.Write(line); err != nil {
-		return fmt.Errorf("write trace file: %w", err)
-	}
-	return nil
+	return e.w.Flush()
 }
 
-var idKeys = map[string]bool{"traceId": true, "spanId": true, "parentSpanId": true}
-
-// MarshalTraceLine encodes req as one line of OTLP JSON, newline included.
-func MarshalTraceLine(req *coltracepb.ExportTraceServiceRequest) ([]byte, error) {
-	raw, err := protojson.MarshalOptions{UseEnumNumbers: true}.Marshal(req)
-	if err != nil {
-		return nil, fmt.Errorf("encode otlp json: %w", err)
+// appendResource appends r's OTLP JSON, from a cache: every span of a
+// tracer provider shares one immutable *resource.Resource.
+func (e *TraceFileExporter) appendResource(b []byte, r *resource.Resource) []byte {
+	if r != e.res {
+		rb := append(e.resJSON[:0], '{')
+		rb = appendAttrIter(rb, r.Iter())
+		e.res, e.resJSON = r, append(rb, '}')
 	}
-	var v any
-	if err := json.Unmarshal(raw, &v); err != nil {
-		return nil, fmt.Errorf("encode otlp json: %w", err)
-	}
-	if err := convertIDs(v, base64ToHex); err != nil {
-		return nil, err
-	}
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf) // Encode appends the newline
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
-		return nil, fmt.Errorf("encode otlp json: %w", err)
-	}
-	return buf.Bytes(), nil
+	return append(b, e.resJSON...)
 }
 
-// UnmarshalTraceLine decodes one line of OTLP JSON (hex ids).
-func UnmarshalTraceLine(line []byte) (*coltracepb.ExportTraceServiceRequest, error) {
-	var v any
-	if err := json.Unmarshal(line, &v); err != nil {
-		return nil, err
-	}
-	if err := convertIDs(v, hexToBase64); err != nil {
-		return nil, err
-	}
-	raw, err := json.Marshal(v)
-	if err != nil {
-		return nil, err
-	}
-	req := &coltracepb.ExportTraceServiceRequest{}
-	if err := (protojson.UnmarshalOptions{DiscardUnknown: true}).Unmarshal(raw, req); err != nil {
-		return nil, err
-	}
-	return req, nil
+// batchGroups sorts a batch's spans into resources and scopes, in order of
+// first appearance; its slices are reused from batch to batch.
+type batchGroups struct {
+	res    []*resource.Resource
+	resKey []attribute.Distinct
+	scopes []scopeGroup
+	gid    []int32 // each span's index in scopes; -1 for a nil span
+	order  []int32 // span indexes, grouped by scope: scopes[g].start…+n
+	fill   []int   // per scope, where its next span goes in order
 }
 
-// ReadTraceFile reads every request of an OTLP JSON trace file (ours or the
-// Collector's). A bad line is an error naming its line number.
-func ReadTraceFile(r io.Reader) ([]*coltracepb.ExportTraceServiceRequest, error) {
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 0, 1<<20), 1<<30)
-	var out []*coltracepb.ExportTraceServiceRequest
-	for n := 1; sc.Scan(); n++ {
-		line := bytes.TrimSpace(sc.Bytes())
-		if len(line) == 0 {
+type scopeGroup struct {
+	res      int
+	scope    instrumentation.Scope
+	start, n int
+}
+
+func (g *batchGroups) build(spans []sdktrace.ReadOnlySpan) {
+	// Drop the last batch's references to resources and scope attributes.
+	clear(g.res)
+	clear(g.scopes)
+	g.res, g.resKey, g.scopes, g.gid, g.fill = g.res[:0], g.resKey[:0], g.scopes[:0], g.gid[:0], g.fill[:0]
+	last := -1
+	for _, s := range spans {
+		if s == nil {
+			g.gid = append(g.gid, -1)
 			continue
 		}
-		req, err := UnmarshalTraceLine(line)
-		if err != nil {
-			return nil, fmt.Errorf("trace file line %d: %w", n, err)
+		r, scope := s.Resource(), s.InstrumentationScope()
+		if last >= 0 && g.res[g.scopes[last].res] == r && g.scopes[last].scope == scope {
+			g.scopes[last].n++
+			g.gid = append(g.gid, int32(last))
+			continue
 		}
-		out = append(out, req)
+		ri := g.resource(r)
+		last = -1
+		for si := range g.scopes {
+			if g.scopes[si].res == ri && g.scopes[si].scope == scope {
+				last = si
+				break
+			}
+		}
+		if last < 0 {
+			last = len(g.scopes)
+			g.scopes = append(g.scopes, scopeGroup{res: ri, scope: scope})
+		}
+		g.scopes[last].n++
+		g.gid = append(g.gid, int32(last))
 	}
-	if err := sc.Err(); err != nil {
-		return nil, fmt.Errorf("read trace file: %w", err)
+	// A counting sort: spans keep their batch order within their scope.
+	n := 0
+	for si := range g.scopes {
+		g.scopes[si].start = n
+		g.fill = append(g.fill, n)
+		n += g.scopes[si].n
 	}
-	return out, nil
+	g.order = slices.Grow(g.order[:0], n)[:n]
+	for i, si := range g.gid {
+		if si >= 0 {
+			g.order[g.fill[si]] = int32(i)
+			g.fill[si]++
+		}
+	}
 }
 
-func convertIDs(v any, conv func(string) (string, error)) error {
-	switch x := v.(type) {
-	case map[string]any:
-		for k, e := range x {
-			if s, ok := e.(string); ok && idKeys[k] {
-				c, err := conv(s)
-				if err != nil {
-					return fmt.Errorf("field %s: %w", k, err)
-				}
-				x[k] = c
+// resource returns r's index in g.res, adding it if it is new. Resources
+// with the same attributes are one, as in the OTLP exporter: the first one
+// seen gives the group its schema URL.
+func (g *batchGroups) resource(r *resource.Resource) int {
+	for i, x := range g.res {
+		if x == r {
+			return i
+		}
+	}
+	key := r.Equivalent()
+	for i, k := range g.resKey {
+		if k == key {
+			return i
+		}
+	}
+	g.res, g.resKey = append(g.res, r), append(g.resKey, key)
+	return len(g.res) - 1
+}
+
+// OTLP span flags: the low byte is the W3C trace flags.
+const (
+	flagHasIsRemote = 0x100
+	flagIsRemote    = 0x200
+)
+
+func spanFlags(tf trace.TraceFlags, remote bool) uint32 {
+	f := uint32(tf) | flagHasIsRemote
+	if remote {
+		f |= flagIsRemote
+	}
+	return f
+}
+
+func appendSpan(b []byte, s sdktrace.ReadOnlySpan) []byte {
+	sc := s.SpanContext()
+	parent := s.Parent()
+	b = append(b, '{')
+	b = appendAttrs(b, s.Attributes())
+	b = appendCount(b, "droppedAttributesCount", s.DroppedAttributes())
+	b = appendCount(b, "droppedEventsCount", s.DroppedEvents())
+	b = appendCount(b, "droppedLinksCount", s.DroppedLinks())
+	b = appendTime(b, "endTimeUnixNano", s.EndTime().UnixNano())
+	if evs := s.Events(); len(evs) > 0 {
+		b = appendKey(b, "events")
+		b = append(b, '[')
+		for i, ev := range evs {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = append(b, '{')
+			b = appendAttrs(b, ev.Attributes)
+			b = appendCount(b, "droppedAttributesCount", ev.DroppedAttributeCount)
+			if ev.Name != "" {
+				b = appendKey(b, "name")
+				b = appendString(b, ev.Name)
+			}
+			b = appendTime(b, "timeUnixNano", ev.Time.UnixNano())
+			b = append(b, '}')
+		}
+		b = append(b, ']')
+	}
+	b = appendKey(b, "flags")
+	b = strconv.AppendUint(b, uint64(spanFlags(sc.TraceFlags(), parent.IsRemote())), 10)
+	if k := spanKind(s.SpanKind()); k != 0 {
+		b = appendKey(b, "kind")
+		b = strconv.AppendUint(b, uint64(k), 10)
+	}
+	if links := s.Links(); len(links) > 0 {
+		b = appendKey(b, "links")
+		b = append(b, '[')
+		for i, l := range links {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = append(b, '{')
+			b = appendAttrs(b, l.Attributes)
+			b = appendCount(b, "droppedAttributesCount", l.DroppedAttributeCount)
+			b = appendKey(b, "flags")
+			b = strconv.AppendUint(b, uint64(spanFlags(l.SpanContext.TraceFlags(), l.SpanContext.IsRemote())), 10)
+			b = appendSpanID(b, "spanId", l.SpanContext.SpanID())
+			b = appendTraceID(b, l.SpanContext.TraceID())
+			b = appendTraceState(b, l.SpanContext.TraceState())
+			b = append(b, '}')
+		}
+		b = append(b, ']')
+	}
+	if s.Name() != "" {
+		b = appendKey(b, "name")
+		b = appendString(b, s.Name())
+	}
+	if parent.SpanID().IsValid() {
+		b = appendSpanID(b, "parentSpanId", parent.SpanID())
+	}
+	b = appendSpanID(b, "spanId", sc.SpanID())
+	b = appendTime(b, "startTimeUnixNano", s.StartTime().UnixNano())
+	b = appendKey(b, "status")
+	b = append(b, '{')
+	st := s.Status()
+	if c := statusCode(st.Code); c != 0 {
+		b = appendKey(b, "code")
+		b = strconv.AppendUint(b, uint64(c), 10)
+	}
+	if st.Description != "" {
+		b = appendKey(b, "message")
+		b = appendString(b, st.Description)
+	}
+	b = append(b, '}')
+	b = appendTraceID(b, sc.TraceID())
+	b = appendTraceState(b, sc.TraceState())
+	return append(b, '}')
+}
+
+// spanKind is OTLP's Span.SpanKind.
+func spanKind(k trace.SpanKind) int {
+	switch k {
+	case trace.SpanKindInternal:
+		return 1
+	case trace.SpanKindServer:
+		return 2
+	case trace.SpanKindClient:
+		return 3
+	case trace.SpanKindProducer:
+		return 4
+	case trace.SpanKindConsumer:
+		return 5
+	}
+	return 0
+}
+
+// statusCode is OTLP's Status.StatusCode.
+func statusCode(c codes.Code) int {
+	switch c {
+	case codes.Ok:
+		return 1
+	case codes.Error:
+		return 2
+	}
+	return 0
+}
+
+func appendScope(b []byte, s instrumentation.Scope) []byte {
+	b = append(b, '{')
+	b = appendAttrIter(b, s.Attributes.Iter())
+	if s.Name != "" {
+		b = appendKey(b, "name")
+		b = appendString(b, s.Name)
+	}
+	if s.Version != "" {
+		b = appendKey(b, "version")
+		b = appendString(b, s.Version)
+	}
+	return append(b, '}')
+}
+
+// appendKey appends an object member's name and colon, after a comma unless
+// it is the object's first member: a value never ends in '{'.
+func appendKey(b []byte, key string) []byte {
+	if b[len(b)-1] != '{' {
+		b = append(b, ',')
+	}
+	b = append(b, '"')
+	b = append(b, key...)
+	return append(b, '"', ':')
+}
+
+// appendCount appends an OTLP uint32 count, omitted when zero, clamped to
+// [0, MaxUint32] as the OTLP exporter does.
+func appendCount(b []byte, key string, n int) []byte {
+	if n <= 0 {
+		return b
+	}
+	b = appendKey(b, key)
+	return strconv.AppendUint(b, min(uint64(n), math.MaxUint32), 10)
+}
+
+// appendTime appends a fixed64 time as a JSON string, omitted when zero;
+// times before 1970 are 0, as in the OTLP exporter.
+func appendTime(b []byte, key string, unixNano int64) []byte {
+	if unixNano <= 0 {
+		return b
+	}
+	b = appendKey(b, key)
+	b = append(b, '"')
+	b = strconv.AppendInt(b, unixNano, 10)
+	return append(b, '"')
+}
+
+func appendTraceID(b []byte, id trace.TraceID) []byte {
+	b = appendKey(b, "traceId")
+	b = append(b, '"')
+	b = hex.AppendEncode(b, id[:])
+	return append(b, '"')
+}
+
+func appendSpanID(b []byte, key string, id trace.SpanID) []byte {
+	b = appendKey(b, key)
+	b = append(b, '"')
+	b = hex.AppendEncode(b, id[:])
+	return append(b, '"')
+}
+
+func appendTraceState(b []byte, ts trace.TraceState) []byte {
+	if ts.Len() == 0 {
+		return b
+	}
+	b = appendKey(b, "traceState")
+	return appendString(b, ts.String())
+}
+
+// appendAttrs appends "attributes":[…], omitted when there are none.
+func appendAttrs(b []byte, kvs []attribute.KeyValue) []byte {
+	if len(kvs) == 0 {
+		return b
+	}
+	b = appendKey(b, "attributes")
+	return appendKeyValues(b, kvs)
+}
+
+func appendAttrIter(b []byte, it attribute.Iterator) []byte {
+	if it.Len() == 0 {
+		return b
+	}
+	b = appendKey(b, "attributes")
+	b = append(b, '[')
+	for it.Next() {
+		i, kv := it.IndexedAttribute()
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = appendKeyValue(b, kv)
+	}
+	return append(b, ']')
+}
+
+func appendKeyValues(b []byte, kvs []attribute.KeyValue) []byte {
+	b = append(b, '[')
+	for i, kv := range kvs {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = appendKeyValue(b, kv)
+	}
+	return append(b, ']')
+}
+
+func appendKeyValue(b []byte, kv attribute.KeyValue) []byte {
+	b = append(b, '{')
+	if kv.Key != "" {
+		b = appendKey(b, "key")
+		b = appendString(b, string(kv.Key))
+	}
+	b = appendKey(b, "value")
+	b = appendValue(b, kv.Value)
+	return append(b, '}')
+}
+
+// appendValue appends an OTLP AnyValue. Its one member is written even when
+// it holds a zero value (protobuf oneof semantics); an array or map with no
+// elements has no "values".
+func appendValue(b []byte, v attribute.Value) []byte {
+	switch v.Type() {
+	case attribute.EMPTY:
+		return append(b, "{}"...)
+	case attribute.BOOL:
+		return appendBool(b, v.AsBool())
+	case attribute.INT64:
+		return appendInt(b, v.AsInt64())
+	case attribute.FLOAT64:
+		return appendDouble(b, v.AsFloat64())
+	case attribute.STRING:
+		return appendStringValue(b, v.AsString())
+	case attribute.BYTESLICE:
+		b = append(b, `{"bytesValue":"`...)
+		b = base64.StdEncoding.AppendEncode(b, v.AsByteSlice())
+		return append(b, `"}`...)
+	case attribute.BOOLSLICE:
+		return appendArray(b, v.AsBoolSlice(), appendBool)
+	case attribute.INT64SLICE:
+		return appendArray(b, v.AsInt64Slice(), appendInt)
+	case attribute.FLOAT64SLICE:
+		return appendArray(b, v.AsFloat64Slice(), appendDouble)
+	case attribute.STRINGSLICE:
+		return appendArray(b, v.AsStringSlice(), appendStringValue)
+	case attribute.SLICE:
+		return appendArray(b, v.AsSlice(), appendValue)
+	case attribute.MAP:
+		kvs := v.AsMap()
+		if len(kvs) == 0 {
+			return append(b, `{"kvlistValue":{}}`...)
+		}
+		b = append(b, `{"kvlistValue":{"values":`...)
+		b = appendKeyValues(b, kvs)
+		return append(b, "}}"...)
+	}
+	// A type this encoder does not know, as the OTLP exporter writes it.
+	return append(b, `{"stringValue":"INVALID"}`...)
+}
+
+func appendArray[T any](b []byte, vs []T, elem func([]byte, T) []byte) []byte {
+	if len(vs) == 0 {
+		return append(b, `{"arrayValue":{}}`...)
+	}
+	b = append(b, `{"arrayValue":{"values":[`...)
+	for i, v := range vs {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = elem(b, v)
+	}
+	return append(b, "]}}"...)
+}
+
+func appendBool(b []byte, v bool) []byte {
+	if v {
+		return append(b, `{"boolValue":true}`...)
+	}
+	return append(b, `{"boolValue":false}`...)
+}
+
+func appendInt(b []byte, v int64) []byte {
+	b = append(b, `{"intValue":"`...)
+	b = strconv.AppendInt(b, v, 10)
+	return append(b, `"}`...)
+}
+
+func appendStringValue(b []byte, v string) []byte {
+	b = append(b, `{"stringValue":`...)
+	b = appendString(b, v)
+	return append(b, '}')
+}
+
+// appendDouble appends {"doubleValue":v}: a JSON number formatted as
+// encoding/json formats a float64 (ECMAScript's shortest form), or, for the
+// values JSON has no number for, the strings of OTLP/JSON (protojson).
+func appendDouble(b []byte, v float64) []byte {
+	b = append(b, `{"doubleValue":`...)
+	switch {
+	case math.IsNaN(v):
+		b = append(b, `"NaN"`...)
+	case math.IsInf(v, 1):
+		b = append(b, `"Infinity"`...)
+	case math.IsInf(v, -1):
+		b = append(b, `"-Infinity"`...)
+	default:
+		b = appendFloat(b, v)
+	}
+	return append(b, '}')
+}
+
+// appendFloat appends a finite v with the fewest digits that read back as v:
+// plain decimal for 1e-6 ≤ |v| < 1e21, exponent form otherwise with at
+// least one exponent digit ("1e-7", not Go's "1e-07").
+func appendFloat(b []byte, v float64) []byte {
+	if a := math.Abs(v); a != 0 && (a < 1e-6 || a >= 1e21) {
+		n := len(b)
+		b = strconv.AppendFloat(b, v, 'e', -1, 64)
+		// Go writes at least two exponent digits: drop a leading zero.
+		if e := len(b) - n; e >= 4 && b[len(b)-4] == 'e' && b[len(b)-2] == '0' {
+			b[len(b)-2] = b[len(b)-1]
+			b = b[:len(b)-1]
+		}
+		return b
+	}
+	return strconv.AppendFloat(b, v, 'f', -1, 64)
+}
+
+const hexDigits = "0123456789abcdef"
+
+// appendString appends s as a JSON string with encoding/json's escapes
+// (HTML characters left alone): \" \\ \n \r \t \b \f, \u00XX for the other
+// control characters, \u2028 and \u2029 (line breaks to JavaScript), and
+// \ufffd for each byte that is not part of valid UTF-8.
+func appendString(b []byte, s string) []byte {
+	b = append(b, '"')
+	done := 0 // s[:done] is in b
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			if c >= 0x20 && c != '"' && c != '\\' {
+				i++
 				continue
 			}
-			if err := convertIDs(e, conv); err != nil {
-				return err
+			b = append(b, s[done:i]...)
+			switch c {
+			case '"', '\\':
+				b = append(b, '\\', c)
+			case '\n':
+				b = append(b, '\\', 'n')
+			case '\r':
+				b = append(b, '\\', 'r')
+			case '\t':
+				b = append(b, '\\', 't')
+			case '\b':
+				b = append(b, '\\', 'b')
+			case '\f':
+				b = append(b, '\\', 'f')
+			default:
+				b = append(b, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
 			}
+			i++
+			done = i
+			continue
 		}
-	case []any:
-		for _, e := range x {
-			if err := convertIDs(e, conv); err != nil {
-				return err
-			}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case r == utf8.RuneError && size == 1:
+			b = append(b, s[done:i]...)
+			b = append(b, `\ufffd`...)
+		case r == '\u2028' || r == '\u2029':
+			b = append(b, s[done:i]...)
+			b = append(b, '\\', 'u', '2', '0', '2', hexDigits[r&0xf])
+		default:
+			i += size
+			continue
 		}
+		i += size
+		done = i
 	}
-	return nil
-}
-
-func base64ToHex(s string) (string, error) {
-	b, err := base64.StdEncoding.DecodeString(s)
-	if err != nil {
-		return "", err
-	}
-	return hex.EncodeToString(b), nil
-}
-
-func hexToBase64(s string) (string, error) {
-	b, err := hex.DecodeString(s)
-	if err != nil {
-		return "", fmt.Errorf("want hex: %w", err)
-	}
-	return base64.StdEncoding.EncodeToString(b), nil
+	b = append(b, s[done:]...)
+	return append(b, '"')
 }
