@@ -221,8 +221,8 @@ type unit struct {
 	item    scenario.Item
 	id      string
 	work    telemetry.WorkSpan
-	disp    trace.Span
-	queued  trace.Span // runtime.queue, ended when a worker takes the unit
+	disp    telemetry.PhaseSpan // runtime.dispatch
+	queued  telemetry.PhaseSpan // runtime.queue, ended when a worker takes the unit
 	comp    *telemetry.Component
 	start   time.Time
 	outputs map[string]string // the task's, once its host replied
@@ -431,10 +431,9 @@ func (r *Runtime) Submit(ctx context.Context, it scenario.Item) error {
 	r.smu.Unlock()
 	defer r.submits.Done()
 	u := &unit{item: it, id: fmt.Sprintf("%s%d", r.instancePrefix(), r.seq.Add(1))}
-	u.comp = r.rt
-	transport := TransportIPC
+	u.comp = r.rt // its transport attribute is the unit's
 	if it.Kind == scenario.KindFanout {
-		u.comp, transport = r.rtChunk, TransportChunking
+		u.comp = r.rtChunk
 	}
 	// Every unit is a root of its own trace.
 	root := trace.ContextWithSpanContext(context.Background(), trace.SpanContext{})
@@ -448,14 +447,11 @@ func (r *Runtime) Submit(ctx context.Context, it scenario.Item) error {
 	r.mu.Unlock()
 	r.col.track(tid)
 	var dctx context.Context
-	dctx, u.disp = r.tracer.Start(wctx, SpanDispatch, trace.WithAttributes(
-		telemetry.AttrComponent.String("runtime"), telemetry.AttrPhase.String(telemetry.Dispatch.String()),
-		telemetry.AttrTransport.String(transport)))
+	dctx, disp := u.comp.StartDetached(wctx, telemetry.Dispatch, telemetry.None)
+	u.disp = disp
 	// The wait for a worker (Submit blocked on a full queue, then queued)
 	// is its own row: load, not code.
-	_, u.queued = r.tracer.Start(dctx, SpanQueue, trace.WithAttributes(
-		telemetry.AttrComponent.String("runtime"), telemetry.AttrPhase.String(telemetry.Queue.String()),
-		telemetry.AttrTransport.String(transport)))
+	_, u.queued = u.comp.StartDetached(dctx, telemetry.Queue, telemetry.None)
 	select {
 	case <-r.stopping:
 		r.finish(u, telemetry.Cancelled, "cancelled", ErrClosed)
@@ -472,8 +468,8 @@ func (r *Runtime) Submit(ctx context.Context, it scenario.Item) error {
 		// Not submitted: forget the unit before ending its spans, so it is
 		// neither attributed nor counted in amdahl.work.duration.
 		r.dropUnit(u)
-		u.queued.End()
-		u.disp.End()
+		u.queued.Span().End()
+		u.disp.Span().End()
 		u.work.Span().End()
 		r.inflight.Done()
 		return fmt.Errorf("runtime: submit: %w", ctx.Err())
@@ -552,10 +548,10 @@ func (r *Runtime) runUnit(drain context.Context, u *unit) {
 
 // finish ends the unit's spans (once) and records its result.
 func (r *Runtime) finish(u *unit, o telemetry.Outcome, class string, err error) {
-	if u.queued.IsRecording() {
+	if u.queued.Span().IsRecording() {
 		u.queued.End()
 	}
-	if u.disp.IsRecording() {
+	if u.disp.Span().IsRecording() {
 		u.disp.End()
 	}
 	if err != nil {
@@ -616,18 +612,13 @@ func (r *Runtime) onWork(w attribution.Work, diag attribution.Diagnostics) {
 	}
 }
 
-// endDispatch ends the dispatch span at the current time and records its
-// duration.
-func (r *Runtime) endDispatch(u *unit) {
-	d := time.Since(u.start)
-	u.disp.End()
-	u.comp.RecordPhase(u.rootContext(), telemetry.Dispatch, telemetry.None, d)
-}
+// endDispatch ends the dispatch phase (span and amdahl.phase.duration).
+func (r *Runtime) endDispatch(u *unit) { u.disp.End() }
 
 // runTask: lease the orchestration, acquire a host, run the task there,
 // then complete the orchestration with the task's outputs.
 func (r *Runtime) runTask(ctx context.Context, u *unit) (string, error) {
-	dctx := trace.ContextWithSpan(ctx, u.disp)
+	dctx := trace.ContextWithSpan(ctx, u.disp.Span())
 	token, err := r.lease.lease(dctx, r.sender, u.id)
 	if err != nil {
 		r.endDispatch(u)
@@ -737,7 +728,7 @@ func (r *Runtime) complete(ctx context.Context, resp *dtpb.OrchestratorResponse)
 // runFanout: lease the orchestration, then complete it with the item's
 // actions, chunked.
 func (r *Runtime) runFanout(ctx context.Context, u *unit) (string, error) {
-	dctx := trace.ContextWithSpan(ctx, u.disp)
+	dctx := trace.ContextWithSpan(ctx, u.disp.Span())
 	token, err := r.lease.lease(dctx, r.sender, u.id)
 	r.endDispatch(u)
 	if err != nil {

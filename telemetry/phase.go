@@ -301,6 +301,22 @@ func (c *Component) startPhase(ctx context.Context, p Phase, d Direction) (conte
 	return ctx, ps
 }
 
+// StartDetached starts phase p like StartPhase, but sets no pprof label:
+// it is for a phase that ends on another goroutine than the one that
+// started it (a unit's queue wait and dispatch, which span the submitting
+// goroutine and a worker). Its End may be called from any goroutine, once.
+func (c *Component) StartDetached(ctx context.Context, p Phase, d Direction) (context.Context, PhaseSpan) {
+	if c == nil {
+		return ctx, PhaseSpan{}
+	}
+	if !p.Valid() || d > Reply {
+		panic(fmt.Sprintf("telemetry: StartDetached(%v, %v): invalid phase or direction", p, d))
+	}
+	parent := ctx
+	ctx, span := c.tracer.Start(ctx, c.spanNames[p][d], c.spanOpts[p][d]...)
+	return ctx, PhaseSpan{c: c, ctx: parent, span: span, start: time.Now(), phase: p, dir: d}
+}
+
 func hasLabels(ctx context.Context) bool {
 	has := false
 	pprof.ForLabels(ctx, func(string, string) bool { has = true; return false })

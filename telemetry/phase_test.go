@@ -263,3 +263,42 @@ func TestRecordSpanMeasuredElsewhere(t *testing.T) {
 		t.Errorf("%s: %d points summing %gs, want 2 summing 0.004s", MetricPhaseDuration, count, sum)
 	}
 }
+
+// A detached phase ends on another goroutine: its span and duration are
+// recorded as a phase's.
+func TestStartDetached(t *testing.T) {
+	c, sr, reader := newTestComponent(t, "runtime")
+	ctx, ph := c.StartDetached(context.Background(), Dispatch, None)
+	if !trace.SpanFromContext(ctx).SpanContext().IsValid() {
+		t.Fatal("StartDetached returned no span in ctx")
+	}
+	done := make(chan time.Duration)
+	go func() { done <- ph.End() }()
+	if d := <-done; d <= 0 {
+		t.Errorf("End on another goroutine = %v, want > 0", d)
+	}
+	if got := sr.Ended(); len(got) != 1 || got[0].Name() != "runtime.dispatch" {
+		t.Fatalf("ended %d spans, want runtime.dispatch", len(got))
+	}
+	var rm metricdata.ResourceMetrics
+	if err := reader.Collect(context.Background(), &rm); err != nil {
+		t.Fatal(err)
+	}
+	n := uint64(0)
+	for _, sm := range rm.ScopeMetrics {
+		for _, m := range sm.Metrics {
+			if m.Name == MetricPhaseDuration {
+				for _, dp := range m.Data.(metricdata.Histogram[float64]).DataPoints {
+					n += dp.Count
+				}
+			}
+		}
+	}
+	if n != 1 {
+		t.Errorf("%s has %d points, want 1", MetricPhaseDuration, n)
+	}
+	var nilComp *Component
+	if _, ph := nilComp.StartDetached(context.Background(), Queue, None); ph.End() != 0 || ph.Span().IsRecording() {
+		t.Error("a disabled component's detached phase records")
+	}
+}
