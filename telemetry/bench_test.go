@@ -50,7 +50,7 @@ func BenchmarkPhase(b *testing.B) {
 			defer tp.Shutdown(ctx)
 			defer mp.Shutdown(ctx)
 			c, err := NewComponent("ipc", ComponentConfig{TracerProvider: tp, MeterProvider: mp, PhaseLabels: mode.labels,
-				Attributes: []attribute.KeyValue{AttrTransport.String("ipc"), AttrScenario.String("taskhost")}})
+				Attributes: []attribute.KeyValue{AttrTransport.String("ipc"), AttrScenario.String("taskhost"), AttrVariant.String("baseline")}})
 			if err != nil {
 				b.Fatal(err)
 			}

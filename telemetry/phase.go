@@ -218,7 +218,15 @@ func NewComponent(name string, cfg ComponentConfig) (*Component, error) {
 			}
 			set := attribute.NewSet(kv...)
 			c.spanNames[p][d] = name + "." + p.String()
-			c.spanOpts[p][d] = []trace.SpanStartOption{trace.WithAttributes(kv...), trace.WithSpanKind(trace.SpanKindInternal)}
+			// A phase span carries what tells it from its siblings; the
+			// component's attributes, constant for the unit, are on its
+			// root span amdahl.work and on the metrics. Each attribute is
+			// about 0.3 µs of every span.
+			skv := []attribute.KeyValue{AttrComponent.String(name), AttrPhase.String(p.String())}
+			if d != None {
+				skv = append(skv, AttrDirection.String(d.String()))
+			}
+			c.spanOpts[p][d] = []trace.SpanStartOption{trace.WithAttributes(skv...), trace.WithSpanKind(trace.SpanKindInternal)}
 			c.metricOpt[p][d] = metric.WithAttributeSet(set)
 		}
 	}

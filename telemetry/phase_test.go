@@ -81,8 +81,13 @@ func TestPhaseSpansAndMetrics(t *testing.T) {
 			t.Errorf("%s: parent %v, want root %v", s.Name(), s.Parent().SpanID(), root.SpanContext().SpanID())
 		}
 		a := attrMap(s.Attributes())
-		if a[AttrComponent] != "ipc" || a[AttrPhase] != wantNames[i][4:] || a[AttrDirection] != wantDir[i] || a[AttrTransport] != "ipc" {
+		if a[AttrComponent] != "ipc" || a[AttrPhase] != wantNames[i][4:] || a[AttrDirection] != wantDir[i] {
 			t.Errorf("%s: attributes %v", s.Name(), a)
+		}
+		// The component's attributes are the root's and the metrics', not
+		// repeated on every phase span.
+		if _, ok := a[AttrTransport]; ok || len(a) > 3 {
+			t.Errorf("%s: attributes %v, want amdahl.component, .phase and .direction only", s.Name(), a)
 		}
 		if s.SpanKind() != trace.SpanKindInternal {
 			t.Errorf("%s: kind %v, want internal", s.Name(), s.SpanKind())
@@ -230,7 +235,7 @@ func TestRecordSpanMeasuredElsewhere(t *testing.T) {
 		t.Error("the recorded span is not a child of the span in ctx")
 	}
 	m := attrMap(ex.Attributes())
-	for k, want := range map[attribute.Key]string{AttrComponent: "taskhost", AttrPhase: "execute", AttrTransport: "ipc", AttrRemote: "true"} {
+	for k, want := range map[attribute.Key]string{AttrComponent: "taskhost", AttrPhase: "execute", AttrRemote: "true"} {
 		if m[k] != want {
 			t.Errorf("%s = %q, want %q (all: %v)", k, m[k], want, m)
 		}
