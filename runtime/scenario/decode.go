@@ -27,13 +27,31 @@ var (
 	shapeKeys    = []string{"name", "weight", "actions", "action_bytes", "first_action_bytes"}
 )
 
-// Load reads and parses the scenario file at path, as Parse does.
+// Load reads and parses the scenario file at path, as Parse does. A file
+// larger than 1 MiB is an *Error; Load tells from its size when it can, and
+// otherwise reads no more than one byte past the limit.
 func Load(path string) (*Scenario, error) {
-	data, err := os.ReadFile(path)
+	f, err := os.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("load scenario: %w", err)
 	}
+	defer f.Close()
+	if fi, err := f.Stat(); err == nil && fi.Mode().IsRegular() && fi.Size() > maxFileBytes {
+		return nil, tooLarge(path, bytesize.Format(int(min(fi.Size(), math.MaxInt))))
+	}
+	data, err := io.ReadAll(io.LimitReader(f, maxFileBytes+1))
+	if err != nil {
+		return nil, fmt.Errorf("load scenario: %w", err)
+	}
+	if len(data) > maxFileBytes {
+		// Not a regular file, or one that grew: its size is unknown.
+		return nil, tooLarge(path, "more than "+bytesize.Format(maxFileBytes))
+	}
 	return Parse(path, data)
+}
+
+func tooLarge(file, size string) *Error {
+	return &Error{File: file, Msg: fmt.Sprintf("too large: %s (valid: at most %s per scenario file)", size, bytesize.Format(maxFileBytes))}
 }
 
 // Parse parses a scenario in YAML or JSON, fills in the defaults for
@@ -41,8 +59,11 @@ func Load(path string) (*Scenario, error) {
 // when the scenario has no name, to name it (file's base name without its
 // extension). Every error is an *Error naming the file, line, column
 // and field. Anchors and aliases are followed; merge keys ("<<") are not
-// supported.
+// supported. data longer than 1 MiB is refused before it is parsed.
 func Parse(file string, data []byte) (*Scenario, error) {
+	if len(data) > maxFileBytes {
+		return nil, tooLarge(file, bytesize.Format(len(data)))
+	}
 	d := &decoder{file: file, pos: make(map[string]*yaml.Node)}
 	root, err := d.parse(data)
 	if err != nil {

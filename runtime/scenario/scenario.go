@@ -32,6 +32,12 @@
 // line, column and field path ("workloads[1].task.config_mean"); unknown
 // and duplicate keys are errors too.
 //
+// Every bound is checked before what it bounds is allocated, so a hostile
+// file costs a bounded parse; the error names the field and the limit.
+// The limits are fixed:
+//
+//	file size                       1 MiB, checked before parsing (Load reads at most 1 MiB + 1 byte)
+//
 // The same scenario, seed included, always yields the same Items, parameter
 // values and payloads included. Package runtime runs them (runtime.Run,
 // Runtime.Submit); this package does not depend on it.
@@ -126,6 +132,11 @@ const (
 	defaultParameters       = 8
 	defaultExecutePasses    = 2
 )
+
+// maxFileBytes is the largest scenario file Parse and Load accept. A
+// scenario is a few hundred bytes; the limit keeps a hostile file from
+// costing more than a bounded parse.
+const maxFileBytes = 1 << 20
 
 // Limits enforced by Validate. They keep a scenario file from asking for more
 // memory or CPU than a benchmark run can sensibly give it.
