@@ -58,8 +58,9 @@ func tooLarge(file, size string) *Error {
 // absent fields and validates it. file is used only in error messages and,
 // when the scenario has no name, to name it (file's base name without its
 // extension). Every error is an *Error naming the file, line, column
-// and field. Anchors and aliases are followed; merge keys ("<<") are not
-// supported. data longer than 1 MiB is refused before it is parsed.
+// and field. Anchors and aliases are followed, every use of an alias
+// counting its nodes again against the budget of 10,000; merge keys ("<<")
+// are not supported. data longer than 1 MiB is refused before it is parsed.
 func Parse(file string, data []byte) (*Scenario, error) {
 	if len(data) > maxFileBytes {
 		return nil, tooLarge(file, bytesize.Format(len(data)))
@@ -87,9 +88,18 @@ func Parse(file string, data []byte) (*Scenario, error) {
 // decoder walks a yaml.Node tree by hand, so that every error can name the
 // field and its position, and records where each field was read so that
 // validation errors can be placed too.
+//
+// The tree is a graph: an alias is a pointer to its anchor's node, so a
+// walk that follows aliases can visit a node many times, and anchors that
+// alias anchors multiply (a "billion laughs"). Every visit is counted
+// against maxNodes, so the walk is linear in that budget however the
+// aliases nest, and every scalar's length is checked on its visit before
+// anything resolves or parses it.
 type decoder struct {
-	file string
-	pos  map[string]*yaml.Node // field path → the key (or sequence item) node it was read from
+	file  string
+	pos   map[string]*yaml.Node // field path → the key (or sequence item) node it was read from
+	nodes int                   // nodes visited so far, aliases expanded
+	via   *yaml.Node            // the outermost alias being expanded, if any
 }
 
 func (d *decoder) errorf(at *yaml.Node, field, format string, args ...any) *Error {
@@ -212,6 +222,37 @@ func resolve(n *yaml.Node) *yaml.Node {
 	return n
 }
 
+// visit counts a visit to the node at against maxNodes and returns it with
+// its alias resolved. A scalar longer than maxValueBytes is an error, before
+// anything resolves its tag or parses it. Errors are placed at pos (or, over
+// the budget, at the outermost alias being expanded).
+func (d *decoder) visit(at, pos *yaml.Node, field string) (*yaml.Node, error) {
+	d.nodes++
+	if d.nodes > maxNodes {
+		if d.via != nil {
+			pos = d.via
+		} else if at.Kind == yaml.AliasNode {
+			pos = at
+		}
+		return nil, d.errorf(pos, field, "more than %d YAML nodes with aliases expanded (valid: at most %d per scenario file)", maxNodes, maxNodes)
+	}
+	n := resolve(at)
+	if n.Kind == yaml.ScalarNode && len(n.Value) > maxValueBytes {
+		return nil, d.errorf(pos, field, "too long: %d bytes (valid: at most %d bytes)", len(n.Value), maxValueBytes)
+	}
+	return n, nil
+}
+
+// expanding records at as the alias being expanded, if it is the outermost,
+// and returns the function that ends its expansion.
+func (d *decoder) expanding(at *yaml.Node) (done func()) {
+	if at.Kind != yaml.AliasNode || d.via != nil {
+		return func() {}
+	}
+	d.via = at
+	return func() { d.via = nil }
+}
+
 func isNull(n *yaml.Node) bool {
 	return n.Kind == yaml.ScalarNode && n.ShortTag() == "!!null"
 }
@@ -255,22 +296,31 @@ func describe(n *yaml.Node) string {
 // fields walks the mapping n in file order, calling fn for each key. A null n
 // is an empty mapping. Other kinds, non-scalar keys, duplicate keys and keys
 // not in valid are errors.
-func (d *decoder) fields(n *yaml.Node, path string, valid []string, fn func(key string, k, v *yaml.Node, field string) error) error {
-	at := n
-	n = resolve(n)
+func (d *decoder) fields(at *yaml.Node, path string, valid []string, fn func(key string, k, v *yaml.Node, field string) error) error {
+	n, err := d.visit(at, at, path)
+	if err != nil {
+		return err
+	}
+	defer d.expanding(at)()
 	if isNull(n) {
 		return nil
 	}
 	if n.Kind != yaml.MappingNode {
 		return d.errorf(at, path, "want a mapping, got %s", describe(n))
 	}
-	seen := make(map[string]*yaml.Node, len(n.Content)/2)
+	// Not len(n.Content): a mapping of many keys is refused at its first
+	// unknown or duplicate one, however often an alias repeats it.
+	seen := make(map[string]*yaml.Node, min(len(n.Content)/2, len(valid)))
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		k, v := n.Content[i], n.Content[i+1]
-		if rk := resolve(k); rk.Kind != yaml.ScalarNode {
+		rk, err := d.visit(k, k, path)
+		if err != nil {
+			return err
+		}
+		if rk.Kind != yaml.ScalarNode {
 			return d.errorf(k, path, "want a key, got %s", describe(rk))
 		}
-		key := resolve(k).Value
+		key := rk.Value
 		field := join(path, key)
 		if !slices.Contains(valid, key) {
 			return d.errorf(k, field, "unknown key (valid: %s)", strings.Join(valid, ", "))
@@ -289,9 +339,12 @@ func (d *decoder) fields(n *yaml.Node, path string, valid []string, fn func(key 
 
 // items walks the sequence n, calling fn for each item. A null n is an empty
 // list.
-func (d *decoder) items(n *yaml.Node, path string, fn func(item *yaml.Node, field string) error) error {
-	at := n
-	n = resolve(n)
+func (d *decoder) items(at *yaml.Node, path string, fn func(item *yaml.Node, field string) error) error {
+	n, err := d.visit(at, at, path)
+	if err != nil {
+		return err
+	}
+	defer d.expanding(at)()
 	if isNull(n) {
 		return nil
 	}
@@ -310,7 +363,10 @@ func (d *decoder) items(n *yaml.Node, path string, fn func(item *yaml.Node, fiel
 
 // scalar returns v as a non-null scalar, or an error placed at the key k.
 func (d *decoder) scalar(k, v *yaml.Node, field, want string) (*yaml.Node, error) {
-	v = resolve(v)
+	v, err := d.visit(v, k, field)
+	if err != nil {
+		return nil, err
+	}
 	if v.Kind != yaml.ScalarNode || isNull(v) {
 		return nil, d.errorf(k, field, "want %s, got %s", want, describe(v))
 	}

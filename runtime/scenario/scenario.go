@@ -37,6 +37,8 @@
 // The limits are fixed:
 //
 //	file size                       1 MiB, checked before parsing (Load reads at most 1 MiB + 1 byte)
+//	YAML nodes, aliases expanded    10,000 (anchors and aliases are followed, each use counted)
+//	a value (scalar)                4 KiB: a string, number, size or key
 //
 // The same scenario, seed included, always yields the same Items, parameter
 // values and payloads included. Package runtime runs them (runtime.Run,
@@ -137,6 +139,14 @@ const (
 // scenario is a few hundred bytes; the limit keeps a hostile file from
 // costing more than a bounded parse.
 const maxFileBytes = 1 << 20
+
+// Limits of the decoder, beyond those of Validate. maxNodes bounds the
+// walk over the YAML tree, aliases expanded: a scenario has tens of nodes.
+// maxValueBytes bounds every scalar (a description is the longest).
+const (
+	maxNodes      = 10_000
+	maxValueBytes = 4 << 10
+)
 
 // Limits enforced by Validate. They keep a scenario file from asking for more
 // memory or CPU than a benchmark run can sensibly give it.
