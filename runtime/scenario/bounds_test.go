@@ -2,9 +2,11 @@ package scenario
 
 import (
 	"errors"
+	"math"
 	"os"
 	"path/filepath"
 	goruntime "runtime"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -105,9 +107,10 @@ func TestParseAliasBudget(t *testing.T) {
 	}{
 		{"bomb within the count limits", aliasBomb(100, 100),
 			"in.yaml:23:5: workloads[19].fanout.shapes[70]: more than 10000 YAML nodes with aliases expanded (valid: at most 10000 per scenario file)"},
-		// 22 KB; before the budget this took 41 s and 2.2 GB.
-		{"bomb", aliasBomb(2000, 2000),
-			"in.yaml:4:8059: workloads[0].fanout.shapes[1997]: more than 10000 YAML nodes with aliases expanded (valid: at most 10000 per scenario file)"},
+		// 22 KB; before the budget this took 41 s and 2.2 GB. Its list
+		// of workloads is refused by its length before any is walked.
+		{"bomb", aliasBomb(2000, 2000), "in.yaml:4:3: workloads: too many: 2000 (valid: at most 100)"},
+		{"bomb of shapes", aliasBomb(100, 2000), "in.yaml:4:40: workloads[0].fanout.shapes: too many: 2000 (valid: at most 100)"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := Parse("in.yaml", tc.data)
@@ -161,5 +164,160 @@ func BenchmarkParse(b *testing.B) {
 				Parse("in.yaml", bc.data)
 			}
 		})
+	}
+}
+
+// TestParseCounts: a list longer than its limit is refused at the list,
+// before any of its items is decoded.
+func TestParseCounts(t *testing.T) {
+	shapes := func(n int) string {
+		var b strings.Builder
+		for i := range n {
+			if i > 0 {
+				b.WriteString(", ")
+			}
+			b.WriteString("{actions: 1, action_bytes: " + strconv.Itoa(i+1) + "}")
+		}
+		return "name: x\ncount: 1\nworkloads:\n  - kind: fanout\n    fanout: {shapes: [" + b.String() + "]}\n"
+	}
+	for _, tc := range []struct {
+		name string
+		data string
+		want string // "" for valid
+	}{
+		{"workloads at the limit", "name: x\ncount: 1\nworkloads: [" + strings.Repeat("{kind: taskhost}, ", maxWorkloads) + "]\n", ""},
+		{"too many workloads", "name: x\ncount: 1\nworkloads: [" + strings.Repeat("{kind: taskhost}, ", maxWorkloads+1) + "]\n",
+			"in.yaml:3:12: workloads: too many: 101 (valid: at most 100)"},
+		{"too many workloads, block style", "name: x\ncount: 1\nworkloads:\n" + strings.Repeat("  - kind: taskhost\n", maxWorkloads+1),
+			"in.yaml:4:3: workloads: too many: 101 (valid: at most 100)"},
+		{"too many workloads, invalid ones", "name: x\ncount: 1\nworkloads: [" + strings.Repeat("1, ", 1_000) + "]\n",
+			"in.yaml:3:12: workloads: too many: 1000 (valid: at most 100)"},
+		{"shapes at the limit", shapes(maxShapes), ""},
+		{"too many shapes", shapes(maxShapes + 1),
+			"in.yaml:5:22: workloads[0].fanout.shapes: too many: 101 (valid: at most 100)"},
+		{"count at the limit", "name: x\ncount: 10000000\nworkloads: [{kind: taskhost}]\n", ""},
+		{"count too large", "name: x\ncount: 10000001\nworkloads: [{kind: taskhost}]\n",
+			"in.yaml:2:1: count: 10000001 is out of range (valid: 1..10000000)"},
+		{"name too long", "name: " + strings.Repeat("n", maxNameBytes+1) + "\ncount: 1\nworkloads: [{kind: taskhost}]\n",
+			"in.yaml:1:1: name: too long: 129 bytes (valid: at most 128 bytes)"},
+		{"shape name too long", "name: x\ncount: 1\nworkloads: [{kind: fanout, fanout: {shapes: [{name: " + strings.Repeat("n", maxNameBytes+1) + ", actions: 1, action_bytes: 1}]}}]\n",
+			"in.yaml:3:47: workloads[0].fanout.shapes[0].name: too long: 129 bytes (valid: at most 128 bytes)"},
+		{"actions in total", "name: x\ncount: 1\nworkloads:\n" + strings.Repeat("  - {kind: fanout, fanout: {shapes: [{actions: 100000, action_bytes: 1}]}}\n", 11),
+			"in.yaml:14:39: workloads[10].fanout.shapes[0].actions: the actions of all shapes add up to 1100000 (valid: at most 1000000 over all workloads)"},
+		{"environment in total", "name: x\ncount: 1\nworkloads:\n" + strings.Repeat("  - {kind: taskhost, task: {environment: 32MiB}}\n", 2) + "  - {kind: taskhost, task: {environment: 1}}\n",
+			"in.yaml:6:29: workloads[2].task.environment: the environments of all task workloads add up to 67108865B (valid: at most 64MiB over all workloads)"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, err := Parse("in.yaml", []byte(tc.data))
+			if tc.want == "" {
+				if err != nil {
+					t.Fatalf("got %v, want no error", err)
+				}
+				if err := s.Validate(); err != nil {
+					t.Fatalf("Validate: got %v, want no error", err)
+				}
+				return
+			}
+			wantError(t, err, tc.want)
+		})
+	}
+}
+
+// TestValidateBounds: the same limits hold for a Scenario built in Go.
+func TestValidateBounds(t *testing.T) {
+	task := func(n int, env int) []Workload {
+		w := make([]Workload, n)
+		for i := range w {
+			w[i] = Workload{Kind: KindTask, Task: &TaskSpec{EnvironmentBytes: env}}
+		}
+		return w
+	}
+	fanout := func(workloads, shapes, actions int) []Workload {
+		w := make([]Workload, workloads)
+		for i := range w {
+			f := &FanoutSpec{}
+			for j := range shapes {
+				f.Shapes = append(f.Shapes, FanoutShape{Actions: actions, ActionBytes: j + 1})
+			}
+			w[i] = Workload{Kind: KindFanout, Fanout: f}
+		}
+		return w
+	}
+	for _, tc := range []struct {
+		name string
+		s    Scenario
+		want string
+	}{
+		{"workloads", Scenario{Name: "x", Count: 1, Workloads: task(1_000_000, 0)}, "workloads: too many: 1000000 (valid: at most 100)"},
+		{"shapes", Scenario{Name: "x", Count: 1, Workloads: fanout(1, 101, 1)}, "workloads[0].fanout.shapes: too many: 101 (valid: at most 100)"},
+		{"count", Scenario{Name: "x", Count: math.MaxInt, Workloads: task(1, 0)}, "count: 9223372036854775807 is out of range (valid: 1..10000000)"},
+		{"name", Scenario{Name: strings.Repeat("n", 129), Count: 1, Workloads: task(1, 0)}, "name: too long: 129 bytes (valid: at most 128 bytes)"},
+		{"description", Scenario{Name: "x", Description: strings.Repeat("d", 4097), Count: 1, Workloads: task(1, 0)}, "description: too long: 4097 bytes (valid: at most 4096 bytes)"},
+		{"actions in total", Scenario{Name: "x", Count: 1, Workloads: fanout(100, 100, 100_000)},
+			"workloads[0].fanout.shapes[10].actions: the actions of all shapes add up to 1100000 (valid: at most 1000000 over all workloads)"},
+		{"environment in total", Scenario{Name: "x", Count: 1, Workloads: task(100, 64<<20)},
+			"workloads[1].task.environment: the environments of all task workloads add up to 128MiB (valid: at most 64MiB over all workloads)"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := tc.s.Validate()
+			if err == nil || err.Error() != tc.want {
+				t.Fatalf("got  %v\nwant %q", err, tc.want)
+			}
+		})
+	}
+}
+
+// allocated returns the bytes allocated while f runs.
+func allocated(f func()) uint64 {
+	var before, after goruntime.MemStats
+	goruntime.GC()
+	goruntime.ReadMemStats(&before)
+	f()
+	goruntime.ReadMemStats(&after)
+	return after.TotalAlloc - before.TotalAlloc
+}
+
+// TestNewGeneratorMemory: NewGenerator allocates nothing per unit of work,
+// and at most a fixed amount for the largest valid scenario: the shared
+// text (64 MiB, built in a buffer and copied: 128 MiB), the environments
+// (64 MiB of entries whose values share the text: about 94 MiB measured
+// for one) and the action sizes (1,000,000 ints: 8 MB), 230 MiB in all,
+// 269 MiB under the race detector. Without the limits on the totals, each
+// task workload could add its own 94 MiB.
+func TestNewGeneratorMemory(t *testing.T) {
+	s := mustBuiltin(t, "mixed")
+	s.Count = 1
+	one := allocated(func() { s.NewGenerator() })
+	s.Count = maxCount
+	most := allocated(func() { s.NewGenerator() })
+	if most > one+1<<20 {
+		t.Errorf("count %d: got %d bytes allocated, want about %d as for count 1", maxCount, most, one)
+	}
+
+	if testing.Short() {
+		t.Skip("the largest scenario allocates about 230 MiB")
+	}
+	largest := &Scenario{Name: "largest", Count: maxCount}
+	largest.Workloads = append(largest.Workloads, Workload{Kind: KindTask, Task: &TaskSpec{
+		ConfigMeanBytes: maxConfigBytes, ConfigCapBytes: maxConfigBytes, Parameters: 1, EnvironmentBytes: maxTotalEnvironmentBytes}})
+	for len(largest.Workloads) < maxWorkloads {
+		w := Workload{Kind: KindTask, Task: &TaskSpec{Parameters: maxParameters, EnvironmentBytes: 0}}
+		if len(largest.Workloads) < 11 {
+			f := &FanoutSpec{}
+			for j := range maxShapes {
+				f.Shapes = append(f.Shapes, FanoutShape{Actions: maxTotalActions / 10 / maxShapes, ActionBytes: j + 1})
+			}
+			w = Workload{Kind: KindFanout, Fanout: f}
+		}
+		largest.Workloads = append(largest.Workloads, w)
+	}
+	if err := largest.Validate(); err != nil {
+		t.Fatalf("the largest scenario: %v", err)
+	}
+	const budget = 320 << 20
+	got := allocated(func() { largest.NewGenerator() })
+	t.Logf("the largest scenario: %d MiB allocated", got>>20)
+	if got > budget {
+		t.Errorf("the largest scenario: got %d MiB allocated, want at most %d MiB", got>>20, budget>>20)
 	}
 }

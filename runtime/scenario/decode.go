@@ -338,8 +338,8 @@ func (d *decoder) fields(at *yaml.Node, path string, valid []string, fn func(key
 }
 
 // items walks the sequence n, calling fn for each item. A null n is an empty
-// list.
-func (d *decoder) items(at *yaml.Node, path string, fn func(item *yaml.Node, field string) error) error {
+// list. A list of more than max items is an error, before any is decoded.
+func (d *decoder) items(at *yaml.Node, path string, max int, fn func(item *yaml.Node, field string) error) error {
 	n, err := d.visit(at, at, path)
 	if err != nil {
 		return err
@@ -350,6 +350,9 @@ func (d *decoder) items(at *yaml.Node, path string, fn func(item *yaml.Node, fie
 	}
 	if n.Kind != yaml.SequenceNode {
 		return d.errorf(at, path, "want a list, got %s", describe(n))
+	}
+	if len(n.Content) > max {
+		return d.errorf(at, path, "too many: %d (valid: at most %d)", len(n.Content), max)
 	}
 	for i, item := range n.Content {
 		field := fmt.Sprintf("%s[%d]", path, i)
@@ -446,7 +449,7 @@ func (d *decoder) scenario(root *yaml.Node) (*Scenario, error) {
 		case "count":
 			s.Count, err = d.int(k, v, field)
 		case "workloads":
-			err = d.items(v, field, func(item *yaml.Node, field string) error {
+			err = d.items(v, field, maxWorkloads, func(item *yaml.Node, field string) error {
 				w, err := d.workload(item, field)
 				s.Workloads = append(s.Workloads, w)
 				return err
@@ -517,7 +520,7 @@ func (d *decoder) task(n *yaml.Node, path string, t *TaskSpec) error {
 
 func (d *decoder) fanout(n *yaml.Node, path string, f *FanoutSpec) error {
 	return d.fields(n, path, fanoutKeys, func(key string, k, v *yaml.Node, field string) error {
-		return d.items(v, field, func(item *yaml.Node, field string) error {
+		return d.items(v, field, maxShapes, func(item *yaml.Node, field string) error {
 			sh, err := d.shape(item, field)
 			f.Shapes = append(f.Shapes, sh)
 			return err
