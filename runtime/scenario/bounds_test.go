@@ -321,3 +321,42 @@ func TestNewGeneratorMemory(t *testing.T) {
 		t.Errorf("the largest scenario: got %d MiB allocated, want at most %d MiB", got>>20, budget>>20)
 	}
 }
+
+// TestParseNestingAndJSON: nesting is bounded by the YAML parser (10,000
+// levels) and, within that, refused by the decoder at the first level that
+// is not a scenario's; JSON, parsed as YAML, has the same bounds.
+func TestParseNestingAndJSON(t *testing.T) {
+	nest := func(n int) string { return strings.Repeat("[", n) + strings.Repeat("]", n) }
+	var block strings.Builder // 1,000 levels of block mappings, nearly 1 MiB of indentation
+	block.WriteString("name: x\ncount: 1\nworkloads:\n")
+	for i := range 1000 {
+		block.WriteString(strings.Repeat("  ", i+1) + "a:\n")
+	}
+	for _, tc := range []struct {
+		name string
+		data string
+		want string
+	}{
+		{"json nested 10,000 deep", `{"name": "d", "count": 1, "workloads": ` + nest(9_999) + "}",
+			"in.json:1:41: workloads[0]: want a mapping, got a list"},
+		{"json nested 10,001 deep", `{"name": "d", "count": 1, "workloads": ` + nest(10_000) + "}",
+			"in.json: invalid YAML: exceeded max depth of 10000"},
+		{"flow nested 200,000 deep, unclosed", strings.Repeat("[", 200_000),
+			"in.json: invalid YAML: exceeded max depth of 10000"},
+		{"block nested 1,000 deep", block.String(),
+			"in.json:4:3: workloads: want a list, got a mapping"},
+		{"json too many workloads", `{"name": "j", "count": 1, "workloads": [` + strings.Repeat(`{"kind": "taskhost"}, `, 100) + `{"kind": "taskhost"}]}`,
+			"in.json:1:40: workloads: too many: 101 (valid: at most 100)"},
+		{"json escaped string too long", `{"description": "` + strings.Repeat(`\u0041`, maxValueBytes+1) + `"}`,
+			"in.json:1:2: description: too long: 4097 bytes (valid: at most 4096 bytes)"},
+		{"json duplicate key", `{"name": "a", "name": "b"}`,
+			`in.json:1:15: name: duplicate key (first at line 1)`},
+		{"json count too large", `{"name": "j", "count": 10000001, "workloads": [{"kind": "taskhost"}]}`,
+			"in.json:1:15: count: 10000001 is out of range (valid: 1..10000000)"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Parse("in.json", []byte(tc.data))
+			wantError(t, err, tc.want)
+		})
+	}
+}

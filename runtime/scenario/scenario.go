@@ -34,10 +34,11 @@
 //
 // Every bound is checked before what it bounds is allocated, so a hostile
 // file costs a bounded parse; the error names the field and the limit.
-// The limits are fixed:
+// JSON is parsed as YAML and has the same bounds. The limits are fixed:
 //
 //	file size                         1 MiB, checked before parsing (Load reads at most 1 MiB + 1 byte)
 //	YAML nodes, aliases expanded      10,000 (anchors and aliases are followed, each use counted)
+//	nesting                           10,000 levels (the YAML parser's); the decoder walks only a scenario's 6
 //	a value (scalar)                  4 KiB: a string, number, size or key
 //	name, a shape's name              128 bytes (they label every unit's telemetry)
 //	count                             1..10,000,000 (as the scenario.count setting)
