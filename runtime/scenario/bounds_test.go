@@ -360,3 +360,50 @@ func TestParseNestingAndJSON(t *testing.T) {
 		})
 	}
 }
+
+// TestFuzzCorpus keeps the hand-written seeds of FuzzParse meaningful: the
+// alias seed parses, and each hostile one is refused by its bound.
+func TestFuzzCorpus(t *testing.T) {
+	for _, tc := range []struct {
+		seed string
+		want string // a substring of the error; "" for valid
+	}{
+		{"alias", ""},
+		{"minimal", ""},
+		{"json", ""},
+		{"alias-bomb", "more than 10000 YAML nodes with aliases expanded"},
+		{"alias-bomb-wide", "workloads: too many: 150 (valid: at most 100)"},
+		{"deep", "exceeded max depth of 10000"},
+		{"deep-json", "workloads[0]: want a mapping, got a list"},
+		{"many-workloads", "workloads: too many: 101 (valid: at most 100)"},
+		{"long-value", "description: too long: 4097 bytes (valid: at most 4096 bytes)"},
+		{"total-actions", "the actions of all shapes add up to 1100000"},
+		{"total-environment", "the environments of all task workloads add up to"},
+		{"count-too-large", "count: 10000001 is out of range"},
+	} {
+		t.Run(tc.seed, func(t *testing.T) {
+			f, err := os.ReadFile(filepath.Join("testdata", "fuzz", "FuzzParse", tc.seed))
+			if err != nil {
+				t.Fatal(err)
+			}
+			head, arg, _ := strings.Cut(string(f), "\n")
+			arg = strings.TrimSpace(arg)
+			if head != "go test fuzz v1" || !strings.HasPrefix(arg, "[]byte(") || !strings.HasSuffix(arg, ")") {
+				t.Fatalf("got %q, want a seed file of one []byte", f)
+			}
+			data, err := strconv.Unquote(strings.TrimSuffix(strings.TrimPrefix(arg, "[]byte("), ")"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			s, err := Parse(tc.seed, []byte(data))
+			switch {
+			case tc.want == "" && err != nil:
+				t.Fatalf("got %v, want no error", err)
+			case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+				t.Fatalf("got %v, want an error containing %q", err, tc.want)
+			case tc.seed == "alias" && len(s.Workloads) != 2:
+				t.Fatalf("got %d workloads, want 2 (one an alias of the other)", len(s.Workloads))
+			}
+		})
+	}
+}
