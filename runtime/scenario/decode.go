@@ -27,22 +27,44 @@ var (
 	shapeKeys    = []string{"name", "weight", "actions", "action_bytes", "first_action_bytes"}
 )
 
-// Load reads and parses the scenario file at path, as Parse does.
+// Load reads and parses the scenario file at path, as Parse does. A file
+// larger than 1 MiB is an *Error; Load tells from its size when it can, and
+// otherwise reads no more than one byte past the limit.
 func Load(path string) (*Scenario, error) {
-	data, err := os.ReadFile(path)
+	f, err := os.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("load scenario: %w", err)
 	}
+	defer f.Close()
+	if fi, err := f.Stat(); err == nil && fi.Mode().IsRegular() && fi.Size() > maxFileBytes {
+		return nil, tooLarge(path, bytesize.Format(int(min(fi.Size(), math.MaxInt))))
+	}
+	data, err := io.ReadAll(io.LimitReader(f, maxFileBytes+1))
+	if err != nil {
+		return nil, fmt.Errorf("load scenario: %w", err)
+	}
+	if len(data) > maxFileBytes {
+		// Not a regular file, or one that grew: its size is unknown.
+		return nil, tooLarge(path, "more than "+bytesize.Format(maxFileBytes))
+	}
 	return Parse(path, data)
+}
+
+func tooLarge(file, size string) *Error {
+	return &Error{File: file, Msg: fmt.Sprintf("too large: %s (valid: at most %s per scenario file)", size, bytesize.Format(maxFileBytes))}
 }
 
 // Parse parses a scenario in YAML or JSON, fills in the defaults for
 // absent fields and validates it. file is used only in error messages and,
 // when the scenario has no name, to name it (file's base name without its
 // extension). Every error is an *Error naming the file, line, column
-// and field. Anchors and aliases are followed; merge keys ("<<") are not
-// supported.
+// and field. Anchors and aliases are followed, every use of an alias
+// counting its nodes again against the budget of 10,000; merge keys ("<<")
+// are not supported. data longer than 1 MiB is refused before it is parsed.
 func Parse(file string, data []byte) (*Scenario, error) {
+	if len(data) > maxFileBytes {
+		return nil, tooLarge(file, bytesize.Format(len(data)))
+	}
 	d := &decoder{file: file, pos: make(map[string]*yaml.Node)}
 	root, err := d.parse(data)
 	if err != nil {
@@ -66,9 +88,18 @@ func Parse(file string, data []byte) (*Scenario, error) {
 // decoder walks a yaml.Node tree by hand, so that every error can name the
 // field and its position, and records where each field was read so that
 // validation errors can be placed too.
+//
+// The tree is a graph: an alias is a pointer to its anchor's node, so a
+// walk that follows aliases can visit a node many times, and anchors that
+// alias anchors multiply (a "billion laughs"). Every visit is counted
+// against maxNodes, so the walk is linear in that budget however the
+// aliases nest, and every scalar's length is checked on its visit before
+// anything resolves or parses it.
 type decoder struct {
-	file string
-	pos  map[string]*yaml.Node // field path → the key (or sequence item) node it was read from
+	file  string
+	pos   map[string]*yaml.Node // field path → the key (or sequence item) node it was read from
+	nodes int                   // nodes visited so far, aliases expanded
+	via   *yaml.Node            // the outermost alias being expanded, if any
 }
 
 func (d *decoder) errorf(at *yaml.Node, field, format string, args ...any) *Error {
@@ -161,18 +192,20 @@ func (d *decoder) syntaxError(data []byte, err error) *Error {
 // at the line where the enclosing construct began, 0-based, and others
 // (an unknown alias) with no line at all; the first line whose prefix of
 // the document fails with the same message is where the problem is. The
-// search is quadratic, so it is bounded to scenario-sized inputs.
+// search is quadratic, so it gives up once it has re-parsed maxParsed
+// bytes: every line of a file of a few KB, a fraction of a second for the
+// slowest YAML (10,000 levels of nesting) rather than seconds.
 func syntaxLine(data []byte, msg string) int {
-	const maxBytes, maxLines = 16 << 10, 1000
-	if len(data) > maxBytes {
-		return 0
-	}
-	line := 0
-	for i := 0; i <= len(data) && line < maxLines; i++ {
+	const maxParsed = 256 << 10
+	line, parsed := 0, 0
+	for i := 0; i <= len(data); i++ {
 		if i < len(data) && data[i] != '\n' {
 			continue
 		}
 		line++
+		if parsed += i; parsed > maxParsed {
+			return 0
+		}
 		_, err := parseDocuments(data[:i], math.MaxInt)
 		if err == nil {
 			continue
@@ -189,6 +222,37 @@ func resolve(n *yaml.Node) *yaml.Node {
 		n = n.Alias
 	}
 	return n
+}
+
+// visit counts a visit to the node at against maxNodes and returns it with
+// its alias resolved. A scalar longer than maxValueBytes is an error, before
+// anything resolves its tag or parses it. Errors are placed at pos (or, over
+// the budget, at the outermost alias being expanded).
+func (d *decoder) visit(at, pos *yaml.Node, field string) (*yaml.Node, error) {
+	d.nodes++
+	if d.nodes > maxNodes {
+		if d.via != nil {
+			pos = d.via
+		} else if at.Kind == yaml.AliasNode {
+			pos = at
+		}
+		return nil, d.errorf(pos, field, "more than %d YAML nodes with aliases expanded (valid: at most %d per scenario file)", maxNodes, maxNodes)
+	}
+	n := resolve(at)
+	if n.Kind == yaml.ScalarNode && len(n.Value) > maxValueBytes {
+		return nil, d.errorf(pos, field, "too long: %d bytes (valid: at most %d bytes)", len(n.Value), maxValueBytes)
+	}
+	return n, nil
+}
+
+// expanding records at as the alias being expanded, if it is the outermost,
+// and returns the function that ends its expansion.
+func (d *decoder) expanding(at *yaml.Node) (done func()) {
+	if at.Kind != yaml.AliasNode || d.via != nil {
+		return func() {}
+	}
+	d.via = at
+	return func() { d.via = nil }
 }
 
 func isNull(n *yaml.Node) bool {
@@ -234,22 +298,31 @@ func describe(n *yaml.Node) string {
 // fields walks the mapping n in file order, calling fn for each key. A null n
 // is an empty mapping. Other kinds, non-scalar keys, duplicate keys and keys
 // not in valid are errors.
-func (d *decoder) fields(n *yaml.Node, path string, valid []string, fn func(key string, k, v *yaml.Node, field string) error) error {
-	at := n
-	n = resolve(n)
+func (d *decoder) fields(at *yaml.Node, path string, valid []string, fn func(key string, k, v *yaml.Node, field string) error) error {
+	n, err := d.visit(at, at, path)
+	if err != nil {
+		return err
+	}
+	defer d.expanding(at)()
 	if isNull(n) {
 		return nil
 	}
 	if n.Kind != yaml.MappingNode {
 		return d.errorf(at, path, "want a mapping, got %s", describe(n))
 	}
-	seen := make(map[string]*yaml.Node, len(n.Content)/2)
+	// Not len(n.Content): a mapping of many keys is refused at its first
+	// unknown or duplicate one, however often an alias repeats it.
+	seen := make(map[string]*yaml.Node, min(len(n.Content)/2, len(valid)))
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		k, v := n.Content[i], n.Content[i+1]
-		if rk := resolve(k); rk.Kind != yaml.ScalarNode {
+		rk, err := d.visit(k, k, path)
+		if err != nil {
+			return err
+		}
+		if rk.Kind != yaml.ScalarNode {
 			return d.errorf(k, path, "want a key, got %s", describe(rk))
 		}
-		key := resolve(k).Value
+		key := rk.Value
 		field := join(path, key)
 		if !slices.Contains(valid, key) {
 			return d.errorf(k, field, "unknown key (valid: %s)", strings.Join(valid, ", "))
@@ -267,15 +340,21 @@ func (d *decoder) fields(n *yaml.Node, path string, valid []string, fn func(key 
 }
 
 // items walks the sequence n, calling fn for each item. A null n is an empty
-// list.
-func (d *decoder) items(n *yaml.Node, path string, fn func(item *yaml.Node, field string) error) error {
-	at := n
-	n = resolve(n)
+// list. A list of more than max items is an error, before any is decoded.
+func (d *decoder) items(at *yaml.Node, path string, max int, fn func(item *yaml.Node, field string) error) error {
+	n, err := d.visit(at, at, path)
+	if err != nil {
+		return err
+	}
+	defer d.expanding(at)()
 	if isNull(n) {
 		return nil
 	}
 	if n.Kind != yaml.SequenceNode {
 		return d.errorf(at, path, "want a list, got %s", describe(n))
+	}
+	if len(n.Content) > max {
+		return d.errorf(at, path, "too many: %d (valid: at most %d)", len(n.Content), max)
 	}
 	for i, item := range n.Content {
 		field := fmt.Sprintf("%s[%d]", path, i)
@@ -289,7 +368,10 @@ func (d *decoder) items(n *yaml.Node, path string, fn func(item *yaml.Node, fiel
 
 // scalar returns v as a non-null scalar, or an error placed at the key k.
 func (d *decoder) scalar(k, v *yaml.Node, field, want string) (*yaml.Node, error) {
-	v = resolve(v)
+	v, err := d.visit(v, k, field)
+	if err != nil {
+		return nil, err
+	}
 	if v.Kind != yaml.ScalarNode || isNull(v) {
 		return nil, d.errorf(k, field, "want %s, got %s", want, describe(v))
 	}
@@ -369,7 +451,7 @@ func (d *decoder) scenario(root *yaml.Node) (*Scenario, error) {
 		case "count":
 			s.Count, err = d.int(k, v, field)
 		case "workloads":
-			err = d.items(v, field, func(item *yaml.Node, field string) error {
+			err = d.items(v, field, maxWorkloads, func(item *yaml.Node, field string) error {
 				w, err := d.workload(item, field)
 				s.Workloads = append(s.Workloads, w)
 				return err
@@ -440,7 +522,7 @@ func (d *decoder) task(n *yaml.Node, path string, t *TaskSpec) error {
 
 func (d *decoder) fanout(n *yaml.Node, path string, f *FanoutSpec) error {
 	return d.fields(n, path, fanoutKeys, func(key string, k, v *yaml.Node, field string) error {
-		return d.items(v, field, func(item *yaml.Node, field string) error {
+		return d.items(v, field, maxShapes, func(item *yaml.Node, field string) error {
 			sh, err := d.shape(item, field)
 			f.Shapes = append(f.Shapes, sh)
 			return err

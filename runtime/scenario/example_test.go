@@ -32,5 +32,5 @@ workloads:
 	// 0 fanout small [1024 1024 1024 1024]
 	// 1 fanout small [1024 1024 1024 1024]
 	// 2 fanout small [1024 1024 1024 1024]
-	// bad.yaml:2:1: count: -1 is out of range (valid: ≥ 1)
+	// bad.yaml:2:1: count: -1 is out of range (valid: 1..10000000)
 }

@@ -135,7 +135,11 @@ const textAlphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz012345
 
 // NewGenerator returns a generator of s's units of work. It works on a copy:
 // later changes to s do not affect it. It builds the shared text (at least
-// 8 MiB) and each task workload's environment up front. NewGenerator panics
+// 8 MiB), each task workload's environment and each shape's action sizes
+// up front, and nothing per unit of work: what it allocates is bounded by
+// the limits Validate enforces (the text at most 64 MiB, the environments
+// at most 64 MiB together, 1,000,000 action sizes), whatever the Count.
+// NewGenerator panics
 // if s is invalid (Validate returns an error); scenarios from Parse,
 // Load and Builtin are valid.
 func (s *Scenario) NewGenerator() *Generator {
@@ -148,16 +152,22 @@ func (s *Scenario) NewGenerator() *Generator {
 		s:   c,
 		rng: rand.New(rand.NewPCG(c.Seed, itemStream)),
 	}
-	textBytes := minTextBytes
+	textBytes, params := minTextBytes, 0
 	weights := make([]float64, len(c.Workloads))
 	for i, w := range c.Workloads {
 		weights[i] = w.Weight
 		if t := w.Task; t != nil {
 			textBytes = max(textBytes, (t.ConfigCapBytes+t.Parameters-1)/t.Parameters)
+			params = max(params, t.Parameters)
 		}
 	}
 	g.pick = newChooser(weights)
 	g.text = newText(c.Seed, textBytes)
+	// Parameter names, shared by the task workloads: each takes a prefix.
+	keys := make([]string, params)
+	for j := range keys {
+		keys[j] = "p" + strconv.Itoa(j)
+	}
 	g.work = make([]genWorkload, len(c.Workloads))
 	for i, w := range c.Workloads {
 		gw := &g.work[i]
@@ -165,10 +175,7 @@ func (s *Scenario) NewGenerator() *Generator {
 		case KindTask:
 			t := w.Task
 			gw.mu = math.Log(float64(t.ConfigMeanBytes)) - t.ConfigSigma*t.ConfigSigma/2
-			gw.keys = make([]string, t.Parameters)
-			for j := range gw.keys {
-				gw.keys[j] = "p" + strconv.Itoa(j)
-			}
+			gw.keys = keys[:t.Parameters:t.Parameters]
 			gw.env = g.environment(c.Seed, i, t.EnvironmentBytes)
 		case KindFanout:
 			sw := make([]float64, len(w.Fanout.Shapes))

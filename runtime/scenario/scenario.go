@@ -9,7 +9,7 @@
 //	name: tiny                # default: the file's base name
 //	description: …
 //	seed: 7                   # default 0
-//	count: 100                # units of work in a run (≥ 1)
+//	count: 100                # units of work in a run (1..10,000,000)
 //	workloads:
 //	  - kind: taskhost        # taskhost | fanout
 //	    weight: 3             # default 1
@@ -31,6 +31,28 @@
 // (package internal/bytesize). Every error is an *Error naming the file,
 // line, column and field path ("workloads[1].task.config_mean"); unknown
 // and duplicate keys are errors too.
+//
+// Every bound is checked before what it bounds is allocated, so a hostile
+// file costs a bounded parse; the error names the field and the limit.
+// JSON is parsed as YAML and has the same bounds. The limits are fixed:
+//
+//	file size                         1 MiB, checked before parsing (Load reads at most 1 MiB + 1 byte)
+//	YAML nodes, aliases expanded      10,000 (anchors and aliases are followed, each use counted)
+//	nesting                           10,000 levels (the YAML parser's); the decoder walks only a scenario's 6
+//	a value (scalar)                  4 KiB: a string, number, size or key
+//	name, a shape's name              128 bytes (they label every unit's telemetry)
+//	count                             1..10,000,000 (as the scenario.count setting)
+//	workloads                         1..100
+//	shapes of a fanout workload       1..100
+//	actions of a shape                1..100,000; 1,000,000 over all shapes of all workloads
+//	action_bytes, first_action_bytes  8 MiB
+//	parameters                        1..10,000
+//	config_cap                        64 MiB
+//	environment                       64 MiB over all task workloads
+//	execute_passes                    0..1,000
+//
+// Validate enforces the same limits on a Scenario built in Go, so the
+// memory a Generator takes up front is bounded too (see NewGenerator).
 //
 // The same scenario, seed included, always yields the same Items, parameter
 // values and payloads included. Package runtime runs them (runtime.Run,
@@ -83,11 +105,11 @@ func ParseKind(s string) (Kind, error) {
 // where the field's doc says so; Validate and NewGenerator treat those as
 // the defaults.
 type Scenario struct {
-	Name        string
-	Description string
+	Name        string // at most 128 bytes
+	Description string // at most 4 KiB
 	Seed        uint64
-	Count       int        // units of work in a run (≥ 1)
-	Workloads   []Workload // ≥ 1; chosen per unit by weight
+	Count       int        // units of work in a run (1..10,000,000); generated one at a time
+	Workloads   []Workload // 1..100; chosen per unit by weight
 }
 
 // Workload is one kind of unit of work within a Scenario.
@@ -111,7 +133,7 @@ type TaskSpec struct {
 	ConfigSigma      float64 // σ of the underlying normal (default 1.0; 0 < σ ≤ 3)
 	ConfigCapBytes   int     // samples are capped here (default 1.5 MB = 1500000; ≤ 64 MiB)
 	ConfigMinBytes   int     // samples are floored here (default 256)
-	EnvironmentBytes int     // size of the environment map sent with every packet (default 6 KB = 6000; ≤ 64 MiB); the same map contents on every item
+	EnvironmentBytes int     // size of the environment map sent with every packet (default 6 KB = 6000; ≤ 64 MiB over all task workloads); the same map contents on every item
 	Parameters       int     // number of parameters the configuration is split across (default 8; 1..10000)
 	ExecutePasses    int     // CPU work in the host: passes of SHA-256 over the parameter bytes (default 2; 0..1000)
 }
@@ -127,6 +149,19 @@ const (
 	defaultExecutePasses    = 2
 )
 
+// maxFileBytes is the largest scenario file Parse and Load accept. A
+// scenario is a few hundred bytes; the limit keeps a hostile file from
+// costing more than a bounded parse.
+const maxFileBytes = 1 << 20
+
+// Limits of the decoder, beyond those of Validate. maxNodes bounds the
+// walk over the YAML tree, aliases expanded: a scenario has tens of nodes.
+// maxValueBytes bounds every scalar (a description is the longest).
+const (
+	maxNodes      = 10_000
+	maxValueBytes = 4 << 10
+)
+
 // Limits enforced by Validate. They keep a scenario file from asking for more
 // memory or CPU than a benchmark run can sensibly give it.
 const (
@@ -137,6 +172,13 @@ const (
 	maxExecutePasses    = 1_000
 	maxActions          = 100_000
 	maxActionBytes      = 8 << 20
+
+	maxCount                 = 10_000_000
+	maxWorkloads             = 100
+	maxShapes                = 100
+	maxNameBytes             = 128
+	maxTotalActions          = 1_000_000
+	maxTotalEnvironmentBytes = 64 << 20
 )
 
 // DefaultTaskSpec returns a TaskSpec with every field set to its default.
@@ -154,14 +196,14 @@ func DefaultTaskSpec() TaskSpec {
 
 // FanoutSpec is the seed-000 (Durable Task chunking) shape: each unit of work
 // is one of Shapes, chosen by weight.
-type FanoutSpec struct{ Shapes []FanoutShape }
+type FanoutSpec struct{ Shapes []FanoutShape } // 1..100 shapes
 
 // FanoutShape is one orchestration completion: Actions actions of
 // ActionBytes each.
 type FanoutShape struct {
-	Name             string  // unique within the spec, e.g. "64x128KiB"; "" means "<Actions>x<bytesize.Format(ActionBytes)>"
+	Name             string  // unique within the spec, at most 128 bytes, e.g. "64x128KiB"; "" means "<Actions>x<bytesize.Format(ActionBytes)>"
 	Weight           float64 // > 0; 0 means the default, 1
-	Actions          int     // 1..100000
+	Actions          int     // 1..100000; at most 1,000,000 over all shapes of all workloads
 	ActionBytes      int     // payload bytes of each action (1..8 MiB)
 	FirstActionBytes int     // if > 0, the first action's payload size instead (the first-action-oversized case); 0 = same as the others (≤ 8 MiB)
 }

@@ -68,7 +68,7 @@ func TestValidate(t *testing.T) {
 			{Kind: KindFanout, Fanout: &FanoutSpec{Shapes: []FanoutShape{{Actions: 1, ActionBytes: 1}}}},
 		}}, ""},
 		{"no name", Scenario{Count: 1, Workloads: []Workload{{Kind: KindTask}}}, "name: required"},
-		{"no count", Scenario{Name: "x", Workloads: []Workload{{Kind: KindTask}}}, "count: 0 is out of range (valid: ≥ 1)"},
+		{"no count", Scenario{Name: "x", Workloads: []Workload{{Kind: KindTask}}}, "count: 0 is out of range (valid: 1..10000000)"},
 		{"no workloads", Scenario{Name: "x", Count: 1}, "workloads: at least one workload is required"},
 		{"no kind", Scenario{Name: "x", Count: 1, Workloads: []Workload{{}}}, "workloads[0].kind: required (valid: taskhost, fanout)"},
 		{"bad kind", Scenario{Name: "x", Count: 1, Workloads: []Workload{{Kind: 7}}}, "workloads[0].kind: invalid kind 7 (valid: taskhost, fanout)"},

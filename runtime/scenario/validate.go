@@ -130,18 +130,44 @@ func (s *Scenario) validate() *Error {
 	if s.Name == "" {
 		return fieldErrorf("name", "required")
 	}
-	if s.Count < 1 {
-		return fieldErrorf("count", "%d is out of range (valid: ≥ 1)", s.Count)
+	if err := checkLength("name", s.Name, maxNameBytes); err != nil {
+		return err
+	}
+	if err := checkLength("description", s.Description, maxValueBytes); err != nil {
+		return err
+	}
+	if s.Count < 1 || s.Count > maxCount {
+		return fieldErrorf("count", "%d is out of range (valid: 1..%d)", s.Count, maxCount)
 	}
 	if len(s.Workloads) == 0 {
 		return fieldErrorf("workloads", "at least one workload is required")
 	}
+	if len(s.Workloads) > maxWorkloads {
+		return fieldErrorf("workloads", "too many: %d (valid: at most %d)", len(s.Workloads), maxWorkloads)
+	}
 	var total float64
+	var env, actions int // what NewGenerator allocates for, over all workloads
 	for i := range s.Workloads {
-		if err := s.Workloads[i].validate(fmt.Sprintf("workloads[%d]", i)); err != nil {
+		w := &s.Workloads[i]
+		path := fmt.Sprintf("workloads[%d]", i)
+		if err := w.validate(path); err != nil {
 			return err
 		}
-		total += s.Workloads[i].Weight
+		total += w.Weight
+		if t := w.Task; t != nil {
+			if env += t.EnvironmentBytes; env > maxTotalEnvironmentBytes {
+				return fieldErrorf(path+".task.environment", "the environments of all task workloads add up to %s (valid: at most %s over all workloads)",
+					bytesize.Format(env), bytesize.Format(maxTotalEnvironmentBytes))
+			}
+		}
+		if f := w.Fanout; f != nil {
+			for j := range f.Shapes {
+				if actions += f.Shapes[j].Actions; actions > maxTotalActions {
+					return fieldErrorf(fmt.Sprintf("%s.fanout.shapes[%d].actions", path, j), "the actions of all shapes add up to %d (valid: at most %d over all workloads)",
+						actions, maxTotalActions)
+				}
+			}
+		}
 	}
 	if math.IsInf(total, 0) {
 		return fieldErrorf("workloads", "the weights add up to more than %g", math.MaxFloat64)
@@ -174,6 +200,13 @@ func (w *Workload) validate(path string) *Error {
 		return fieldErrorf(path+".kind", "required (valid: taskhost, fanout)")
 	}
 	return fieldErrorf(path+".kind", "invalid kind %d (valid: taskhost, fanout)", uint8(w.Kind))
+}
+
+func checkLength(field, s string, max int) *Error {
+	if len(s) > max {
+		return fieldErrorf(field, "too long: %d bytes (valid: at most %d bytes)", len(s), max)
+	}
+	return nil
 }
 
 func checkWeight(field string, w float64) *Error {
@@ -210,6 +243,9 @@ func (f *FanoutSpec) validate(path string) *Error {
 	if len(f.Shapes) == 0 {
 		return fieldErrorf(path+".shapes", "at least one shape is required")
 	}
+	if len(f.Shapes) > maxShapes {
+		return fieldErrorf(path+".shapes", "too many: %d (valid: at most %d)", len(f.Shapes), maxShapes)
+	}
 	first := make(map[string]int, len(f.Shapes))
 	var total float64
 	for i := range f.Shapes {
@@ -218,6 +254,8 @@ func (f *FanoutSpec) validate(path string) *Error {
 		switch {
 		case sh.Name == "":
 			return fieldErrorf(p+".name", "required")
+		case len(sh.Name) > maxNameBytes:
+			return checkLength(p+".name", sh.Name, maxNameBytes)
 		case sh.Actions < 1 || sh.Actions > maxActions:
 			return fieldErrorf(p+".actions", "%d is out of range (valid: 1..%d)", sh.Actions, maxActions)
 		case sh.ActionBytes < 1 || sh.ActionBytes > maxActionBytes:
