@@ -44,6 +44,28 @@
 // wrapping ctx.Err() that counts the calls still in flight. The runtime's
 // in-process sidecar and amdahl sidecar allow the drain 5 s.
 //
+// # Sidecar bounds
+//
+// What a client can make the sidecar hold is bounded, and each bound is
+// checked before the bytes are kept. A call over a bound fails with a gRPC
+// code that Durable Task workers do not retry, and a message naming the
+// bound and its value and, for the sidecar's own bounds, how to raise it.
+// Zero SidecarConfig fields take the defaults; amdahl sidecar has a flag
+// for each (sizes written 64MiB, 1GiB, 1.5GB):
+//
+//	MaxRecvMsgSize, 64 MiB (--max-recv-msg-size): the largest message
+//	    accepted. gRPC refuses a larger one with ResourceExhausted from its
+//	    length prefix, before reading it (and bounds decompression alike).
+//	MaxBufferedBytes, 256 MiB (--max-token-bytes), and MaxBufferedChunks,
+//	    4096 (--max-token-chunks): one token's partial completion. A chunk
+//	    over either is refused with ResourceExhausted (protocol error
+//	    over_cap) and the token's buffer is dropped: that completion can
+//	    never fit.
+//	BufferTTL, 5 min (--buffer-ttl): a partial completion with no chunk for
+//	    this long is dropped, and a completed token is forgotten after it.
+//
+// Work items given to Submit (in process, by the caller) are not bounded.
+//
 // # Settings
 //
 // The package reads no environment variables; the runtime maps the

@@ -39,10 +39,14 @@ const (
 type SidecarConfig struct {
 	// BufferTTL drops a partial completion idle for longer (default 5 min).
 	BufferTTL time.Duration
-	// MaxBufferedBytes and MaxBufferedChunks cap one token's buffer.
+	// MaxBufferedBytes and MaxBufferedChunks cap one token's buffer
+	// (default 256 MiB, 4096 chunks). A chunk over either is refused with
+	// ResourceExhausted and the token's buffer is dropped: that completion
+	// can never fit.
 	MaxBufferedBytes  int
 	MaxBufferedChunks int
-	// MaxRecvMsgSize is the server's receive limit (default 64 MiB).
+	// MaxRecvMsgSize is the server's receive limit (default 64 MiB); gRPC
+	// refuses a larger message with ResourceExhausted before reading it.
 	MaxRecvMsgSize int
 	// Now is the clock of the TTL (default time.Now); tests inject one.
 	Now func() time.Time
@@ -129,9 +133,20 @@ type Sidecar struct {
 
 // NewSidecar validates cfg and builds a Sidecar.
 func NewSidecar(cfg SidecarConfig) (*Sidecar, error) {
-	if cfg.BufferTTL < 0 || cfg.MaxBufferedBytes < 0 || cfg.MaxBufferedChunks < 0 || cfg.MaxRecvMsgSize < 0 {
-		return nil, fmt.Errorf("chunking: sidecar: negative limit (ttl %v, bytes %d, chunks %d, recv %d)",
-			cfg.BufferTTL, cfg.MaxBufferedBytes, cfg.MaxBufferedChunks, cfg.MaxRecvMsgSize)
+	if cfg.BufferTTL < 0 {
+		return nil, fmt.Errorf("chunking: sidecar: SidecarConfig.BufferTTL is %v, want ≥ 0 (0 takes the default %v)", cfg.BufferTTL, DefaultBufferTTL)
+	}
+	for _, f := range []struct {
+		name    string
+		v, dflt int
+	}{
+		{"MaxBufferedBytes", cfg.MaxBufferedBytes, DefaultMaxBufferedBytes},
+		{"MaxBufferedChunks", cfg.MaxBufferedChunks, DefaultMaxBufferedChunks},
+		{"MaxRecvMsgSize", cfg.MaxRecvMsgSize, DefaultMaxRecvMsgSize},
+	} {
+		if f.v < 0 {
+			return nil, fmt.Errorf("chunking: sidecar: SidecarConfig.%s is %d, want ≥ 0 (0 takes the default %d)", f.name, f.v, f.dflt)
+		}
 	}
 	if cfg.BufferTTL == 0 {
 		cfg.BufferTTL = DefaultBufferTTL
@@ -596,7 +611,8 @@ func (s *Sidecar) appendLocked(ctx context.Context, tok string, buf *buffer, req
 	if buf.bytes+n > s.cfg.MaxBufferedBytes || int(buf.next)+1 > s.cfg.MaxBufferedChunks {
 		s.dropLocked(tok)
 		return s.reject(ctx, ReasonOverCap, codes.ResourceExhausted,
-			"token %q: buffer over cap (%d bytes + %d > %d bytes, or chunk %d ≥ %d chunks)",
+			"token %q: buffer over cap (%d bytes + %d > MaxBufferedBytes = %d bytes, or chunk %d ≥ MaxBufferedChunks = %d chunks); "+
+				"the completion is dropped (raise SidecarConfig.MaxBufferedBytes or .MaxBufferedChunks, amdahl sidecar --max-token-bytes or --max-token-chunks)",
 			tok, buf.bytes, n, s.cfg.MaxBufferedBytes, buf.next, s.cfg.MaxBufferedChunks)
 	}
 	buf.bytes += n
