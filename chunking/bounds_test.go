@@ -1,14 +1,54 @@
 package chunking
 
 import (
+	"context"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
+
+	"github.com/amdahl-rt/amdahl/chunking/dtpb"
 )
+
+// meterRig returns a MeterProvider and a function that collects its
+// counters as sums keyed "name" or "name/reason".
+func meterRig(t *testing.T) (*sdkmetric.MeterProvider, func() map[string]int64) {
+	t.Helper()
+	reader := sdkmetric.NewManualReader()
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+	t.Cleanup(func() { _ = mp.Shutdown(context.Background()) })
+	return mp, func() map[string]int64 {
+		t.Helper()
+		var rm metricdata.ResourceMetrics
+		if err := reader.Collect(context.Background(), &rm); err != nil {
+			t.Fatal(err)
+		}
+		sums := map[string]int64{}
+		for _, sm := range rm.ScopeMetrics {
+			for _, m := range sm.Metrics {
+				d, ok := m.Data.(metricdata.Sum[int64])
+				if !ok {
+					continue
+				}
+				for _, p := range d.DataPoints {
+					key := m.Name
+					if v, ok := p.Attributes.Value(AttrReason); ok {
+						key += "/" + v.AsString()
+					}
+					sums[key] += p.Value
+				}
+			}
+		}
+		return sums
+	}
+}
 
 // wantRejected checks that err has code c and that its message names every
 // one of words (the bound, its value, how to raise it).
@@ -73,9 +113,136 @@ func TestSidecarConfigInvalid(t *testing.T) {
 		{SidecarConfig{MaxBufferedBytes: -1}, "SidecarConfig.MaxBufferedBytes is -1, want ≥ 0"},
 		{SidecarConfig{MaxBufferedChunks: -1}, "SidecarConfig.MaxBufferedChunks is -1, want ≥ 0"},
 		{SidecarConfig{MaxRecvMsgSize: -1}, "SidecarConfig.MaxRecvMsgSize is -1, want ≥ 0"},
+		{SidecarConfig{MaxTotalBufferedBytes: -1}, "SidecarConfig.MaxTotalBufferedBytes is -1, want ≥ 0"},
 	} {
 		if _, err := NewSidecar(tc.cfg); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("NewSidecar(%+v): got %v, want an error with %q", tc.cfg, err, tc.want)
 		}
+	}
+}
+
+// leaseN submits n work items for instance-1 and receives them on one
+// GetWorkItems stream (a second stream would race the first for them),
+// returning their tokens. The stream stays open until the test ends.
+func (rg *rig) leaseN(t *testing.T, n int) []string {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	st, err := dtpb.GetWorkItems(ctx, rg.conn, &dtpb.GetWorkItemsRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cancel()
+		for {
+			if _, err := st.Recv(); err != nil {
+				return
+			}
+		}
+	})
+	var toks []string
+	for range n {
+		rg.sc.Submit(&dtpb.OrchestratorRequest{InstanceId: "instance-1"})
+		wi, err := st.Recv()
+		if err != nil {
+			t.Fatal(err)
+		}
+		toks = append(toks, wi.GetCompletionToken())
+	}
+	return toks
+}
+
+func appliedIDs(sc *Sidecar, tok string) []int32 {
+	for _, c := range sc.Completions() {
+		if c.CompletionToken == tok {
+			return ids(c.Actions)
+		}
+	}
+	return nil
+}
+
+// TestSidecarTotalBufferedBytes: the partial completions of all tokens
+// together are bounded by MaxTotalBufferedBytes. A partial chunk over it is
+// refused with ResourceExhausted before it is buffered, and the token's
+// buffer is left as it was, so the same chunk succeeds once a completion,
+// an abandon or the TTL has released room. A final chunk is never refused
+// for the total: applying it frees its buffer.
+func TestSidecarTotalBufferedBytes(t *testing.T) {
+	var clk clock
+	mp, sums := meterRig(t)
+	// Every chunk here holds one action and a token of the same length, so
+	// chunks are n bytes give or take a byte: room for two, not three.
+	n := proto.Size(chunk("0123456789abcdef-1", 0, true, 0))
+	total := 2*n + n/2
+	rg := startRig(t, SidecarConfig{Now: clk.now, BufferTTL: time.Minute, MaxTotalBufferedBytes: total, MeterProvider: mp})
+	toks := rg.leaseN(t, 4)
+	a, b, c, d := toks[0], toks[1], toks[2], toks[3]
+	send := func(what string, r *dtpb.OrchestratorResponse) {
+		t.Helper()
+		if err := raw(t, rg, r); err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+	}
+	wantBuffered := func(what string, tokens int, chunks ...*dtpb.OrchestratorResponse) {
+		t.Helper()
+		want := 0
+		for _, c := range chunks {
+			want += proto.Size(c)
+		}
+		if got := rg.sc.BufferedBytes(); got != want {
+			t.Errorf("%s: %d bytes buffered, want %d", what, got, want)
+		}
+		if got := rg.sc.BufferedTokens(); got != tokens {
+			t.Errorf("%s: %d tokens buffered, want %d", what, got, tokens)
+		}
+	}
+	raise := []string{"MaxTotalBufferedBytes", strconv.Itoa(total), "SidecarConfig.MaxTotalBufferedBytes", "--max-total-buffered-bytes"}
+
+	a0, b0 := chunk(a, 0, true, 0), chunk(b, 0, true, 10)
+	send("a0", a0)
+	send("b0", b0)
+	wantBuffered("two chunks", 2, a0, b0)
+
+	// Full: the next chunk of a buffered token, and chunk 0 of a new one,
+	// are refused without touching any buffer.
+	a1 := chunk(a, 1, true, 1)
+	wantRejected(t, "a1 over the total", raw(t, rg, a1), codes.ResourceExhausted, raise...)
+	wantRejected(t, "c0 over the total", raw(t, rg, chunk(c, 0, true, 20)), codes.ResourceExhausted, raise...)
+	wantBuffered("after the refusals", 2, a0, b0)
+
+	// A final chunk completes even when the total is reached, and frees b's
+	// buffer: a's refused chunk now goes through, in order.
+	send("b1 (final)", chunk(b, 1, false, 11))
+	wantBuffered("b completed", 1, a0)
+	send("a1 (retried)", a1)
+	send("a2 (final)", chunk(a, 2, false, 2))
+	wantBuffered("a completed", 0)
+	if got := appliedIDs(rg.sc, a); !slices.Equal(got, []int32{0, 1, 2}) {
+		t.Errorf("a applied %v, want [0 1 2]", got)
+	}
+	if got := appliedIDs(rg.sc, b); !slices.Equal(got, []int32{10, 11}) {
+		t.Errorf("b applied %v, want [10 11]", got)
+	}
+
+	// An abandon and the TTL release bytes too.
+	c0 := chunk(c, 0, true, 20)
+	send("c0", c0)
+	wantBuffered("c0", 1, c0)
+	if err := rg.conn.Invoke(context.Background(), dtpb.MethodAbandonTaskOrchestratorWorkItem,
+		&dtpb.AbandonOrchestrationTaskRequest{CompletionToken: c}, &dtpb.AbandonOrchestrationTaskResponse{}); err != nil {
+		t.Fatal(err)
+	}
+	wantBuffered("c abandoned", 0)
+	d0, d1 := chunk(d, 0, true, 30), chunk(d, 1, true, 31)
+	send("d0", d0)
+	send("d1", d1)
+	wantBuffered("d0 d1", 1, d0, d1)
+	clk.advance(time.Minute + time.Nanosecond)
+	if got := rg.sc.ExpireBuffers(); got != 1 {
+		t.Errorf("expired %d buffers, want 1", got)
+	}
+	wantBuffered("d expired", 0)
+
+	if got := sums()[MetricSidecarRejections+"/"+ReasonTotalBufferedBytes]; got != 2 {
+		t.Errorf("%s{%s} = %d, want 2", MetricSidecarRejections, ReasonTotalBufferedBytes, got)
 	}
 }

@@ -61,6 +61,17 @@
 //	    over either is refused with ResourceExhausted (protocol error
 //	    over_cap) and the token's buffer is dropped: that completion can
 //	    never fit.
+//	MaxTotalBufferedBytes, 1 GiB (--max-total-buffered-bytes): all partial
+//	    completions together, as the serialized size of the chunks held
+//	    (Sidecar.BufferedBytes). A partial chunk that would go over it is
+//	    refused with ResourceExhausted before it is buffered, counted in
+//	    amdahl.sidecar.rejections (total_buffered_bytes); the token's buffer
+//	    is left as it was, so the same chunk may be sent again once a
+//	    completion, an abandon, a disconnect or the TTL has released room. A
+//	    final chunk is never refused for it: applying it frees its buffer.
+//	    What gRPC holds for calls still being received is bounded apart, by
+//	    MaxRecvMsgSize per call (grpc.MaxConcurrentStreams in ServerOptions
+//	    bounds the calls).
 //	BufferTTL, 5 min (--buffer-ttl): a partial completion with no chunk for
 //	    this long is dropped, and a completed token is forgotten after it.
 //
@@ -91,5 +102,6 @@
 // amdahl.rpc.code, amdahl.chunking.rejections {completion} by amdahl.reason;
 // amdahl.sidecar.partial_buffers {buffer} (up-down),
 // amdahl.sidecar.duplicates {chunk}, amdahl.sidecar.protocol_errors
-// {error} by amdahl.reason.
+// {error} by amdahl.reason, amdahl.sidecar.rejections {call} by
+// amdahl.reason (the bound reached: total_buffered_bytes).
 package chunking

@@ -30,6 +30,8 @@ const (
 	DefaultBufferTTL         = 5 * time.Minute
 	DefaultMaxBufferedBytes  = 256 << 20
 	DefaultMaxBufferedChunks = 4096
+	// DefaultMaxTotalBufferedBytes is four tokens at DefaultMaxBufferedBytes.
+	DefaultMaxTotalBufferedBytes = 1 << 30
 	// DefaultMaxRecvMsgSize absorbs the framing overshoot of .NET's payload
 	// accounting (the newest Durable Task Go SDK uses the same 64 MiB).
 	DefaultMaxRecvMsgSize = 64 << 20
@@ -45,6 +47,14 @@ type SidecarConfig struct {
 	// can never fit.
 	MaxBufferedBytes  int
 	MaxBufferedChunks int
+	// MaxTotalBufferedBytes caps the bytes buffered by all partial
+	// completions together (default 1 GiB), counted as the serialized size
+	// of the chunks held. A partial chunk that would go over it is refused
+	// with ResourceExhausted before it is buffered, and the token's buffer
+	// stays as it was, so the same chunk may be sent again once completions,
+	// abandons, disconnects or the TTL have released room. A final chunk is
+	// never refused for it, since applying it frees its buffer.
+	MaxTotalBufferedBytes int
 	// MaxRecvMsgSize is the server's receive limit (default 64 MiB); gRPC
 	// refuses a larger message with ResourceExhausted before reading it.
 	MaxRecvMsgSize int
@@ -114,6 +124,7 @@ type Sidecar struct {
 	wake      chan struct{} // closed and replaced when pending grows
 	leases    map[string]*lease
 	buffers   map[string]*buffer
+	buffered  int                 // the sum of the buffers' bytes
 	completed map[string]done     // recently completed tokens, for lost final replies
 	active    map[string]struct{} // instance ids scheduled by StartInstance, not yet completed
 	applied   []Completion
@@ -142,6 +153,7 @@ func NewSidecar(cfg SidecarConfig) (*Sidecar, error) {
 	}{
 		{"MaxBufferedBytes", cfg.MaxBufferedBytes, DefaultMaxBufferedBytes},
 		{"MaxBufferedChunks", cfg.MaxBufferedChunks, DefaultMaxBufferedChunks},
+		{"MaxTotalBufferedBytes", cfg.MaxTotalBufferedBytes, DefaultMaxTotalBufferedBytes},
 		{"MaxRecvMsgSize", cfg.MaxRecvMsgSize, DefaultMaxRecvMsgSize},
 	} {
 		if f.v < 0 {
@@ -156,6 +168,9 @@ func NewSidecar(cfg SidecarConfig) (*Sidecar, error) {
 	}
 	if cfg.MaxBufferedChunks == 0 {
 		cfg.MaxBufferedChunks = DefaultMaxBufferedChunks
+	}
+	if cfg.MaxTotalBufferedBytes == 0 {
+		cfg.MaxTotalBufferedBytes = DefaultMaxTotalBufferedBytes
 	}
 	if cfg.MaxRecvMsgSize == 0 {
 		cfg.MaxRecvMsgSize = DefaultMaxRecvMsgSize
@@ -331,6 +346,14 @@ func (s *Sidecar) BufferedTokens() int {
 	return len(s.buffers)
 }
 
+// BufferedBytes returns how many bytes the partial completions hold, the
+// quantity bounded by MaxTotalBufferedBytes.
+func (s *Sidecar) BufferedBytes() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.buffered
+}
+
 // ExpireBuffers drops partial completions idle for longer than the TTL,
 // and forgets tokens completed longer than a TTL ago, and returns how many
 // buffers it dropped. Serve calls it periodically.
@@ -354,7 +377,8 @@ func (s *Sidecar) ExpireBuffers() int {
 }
 
 func (s *Sidecar) dropLocked(tok string) {
-	if _, ok := s.buffers[tok]; ok {
+	if b, ok := s.buffers[tok]; ok {
+		s.buffered -= b.bytes
 		delete(s.buffers, tok)
 		s.metrics.partial.Add(context.Background(), -1)
 	}
@@ -543,9 +567,6 @@ func (s *Sidecar) complete(ctx context.Context, req *dtpb.OrchestratorResponse) 
 			if idx != 0 {
 				return nil, s.reject(ctx, ReasonNoBuffer, codes.FailedPrecondition, "chunk %d of token %q without a buffered chunk 0", idx, tok)
 			}
-			buf = &buffer{first: req}
-			s.buffers[tok] = buf
-			s.metrics.partial.Add(ctx, 1)
 		} else {
 			if idx < buf.next {
 				s.metrics.dups.Add(ctx, 1)
@@ -557,9 +578,16 @@ func (s *Sidecar) complete(ctx context.Context, req *dtpb.OrchestratorResponse) 
 				return nil, s.reject(ctx, ReasonGap, codes.FailedPrecondition, "chunk %d of token %q, expected %d", idx, tok, buf.next)
 			}
 		}
-		if err := s.appendLocked(ctx, tok, buf, req); err != nil {
+		n := proto.Size(req)
+		if err := s.admitLocked(ctx, tok, buf, idx, n, true); err != nil {
 			return nil, err
 		}
+		if buf == nil {
+			buf = &buffer{first: req}
+			s.buffers[tok] = buf
+			s.metrics.partial.Add(ctx, 1)
+		}
+		s.appendLocked(buf, req, n)
 		return nil, nil
 	}
 	c := &Completion{
@@ -590,9 +618,11 @@ func (s *Sidecar) complete(ctx context.Context, req *dtpb.OrchestratorResponse) 
 		s.dropLocked(tok)
 		return nil, s.reject(ctx, ReasonGap, codes.FailedPrecondition, "final chunk %d of token %q, expected %d", idx, tok, buf.next)
 	default:
-		if err := s.appendLocked(ctx, tok, buf, req); err != nil {
+		n := proto.Size(req)
+		if err := s.admitLocked(ctx, tok, buf, idx, n, false); err != nil {
 			return nil, err
 		}
+		s.appendLocked(buf, req, n)
 		s.dropLocked(tok)
 		c.Actions = buf.actions
 		c.NumEventsProcessed = buf.first.GetNumEventsProcessed()
@@ -606,18 +636,40 @@ func (s *Sidecar) complete(ctx context.Context, req *dtpb.OrchestratorResponse) 
 	return c, nil
 }
 
-func (s *Sidecar) appendLocked(ctx context.Context, tok string, buf *buffer, req *dtpb.OrchestratorResponse) error {
-	n := proto.Size(req)
-	if buf.bytes+n > s.cfg.MaxBufferedBytes || int(buf.next)+1 > s.cfg.MaxBufferedChunks {
+// admitLocked checks, before anything is buffered for it, that a chunk of
+// n bytes with index idx fits the bounds. buf is the token's buffer (nil
+// for chunk 0). Over a per-token cap the token's buffer is dropped, since
+// that completion can never fit. Over MaxTotalBufferedBytes, checked for
+// partial chunks only (applying a final chunk frees its buffer), nothing
+// changes and the chunk may be sent again later.
+func (s *Sidecar) admitLocked(ctx context.Context, tok string, buf *buffer, idx int32, n int, partial bool) error {
+	held := 0
+	if buf != nil {
+		held = buf.bytes
+	}
+	if held+n > s.cfg.MaxBufferedBytes || int(idx)+1 > s.cfg.MaxBufferedChunks {
 		s.dropLocked(tok)
 		return s.reject(ctx, ReasonOverCap, codes.ResourceExhausted,
 			"token %q: buffer over cap (%d bytes + %d > MaxBufferedBytes = %d bytes, or chunk %d ≥ MaxBufferedChunks = %d chunks); "+
 				"the completion is dropped (raise SidecarConfig.MaxBufferedBytes or .MaxBufferedChunks, amdahl sidecar --max-token-bytes or --max-token-chunks)",
-			tok, buf.bytes, n, s.cfg.MaxBufferedBytes, buf.next, s.cfg.MaxBufferedChunks)
+			tok, held, n, s.cfg.MaxBufferedBytes, idx, s.cfg.MaxBufferedChunks)
 	}
+	if partial && s.buffered+n > s.cfg.MaxTotalBufferedBytes {
+		s.metrics.refused(ctx, ReasonTotalBufferedBytes)
+		return status.Errorf(codes.ResourceExhausted,
+			"chunk %d of token %q: its %d bytes would take the partial completions buffered by the sidecar from %d to %d bytes, "+
+				"over the bound MaxTotalBufferedBytes = %d bytes; nothing was buffered: send it again once other completions finish, "+
+				"or raise the bound (SidecarConfig.MaxTotalBufferedBytes, amdahl sidecar --max-total-buffered-bytes)",
+			idx, tok, n, s.buffered, s.buffered+n, s.cfg.MaxTotalBufferedBytes)
+	}
+	return nil
+}
+
+// appendLocked buffers a chunk of n bytes that admitLocked accepted.
+func (s *Sidecar) appendLocked(buf *buffer, req *dtpb.OrchestratorResponse, n int) {
 	buf.bytes += n
+	s.buffered += n
 	buf.actions = append(buf.actions, req.GetActions()...)
 	buf.next++
 	buf.touched = s.cfg.Now()
-	return nil
 }

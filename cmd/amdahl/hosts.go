@@ -130,11 +130,13 @@ type sidecarFlags struct {
 	bufferTTL   time.Duration
 	tokenBytes  sizeFlag
 	tokenChunks int
+	totalBytes  sizeFlag
 	recvMsgSize sizeFlag
 }
 
 func (f *sidecarFlags) register(cmd *cobra.Command) {
 	f.tokenBytes = chunking.DefaultMaxBufferedBytes
+	f.totalBytes = chunking.DefaultMaxTotalBufferedBytes
 	f.recvMsgSize = chunking.DefaultMaxRecvMsgSize
 	fl := cmd.Flags()
 	fl.DurationVar(&f.bufferTTL, "buffer-ttl", chunking.DefaultBufferTTL,
@@ -143,6 +145,8 @@ func (f *sidecarFlags) register(cmd *cobra.Command) {
 		"bound on the bytes one chunked completion may buffer; a chunk over it drops that completion")
 	fl.IntVar(&f.tokenChunks, "max-token-chunks", chunking.DefaultMaxBufferedChunks,
 		"bound on the chunks of one chunked completion; a chunk over it drops that completion")
+	fl.Var(&f.totalBytes, "max-total-buffered-bytes",
+		"bound on the bytes all chunked completions together may buffer; a partial chunk over it is refused (ResourceExhausted) and may be sent again later")
 	fl.Var(&f.recvMsgSize, "max-recv-msg-size",
 		"largest gRPC message accepted; a larger one fails with ResourceExhausted before it is decoded")
 }
@@ -160,6 +164,7 @@ func (f *sidecarFlags) config() (chunking.SidecarConfig, error) {
 	}{
 		{"max-token-bytes", int(f.tokenBytes)},
 		{"max-token-chunks", f.tokenChunks},
+		{"max-total-buffered-bytes", int(f.totalBytes)},
 		{"max-recv-msg-size", int(f.recvMsgSize)},
 	} {
 		if c.v <= 0 {
@@ -167,10 +172,11 @@ func (f *sidecarFlags) config() (chunking.SidecarConfig, error) {
 		}
 	}
 	return chunking.SidecarConfig{
-		BufferTTL:         f.bufferTTL,
-		MaxBufferedBytes:  int(f.tokenBytes),
-		MaxBufferedChunks: f.tokenChunks,
-		MaxRecvMsgSize:    int(f.recvMsgSize),
+		BufferTTL:             f.bufferTTL,
+		MaxBufferedBytes:      int(f.tokenBytes),
+		MaxBufferedChunks:     f.tokenChunks,
+		MaxTotalBufferedBytes: int(f.totalBytes),
+		MaxRecvMsgSize:        int(f.recvMsgSize),
 	}, nil
 }
 
