@@ -114,6 +114,8 @@ func TestSidecarConfigInvalid(t *testing.T) {
 		{SidecarConfig{MaxBufferedChunks: -1}, "SidecarConfig.MaxBufferedChunks is -1, want ≥ 0"},
 		{SidecarConfig{MaxRecvMsgSize: -1}, "SidecarConfig.MaxRecvMsgSize is -1, want ≥ 0"},
 		{SidecarConfig{MaxTotalBufferedBytes: -1}, "SidecarConfig.MaxTotalBufferedBytes is -1, want ≥ 0"},
+		{SidecarConfig{MaxPendingInstances: -1}, "SidecarConfig.MaxPendingInstances is -1, want ≥ 0"},
+		{SidecarConfig{MaxInstanceIDBytes: -1}, "SidecarConfig.MaxInstanceIDBytes is -1, want ≥ 0"},
 	} {
 		if _, err := NewSidecar(tc.cfg); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("NewSidecar(%+v): got %v, want an error with %q", tc.cfg, err, tc.want)
@@ -244,5 +246,62 @@ func TestSidecarTotalBufferedBytes(t *testing.T) {
 
 	if got := sums()[MetricSidecarRejections+"/"+ReasonTotalBufferedBytes]; got != 2 {
 		t.Errorf("%s{%s} = %d, want 2", MetricSidecarRejections, ReasonTotalBufferedBytes, got)
+	}
+}
+
+// TestSidecarPendingInstances: StartInstance refuses an instance over
+// MaxPendingInstances (started, not yet completed) with ResourceExhausted,
+// and an instance id longer than MaxInstanceIDBytes with InvalidArgument;
+// a completion makes room again.
+func TestSidecarPendingInstances(t *testing.T) {
+	mp, sums := meterRig(t)
+	rg := startRig(t, SidecarConfig{MaxPendingInstances: 2, MaxInstanceIDBytes: 8, MeterProvider: mp})
+	ctx := context.Background()
+	start := func(id string) error {
+		_, err := dtpb.StartInstance(ctx, rg.conn, &dtpb.CreateInstanceRequest{InstanceId: id})
+		return err
+	}
+	for _, id := range []string{"order-1", "order-2"} {
+		if err := start(id); err != nil {
+			t.Fatalf("start %s: %v", id, err)
+		}
+	}
+	wantRejected(t, "third instance", start("order-3"), codes.ResourceExhausted,
+		"MaxPendingInstances", "2", "SidecarConfig.MaxPendingInstances", "--max-pending-instances")
+	wantRejected(t, "generated id over the bound", start(""), codes.ResourceExhausted, "MaxPendingInstances")
+	wantRejected(t, "9-byte id", start("order-100"), codes.InvalidArgument,
+		"MaxInstanceIDBytes", "8", "SidecarConfig.MaxInstanceIDBytes", "--max-instance-id-bytes")
+	if got := rg.sc.PendingInstances(); got != 2 {
+		t.Errorf("%d pending instances, want 2", got)
+	}
+
+	// Leasing does not make room (the instance is still running); completing does.
+	sctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	st, err := dtpb.GetWorkItems(sctx, rg.conn, &dtpb.GetWorkItemsRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wi, err := st.Recv()
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantRejected(t, "third instance after a lease", start("order-3"), codes.ResourceExhausted, "MaxPendingInstances")
+	r := response(task(0, 10))
+	r.InstanceId = wi.GetOrchestratorRequest().GetInstanceId()
+	if err := raw(t, rg, withToken(r, wi.GetCompletionToken())); err != nil {
+		t.Fatal(err)
+	}
+	if got := rg.sc.PendingInstances(); got != 1 {
+		t.Errorf("%d pending instances after a completion, want 1", got)
+	}
+	if err := start("order-3"); err != nil {
+		t.Fatalf("start after a completion: %v", err)
+	}
+	s := sums()
+	for reason, want := range map[string]int64{ReasonPendingInstances: 3, ReasonInstanceIDBytes: 1} {
+		if got := s[MetricSidecarRejections+"/"+reason]; got != want {
+			t.Errorf("%s{%s} = %d, want %d", MetricSidecarRejections, reason, got, want)
+		}
 	}
 }

@@ -72,6 +72,18 @@
 //	    What gRPC holds for calls still being received is bounded apart, by
 //	    MaxRecvMsgSize per call (grpc.MaxConcurrentStreams in ServerOptions
 //	    bounds the calls).
+//	MaxPendingInstances, 100,000 (--max-pending-instances): instances
+//	    StartInstance scheduled that have not completed, queued or leased
+//	    (Sidecar.PendingInstances; a lease holds its work item until the
+//	    completion or an abandon). A start over it is refused with
+//	    ResourceExhausted, counted in amdahl.sidecar.rejections
+//	    (pending_instances), and nothing is scheduled. Pending instances
+//	    have no TTL: an orchestration waiting for a worker is not dropped,
+//	    since StartInstance promised to run it; this bound and the next keep
+//	    their memory finite.
+//	MaxInstanceIDBytes, 1024 (--max-instance-id-bytes): the instance id
+//	    given to StartInstance. A longer one is refused with InvalidArgument
+//	    (instance_id_bytes).
 //	BufferTTL, 5 min (--buffer-ttl): a partial completion with no chunk for
 //	    this long is dropped, and a completed token is forgotten after it.
 //
@@ -103,5 +115,6 @@
 // amdahl.sidecar.partial_buffers {buffer} (up-down),
 // amdahl.sidecar.duplicates {chunk}, amdahl.sidecar.protocol_errors
 // {error} by amdahl.reason, amdahl.sidecar.rejections {call} by
-// amdahl.reason (the bound reached: total_buffered_bytes).
+// amdahl.reason (the bound reached: total_buffered_bytes,
+// pending_instances, instance_id_bytes).
 package chunking

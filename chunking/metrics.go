@@ -58,6 +58,12 @@ const (
 	// ReasonTotalBufferedBytes: a partial chunk would take the sidecar's
 	// buffers over SidecarConfig.MaxTotalBufferedBytes.
 	ReasonTotalBufferedBytes = "total_buffered_bytes"
+	// ReasonPendingInstances: StartInstance over
+	// SidecarConfig.MaxPendingInstances.
+	ReasonPendingInstances = "pending_instances"
+	// ReasonInstanceIDBytes: StartInstance with an instance id longer than
+	// SidecarConfig.MaxInstanceIDBytes.
+	ReasonInstanceIDBytes = "instance_id_bytes"
 )
 
 type metrics struct {

@@ -32,6 +32,8 @@ const (
 	DefaultMaxBufferedChunks = 4096
 	// DefaultMaxTotalBufferedBytes is four tokens at DefaultMaxBufferedBytes.
 	DefaultMaxTotalBufferedBytes = 1 << 30
+	DefaultMaxPendingInstances   = 100_000
+	DefaultMaxInstanceIDBytes    = 1024
 	// DefaultMaxRecvMsgSize absorbs the framing overshoot of .NET's payload
 	// accounting (the newest Durable Task Go SDK uses the same 64 MiB).
 	DefaultMaxRecvMsgSize = 64 << 20
@@ -55,6 +57,20 @@ type SidecarConfig struct {
 	// abandons, disconnects or the TTL have released room. A final chunk is
 	// never refused for it, since applying it frees its buffer.
 	MaxTotalBufferedBytes int
+	// MaxPendingInstances caps the instances StartInstance has scheduled
+	// and that have not completed, queued or leased (default 100,000): a
+	// lease holds its work item until the completion or an abandon, so a
+	// worker that leases and never completes must count too. A start over
+	// it is refused with ResourceExhausted and nothing is scheduled. There
+	// is no TTL: a started orchestration that waits for a worker is not
+	// dropped, since StartInstance promised to run it; this bound and
+	// MaxInstanceIDBytes are what keep the memory finite. Work items given
+	// to Submit are the caller's and not counted.
+	MaxPendingInstances int
+	// MaxInstanceIDBytes caps the length of an instance id given to
+	// StartInstance (default 1024 bytes); a longer one is refused with
+	// InvalidArgument.
+	MaxInstanceIDBytes int
 	// MaxRecvMsgSize is the server's receive limit (default 64 MiB); gRPC
 	// refuses a larger message with ResourceExhausted before reading it.
 	MaxRecvMsgSize int
@@ -154,6 +170,8 @@ func NewSidecar(cfg SidecarConfig) (*Sidecar, error) {
 		{"MaxBufferedBytes", cfg.MaxBufferedBytes, DefaultMaxBufferedBytes},
 		{"MaxBufferedChunks", cfg.MaxBufferedChunks, DefaultMaxBufferedChunks},
 		{"MaxTotalBufferedBytes", cfg.MaxTotalBufferedBytes, DefaultMaxTotalBufferedBytes},
+		{"MaxPendingInstances", cfg.MaxPendingInstances, DefaultMaxPendingInstances},
+		{"MaxInstanceIDBytes", cfg.MaxInstanceIDBytes, DefaultMaxInstanceIDBytes},
 		{"MaxRecvMsgSize", cfg.MaxRecvMsgSize, DefaultMaxRecvMsgSize},
 	} {
 		if f.v < 0 {
@@ -171,6 +189,12 @@ func NewSidecar(cfg SidecarConfig) (*Sidecar, error) {
 	}
 	if cfg.MaxTotalBufferedBytes == 0 {
 		cfg.MaxTotalBufferedBytes = DefaultMaxTotalBufferedBytes
+	}
+	if cfg.MaxPendingInstances == 0 {
+		cfg.MaxPendingInstances = DefaultMaxPendingInstances
+	}
+	if cfg.MaxInstanceIDBytes == 0 {
+		cfg.MaxInstanceIDBytes = DefaultMaxInstanceIDBytes
 	}
 	if cfg.MaxRecvMsgSize == 0 {
 		cfg.MaxRecvMsgSize = DefaultMaxRecvMsgSize
@@ -354,6 +378,15 @@ func (s *Sidecar) BufferedBytes() int {
 	return s.buffered
 }
 
+// PendingInstances returns how many instances StartInstance scheduled that
+// have not completed (queued or leased), the count bounded by
+// MaxPendingInstances.
+func (s *Sidecar) PendingInstances() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.active)
+}
+
 // ExpireBuffers drops partial completions idle for longer than the TTL,
 // and forgets tokens completed longer than a TTL ago, and returns how many
 // buffers it dropped. Serve calls it periodically.
@@ -476,19 +509,41 @@ func (ss *sidecarService) AbandonTaskOrchestratorWorkItem(ctx context.Context, r
 
 // StartInstance schedules an orchestration: its work item (an
 // OrchestratorRequest with the instance id) is queued for GetWorkItems. An
-// empty instance id gets a generated one; an id that is already scheduled
-// and not yet completed is rejected with AlreadyExists.
-func (ss *sidecarService) StartInstance(_ context.Context, req *dtpb.CreateInstanceRequest) (*dtpb.CreateInstanceResponse, error) {
+// empty instance id gets a generated one. An id longer than
+// MaxInstanceIDBytes is rejected with InvalidArgument; an id that is
+// already scheduled and not yet completed with AlreadyExists; a start over
+// MaxPendingInstances with ResourceExhausted.
+func (ss *sidecarService) StartInstance(ctx context.Context, req *dtpb.CreateInstanceRequest) (*dtpb.CreateInstanceResponse, error) {
 	s := (*Sidecar)(ss)
 	id := req.GetInstanceId()
-	s.mu.Lock()
-	if id == "" {
-		s.tokenSeq++
-		id = fmt.Sprintf("%016x-i%d", s.tokenPfx, s.tokenSeq)
+	if len(id) > s.cfg.MaxInstanceIDBytes {
+		s.metrics.refused(ctx, ReasonInstanceIDBytes)
+		return nil, status.Errorf(codes.InvalidArgument,
+			"start instance: the instance id is %d bytes, over the bound MaxInstanceIDBytes = %d bytes "+
+				"(raise it with SidecarConfig.MaxInstanceIDBytes, amdahl sidecar --max-instance-id-bytes)",
+			len(id), s.cfg.MaxInstanceIDBytes)
 	}
+	s.mu.Lock()
 	if _, ok := s.active[id]; ok {
 		s.mu.Unlock()
 		return nil, status.Errorf(codes.AlreadyExists, "start instance: instance %q is already scheduled and not completed", id)
+	}
+	if n := len(s.active); n >= s.cfg.MaxPendingInstances {
+		s.mu.Unlock()
+		s.metrics.refused(ctx, ReasonPendingInstances)
+		what := fmt.Sprintf("instance %q", id)
+		if id == "" {
+			what = "an instance (id to be generated)"
+		}
+		return nil, status.Errorf(codes.ResourceExhausted,
+			"start %s: %d instances are started and not completed, the bound MaxPendingInstances = %d; "+
+				"nothing was scheduled: start it again once some complete, or raise the bound "+
+				"(SidecarConfig.MaxPendingInstances, amdahl sidecar --max-pending-instances)",
+			what, n, s.cfg.MaxPendingInstances)
+	}
+	if id == "" {
+		s.tokenSeq++
+		id = fmt.Sprintf("%016x-i%d", s.tokenPfx, s.tokenSeq)
 	}
 	s.active[id] = struct{}{}
 	s.mu.Unlock()

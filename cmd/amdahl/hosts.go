@@ -55,8 +55,8 @@ environment variables (OTEL_EXPORTER_OTLP_ENDPOINT, AMDAHL_METRICS_ADDR, …).
 
 What a client can make it hold is bounded by the --buffer-ttl and --max-*
 flags (sizes take a unit: 64MiB, 1GiB, 1.5GB); a call over a bound fails
-with ResourceExhausted and a message naming the bound. See chunking/doc.go,
-"Sidecar bounds".`,
+with ResourceExhausted (an instance id too long: InvalidArgument) and a
+message naming the bound. See chunking/doc.go, "Sidecar bounds".`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
@@ -131,12 +131,15 @@ type sidecarFlags struct {
 	tokenBytes  sizeFlag
 	tokenChunks int
 	totalBytes  sizeFlag
+	pending     int
+	idBytes     sizeFlag
 	recvMsgSize sizeFlag
 }
 
 func (f *sidecarFlags) register(cmd *cobra.Command) {
 	f.tokenBytes = chunking.DefaultMaxBufferedBytes
 	f.totalBytes = chunking.DefaultMaxTotalBufferedBytes
+	f.idBytes = chunking.DefaultMaxInstanceIDBytes
 	f.recvMsgSize = chunking.DefaultMaxRecvMsgSize
 	fl := cmd.Flags()
 	fl.DurationVar(&f.bufferTTL, "buffer-ttl", chunking.DefaultBufferTTL,
@@ -147,6 +150,10 @@ func (f *sidecarFlags) register(cmd *cobra.Command) {
 		"bound on the chunks of one chunked completion; a chunk over it drops that completion")
 	fl.Var(&f.totalBytes, "max-total-buffered-bytes",
 		"bound on the bytes all chunked completions together may buffer; a partial chunk over it is refused (ResourceExhausted) and may be sent again later")
+	fl.IntVar(&f.pending, "max-pending-instances", chunking.DefaultMaxPendingInstances,
+		"bound on the instances started (StartInstance) and not yet completed; a start over it is refused (ResourceExhausted)")
+	fl.Var(&f.idBytes, "max-instance-id-bytes",
+		"bound on the length of an instance id given to StartInstance; a longer one is refused (InvalidArgument)")
 	fl.Var(&f.recvMsgSize, "max-recv-msg-size",
 		"largest gRPC message accepted; a larger one fails with ResourceExhausted before it is decoded")
 }
@@ -165,6 +172,8 @@ func (f *sidecarFlags) config() (chunking.SidecarConfig, error) {
 		{"max-token-bytes", int(f.tokenBytes)},
 		{"max-token-chunks", f.tokenChunks},
 		{"max-total-buffered-bytes", int(f.totalBytes)},
+		{"max-pending-instances", f.pending},
+		{"max-instance-id-bytes", int(f.idBytes)},
 		{"max-recv-msg-size", int(f.recvMsgSize)},
 	} {
 		if c.v <= 0 {
@@ -176,6 +185,8 @@ func (f *sidecarFlags) config() (chunking.SidecarConfig, error) {
 		MaxBufferedBytes:      int(f.tokenBytes),
 		MaxBufferedChunks:     f.tokenChunks,
 		MaxTotalBufferedBytes: int(f.totalBytes),
+		MaxPendingInstances:   f.pending,
+		MaxInstanceIDBytes:    int(f.idBytes),
 		MaxRecvMsgSize:        int(f.recvMsgSize),
 	}, nil
 }
