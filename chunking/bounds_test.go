@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/amdahl-rt/amdahl/chunking/dtpb"
 )
@@ -303,5 +304,75 @@ func TestSidecarPendingInstances(t *testing.T) {
 		if got := s[MetricSidecarRejections+"/"+reason]; got != want {
 			t.Errorf("%s{%s} = %d, want %d", MetricSidecarRejections, reason, got, want)
 		}
+	}
+}
+
+// TestSidecarResendCompared: a chunk sent again with the index of one
+// already accepted is acknowledged only if it is identical; one with other
+// content is refused with FailedPrecondition, counted as a protocol error,
+// and the buffer is left as it was.
+func TestSidecarResendCompared(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		resend func(tok string) *dtpb.OrchestratorResponse
+		want   codes.Code
+	}{
+		{"identical chunk 1", func(tok string) *dtpb.OrchestratorResponse { return chunk(tok, 1, true, 1) }, codes.OK},
+		{"identical chunk 0", func(tok string) *dtpb.OrchestratorResponse { return chunk(tok, 0, true, 0) }, codes.OK},
+		{"chunk 1 with another action", func(tok string) *dtpb.OrchestratorResponse { return chunk(tok, 1, true, 5) }, codes.FailedPrecondition},
+		{"chunk 1 with an extra action", func(tok string) *dtpb.OrchestratorResponse { return chunk(tok, 1, true, 1, 6) }, codes.FailedPrecondition},
+		{"chunk 0 with another payload", func(tok string) *dtpb.OrchestratorResponse {
+			r := chunk(tok, 0, true, 0)
+			r.Actions[0].GetScheduleTask().Input.Value += "!"
+			return r
+		}, codes.FailedPrecondition},
+		{"chunk 1 with another custom status", func(tok string) *dtpb.OrchestratorResponse {
+			r := chunk(tok, 1, true, 1)
+			r.CustomStatus = wrapperspb.String("other")
+			return r
+		}, codes.FailedPrecondition},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			mp, sums := meterRig(t)
+			rg := startRig(t, SidecarConfig{MeterProvider: mp})
+			tok := rg.lease(t, "instance-1")
+			c0, c1 := chunk(tok, 0, true, 0), chunk(tok, 1, true, 1)
+			for _, c := range []*dtpb.OrchestratorResponse{c0, c1} {
+				if err := raw(t, rg, c); err != nil {
+					t.Fatal(err)
+				}
+			}
+			err := raw(t, rg, tc.resend(tok))
+			if status.Code(err) != tc.want {
+				t.Fatalf("resend: got %v, want %v", err, tc.want)
+			}
+			if got := rg.sc.BufferedBytes(); got != proto.Size(c0)+proto.Size(c1) {
+				t.Errorf("%d bytes buffered after the resend, want %d (unchanged)", got, proto.Size(c0)+proto.Size(c1))
+			}
+			s := sums()
+			wantDups, wantErrs := int64(1), int64(0)
+			if tc.want != codes.OK {
+				wantDups, wantErrs = 0, 1
+				wantRejected(t, "resend", err, tc.want, "differs", "chunk")
+			}
+			if got := s[MetricDuplicates]; got != wantDups {
+				t.Errorf("%s = %d, want %d", MetricDuplicates, got, wantDups)
+			}
+			if got := s[MetricProtocolErrors+"/"+ReasonConflict]; got != wantErrs {
+				t.Errorf("%s{%s} = %d, want %d", MetricProtocolErrors, ReasonConflict, got, wantErrs)
+			}
+			// The buffer is intact: the completion finishes with what was
+			// accepted first.
+			if err := raw(t, rg, chunk(tok, 2, false, 2)); err != nil {
+				t.Fatal(err)
+			}
+			if got := appliedIDs(rg.sc, tok); !slices.Equal(got, []int32{0, 1, 2}) {
+				t.Errorf("applied %v, want [0 1 2]", got)
+			}
+			cs := rg.sc.Completions()
+			if in := cs[0].Actions[0].GetScheduleTask().GetInput().GetValue(); strings.HasSuffix(in, "!") {
+				t.Errorf("chunk 0's payload was replaced by the refused resend")
+			}
+		})
 	}
 }

@@ -44,6 +44,23 @@
 // wrapping ctx.Err() that counts the calls still in flight. The runtime's
 // in-process sidecar and amdahl sidecar allow the drain 5 s.
 //
+// # Sidecar resends
+//
+// A chunk sent again with the index of one its token's buffer holds (a
+// retry after a lost reply) is compared with the chunk accepted, by
+// proto.Equal: the buffer keeps the chunks until the completion is
+// applied, so no hash is kept. Identical, it is acknowledged and counted in
+// amdahl.sidecar.duplicates. Different, it is refused with
+// FailedPrecondition, counted in amdahl.sidecar.protocol_errors
+// (conflicting_resend), and the buffer stays as it was. FailedPrecondition
+// rather than InvalidArgument because the message is valid alone and
+// conflicts only with the token's state, as a gap does; Durable Task
+// workers do not retry it, and the .NET worker abandons the work item,
+// which comes again under a new token. Once a token has completed its
+// chunks are gone (only the index of its final chunk is kept, for one
+// BufferTTL): a final message sent again then, or an earlier chunk, is
+// acknowledged without comparison, and nothing of it is applied.
+//
 // # Sidecar bounds
 //
 // What a client can make the sidecar hold is bounded, and each bound is

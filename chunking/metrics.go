@@ -51,6 +51,9 @@ const (
 	ReasonOverCap         = "over_cap"
 	ReasonMissingToken    = "missing_token"
 	ReasonCompleted       = "already_completed"
+	// ReasonConflict: a chunk sent again with the index of an accepted one
+	// but other content.
+	ReasonConflict = "conflicting_resend"
 )
 
 // Reasons of amdahl.sidecar.rejections: the sidecar bound a call reached.

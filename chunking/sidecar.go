@@ -117,12 +117,17 @@ type done struct {
 }
 
 type buffer struct {
-	first   *dtpb.OrchestratorResponse // chunk 0, for the chunk-0-only fields
-	actions []*dtpb.OrchestratorAction
-	next    int32
+	// chunks are the accepted chunks by index, kept whole (their actions
+	// are kept anyway): chunk 0 carries the chunk-0-only fields, and a
+	// chunk sent again is compared with the one accepted.
+	chunks  []*dtpb.OrchestratorResponse
+	actions int // in chunks
 	bytes   int
 	touched time.Time
 }
+
+// next is the index of the chunk expected next.
+func (b *buffer) next() int32 { return int32(len(b.chunks)) }
 
 // Sidecar is an in-process TaskHubSidecarService: it serves GetWorkItems
 // from work submitted with Submit, reassembles chunked completions keyed by
@@ -623,14 +628,21 @@ func (s *Sidecar) complete(ctx context.Context, req *dtpb.OrchestratorResponse) 
 				return nil, s.reject(ctx, ReasonNoBuffer, codes.FailedPrecondition, "chunk %d of token %q without a buffered chunk 0", idx, tok)
 			}
 		} else {
-			if idx < buf.next {
+			if idx < buf.next() {
+				// Sent again, after a lost reply: acknowledged if it is
+				// the chunk accepted, refused (the buffer kept) if not.
+				if !proto.Equal(buf.chunks[idx], req) {
+					return nil, s.reject(ctx, ReasonConflict, codes.FailedPrecondition,
+						"chunk %d of token %q differs from the chunk %d already accepted; a chunk sent again must be identical "+
+							"(the accepted chunks are kept)", idx, tok, idx)
+				}
 				s.metrics.dups.Add(ctx, 1)
 				buf.touched = s.cfg.Now()
 				return nil, nil
 			}
-			if idx > buf.next {
+			if idx > buf.next() {
 				s.dropLocked(tok)
-				return nil, s.reject(ctx, ReasonGap, codes.FailedPrecondition, "chunk %d of token %q, expected %d", idx, tok, buf.next)
+				return nil, s.reject(ctx, ReasonGap, codes.FailedPrecondition, "chunk %d of token %q, expected %d", idx, tok, buf.next())
 			}
 		}
 		n := proto.Size(req)
@@ -638,7 +650,7 @@ func (s *Sidecar) complete(ctx context.Context, req *dtpb.OrchestratorResponse) 
 			return nil, err
 		}
 		if buf == nil {
-			buf = &buffer{first: req}
+			buf = &buffer{}
 			s.buffers[tok] = buf
 			s.metrics.partial.Add(ctx, 1)
 		}
@@ -669,9 +681,9 @@ func (s *Sidecar) complete(ctx context.Context, req *dtpb.OrchestratorResponse) 
 		c.NumEventsProcessed = req.GetNumEventsProcessed()
 		c.OrchestrationTraceContext = req.GetOrchestrationTraceContext()
 		c.Chunks = 1
-	case idx != buf.next:
+	case idx != buf.next():
 		s.dropLocked(tok)
-		return nil, s.reject(ctx, ReasonGap, codes.FailedPrecondition, "final chunk %d of token %q, expected %d", idx, tok, buf.next)
+		return nil, s.reject(ctx, ReasonGap, codes.FailedPrecondition, "final chunk %d of token %q, expected %d", idx, tok, buf.next())
 	default:
 		n := proto.Size(req)
 		if err := s.admitLocked(ctx, tok, buf, idx, n, false); err != nil {
@@ -679,9 +691,12 @@ func (s *Sidecar) complete(ctx context.Context, req *dtpb.OrchestratorResponse) 
 		}
 		s.appendLocked(buf, req, n)
 		s.dropLocked(tok)
-		c.Actions = buf.actions
-		c.NumEventsProcessed = buf.first.GetNumEventsProcessed()
-		c.OrchestrationTraceContext = buf.first.GetOrchestrationTraceContext()
+		c.Actions = make([]*dtpb.OrchestratorAction, 0, buf.actions)
+		for _, ch := range buf.chunks {
+			c.Actions = append(c.Actions, ch.GetActions()...)
+		}
+		c.NumEventsProcessed = buf.chunks[0].GetNumEventsProcessed()
+		c.OrchestrationTraceContext = buf.chunks[0].GetOrchestrationTraceContext()
 		c.Chunks = int(idx) + 1
 	}
 	delete(s.leases, tok)
@@ -724,7 +739,7 @@ func (s *Sidecar) admitLocked(ctx context.Context, tok string, buf *buffer, idx 
 func (s *Sidecar) appendLocked(buf *buffer, req *dtpb.OrchestratorResponse, n int) {
 	buf.bytes += n
 	s.buffered += n
-	buf.actions = append(buf.actions, req.GetActions()...)
-	buf.next++
+	buf.chunks = append(buf.chunks, req)
+	buf.actions += len(req.GetActions())
 	buf.touched = s.cfg.Now()
 }
