@@ -106,6 +106,12 @@
 //
 // Work items given to Submit (in process, by the caller) are not bounded.
 //
+// The bounds count the bytes held, not the process's memory: with Go's
+// default GOGC=100 the heap may grow to about twice the live bytes before
+// a collection, and messages being received or refused are garbage only
+// once decoded. To hold the process nearer the bounds, set GOMEMLIMIT a
+// little above MaxTotalBufferedBytes plus the messages in flight.
+//
 // # Settings
 //
 // The package reads no environment variables; the runtime maps the
