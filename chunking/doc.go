@@ -44,6 +44,74 @@
 // wrapping ctx.Err() that counts the calls still in flight. The runtime's
 // in-process sidecar and amdahl sidecar allow the drain 5 s.
 //
+// # Sidecar resends
+//
+// A chunk sent again with the index of one its token's buffer holds (a
+// retry after a lost reply) is compared with the chunk accepted, by
+// proto.Equal: the buffer keeps the chunks until the completion is
+// applied, so no hash is kept. Identical, it is acknowledged and counted in
+// amdahl.sidecar.duplicates. Different, it is refused with
+// FailedPrecondition, counted in amdahl.sidecar.protocol_errors
+// (conflicting_resend), and the buffer stays as it was. FailedPrecondition
+// rather than InvalidArgument because the message is valid alone and
+// conflicts only with the token's state, as a gap does; Durable Task
+// workers do not retry it, and the .NET worker abandons the work item,
+// which comes again under a new token. Once a token has completed its
+// chunks are gone (only the index of its final chunk is kept, for one
+// BufferTTL): a final message sent again then, or an earlier chunk, is
+// acknowledged without comparison, and nothing of it is applied.
+//
+// # Sidecar bounds
+//
+// What a client can make the sidecar hold is bounded, and each bound is
+// checked before the bytes are kept. A call over a bound fails with a gRPC
+// code that Durable Task workers do not retry, and a message naming the
+// bound and its value and, for the sidecar's own bounds, how to raise it.
+// Zero SidecarConfig fields take the defaults; amdahl sidecar has a flag
+// for each (sizes written 64MiB, 1GiB, 1.5GB):
+//
+//	MaxRecvMsgSize, 64 MiB (--max-recv-msg-size): the largest message
+//	    accepted. gRPC refuses a larger one with ResourceExhausted from its
+//	    length prefix, before reading it (and bounds decompression alike).
+//	MaxBufferedBytes, 256 MiB (--max-token-bytes), and MaxBufferedChunks,
+//	    4096 (--max-token-chunks): one token's partial completion. A chunk
+//	    over either is refused with ResourceExhausted (protocol error
+//	    over_cap) and the token's buffer is dropped: that completion can
+//	    never fit.
+//	MaxTotalBufferedBytes, 1 GiB (--max-total-buffered-bytes): all partial
+//	    completions together, as the serialized size of the chunks held
+//	    (Sidecar.BufferedBytes). A partial chunk that would go over it is
+//	    refused with ResourceExhausted before it is buffered, counted in
+//	    amdahl.sidecar.rejections (total_buffered_bytes); the token's buffer
+//	    is left as it was, so the same chunk may be sent again once a
+//	    completion, an abandon, a disconnect or the TTL has released room. A
+//	    final chunk is never refused for it: applying it frees its buffer.
+//	    What gRPC holds for calls still being received is bounded apart, by
+//	    MaxRecvMsgSize per call (grpc.MaxConcurrentStreams in ServerOptions
+//	    bounds the calls).
+//	MaxPendingInstances, 100,000 (--max-pending-instances): instances
+//	    StartInstance scheduled that have not completed, queued or leased
+//	    (Sidecar.PendingInstances; a lease holds its work item until the
+//	    completion or an abandon). A start over it is refused with
+//	    ResourceExhausted, counted in amdahl.sidecar.rejections
+//	    (pending_instances), and nothing is scheduled. Pending instances
+//	    have no TTL: an orchestration waiting for a worker is not dropped,
+//	    since StartInstance promised to run it; this bound and the next keep
+//	    their memory finite.
+//	MaxInstanceIDBytes, 1024 (--max-instance-id-bytes): the instance id
+//	    given to StartInstance. A longer one is refused with InvalidArgument
+//	    (instance_id_bytes).
+//	BufferTTL, 5 min (--buffer-ttl): a partial completion with no chunk for
+//	    this long is dropped, and a completed token is forgotten after it.
+//
+// Work items given to Submit (in process, by the caller) are not bounded.
+//
+// The bounds count the bytes held, not the process's memory: with Go's
+// default GOGC=100 the heap may grow to about twice the live bytes before
+// a collection, and messages being received or refused are garbage only
+// once decoded. To hold the process nearer the bounds, set GOMEMLIMIT a
+// little above MaxTotalBufferedBytes plus the messages in flight.
+//
 // # Settings
 //
 // The package reads no environment variables; the runtime maps the
@@ -69,5 +137,7 @@
 // amdahl.rpc.code, amdahl.chunking.rejections {completion} by amdahl.reason;
 // amdahl.sidecar.partial_buffers {buffer} (up-down),
 // amdahl.sidecar.duplicates {chunk}, amdahl.sidecar.protocol_errors
-// {error} by amdahl.reason.
+// {error} by amdahl.reason, amdahl.sidecar.rejections {call} by
+// amdahl.reason (the bound reached: total_buffered_bytes,
+// pending_instances, instance_id_bytes).
 package chunking

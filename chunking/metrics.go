@@ -23,6 +23,7 @@ const (
 	MetricPartialBuffers     = "amdahl.sidecar.partial_buffers"      // {buffer}, up-down
 	MetricDuplicates         = "amdahl.sidecar.duplicates"           // {chunk}
 	MetricProtocolErrors     = "amdahl.sidecar.protocol_errors"      // {error}, by amdahl.reason
+	MetricSidecarRejections  = "amdahl.sidecar.rejections"           // {call}, by amdahl.reason: the bound reached
 )
 
 // Attribute keys of chunking spans and metrics.
@@ -50,6 +51,22 @@ const (
 	ReasonOverCap         = "over_cap"
 	ReasonMissingToken    = "missing_token"
 	ReasonCompleted       = "already_completed"
+	// ReasonConflict: a chunk sent again with the index of an accepted one
+	// but other content.
+	ReasonConflict = "conflicting_resend"
+)
+
+// Reasons of amdahl.sidecar.rejections: the sidecar bound a call reached.
+const (
+	// ReasonTotalBufferedBytes: a partial chunk would take the sidecar's
+	// buffers over SidecarConfig.MaxTotalBufferedBytes.
+	ReasonTotalBufferedBytes = "total_buffered_bytes"
+	// ReasonPendingInstances: StartInstance over
+	// SidecarConfig.MaxPendingInstances.
+	ReasonPendingInstances = "pending_instances"
+	// ReasonInstanceIDBytes: StartInstance with an instance id longer than
+	// SidecarConfig.MaxInstanceIDBytes.
+	ReasonInstanceIDBytes = "instance_id_bytes"
 )
 
 type metrics struct {
@@ -125,6 +142,7 @@ type sidecarMetrics struct {
 	partial   metric.Int64UpDownCounter
 	dups      metric.Int64Counter
 	protoErrs metric.Int64Counter
+	refusals  metric.Int64Counter
 }
 
 func newSidecarMetrics(mp metric.MeterProvider) (*sidecarMetrics, error) {
@@ -143,9 +161,18 @@ func newSidecarMetrics(mp metric.MeterProvider) (*sidecarMetrics, error) {
 		metric.WithDescription("Completion calls rejected as protocol violations, by reason.")); err != nil {
 		return nil, fmt.Errorf("chunking: create %s: %w", MetricProtocolErrors, err)
 	}
+	if x.refusals, err = m.Int64Counter(MetricSidecarRejections, metric.WithUnit("{call}"),
+		metric.WithDescription("Calls refused because a sidecar bound was reached, by the bound (reason).")); err != nil {
+		return nil, fmt.Errorf("chunking: create %s: %w", MetricSidecarRejections, err)
+	}
 	return x, nil
 }
 
 func (m *sidecarMetrics) protocolError(ctx context.Context, reason string) {
 	m.protoErrs.Add(ctx, 1, metric.WithAttributes(attribute.String(AttrReason, reason)))
+}
+
+// refused counts a call refused by the bound named by reason.
+func (m *sidecarMetrics) refused(ctx context.Context, reason string) {
+	m.refusals.Add(ctx, 1, metric.WithAttributes(attribute.String(AttrReason, reason)))
 }

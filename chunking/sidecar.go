@@ -30,6 +30,10 @@ const (
 	DefaultBufferTTL         = 5 * time.Minute
 	DefaultMaxBufferedBytes  = 256 << 20
 	DefaultMaxBufferedChunks = 4096
+	// DefaultMaxTotalBufferedBytes is four tokens at DefaultMaxBufferedBytes.
+	DefaultMaxTotalBufferedBytes = 1 << 30
+	DefaultMaxPendingInstances   = 100_000
+	DefaultMaxInstanceIDBytes    = 1024
 	// DefaultMaxRecvMsgSize absorbs the framing overshoot of .NET's payload
 	// accounting (the newest Durable Task Go SDK uses the same 64 MiB).
 	DefaultMaxRecvMsgSize = 64 << 20
@@ -39,10 +43,36 @@ const (
 type SidecarConfig struct {
 	// BufferTTL drops a partial completion idle for longer (default 5 min).
 	BufferTTL time.Duration
-	// MaxBufferedBytes and MaxBufferedChunks cap one token's buffer.
+	// MaxBufferedBytes and MaxBufferedChunks cap one token's buffer
+	// (default 256 MiB, 4096 chunks). A chunk over either is refused with
+	// ResourceExhausted and the token's buffer is dropped: that completion
+	// can never fit.
 	MaxBufferedBytes  int
 	MaxBufferedChunks int
-	// MaxRecvMsgSize is the server's receive limit (default 64 MiB).
+	// MaxTotalBufferedBytes caps the bytes buffered by all partial
+	// completions together (default 1 GiB), counted as the serialized size
+	// of the chunks held. A partial chunk that would go over it is refused
+	// with ResourceExhausted before it is buffered, and the token's buffer
+	// stays as it was, so the same chunk may be sent again once completions,
+	// abandons, disconnects or the TTL have released room. A final chunk is
+	// never refused for it, since applying it frees its buffer.
+	MaxTotalBufferedBytes int
+	// MaxPendingInstances caps the instances StartInstance has scheduled
+	// and that have not completed, queued or leased (default 100,000): a
+	// lease holds its work item until the completion or an abandon, so a
+	// worker that leases and never completes must count too. A start over
+	// it is refused with ResourceExhausted and nothing is scheduled. There
+	// is no TTL: a started orchestration that waits for a worker is not
+	// dropped, since StartInstance promised to run it; this bound and
+	// MaxInstanceIDBytes are what keep the memory finite. Work items given
+	// to Submit are the caller's and not counted.
+	MaxPendingInstances int
+	// MaxInstanceIDBytes caps the length of an instance id given to
+	// StartInstance (default 1024 bytes); a longer one is refused with
+	// InvalidArgument.
+	MaxInstanceIDBytes int
+	// MaxRecvMsgSize is the server's receive limit (default 64 MiB); gRPC
+	// refuses a larger message with ResourceExhausted before reading it.
 	MaxRecvMsgSize int
 	// Now is the clock of the TTL (default time.Now); tests inject one.
 	Now func() time.Time
@@ -87,12 +117,17 @@ type done struct {
 }
 
 type buffer struct {
-	first   *dtpb.OrchestratorResponse // chunk 0, for the chunk-0-only fields
-	actions []*dtpb.OrchestratorAction
-	next    int32
+	// chunks are the accepted chunks by index, kept whole (their actions
+	// are kept anyway): chunk 0 carries the chunk-0-only fields, and a
+	// chunk sent again is compared with the one accepted.
+	chunks  []*dtpb.OrchestratorResponse
+	actions int // in chunks
 	bytes   int
 	touched time.Time
 }
+
+// next is the index of the chunk expected next.
+func (b *buffer) next() int32 { return int32(len(b.chunks)) }
 
 // Sidecar is an in-process TaskHubSidecarService: it serves GetWorkItems
 // from work submitted with Submit, reassembles chunked completions keyed by
@@ -110,6 +145,7 @@ type Sidecar struct {
 	wake      chan struct{} // closed and replaced when pending grows
 	leases    map[string]*lease
 	buffers   map[string]*buffer
+	buffered  int                 // the sum of the buffers' bytes
 	completed map[string]done     // recently completed tokens, for lost final replies
 	active    map[string]struct{} // instance ids scheduled by StartInstance, not yet completed
 	applied   []Completion
@@ -129,9 +165,23 @@ type Sidecar struct {
 
 // NewSidecar validates cfg and builds a Sidecar.
 func NewSidecar(cfg SidecarConfig) (*Sidecar, error) {
-	if cfg.BufferTTL < 0 || cfg.MaxBufferedBytes < 0 || cfg.MaxBufferedChunks < 0 || cfg.MaxRecvMsgSize < 0 {
-		return nil, fmt.Errorf("chunking: sidecar: negative limit (ttl %v, bytes %d, chunks %d, recv %d)",
-			cfg.BufferTTL, cfg.MaxBufferedBytes, cfg.MaxBufferedChunks, cfg.MaxRecvMsgSize)
+	if cfg.BufferTTL < 0 {
+		return nil, fmt.Errorf("chunking: sidecar: SidecarConfig.BufferTTL is %v, want ≥ 0 (0 takes the default %v)", cfg.BufferTTL, DefaultBufferTTL)
+	}
+	for _, f := range []struct {
+		name    string
+		v, dflt int
+	}{
+		{"MaxBufferedBytes", cfg.MaxBufferedBytes, DefaultMaxBufferedBytes},
+		{"MaxBufferedChunks", cfg.MaxBufferedChunks, DefaultMaxBufferedChunks},
+		{"MaxTotalBufferedBytes", cfg.MaxTotalBufferedBytes, DefaultMaxTotalBufferedBytes},
+		{"MaxPendingInstances", cfg.MaxPendingInstances, DefaultMaxPendingInstances},
+		{"MaxInstanceIDBytes", cfg.MaxInstanceIDBytes, DefaultMaxInstanceIDBytes},
+		{"MaxRecvMsgSize", cfg.MaxRecvMsgSize, DefaultMaxRecvMsgSize},
+	} {
+		if f.v < 0 {
+			return nil, fmt.Errorf("chunking: sidecar: SidecarConfig.%s is %d, want ≥ 0 (0 takes the default %d)", f.name, f.v, f.dflt)
+		}
 	}
 	if cfg.BufferTTL == 0 {
 		cfg.BufferTTL = DefaultBufferTTL
@@ -141,6 +191,15 @@ func NewSidecar(cfg SidecarConfig) (*Sidecar, error) {
 	}
 	if cfg.MaxBufferedChunks == 0 {
 		cfg.MaxBufferedChunks = DefaultMaxBufferedChunks
+	}
+	if cfg.MaxTotalBufferedBytes == 0 {
+		cfg.MaxTotalBufferedBytes = DefaultMaxTotalBufferedBytes
+	}
+	if cfg.MaxPendingInstances == 0 {
+		cfg.MaxPendingInstances = DefaultMaxPendingInstances
+	}
+	if cfg.MaxInstanceIDBytes == 0 {
+		cfg.MaxInstanceIDBytes = DefaultMaxInstanceIDBytes
 	}
 	if cfg.MaxRecvMsgSize == 0 {
 		cfg.MaxRecvMsgSize = DefaultMaxRecvMsgSize
@@ -316,6 +375,23 @@ func (s *Sidecar) BufferedTokens() int {
 	return len(s.buffers)
 }
 
+// BufferedBytes returns how many bytes the partial completions hold, the
+// quantity bounded by MaxTotalBufferedBytes.
+func (s *Sidecar) BufferedBytes() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.buffered
+}
+
+// PendingInstances returns how many instances StartInstance scheduled that
+// have not completed (queued or leased), the count bounded by
+// MaxPendingInstances.
+func (s *Sidecar) PendingInstances() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.active)
+}
+
 // ExpireBuffers drops partial completions idle for longer than the TTL,
 // and forgets tokens completed longer than a TTL ago, and returns how many
 // buffers it dropped. Serve calls it periodically.
@@ -339,7 +415,8 @@ func (s *Sidecar) ExpireBuffers() int {
 }
 
 func (s *Sidecar) dropLocked(tok string) {
-	if _, ok := s.buffers[tok]; ok {
+	if b, ok := s.buffers[tok]; ok {
+		s.buffered -= b.bytes
 		delete(s.buffers, tok)
 		s.metrics.partial.Add(context.Background(), -1)
 	}
@@ -437,19 +514,41 @@ func (ss *sidecarService) AbandonTaskOrchestratorWorkItem(ctx context.Context, r
 
 // StartInstance schedules an orchestration: its work item (an
 // OrchestratorRequest with the instance id) is queued for GetWorkItems. An
-// empty instance id gets a generated one; an id that is already scheduled
-// and not yet completed is rejected with AlreadyExists.
-func (ss *sidecarService) StartInstance(_ context.Context, req *dtpb.CreateInstanceRequest) (*dtpb.CreateInstanceResponse, error) {
+// empty instance id gets a generated one. An id longer than
+// MaxInstanceIDBytes is rejected with InvalidArgument; an id that is
+// already scheduled and not yet completed with AlreadyExists; a start over
+// MaxPendingInstances with ResourceExhausted.
+func (ss *sidecarService) StartInstance(ctx context.Context, req *dtpb.CreateInstanceRequest) (*dtpb.CreateInstanceResponse, error) {
 	s := (*Sidecar)(ss)
 	id := req.GetInstanceId()
-	s.mu.Lock()
-	if id == "" {
-		s.tokenSeq++
-		id = fmt.Sprintf("%016x-i%d", s.tokenPfx, s.tokenSeq)
+	if len(id) > s.cfg.MaxInstanceIDBytes {
+		s.metrics.refused(ctx, ReasonInstanceIDBytes)
+		return nil, status.Errorf(codes.InvalidArgument,
+			"start instance: the instance id is %d bytes, over the bound MaxInstanceIDBytes = %d bytes "+
+				"(raise it with SidecarConfig.MaxInstanceIDBytes, amdahl sidecar --max-instance-id-bytes)",
+			len(id), s.cfg.MaxInstanceIDBytes)
 	}
+	s.mu.Lock()
 	if _, ok := s.active[id]; ok {
 		s.mu.Unlock()
 		return nil, status.Errorf(codes.AlreadyExists, "start instance: instance %q is already scheduled and not completed", id)
+	}
+	if n := len(s.active); n >= s.cfg.MaxPendingInstances {
+		s.mu.Unlock()
+		s.metrics.refused(ctx, ReasonPendingInstances)
+		what := fmt.Sprintf("instance %q", id)
+		if id == "" {
+			what = "an instance (id to be generated)"
+		}
+		return nil, status.Errorf(codes.ResourceExhausted,
+			"start %s: %d instances are started and not completed, the bound MaxPendingInstances = %d; "+
+				"nothing was scheduled: start it again once some complete, or raise the bound "+
+				"(SidecarConfig.MaxPendingInstances, amdahl sidecar --max-pending-instances)",
+			what, n, s.cfg.MaxPendingInstances)
+	}
+	if id == "" {
+		s.tokenSeq++
+		id = fmt.Sprintf("%016x-i%d", s.tokenPfx, s.tokenSeq)
 	}
 	s.active[id] = struct{}{}
 	s.mu.Unlock()
@@ -528,23 +627,34 @@ func (s *Sidecar) complete(ctx context.Context, req *dtpb.OrchestratorResponse) 
 			if idx != 0 {
 				return nil, s.reject(ctx, ReasonNoBuffer, codes.FailedPrecondition, "chunk %d of token %q without a buffered chunk 0", idx, tok)
 			}
-			buf = &buffer{first: req}
-			s.buffers[tok] = buf
-			s.metrics.partial.Add(ctx, 1)
 		} else {
-			if idx < buf.next {
+			if idx < buf.next() {
+				// Sent again, after a lost reply: acknowledged if it is
+				// the chunk accepted, refused (the buffer kept) if not.
+				if !proto.Equal(buf.chunks[idx], req) {
+					return nil, s.reject(ctx, ReasonConflict, codes.FailedPrecondition,
+						"chunk %d of token %q differs from the chunk %d already accepted; a chunk sent again must be identical "+
+							"(the accepted chunks are kept)", idx, tok, idx)
+				}
 				s.metrics.dups.Add(ctx, 1)
 				buf.touched = s.cfg.Now()
 				return nil, nil
 			}
-			if idx > buf.next {
+			if idx > buf.next() {
 				s.dropLocked(tok)
-				return nil, s.reject(ctx, ReasonGap, codes.FailedPrecondition, "chunk %d of token %q, expected %d", idx, tok, buf.next)
+				return nil, s.reject(ctx, ReasonGap, codes.FailedPrecondition, "chunk %d of token %q, expected %d", idx, tok, buf.next())
 			}
 		}
-		if err := s.appendLocked(ctx, tok, buf, req); err != nil {
+		n := proto.Size(req)
+		if err := s.admitLocked(ctx, tok, buf, idx, n, true); err != nil {
 			return nil, err
 		}
+		if buf == nil {
+			buf = &buffer{}
+			s.buffers[tok] = buf
+			s.metrics.partial.Add(ctx, 1)
+		}
+		s.appendLocked(buf, req, n)
 		return nil, nil
 	}
 	c := &Completion{
@@ -571,17 +681,22 @@ func (s *Sidecar) complete(ctx context.Context, req *dtpb.OrchestratorResponse) 
 		c.NumEventsProcessed = req.GetNumEventsProcessed()
 		c.OrchestrationTraceContext = req.GetOrchestrationTraceContext()
 		c.Chunks = 1
-	case idx != buf.next:
+	case idx != buf.next():
 		s.dropLocked(tok)
-		return nil, s.reject(ctx, ReasonGap, codes.FailedPrecondition, "final chunk %d of token %q, expected %d", idx, tok, buf.next)
+		return nil, s.reject(ctx, ReasonGap, codes.FailedPrecondition, "final chunk %d of token %q, expected %d", idx, tok, buf.next())
 	default:
-		if err := s.appendLocked(ctx, tok, buf, req); err != nil {
+		n := proto.Size(req)
+		if err := s.admitLocked(ctx, tok, buf, idx, n, false); err != nil {
 			return nil, err
 		}
+		s.appendLocked(buf, req, n)
 		s.dropLocked(tok)
-		c.Actions = buf.actions
-		c.NumEventsProcessed = buf.first.GetNumEventsProcessed()
-		c.OrchestrationTraceContext = buf.first.GetOrchestrationTraceContext()
+		c.Actions = make([]*dtpb.OrchestratorAction, 0, buf.actions)
+		for _, ch := range buf.chunks {
+			c.Actions = append(c.Actions, ch.GetActions()...)
+		}
+		c.NumEventsProcessed = buf.chunks[0].GetNumEventsProcessed()
+		c.OrchestrationTraceContext = buf.chunks[0].GetOrchestrationTraceContext()
 		c.Chunks = int(idx) + 1
 	}
 	delete(s.leases, tok)
@@ -591,17 +706,40 @@ func (s *Sidecar) complete(ctx context.Context, req *dtpb.OrchestratorResponse) 
 	return c, nil
 }
 
-func (s *Sidecar) appendLocked(ctx context.Context, tok string, buf *buffer, req *dtpb.OrchestratorResponse) error {
-	n := proto.Size(req)
-	if buf.bytes+n > s.cfg.MaxBufferedBytes || int(buf.next)+1 > s.cfg.MaxBufferedChunks {
+// admitLocked checks, before anything is buffered for it, that a chunk of
+// n bytes with index idx fits the bounds. buf is the token's buffer (nil
+// for chunk 0). Over a per-token cap the token's buffer is dropped, since
+// that completion can never fit. Over MaxTotalBufferedBytes, checked for
+// partial chunks only (applying a final chunk frees its buffer), nothing
+// changes and the chunk may be sent again later.
+func (s *Sidecar) admitLocked(ctx context.Context, tok string, buf *buffer, idx int32, n int, partial bool) error {
+	held := 0
+	if buf != nil {
+		held = buf.bytes
+	}
+	if held+n > s.cfg.MaxBufferedBytes || int(idx)+1 > s.cfg.MaxBufferedChunks {
 		s.dropLocked(tok)
 		return s.reject(ctx, ReasonOverCap, codes.ResourceExhausted,
-			"token %q: buffer over cap (%d bytes + %d > %d bytes, or chunk %d ≥ %d chunks)",
-			tok, buf.bytes, n, s.cfg.MaxBufferedBytes, buf.next, s.cfg.MaxBufferedChunks)
+			"token %q: buffer over cap (%d bytes + %d > MaxBufferedBytes = %d bytes, or chunk %d ≥ MaxBufferedChunks = %d chunks); "+
+				"the completion is dropped (raise SidecarConfig.MaxBufferedBytes or .MaxBufferedChunks, amdahl sidecar --max-token-bytes or --max-token-chunks)",
+			tok, held, n, s.cfg.MaxBufferedBytes, idx, s.cfg.MaxBufferedChunks)
 	}
-	buf.bytes += n
-	buf.actions = append(buf.actions, req.GetActions()...)
-	buf.next++
-	buf.touched = s.cfg.Now()
+	if partial && s.buffered+n > s.cfg.MaxTotalBufferedBytes {
+		s.metrics.refused(ctx, ReasonTotalBufferedBytes)
+		return status.Errorf(codes.ResourceExhausted,
+			"chunk %d of token %q: its %d bytes would take the partial completions buffered by the sidecar from %d to %d bytes, "+
+				"over the bound MaxTotalBufferedBytes = %d bytes; nothing was buffered: send it again once other completions finish, "+
+				"or raise the bound (SidecarConfig.MaxTotalBufferedBytes, amdahl sidecar --max-total-buffered-bytes)",
+			idx, tok, n, s.buffered, s.buffered+n, s.cfg.MaxTotalBufferedBytes)
+	}
 	return nil
+}
+
+// appendLocked buffers a chunk of n bytes that admitLocked accepted.
+func (s *Sidecar) appendLocked(buf *buffer, req *dtpb.OrchestratorResponse, n int) {
+	buf.bytes += n
+	s.buffered += n
+	buf.chunks = append(buf.chunks, req)
+	buf.actions += len(req.GetActions())
+	buf.touched = s.cfg.Now()
 }

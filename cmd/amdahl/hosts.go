@@ -41,6 +41,7 @@ func newTaskhostCmd() *cobra.Command {
 
 func newSidecarCmd() *cobra.Command {
 	var listen, metricsAddr string
+	var bounds sidecarFlags
 	cmd := &cobra.Command{
 		Use:   "sidecar",
 		Short: "Run the Durable Task sidecar (TaskHubSidecarService) standalone",
@@ -50,10 +51,19 @@ and AbandonTaskOrchestratorWorkItem, wire-compatible with Durable Task workers.
 amdahl run --sidecar ADDR completes to it. It runs until interrupted, then
 drains the calls in flight (for up to 5 s, then it stops them) and prints
 how many completions it applied. Telemetry follows the standard
-environment variables (OTEL_EXPORTER_OTLP_ENDPOINT, AMDAHL_METRICS_ADDR, …).`,
+environment variables (OTEL_EXPORTER_OTLP_ENDPOINT, AMDAHL_METRICS_ADDR, …).
+
+What a client can make it hold is bounded by the --buffer-ttl and --max-*
+flags (sizes take a unit: 64MiB, 1GiB, 1.5GB); a call over a bound fails
+with ResourceExhausted (an instance id too long: InvalidArgument) and a
+message naming the bound. See chunking/doc.go, "Sidecar bounds".`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
+			cfg, err := bounds.config()
+			if err != nil {
+				return usageError{err}
+			}
 			opts := []otelsetup.Option{otelsetup.WithServiceName("amdahl-sidecar")}
 			if metricsAddr != "" {
 				opts = append(opts, otelsetup.WithMetricsAddr(metricsAddr))
@@ -67,8 +77,8 @@ environment variables (OTEL_EXPORTER_OTLP_ENDPOINT, AMDAHL_METRICS_ADDR, …).`,
 			if err != nil {
 				return err
 			}
-			sc, err := chunking.NewSidecar(chunking.SidecarConfig{Component: comp,
-				TracerProvider: tel.TracerProvider(), MeterProvider: tel.MeterProvider()})
+			cfg.Component, cfg.TracerProvider, cfg.MeterProvider = comp, tel.TracerProvider(), tel.MeterProvider()
+			sc, err := chunking.NewSidecar(cfg)
 			if err != nil {
 				return err
 			}
@@ -110,8 +120,93 @@ environment variables (OTEL_EXPORTER_OTLP_ENDPOINT, AMDAHL_METRICS_ADDR, …).`,
 	}
 	cmd.Flags().StringVar(&listen, "listen", "127.0.0.1:4001", "address to serve gRPC on (host:port; port 0 picks one)")
 	cmd.Flags().StringVar(&metricsAddr, "metrics-addr", "", "serve Prometheus /metrics on host:port")
+	bounds.register(cmd)
 	return cmd
 }
+
+// sidecarFlags are amdahl sidecar's bounds, one flag for each bound of
+// chunking.SidecarConfig, with the same defaults.
+type sidecarFlags struct {
+	bufferTTL   time.Duration
+	tokenBytes  sizeFlag
+	tokenChunks int
+	totalBytes  sizeFlag
+	pending     int
+	idBytes     sizeFlag
+	recvMsgSize sizeFlag
+}
+
+func (f *sidecarFlags) register(cmd *cobra.Command) {
+	f.tokenBytes = chunking.DefaultMaxBufferedBytes
+	f.totalBytes = chunking.DefaultMaxTotalBufferedBytes
+	f.idBytes = chunking.DefaultMaxInstanceIDBytes
+	f.recvMsgSize = chunking.DefaultMaxRecvMsgSize
+	fl := cmd.Flags()
+	fl.DurationVar(&f.bufferTTL, "buffer-ttl", chunking.DefaultBufferTTL,
+		"drop a chunked completion whose next chunk has not come for this long; forget completed tokens after it")
+	fl.Var(&f.tokenBytes, "max-token-bytes",
+		"bound on the bytes one chunked completion may buffer; a chunk over it drops that completion")
+	fl.IntVar(&f.tokenChunks, "max-token-chunks", chunking.DefaultMaxBufferedChunks,
+		"bound on the chunks of one chunked completion; a chunk over it drops that completion")
+	fl.Var(&f.totalBytes, "max-total-buffered-bytes",
+		"bound on the bytes all chunked completions together may buffer; a partial chunk over it is refused (ResourceExhausted) and may be sent again later")
+	fl.IntVar(&f.pending, "max-pending-instances", chunking.DefaultMaxPendingInstances,
+		"bound on the instances started (StartInstance) and not yet completed; a start over it is refused (ResourceExhausted)")
+	fl.Var(&f.idBytes, "max-instance-id-bytes",
+		"bound on the length of an instance id given to StartInstance; a longer one is refused (InvalidArgument)")
+	fl.Var(&f.recvMsgSize, "max-recv-msg-size",
+		"largest gRPC message accepted; a larger one fails with ResourceExhausted before it is decoded")
+}
+
+// config returns the SidecarConfig of the flags; every bound must be
+// positive (SidecarConfig reads 0 as "the default", which a flag set to 0
+// should not silently mean).
+func (f *sidecarFlags) config() (chunking.SidecarConfig, error) {
+	if f.bufferTTL <= 0 {
+		return chunking.SidecarConfig{}, fmt.Errorf("--buffer-ttl %v: want a positive duration", f.bufferTTL)
+	}
+	for _, c := range []struct {
+		flag string
+		v    int
+	}{
+		{"max-token-bytes", int(f.tokenBytes)},
+		{"max-token-chunks", f.tokenChunks},
+		{"max-total-buffered-bytes", int(f.totalBytes)},
+		{"max-pending-instances", f.pending},
+		{"max-instance-id-bytes", int(f.idBytes)},
+		{"max-recv-msg-size", int(f.recvMsgSize)},
+	} {
+		if c.v <= 0 {
+			return chunking.SidecarConfig{}, fmt.Errorf("--%s %d: want ≥ 1", c.flag, c.v)
+		}
+	}
+	return chunking.SidecarConfig{
+		BufferTTL:             f.bufferTTL,
+		MaxBufferedBytes:      int(f.tokenBytes),
+		MaxBufferedChunks:     f.tokenChunks,
+		MaxTotalBufferedBytes: int(f.totalBytes),
+		MaxPendingInstances:   f.pending,
+		MaxInstanceIDBytes:    int(f.idBytes),
+		MaxRecvMsgSize:        int(f.recvMsgSize),
+	}, nil
+}
+
+// sizeFlag is a flag value in bytes, written as bytesize reads them
+// ("64MiB", "1.5GB", "4096").
+type sizeFlag int
+
+func (s *sizeFlag) String() string { return bytesize.Format(int(*s)) }
+
+func (s *sizeFlag) Set(v string) error {
+	n, err := bytesize.Parse(v)
+	if err != nil {
+		return err
+	}
+	*s = sizeFlag(n)
+	return nil
+}
+
+func (s *sizeFlag) Type() string { return "size" }
 
 // sidecarDrainTimeout bounds how long amdahl sidecar waits, once
 // interrupted, for the calls in flight before it force-stops.

@@ -89,6 +89,8 @@ func TestReportCommand(t *testing.T) {
 		{"bad otlp protocol", []string{"run", "--otlp-protocol", "carrier-pigeon"}, exitUsage, nil, "--otlp-protocol \"carrier-pigeon\": want grpc or http/protobuf"},
 		{"sidecar port taken", []string{"sidecar", "--listen", taken.Addr().String()}, exitFail, nil, "address already in use"},
 		{"sidecar bad address", []string{"sidecar", "--listen", "nowhere"}, exitUsage, nil, "--listen nowhere"},
+		{"sidecar bad size", []string{"sidecar", "--max-token-bytes", "lots"}, exitUsage, nil, `invalid size "lots"`},
+		{"sidecar zero bound", []string{"sidecar", "--max-token-chunks", "0"}, exitUsage, nil, "--max-token-chunks 0: want ≥ 1"},
 		{"scenarios validate", []string{"scenarios", "validate", "../../runtime/scenario/builtin/fanout.yaml", "../../docs/scenarios/tiny20k.yaml"}, exitOK, []string{"fanout.yaml: ok: scenario fanout, 48 units", "tiny20k.yaml: ok"}, ""},
 		{"scenarios validate bad", []string{"scenarios", "validate", badScenario}, exitUsage, []string{"bad.yaml: invalid: ", "bad.yaml:2:1: count"}, "1 of 1 scenario files invalid"},
 		{"scenarios validate none", []string{"scenarios", "validate"}, exitUsage, nil, "one scenario file or more"},
