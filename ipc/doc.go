@@ -21,7 +21,7 @@
 //
 // # Wire
 //
-// Handshake (both ends, concurrently): 8-byte Magic "AMDAHLIP", big-endian
+// Handshake (both ends, concurrently): the 8-byte magic "AMDAHLIP", big-endian
 // uint16 ProtocolVersion, 32-byte Token; then a one-byte verdict (0 ok,
 // 1 magic, 2 version, 3 token). A mismatch is a *HandshakeError naming the
 // field. The token reaches the child in AMDAHL_IPC_TOKEN, never in argv.

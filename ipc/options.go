@@ -28,8 +28,10 @@ type config struct {
 	handshakeTimeout time.Duration
 	transport        string
 	stall            time.Duration
-	onWrite          func(Type, int) // test hook: called by the writer before each write
-	onStall          func(kind string)
+	// Test hooks, set by options defined in tests only.
+	onWrite func(Type, int) // called by the writer before each write
+	onStall func(kind string)
+	hello   []byte // replaces this end's handshake hello
 }
 
 // WithStallThreshold sets how long a write may stay blocked, or a task

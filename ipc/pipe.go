@@ -86,7 +86,7 @@ func (p *PipePair) Connect(ctx context.Context, opts ...Option) (*Conn, error) {
 
 func openPipes(ctx context.Context, r, w *os.File, tok Token, parent bool, opts []Option) (*Conn, error) {
 	ps := &pipeStream{r: r, w: w}
-	return openStream(ctx, ps, func(n int, log *slog.Logger) (int, error) { return setPipeSize(w, n, log) }, tok, parent, TransportPipe, nil, opts)
+	return openStream(ctx, ps, func(n int, log *slog.Logger) (int, error) { return setPipeSize(w, n, log) }, tok, parent, TransportPipe, opts)
 }
 
 // pipeStream is a duplex stream over two pipes.

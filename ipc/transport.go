@@ -96,13 +96,13 @@ func ignoreClosed(err error) error {
 // Connect runs the parent end of the handshake on nc (an AF_UNIX stream
 // socket) and starts the Conn. The Conn owns nc; on error nc is closed.
 func Connect(ctx context.Context, nc *net.UnixConn, tok Token, opts ...Option) (*Conn, error) {
-	return open(ctx, nc, tok, true, TransportSocketpair, nil, opts)
+	return open(ctx, nc, tok, true, TransportSocketpair, opts)
 }
 
 // Accept runs the child end of the handshake on nc and starts the Conn.
 // The Conn owns nc; on error nc is closed.
 func Accept(ctx context.Context, nc *net.UnixConn, tok Token, opts ...Option) (*Conn, error) {
-	return open(ctx, nc, tok, false, TransportSocketpair, nil, opts)
+	return open(ctx, nc, tok, false, TransportSocketpair, opts)
 }
 
 // AcceptInherited is Accept for a child started by an amdahl parent: it
@@ -145,13 +145,13 @@ func AcceptInherited(ctx context.Context, opts ...Option) (*Conn, error) {
 	return Accept(ctx, uc, tok, opts...)
 }
 
-func open(ctx context.Context, nc *net.UnixConn, tok Token, parent bool, transport string, hello []byte, opts []Option) (*Conn, error) {
-	return openStream(ctx, nc, func(n int, _ *slog.Logger) (int, error) { return applySendBuffer(nc, n) }, tok, parent, transport, hello, opts)
+func open(ctx context.Context, nc *net.UnixConn, tok Token, parent bool, transport string, opts []Option) (*Conn, error) {
+	return openStream(ctx, nc, func(n int, _ *slog.Logger) (int, error) { return applySendBuffer(nc, n) }, tok, parent, transport, opts)
 }
 
 // openStream resolves the options, runs the handshake, sizes the buffer
 // with setBuffer and starts the Conn. On error nc is closed.
-func openStream(ctx context.Context, nc stream, setBuffer func(int, *slog.Logger) (int, error), tok Token, parent bool, transport string, hello []byte, opts []Option) (*Conn, error) {
+func openStream(ctx context.Context, nc stream, setBuffer func(int, *slog.Logger) (int, error), tok Token, parent bool, transport string, opts []Option) (*Conn, error) {
 	cfg, err := resolve(transport, opts)
 	if err != nil {
 		_ = nc.Close()
@@ -162,7 +162,7 @@ func openStream(ctx context.Context, nc stream, setBuffer func(int, *slog.Logger
 		_ = nc.Close()
 		return nil, err
 	}
-	if err := handshake(ctx, nc, tok, cfg.handshakeTimeout, hello); err != nil {
+	if err := handshake(ctx, nc, tok, cfg.handshakeTimeout, cfg.hello); err != nil {
 		m.handshake(ctx, err)
 		_ = nc.Close()
 		return nil, err
