@@ -204,18 +204,18 @@ func BenchmarkBuffer(b *testing.B) {
 	for _, mode := range []Mode{Sync, Async} {
 		b.Run(mode.String(), func(b *testing.B) {
 			res := map[int][2]time.Duration{}
-			for _, size := range []int{LegacyBufferSize, DefaultBufferSize} {
+			for _, size := range []int{smallBuffer, DefaultBufferSize} {
 				parent, child := inProcessPair(b, []Option{WithBufferSize(size), WithMode(mode)}, []Option{WithBufferSize(size)})
 				send, e2e := streamWorking(b, parent, child)
 				res[size] = [2]time.Duration{send, e2e}
 			}
 			n := float64(b.N * len(benchSizes))
-			for _, size := range []int{LegacyBufferSize, DefaultBufferSize} {
+			for _, size := range []int{smallBuffer, DefaultBufferSize} {
 				b.ReportMetric(float64(res[size][0].Nanoseconds())/n, fmt.Sprintf("send-ns/pkt@%dKiB", size>>10))
 				b.ReportMetric(float64(res[size][1].Nanoseconds())/n, fmt.Sprintf("e2e-ns/pkt@%dKiB", size>>10))
 			}
-			b.ReportMetric(res[LegacyBufferSize][0].Seconds()/res[DefaultBufferSize][0].Seconds(), "send-128K/1M")
-			b.ReportMetric(res[LegacyBufferSize][1].Seconds()/res[DefaultBufferSize][1].Seconds(), "e2e-128K/1M")
+			b.ReportMetric(res[smallBuffer][0].Seconds()/res[DefaultBufferSize][0].Seconds(), "send-128K/1M")
+			b.ReportMetric(res[smallBuffer][1].Seconds()/res[DefaultBufferSize][1].Seconds(), "e2e-128K/1M")
 		})
 	}
 }

@@ -140,7 +140,7 @@ func TestSendBufferReadBack(t *testing.T) {
 	if wmax <= 0 {
 		t.Skip("net.core.wmem_max not readable")
 	}
-	for _, req := range []int{LegacyBufferSize, DefaultBufferSize} {
+	for _, req := range []int{smallBuffer, DefaultBufferSize} {
 		t.Run(fmt.Sprint(req), func(t *testing.T) {
 			tel := newTel(t)
 			parent, _ := inProcessPair(t, append(tel.opts(), WithBufferSize(req)), nil)

@@ -43,27 +43,32 @@
 //
 // # Settings
 //
-// Precedence: explicit Option > environment > feature-wave default. An
-// invalid value is an error naming the setting and the valid values.
+// Every setting is an Option, applied over a plain default; the package
+// reads no environment variables and no feature waves. A program resolves
+// its settings (amdahl's runtime: --set > AMDAHL_<NAME> > wave default) and
+// passes them as options. An invalid value is an error naming the setting
+// and the valid values.
 //
-//	AMDAHL_IPC_BUFFER (ipc.buffer)  requested SO_SNDBUF of this end, in
-//	    bytes, optionally with suffix KiB or MiB (1 … 1 GiB). Default 1 MiB;
-//	    128 KiB when wave 0.1 is disabled with
-//	    AMDAHL_DISABLE_FEATURES_FROM_VERSION=0.1 (package internal/features).
-//	    On AF_UNIX only the sender's SO_SNDBUF limits in-flight bytes, so
-//	    each end sets its own; the kernel doubles and clamps it to
-//	    net.core.wmem_max. The effective value is read back, logged and
-//	    exported (Conn.BufferSize, amdahl.ipc.buffer.effective).
-//	AMDAHL_IPC_SEND (ipc.send)      sync (default) or async.
-//	AMDAHL_IPC_DELTA (ipc.delta)    on (default) or off: send environments
+//	WithBufferSize (ipc.buffer)  requested SO_SNDBUF of this end, in bytes
+//	    (1 … MaxBufferSize; ParseBufferSize reads "262144", "256KiB",
+//	    "1MiB"). Default DefaultBufferSize (1 MiB). On AF_UNIX only the
+//	    sender's SO_SNDBUF limits in-flight bytes, so each end sets its own;
+//	    the kernel doubles and clamps it to net.core.wmem_max. For pipes it
+//	    is applied with F_SETPIPE_SZ to the pipe this end writes (rounded up
+//	    to a power-of-two number of pages). The effective value is read
+//	    back, logged and exported (Conn.BufferSize,
+//	    amdahl.ipc.buffer.effective).
+//	WithMode (ipc.send)          Sync (default) or Async (ParseMode).
+//	WithDelta (ipc.delta)        on (default) or off: send environments
 //	    and global properties as "identical" when unchanged since the last
 //	    full copy on this connection.
-//	AMDAHL_IPC_FD, AMDAHL_IPC_TOKEN set by the parent (Pair.ChildEnv,
-//	    PipePair.ChildEnv) for AcceptInherited: one socket fd ("3") or a
-//	    pipe read and write fd ("3,4"), and the hex token. A program started
-//	    by hand without them gets ErrNotChild, whose message says so.
-//	    For pipes, ipc.buffer is applied with F_SETPIPE_SZ to the pipe this
-//	    end writes (rounded up to a power-of-two number of pages).
+//
+// The launch contract is not a setting: a parent hands its child the
+// connection and the token in AMDAHL_IPC_FD and AMDAHL_IPC_TOKEN
+// (Pair.ChildEnv, PipePair.ChildEnv): one socket fd ("3") or a pipe read
+// and write fd ("3,4"), and the hex token. AcceptInherited reads them; a
+// program started by hand without them gets ErrNotChild, whose message
+// says so.
 //
 // # Telemetry
 //

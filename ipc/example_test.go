@@ -19,7 +19,7 @@ func ExampleParseBufferSize() {
 	// 262144 <nil>
 	// 262144 <nil>
 	// 1048576 <nil>
-	// invalid ipc.buffer (AMDAHL_IPC_BUFFER) "1MB": want a positive number of bytes up to 1073741824, optionally with suffix KiB or MiB (e.g. 262144, 256KiB, 1MiB)
+	// invalid ipc.buffer "1MB": want a positive number of bytes up to 1073741824, optionally with suffix KiB or MiB (e.g. 262144, 256KiB, 1MiB)
 }
 
 func ExampleDecodePacket() {

@@ -3,7 +3,6 @@ package ipc
 import (
 	"fmt"
 	"log/slog"
-	"os"
 	"time"
 
 	"go.opentelemetry.io/otel/metric"
@@ -11,8 +10,9 @@ import (
 	"github.com/amdahl-rt/amdahl/telemetry"
 )
 
-// Option configures a Conn. Options are applied after the defaults and the
-// environment, and win over both.
+// Option configures a Conn. Options are applied over the defaults; the
+// package reads no environment variables and no feature waves (a program
+// resolves its settings and passes them as options).
 type Option func(*config)
 
 type config struct {
@@ -57,7 +57,7 @@ func WithLogger(l *slog.Logger) Option { return func(o *config) { o.logger = l }
 func WithMode(m Mode) Option { return func(o *config) { o.mode = &m } }
 
 // WithBufferSize sets the requested SO_SNDBUF of this end, in bytes
-// (setting ipc.buffer; default DefaultBuffer()).
+// (setting ipc.buffer; default DefaultBufferSize).
 func WithBufferSize(n int) Option { return func(o *config) { o.buffer = &n } }
 
 // WithDelta turns delta encoding of environments and global properties on
@@ -88,29 +88,7 @@ func resolve(transport string, opts []Option) (config, error) {
 		stall:            time.Minute,
 		transport:        transport,
 	}
-	mode, delta := Sync, true
-	buffer := 0
-	if v, ok := os.LookupEnv(EnvMode); ok {
-		m, err := ParseMode(v)
-		if err != nil {
-			return c, err
-		}
-		mode = m
-	}
-	if v, ok := os.LookupEnv(EnvDelta); ok {
-		d, err := ParseDelta(v)
-		if err != nil {
-			return c, err
-		}
-		delta = d
-	}
-	if v, ok := os.LookupEnv(EnvBuffer); ok {
-		n, err := ParseBufferSize(v)
-		if err != nil {
-			return c, err
-		}
-		buffer = n
-	}
+	mode, delta, buffer := Sync, true, DefaultBufferSize
 	for _, o := range opts {
 		o(&c)
 	}
@@ -121,9 +99,6 @@ func resolve(transport string, opts []Option) (config, error) {
 		c.delta = &delta
 	}
 	if c.buffer == nil {
-		if buffer == 0 {
-			buffer = DefaultBuffer()
-		}
 		c.buffer = &buffer
 	}
 	if c.logger == nil {

@@ -397,7 +397,7 @@ func TestChildKilledMidSend(t *testing.T) {
 	}
 	ch := startChild(t, p, "stall", nil)
 	writing := make(chan struct{}, 1)
-	conn, err := p.Connect(ctx, WithBufferSize(LegacyBufferSize), func(c *config) {
+	conn, err := p.Connect(ctx, WithBufferSize(smallBuffer), func(c *config) {
 		c.onWrite = func(Type, int) { writing <- struct{}{} }
 	})
 	if err != nil {

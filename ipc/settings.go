@@ -4,37 +4,24 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
-
-	"github.com/amdahl-rt/amdahl/internal/features"
 )
 
-// Environment variables read by the ipc package (see doc.go).
+// The launch contract: the environment entries Pair.ChildEnv and
+// PipePair.ChildEnv give a child (see AcceptInherited).
 const (
-	EnvBuffer = "AMDAHL_IPC_BUFFER" // setting ipc.buffer
-	EnvMode   = "AMDAHL_IPC_SEND"   // setting ipc.send
-	EnvDelta  = "AMDAHL_IPC_DELTA"  // setting ipc.delta
-	EnvFD     = "AMDAHL_IPC_FD"     // child end: inherited connection fd
-	EnvToken  = "AMDAHL_IPC_TOKEN"  // child end: per-connection handshake token
+	EnvFD    = "AMDAHL_IPC_FD"    // child end: inherited connection fd
+	EnvToken = "AMDAHL_IPC_TOKEN" // child end: per-connection handshake token
 )
 
-// Buffer sizes: the current wave default and the legacy one restored by
-// AMDAHL_DISABLE_FEATURES_FROM_VERSION=0.1.
+// Buffer sizes (setting ipc.buffer, WithBufferSize).
 const (
+	// DefaultBufferSize is the send buffer requested without
+	// WithBufferSize.
 	DefaultBufferSize = 1 << 20
-	LegacyBufferSize  = 128 << 10
 	// MaxBufferSize is the largest ipc.buffer accepted; the kernel clamps
 	// far below it anyway (net.core.wmem_max).
 	MaxBufferSize = 1 << 30
 )
-
-// DefaultBuffer returns the wave default of ipc.buffer: DefaultBufferSize,
-// or LegacyBufferSize when wave 0.1 is disabled.
-func DefaultBuffer() int {
-	if features.Enabled(features.Wave0_1) {
-		return DefaultBufferSize
-	}
-	return LegacyBufferSize
-}
 
 // ParseBufferSize parses an ipc.buffer value: a positive integer number of
 // bytes, optionally followed by KiB or MiB, surrounded by optional spaces.
@@ -51,7 +38,7 @@ func ParseBufferSize(s string) (int, error) {
 	}
 	n, err := strconv.ParseInt(v, 10, 64)
 	if err != nil || n <= 0 || n > MaxBufferSize/mult {
-		return 0, fmt.Errorf("invalid ipc.buffer (%s) %q: want a positive number of bytes up to %d, optionally with suffix KiB or MiB (e.g. 262144, 256KiB, 1MiB)", EnvBuffer, s, MaxBufferSize)
+		return 0, fmt.Errorf("invalid ipc.buffer %q: want a positive number of bytes up to %d, optionally with suffix KiB or MiB (e.g. 262144, 256KiB, 1MiB)", s, MaxBufferSize)
 	}
 	return int(n * mult), nil
 }
@@ -85,16 +72,5 @@ func ParseMode(s string) (Mode, error) {
 	case "async":
 		return Async, nil
 	}
-	return 0, fmt.Errorf("invalid ipc.send (%s) %q: want sync or async", EnvMode, s)
-}
-
-// ParseDelta parses an ipc.delta value.
-func ParseDelta(s string) (bool, error) {
-	switch strings.TrimSpace(s) {
-	case "on":
-		return true, nil
-	case "off":
-		return false, nil
-	}
-	return false, fmt.Errorf("invalid ipc.delta (%s) %q: want on or off", EnvDelta, s)
+	return 0, fmt.Errorf("invalid ipc.send %q: want sync or async", s)
 }

@@ -102,7 +102,9 @@
 //	perturb.taskhost.execute AMDAHL_PERTURB_TASKHOST_EXECUTE (same, in the task host's execute)
 //
 // The ipc settings and perturb.taskhost.execute are passed to each task
-// host in its environment, so both ends of a connection agree.
+// host in its environment and read back there through this registry
+// (ServeHost), so both ends of a connection agree; package ipc itself
+// reads no environment and takes them as options.
 //
 // Run's Config.MaxInFlight makes a closed loop: a unit is submitted only
 // while fewer than that many are in flight, so none waits in the queue

@@ -286,18 +286,22 @@ func (e *SettingError) Error() string {
 	return fmt.Sprintf("invalid value %q for setting %s (from %s): %s", e.Value, e.Name, e.Source, e.Reason)
 }
 
+// legacyIPCBuffer is ipc.buffer's default with wave 0.1 disabled: the
+// seed's 128 KiB.
+const legacyIPCBuffer = 128 << 10
+
 // DefaultSettings returns the defaults, the feature-wave dependent ones
 // resolved for this process: with wave 0.1 disabled
 // (AMDAHL_DISABLE_FEATURES_FROM_VERSION=0.1), ipc.buffer is 128KiB and
 // chunking.algorithm is legacy.
 func DefaultSettings() Settings {
 	nodes := min(max(goruntime.NumCPU(), 2), 8)
-	alg := chunking.Cached
+	alg, buffer := chunking.Cached, ipc.DefaultBufferSize
 	if !features.Enabled(features.Wave0_1) {
-		alg = chunking.Legacy
+		alg, buffer = chunking.Legacy, legacyIPCBuffer
 	}
 	return Settings{
-		IPCBuffer:      ipc.DefaultBuffer(),
+		IPCBuffer:      buffer,
 		ChunkAlgorithm: alg,
 		IPCSend:        ipc.Sync,
 		IPCTransport:   Socketpair,
@@ -397,15 +401,36 @@ func SettingsHelp() string {
 	return b.String()
 }
 
-// childEnv returns the environment entries that carry the ipc settings to
-// a task host, so both ends of a connection use the same values.
+// hostSettingNames are the settings a task host uses: the parent passes
+// them in the host's environment (childEnv), and the host reads them back
+// through the registry (hostSettings), so both ends of a connection use the
+// same values.
+var hostSettingNames = [...]string{"ipc.buffer", "ipc.send", "ipc.delta", "perturb.taskhost.execute"}
+
+// childEnv returns the environment entries that carry the host settings to
+// a task host.
 func (s *Settings) childEnv() []string {
-	return []string{
-		ipc.EnvBuffer + "=" + strconv.Itoa(s.IPCBuffer),
-		ipc.EnvMode + "=" + s.IPCSend.String(),
-		ipc.EnvDelta + "=" + onOff(s.IPCDelta),
-		EnvPerturbExecute + "=" + s.Perturb[2].String(),
+	out := make([]string, 0, len(hostSettingNames))
+	for _, name := range hostSettingNames {
+		v, _ := s.Get(name)
+		out = append(out, EnvName(name)+"="+v)
 	}
+	return out
+}
+
+// hostSettings resolves, in a task host, the settings its parent passed
+// (childEnv): the defaults, then AMDAHL_<NAME> of each host setting read
+// with lookupEnv. An invalid value is a *SettingError.
+func hostSettings(lookupEnv func(string) (string, bool)) (Settings, error) {
+	s := DefaultSettings()
+	for _, name := range hostSettingNames {
+		if v, ok := lookupEnv(EnvName(name)); ok {
+			if err := s.Set(name, v, EnvName(name)); err != nil {
+				return Settings{}, err
+			}
+		}
+	}
+	return s, nil
 }
 
 // telemetryOptions returns the parent's telemetry options the settings

@@ -1,6 +1,7 @@
 package runtime
 
 import (
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -131,7 +132,7 @@ func TestSettingsPrecedence(t *testing.T) {
 		t.Fatalf("--set over env, last wins: got nodes %d, %v; want 6", s.Nodes, err)
 	}
 	d := DefaultSettings()
-	if d.IPCBuffer != ipc.DefaultBuffer() || d.IPCSend != ipc.Sync || !d.IPCDelta || d.MaxChunkBytes != chunking.DefaultMaxChunkBytes {
+	if d.IPCBuffer != ipc.DefaultBufferSize || d.IPCSend != ipc.Sync || !d.IPCDelta || d.MaxChunkBytes != chunking.DefaultMaxChunkBytes {
 		t.Errorf("defaults: %+v", d)
 	}
 }
@@ -141,11 +142,33 @@ func TestSettingsCarryToChildren(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := strings.Join(s.childEnv(), " ")
-	for _, want := range []string{ipc.EnvBuffer + "=131072", ipc.EnvMode + "=async", ipc.EnvDelta + "=off"} {
+	env := s.childEnv()
+	got := strings.Join(env, " ")
+	for _, want := range []string{"AMDAHL_IPC_BUFFER=131072", "AMDAHL_IPC_SEND=async", "AMDAHL_IPC_DELTA=off", "AMDAHL_PERTURB_TASKHOST_EXECUTE=0s"} {
 		if !strings.Contains(got, want) {
 			t.Errorf("child environment %q lacks %q", got, want)
 		}
+	}
+	// The host reads them back through the registry.
+	lookup := func(k string) (string, bool) {
+		for _, kv := range env {
+			if name, v, _ := strings.Cut(kv, "="); name == k {
+				return v, true
+			}
+		}
+		return "", false
+	}
+	h, err := hostSettings(lookup)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h.IPCBuffer != 128<<10 || h.IPCSend != ipc.Async || h.IPCDelta {
+		t.Errorf("host settings: buffer %d send %v delta %v, want 131072, async, off", h.IPCBuffer, h.IPCSend, h.IPCDelta)
+	}
+	_, err = hostSettings(func(k string) (string, bool) { return "fast", k == "AMDAHL_IPC_SEND" })
+	var se *SettingError
+	if !errors.As(err, &se) || se.Name != "ipc.send" || se.Source != "AMDAHL_IPC_SEND" {
+		t.Errorf("host settings with AMDAHL_IPC_SEND=fast: %v, want a *SettingError naming ipc.send and its variable", err)
 	}
 }
 
@@ -156,8 +179,8 @@ func TestWaveDefaults(t *testing.T) {
 	features.Reset()
 	t.Cleanup(features.Reset)
 	d := DefaultSettings()
-	if d.IPCBuffer != ipc.LegacyBufferSize || d.ChunkAlgorithm != chunking.Legacy {
-		t.Errorf("wave 0.1 off: got buffer %d algorithm %v, want %d and legacy", d.IPCBuffer, d.ChunkAlgorithm, ipc.LegacyBufferSize)
+	if d.IPCBuffer != 128<<10 || d.ChunkAlgorithm != chunking.Legacy {
+		t.Errorf("wave 0.1 off: got buffer %d algorithm %v, want %d and legacy", d.IPCBuffer, d.ChunkAlgorithm, 128<<10)
 	}
 	s, err := ResolveSettings([]string{"chunking.algorithm=cached", "ipc.buffer=1MiB"}, noEnv)
 	if err != nil || s.ChunkAlgorithm != chunking.Cached || s.IPCBuffer != 1<<20 {

@@ -90,18 +90,19 @@ const EnvHostProfileDir = "AMDAHL_HOST_PROFILE_DIR"
 // the child's phase timings. It returns nil when the parent sends Shutdown
 // or closes the connection, ctx's error when ctx ends, and ipc.ErrNotChild
 // in a program not started by an amdahl parent. An unknown task name fails
-// that task, not the host. opts are applied after the settings the parent
-// passed in the environment.
+// that task, not the host. The settings the parent passed in the
+// environment (ipc.buffer, ipc.send, ipc.delta, perturb.taskhost.execute)
+// are read through the settings registry; an invalid one is a
+// *SettingError. opts are applied after them.
 //
 // Programs that host their own task functions call ServeHost from main.
 func ServeHost(ctx context.Context, tasks map[string]TaskFunc, opts ...ipc.Option) (err error) {
 	logger := slog.Default()
-	var delay time.Duration
-	if v := os.Getenv(EnvPerturbExecute); v != "" {
-		if delay, err = parsePerturb(v); err != nil {
-			return fmt.Errorf("taskhost: %s=%q: %w", EnvPerturbExecute, v, err)
-		}
+	set, err := hostSettings(os.LookupEnv)
+	if err != nil {
+		return fmt.Errorf("taskhost: %w", err)
 	}
+	delay := set.Perturb[2]
 	var comp *telemetry.Component
 	if dir := os.Getenv(EnvHostProfileDir); dir != "" {
 		tel, err := telemetry.Setup(ctx, telemetry.WithLookupEnv(func(string) (string, bool) { return "", false }),
@@ -114,7 +115,7 @@ func ServeHost(ctx context.Context, tasks map[string]TaskFunc, opts ...ipc.Optio
 			return err
 		}
 	}
-	conn, err := ipc.AcceptInherited(ctx, append([]ipc.Option{ipc.WithTelemetry(comp), ipc.WithLogger(logger)}, opts...)...)
+	conn, err := ipc.AcceptInherited(ctx, append(append(set.ipcOptions(), ipc.WithTelemetry(comp), ipc.WithLogger(logger)), opts...)...)
 	if err != nil {
 		return err
 	}
