@@ -79,8 +79,15 @@
 //
 // One name per knob, as `--set name=value` or the environment variable
 // AMDAHL_<NAME> (dots and name upper-cased); precedence --set > environment
-// > default (the feature-wave default for ipc.buffer). An unknown name or
-// an invalid value is a *SettingError listing the valid names or values.
+// > default (the feature-wave default for ipc.buffer and
+// chunking.algorithm). An unknown name or an invalid value is a
+// *SettingError listing the valid names or values.
+//
+// The feature waves come from AMDAHL_DISABLE_FEATURES_FROM_VERSION,
+// resolved once per process (DefaultSettings, ResolveSettings). A value
+// that is not a version is an error naming the variable and the valid
+// waves (amdahl run and amdahl ab exit 2); a version outside the known
+// waves is clamped to the nearest and the clamping logged as a warning.
 //
 //	ipc.buffer               AMDAHL_IPC_BUFFER              1MiB (128KiB with wave 0.1 off)
 //	ipc.send                 AMDAHL_IPC_SEND                sync | async

@@ -291,13 +291,23 @@ func (e *SettingError) Error() string {
 const legacyIPCBuffer = 128 << 10
 
 // DefaultSettings returns the defaults, the feature-wave dependent ones
-// resolved for this process: with wave 0.1 disabled
-// (AMDAHL_DISABLE_FEATURES_FROM_VERSION=0.1), ipc.buffer is 128KiB and
-// chunking.algorithm is legacy.
-func DefaultSettings() Settings {
+// resolved for this process (AMDAHL_DISABLE_FEATURES_FROM_VERSION, resolved
+// once per process): with wave 0.1 disabled, ipc.buffer is 128KiB and
+// chunking.algorithm is legacy. An invalid value of that variable is an
+// error naming it and the valid waves.
+func DefaultSettings() (Settings, error) {
+	waves, err := features.Current()
+	if err != nil {
+		return Settings{}, err
+	}
+	return defaultSettings(waves), nil
+}
+
+// defaultSettings returns the defaults under the feature waves res.
+func defaultSettings(waves features.Resolution) Settings {
 	nodes := min(max(goruntime.NumCPU(), 2), 8)
 	alg, buffer := chunking.Cached, ipc.DefaultBufferSize
-	if !features.Enabled(features.Wave0_1) {
+	if !waves.Enabled(features.Wave0_1) {
 		alg, buffer = chunking.Legacy, legacyIPCBuffer
 	}
 	return Settings{
@@ -347,16 +357,28 @@ func (s *Settings) Map() map[string]string {
 	return out
 }
 
-// ResolveSettings builds the settings: defaults, then the environment
-// (AMDAHL_<NAME>, read with lookupEnv; nil means os.LookupEnv), then sets,
-// each "name=value" (a --set flag), later ones winning. Any unknown name or
-// invalid value is a *SettingError naming the setting and the valid names
-// or values; nothing is half-applied.
+// ResolveSettings builds the settings: defaults (the feature waves from
+// AMDAHL_DISABLE_FEATURES_FROM_VERSION), then the environment
+// (AMDAHL_<NAME>), then sets, each "name=value" (a --set flag), later ones
+// winning. Variables are read with lookupEnv; nil means the process
+// environment, with the waves resolved once per process (DefaultSettings).
+// Any unknown name or invalid value is a *SettingError naming the setting
+// and the valid names or values, and an invalid wave variable is an error
+// naming it and the valid waves; nothing is half-applied.
 func ResolveSettings(sets []string, lookupEnv func(string) (string, bool)) (Settings, error) {
+	var s Settings
+	var err error
 	if lookupEnv == nil {
 		lookupEnv = os.LookupEnv
+		s, err = DefaultSettings()
+	} else {
+		var waves features.Resolution
+		waves, err = features.FromEnv(lookupEnv)
+		s = defaultSettings(waves)
 	}
-	s := DefaultSettings()
+	if err != nil {
+		return Settings{}, err
+	}
 	for _, st := range registry {
 		if v, ok := lookupEnv(EnvName(st.name)); ok {
 			if err := s.Set(st.name, v, EnvName(st.name)); err != nil {
@@ -381,7 +403,12 @@ func ResolveSettings(sets []string, lookupEnv func(string) (string, bool)) (Sett
 func SettingsHelp() string {
 	var b strings.Builder
 	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
-	def := DefaultSettings()
+	def, err := DefaultSettings()
+	if err != nil {
+		// Help still shows the shipped defaults; running reports the
+		// invalid variable.
+		def = defaultSettings(features.Resolution{DisableFrom: features.EnableAll})
+	}
 	fmt.Fprintln(tw, "  NAME\tENVIRONMENT\tDEFAULT\tVALUES")
 	names := SettingNames()
 	for _, n := range names {
@@ -422,7 +449,10 @@ func (s *Settings) childEnv() []string {
 // (childEnv): the defaults, then AMDAHL_<NAME> of each host setting read
 // with lookupEnv. An invalid value is a *SettingError.
 func hostSettings(lookupEnv func(string) (string, bool)) (Settings, error) {
-	s := DefaultSettings()
+	s, err := DefaultSettings()
+	if err != nil {
+		return Settings{}, err
+	}
 	for _, name := range hostSettingNames {
 		if v, ok := lookupEnv(EnvName(name)); ok {
 			if err := s.Set(name, v, EnvName(name)); err != nil {
