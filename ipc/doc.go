@@ -11,8 +11,8 @@
 // given, with helpers for both ends.
 //
 //   - NewPair: socketpair(AF_UNIX, SOCK_STREAM) handed to the child at spawn
-//     (the default: no path, no naming race). The child calls
-//     AcceptInherited.
+//     (the default: no path, no naming race). The child reads the
+//     launch contract with LookupInherited and calls AcceptInherited.
 //   - Listen / Dial: a named Unix socket in a private 0700 directory, for
 //     connecting to an existing host; both ends check SO_PEERCRED (same uid).
 //   - NewPipePair: two anonymous pipes sized with F_SETPIPE_SZ; EPERM above
@@ -66,9 +66,10 @@
 // The launch contract is not a setting: a parent hands its child the
 // connection and the token in AMDAHL_IPC_FD and AMDAHL_IPC_TOKEN
 // (Pair.ChildEnv, PipePair.ChildEnv): one socket fd ("3") or a pipe read
-// and write fd ("3,4"), and the hex token. AcceptInherited reads them; a
-// program started by hand without them gets ErrNotChild, whose message
-// says so.
+// and write fd ("3,4"), and the hex token. The child reads them with
+// LookupInherited(os.LookupEnv) — the package itself reads no environment —
+// and unsets AMDAHL_IPC_TOKEN; a program started by hand without them gets
+// ErrNotChild, whose message says so.
 //
 // # Telemetry
 //

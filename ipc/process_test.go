@@ -110,7 +110,11 @@ func childEcho(ctx context.Context) error {
 		return err
 	}
 	defer tel.shutdown()
-	conn, err := AcceptInherited(ctx, tel.opts()...)
+	inh, err := LookupInherited(os.LookupEnv)
+	if err != nil {
+		return err
+	}
+	conn, err := AcceptInherited(ctx, inh, tel.opts()...)
 	if err != nil {
 		return err
 	}

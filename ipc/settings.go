@@ -6,13 +6,6 @@ import (
 	"strings"
 )
 
-// The launch contract: the environment entries Pair.ChildEnv and
-// PipePair.ChildEnv give a child (see AcceptInherited).
-const (
-	EnvFD    = "AMDAHL_IPC_FD"    // child end: inherited connection fd
-	EnvToken = "AMDAHL_IPC_TOKEN" // child end: per-connection handshake token
-)
-
 // Buffer sizes (setting ipc.buffer, WithBufferSize).
 const (
 	// DefaultBufferSize is the send buffer requested without

@@ -84,7 +84,8 @@ func hashTask(ctx context.Context, task *ipcpb.TaskConfiguration) (map[string]st
 const EnvHostProfileDir = "AMDAHL_HOST_PROFILE_DIR"
 
 // ServeHost is the child side of a task host: it takes the connection its
-// amdahl parent handed it (ipc.AcceptInherited), then runs every
+// amdahl parent handed it (ipc.LookupInherited on the process environment,
+// then ipc.AcceptInherited), then runs every
 // TaskConfiguration it receives with the TaskFunc named by its TaskName,
 // one at a time, and replies with a TaskResult carrying the outputs and
 // the child's phase timings. It returns nil when the parent sends Shutdown
@@ -115,7 +116,12 @@ func ServeHost(ctx context.Context, tasks map[string]TaskFunc, opts ...ipc.Optio
 			return err
 		}
 	}
-	conn, err := ipc.AcceptInherited(ctx, append(append(set.ipcOptions(), ipc.WithTelemetry(comp), ipc.WithLogger(logger)), opts...)...)
+	inh, err := ipc.LookupInherited(os.LookupEnv)
+	if err != nil {
+		return err
+	}
+	_ = os.Unsetenv(ipc.EnvToken) // grandchildren must not inherit the token
+	conn, err := ipc.AcceptInherited(ctx, inh, append(append(set.ipcOptions(), ipc.WithTelemetry(comp), ipc.WithLogger(logger)), opts...)...)
 	if err != nil {
 		return err
 	}
