@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"sync"
 	"testing"
 
 	"github.com/amdahl-rt/amdahl/ipc/ipcpb"
@@ -257,13 +258,11 @@ func TestAsyncQueueBounded(t *testing.T) {
 	tel := newTel(t)
 	entered := make(chan struct{})
 	release := make(chan struct{})
-	hook := func(Type, int) {
-		select {
-		case entered <- struct{}{}:
-			<-release
-		default:
-		}
-	}
+	// The first write (packet 1) holds the writer until release; a
+	// non-blocking send on entered here would race the test goroutine
+	// reaching <-entered, and lose.
+	var once sync.Once
+	hook := func(Type, int) { once.Do(func() { close(entered); <-release }) }
 	parent, child := inProcessPair(t, append(tel.opts(), WithMode(Async), WithQueueLimits(1<<20, 1), func(c *config) { c.onWrite = hook }), nil)
 	if err := parent.Send(ctx, taskConfig(1, nil)); err != nil {
 		t.Fatal(err)
