@@ -1,9 +1,14 @@
 // Package ipc is the wire between an amdahl parent and its out-of-process
 // task hosts (the MSBuild TaskHost pattern, done for Linux): a transport, a
-// handshake, length-prefixed frames of
-// protobuf packets (package ipcpb), one reader and one writer goroutine per
-// connection, sync and async send modes, delta encoding of repeated
-// environments, and send-buffer sizing where Linux honours it.
+// handshake, length-prefixed frames of protobuf packets (package ipcpb),
+// one reader and one writer goroutine per connection, sync and async send
+// modes, and send-buffer sizing where Linux honours it.
+//
+// What the packets mean is not this package's business: a Codec, installed
+// per connection with WithCodec, turns packets into frame bodies and back.
+// The task-host protocol (task configurations answered by task results,
+// delta encoding of repeated environments, trace context, the host's phase
+// timings in each reply) is package ipc/taskproto, which provides one.
 //
 // # Transports
 //
@@ -27,19 +32,28 @@
 // field. The token reaches the child in AMDAHL_IPC_TOKEN, never in argv.
 //
 // Frames: one type byte (TypeTaskConfiguration … TypeShutdown), a
-// little-endian uint32 body length, then the body: the packet's protobuf
-// encoding. Both ends enforce a maximum body size (WithMaxPacketSize,
+// little-endian uint32 body length, then the body: the packet's encoding
+// by the connection's Codec (plain protobuf by default). Both ends enforce a maximum body size (WithMaxPacketSize,
 // default 256 MiB). The reader always reads exactly the announced length
 // with io.ReadFull and allocates as bytes arrive, never ahead of them.
 // Errors: io.EOF between frames (clean close, ErrPeerClosed from Recv),
 // io.ErrUnexpectedEOF inside one, *UnknownTypeError, *PacketSizeError
-// (matches ErrPacketTooLarge), *TrailingBytesError (DecodePacket), and
-// *DecodeError.
+// (matches ErrPacketTooLarge), *TrailingBytesError (DecodePacket),
+// *DecodeError, and a Codec's *ProtocolError.
 //
-// Requests (*ipcpb.TaskConfiguration) carry the W3C trace context of the
-// sender's span; replies (*ipcpb.TaskResult sent with Conn.Reply) carry the
-// child's phase timings (receive, deserialize, execute, reply serialize) as
-// offsets from the start of receiving the request.
+// # Codec
+//
+// A Codec has two methods. AppendBody runs inside the ipc.serialize phase,
+// under the Conn's send lock, in wire order; Decode runs inside the
+// ipc.deserialize phase, on the reader goroutine, in arrival order. So the
+// phase spans cover the codec's whole work (marshal, unmarshal and
+// whatever its protocol adds), and a codec may keep per-direction state
+// without locking. Each Conn gets its own codec from the constructor given
+// to WithCodec; Conn.Codec returns it. The Conn reads the W3C trace context
+// a packet carries (the trace_context field of task configurations and
+// results) to parent its receive-side spans, and tracks task
+// configurations awaiting a result by id for the stall watchdog; what a
+// packet carries is the codec's protocol.
 //
 // # Settings
 //
@@ -59,9 +73,9 @@
 //	    back, logged and exported (Conn.BufferSize,
 //	    amdahl.ipc.buffer.effective).
 //	WithMode (ipc.send)          Sync (default) or Async (ParseMode).
-//	WithDelta (ipc.delta)        on (default) or off: send environments
-//	    and global properties as "identical" when unchanged since the last
-//	    full copy on this connection.
+//
+// The setting ipc.delta belongs to the task-host protocol:
+// taskproto.WithDelta.
 //
 // The launch contract is not a setting: a parent hands its child the
 // connection and the token in AMDAHL_IPC_FD and AMDAHL_IPC_TOKEN
@@ -80,7 +94,10 @@
 // the child sends). Metrics (see the Metric* constants): bytes and packets
 // per op and direction, send-blocked time, queue depth and bytes,
 // requested and effective buffer, handshakes by outcome and field,
-// protocol errors by kind, stalls by kind.
+// protocol errors by kind (truncated, unknown_type, too_large, decode,
+// encode, or the Kind of a Codec's *ProtocolError, such as taskproto's
+// delta), stalls by kind. Only task configurations and results get phase
+// spans; log and shutdown packets are counted, not traced.
 //
 // There is no data-phase timeout. A stall watchdog (WithStallThreshold,
 // default 1 minute) logs and counts a write blocked, or a task

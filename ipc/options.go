@@ -17,11 +17,11 @@ type Option func(*config)
 
 type config struct {
 	comp             *telemetry.Component
+	newCodec         func() Codec
 	mp               metric.MeterProvider
 	logger           *slog.Logger
 	mode             *Mode
 	buffer           *int
-	delta            *bool
 	maxPacket        int
 	queueBytes       int
 	queuePackets     int
@@ -60,10 +60,6 @@ func WithMode(m Mode) Option { return func(o *config) { o.mode = &m } }
 // (setting ipc.buffer; default DefaultBufferSize).
 func WithBufferSize(n int) Option { return func(o *config) { o.buffer = &n } }
 
-// WithDelta turns delta encoding of environments and global properties on
-// or off for packets this end sends (setting ipc.delta; default on).
-func WithDelta(on bool) Option { return func(o *config) { o.delta = &on } }
-
 // WithMaxPacketSize sets the largest frame body sent or accepted
 // (default DefaultMaxPacketSize).
 func WithMaxPacketSize(n int) Option { return func(o *config) { o.maxPacket = n } }
@@ -88,15 +84,12 @@ func resolve(transport string, opts []Option) (config, error) {
 		stall:            time.Minute,
 		transport:        transport,
 	}
-	mode, delta, buffer := Sync, true, DefaultBufferSize
+	mode, buffer := Sync, DefaultBufferSize
 	for _, o := range opts {
 		o(&c)
 	}
 	if c.mode == nil {
 		c.mode = &mode
-	}
-	if c.delta == nil {
-		c.delta = &delta
 	}
 	if c.buffer == nil {
 		c.buffer = &buffer

@@ -81,22 +81,21 @@ func TestBufferResolution(t *testing.T) {
 	}
 }
 
-func TestModeAndDeltaSettings(t *testing.T) {
+func TestModeSetting(t *testing.T) {
 	t.Setenv("AMDAHL_IPC_SEND", "async")
-	t.Setenv("AMDAHL_IPC_DELTA", "off")
 	cfg, err := resolve("test", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if *cfg.mode != Sync || !*cfg.delta {
-		t.Fatalf("defaults: mode %v delta %v, want sync and on (the environment is not read)", *cfg.mode, *cfg.delta)
+	if *cfg.mode != Sync {
+		t.Fatalf("default mode %v, want sync (the environment is not read)", *cfg.mode)
 	}
-	cfg, err = resolve("test", []Option{WithMode(Async), WithDelta(false)})
+	cfg, err = resolve("test", []Option{WithMode(Async)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if *cfg.mode != Async || *cfg.delta {
-		t.Fatalf("options: mode %v delta %v, want async and off", *cfg.mode, *cfg.delta)
+	if *cfg.mode != Async {
+		t.Fatalf("mode %v with WithMode(Async), want async", *cfg.mode)
 	}
 	if _, err := resolve("test", []Option{WithMode(Mode(7))}); err == nil || !strings.Contains(err.Error(), "ipc.send") {
 		t.Fatalf("resolve with mode 7: got %v, want an error naming ipc.send", err)

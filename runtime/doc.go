@@ -22,7 +22,9 @@
 //     the span runtime.host: ipc.serialize and ipc.send of the request,
 //     the host's receive, deserialize, execute and reply serialize
 //     (synthesised from the timings the host returns in its reply, as
-//     taskhost.<phase> spans with amdahl.remote=true), and ipc.receive and
+//     taskhost.<phase> spans with amdahl.remote=true; the task-host
+//     protocol, package ipc/taskproto, encodes the timings in the host
+//     and decodes and places them in the parent), and ipc.receive and
 //     ipc.deserialize of the reply. The orchestration is then completed
 //     with the task's outputs (a CompleteOrchestration action);
 //   - fanout units: dispatch ends at the lease; the actions are completed

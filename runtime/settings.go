@@ -14,6 +14,7 @@ import (
 	"github.com/amdahl-rt/amdahl/chunking"
 	"github.com/amdahl-rt/amdahl/internal/features"
 	"github.com/amdahl-rt/amdahl/ipc"
+	"github.com/amdahl-rt/amdahl/ipc/taskproto"
 	"github.com/amdahl-rt/amdahl/telemetry"
 )
 
@@ -476,7 +477,8 @@ func (s *Settings) telemetryOptions() []telemetry.Option {
 	return out
 }
 
-// ipcOptions returns the ipc options of the parent's end.
+// ipcOptions returns the ipc options of either end of a connection to a
+// task host: the ipc settings and the task-host protocol.
 func (s *Settings) ipcOptions() []ipc.Option {
-	return []ipc.Option{ipc.WithBufferSize(s.IPCBuffer), ipc.WithMode(s.IPCSend), ipc.WithDelta(s.IPCDelta)}
+	return []ipc.Option{ipc.WithBufferSize(s.IPCBuffer), ipc.WithMode(s.IPCSend), taskproto.WithCodec(taskproto.WithDelta(s.IPCDelta))}
 }

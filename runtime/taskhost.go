@@ -15,6 +15,7 @@ import (
 
 	"github.com/amdahl-rt/amdahl/ipc"
 	"github.com/amdahl-rt/amdahl/ipc/ipcpb"
+	"github.com/amdahl-rt/amdahl/ipc/taskproto"
 	"github.com/amdahl-rt/amdahl/telemetry"
 )
 
@@ -139,7 +140,7 @@ func ServeHost(ctx context.Context, tasks map[string]TaskFunc, opts ...ipc.Optio
 			return conn.Shutdown(ctx)
 		case *ipcpb.TaskConfiguration:
 			res, start, dur := runTask(in.Context(ctx), comp, tasks, m, delay)
-			if err := conn.Reply(ctx, in, res, start, dur); err != nil {
+			if err := taskproto.Reply(ctx, conn, in, res, start, dur); err != nil {
 				return fmt.Errorf("taskhost: reply to task %d: %w", m.GetId(), err)
 			}
 		default:
