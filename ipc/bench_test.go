@@ -1,4 +1,8 @@
-package ipc
+package ipc_test
+
+// The benchmarks run the Conn as the runtime does, with the task-host
+// protocol installed (package taskproto imports ipc, hence package
+// ipc_test and export_test.go).
 
 import (
 	"context"
@@ -10,11 +14,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/amdahl-rt/amdahl/ipc"
 	"github.com/amdahl-rt/amdahl/ipc/ipcpb"
+	"github.com/amdahl-rt/amdahl/ipc/taskproto"
 )
 
 // benchSizes is the seed's packet mix used by every benchmark.
-var benchSizes = seedSizes(256, 1)
+var benchSizes = ipc.SeedSizes(256, 1)
 
 func benchTotal() int64 {
 	var n int64
@@ -24,29 +30,12 @@ func benchTotal() int64 {
 	return n
 }
 
-func socketpair(b *testing.B) (*net.UnixConn, *net.UnixConn) {
-	b.Helper()
-	p, err := NewPair()
-	if err != nil {
-		b.Fatal(err)
-	}
-	fc, err := net.FileConn(p.ChildFile())
-	if err != nil {
-		b.Fatal(err)
-	}
-	if err := p.CloseChild(); err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { _ = p.parent.Close(); _ = fc.Close() })
-	return p.parent, fc.(*net.UnixConn)
-}
-
 // rawCopy streams the mix once with the baseline framing: writev header +
 // body; read the header, then the body straight into a reused buffer.
 func rawCopy(w, r *net.UnixConn, payload []byte, rbuf []byte) error {
 	done := make(chan error, 1)
 	go func() {
-		var hdr [HeaderSize]byte
+		var hdr [ipc.HeaderSize]byte
 		for range benchSizes {
 			if _, err := io.ReadFull(r, hdr[:]); err != nil {
 				done <- err
@@ -60,9 +49,9 @@ func rawCopy(w, r *net.UnixConn, payload []byte, rbuf []byte) error {
 		}
 		done <- nil
 	}()
-	var hdr [HeaderSize]byte
+	var hdr [ipc.HeaderSize]byte
 	for _, s := range benchSizes {
-		hdr[0] = byte(TypeTaskConfiguration)
+		hdr[0] = byte(ipc.TypeTaskConfiguration)
 		binary.LittleEndian.PutUint32(hdr[1:], uint32(s))
 		bufs := net.Buffers{hdr[:], payload[:s]}
 		if _, err := bufs.WriteTo(w); err != nil {
@@ -74,7 +63,7 @@ func rawCopy(w, r *net.UnixConn, payload []byte, rbuf []byte) error {
 
 // connCopy streams the mix once through the endpoint: Send on one Conn,
 // Recv on the other, protobuf packets included.
-func connCopy(ctx context.Context, parent, child *Conn, payload []byte) error {
+func connCopy(ctx context.Context, parent, child *ipc.Conn, payload []byte) error {
 	done := make(chan error, 1)
 	go func() {
 		for range benchSizes {
@@ -99,7 +88,7 @@ func connCopy(ctx context.Context, parent, child *Conn, payload []byte) error {
 // framingCopy streams the mix once through the ipc framing layer only
 // (Reader on the receiving side, prebuilt frames written whole): the
 // endpoint's wire path with protobuf excluded.
-func framingCopy(w, r *net.UnixConn, frames [][]byte, rd *Reader) error {
+func framingCopy(w, r *net.UnixConn, frames [][]byte, rd *ipc.Reader) error {
 	done := make(chan error, 1)
 	go func() {
 		for range frames {
@@ -132,22 +121,24 @@ func BenchmarkStream(b *testing.B) {
 		payload[i] = byte(i * 7)
 	}
 	rbuf := make([]byte, 1_500_000)
-	rw, rr := socketpair(b)
-	fw, fr := socketpair(b)
+	rw, rr := ipc.Socketpair(b)
+	fw, fr := ipc.Socketpair(b)
 	for _, c := range []*net.UnixConn{rw, fw} {
-		if _, err := applySendBuffer(c, DefaultBufferSize); err != nil {
+		if _, err := ipc.ApplySendBuffer(c, ipc.DefaultBufferSize); err != nil {
 			b.Fatal(err)
 		}
 	}
 	frames := make([][]byte, len(benchSizes))
 	for i, s := range benchSizes {
-		f := make([]byte, HeaderSize, HeaderSize+s)
-		f[0] = byte(TypeTaskConfiguration)
+		f := make([]byte, ipc.HeaderSize, ipc.HeaderSize+s)
+		f[0] = byte(ipc.TypeTaskConfiguration)
 		binary.LittleEndian.PutUint32(f[1:], uint32(s))
 		frames[i] = append(f, payload[:s]...)
 	}
-	rd := NewReader(fr, DefaultMaxPacketSize)
-	parent, child := inProcessPair(b, []Option{WithBufferSize(DefaultBufferSize), WithDelta(false)}, []Option{WithBufferSize(DefaultBufferSize)})
+	rd := ipc.NewReader(fr, ipc.DefaultMaxPacketSize)
+	parent, child := ipc.InProcessPair(b,
+		[]ipc.Option{ipc.WithBufferSize(ipc.DefaultBufferSize), taskproto.WithCodec(taskproto.WithDelta(false))},
+		[]ipc.Option{ipc.WithBufferSize(ipc.DefaultBufferSize), taskproto.WithCodec()})
 	var raw, framing, conn time.Duration
 	b.SetBytes(benchTotal())
 	b.ResetTimer()
@@ -177,7 +168,7 @@ func BenchmarkStream(b *testing.B) {
 
 // workingChild serves configurations like a task host that deserializes
 // for real: it hashes every payload (≈1 ns/B of work) before replying.
-func workingChild(ctx context.Context, c *Conn, n int, done chan<- error) {
+func workingChild(ctx context.Context, c *ipc.Conn, n int, done chan<- error) {
 	for range n {
 		in, err := c.Recv(ctx)
 		if err != nil {
@@ -187,7 +178,7 @@ func workingChild(ctx context.Context, c *Conn, n int, done chan<- error) {
 		cfg := in.Msg.(*ipcpb.TaskConfiguration)
 		start := time.Now()
 		sum := sha256.Sum256(cfg.Payload)
-		if err := c.Reply(ctx, in, &ipcpb.TaskResult{Id: cfg.Id, Outputs: map[string]string{"h": fmt.Sprintf("%x", sum[:4])}}, start, time.Since(start)); err != nil {
+		if err := taskproto.Reply(ctx, c, in, &ipcpb.TaskResult{Id: cfg.Id, Outputs: map[string]string{"h": fmt.Sprintf("%x", sum[:4])}}, start, time.Since(start)); err != nil {
 			done <- err
 			return
 		}
@@ -201,26 +192,28 @@ func workingChild(ctx context.Context, c *Conn, n int, done chan<- error) {
 // Send (serialize + blocked writing) and the end-to-end time, per packet,
 // and the 128 KiB / 1 MiB ratios of both.
 func BenchmarkBuffer(b *testing.B) {
-	for _, mode := range []Mode{Sync, Async} {
+	for _, mode := range []ipc.Mode{ipc.Sync, ipc.Async} {
 		b.Run(mode.String(), func(b *testing.B) {
 			res := map[int][2]time.Duration{}
-			for _, size := range []int{LegacyBufferSize, DefaultBufferSize} {
-				parent, child := inProcessPair(b, []Option{WithBufferSize(size), WithMode(mode)}, []Option{WithBufferSize(size)})
+			for _, size := range []int{ipc.SmallBuffer, ipc.DefaultBufferSize} {
+				parent, child := ipc.InProcessPair(b,
+					[]ipc.Option{ipc.WithBufferSize(size), ipc.WithMode(mode), taskproto.WithCodec()},
+					[]ipc.Option{ipc.WithBufferSize(size), taskproto.WithCodec()})
 				send, e2e := streamWorking(b, parent, child)
 				res[size] = [2]time.Duration{send, e2e}
 			}
 			n := float64(b.N * len(benchSizes))
-			for _, size := range []int{LegacyBufferSize, DefaultBufferSize} {
+			for _, size := range []int{ipc.SmallBuffer, ipc.DefaultBufferSize} {
 				b.ReportMetric(float64(res[size][0].Nanoseconds())/n, fmt.Sprintf("send-ns/pkt@%dKiB", size>>10))
 				b.ReportMetric(float64(res[size][1].Nanoseconds())/n, fmt.Sprintf("e2e-ns/pkt@%dKiB", size>>10))
 			}
-			b.ReportMetric(res[LegacyBufferSize][0].Seconds()/res[DefaultBufferSize][0].Seconds(), "send-128K/1M")
-			b.ReportMetric(res[LegacyBufferSize][1].Seconds()/res[DefaultBufferSize][1].Seconds(), "e2e-128K/1M")
+			b.ReportMetric(res[ipc.SmallBuffer][0].Seconds()/res[ipc.DefaultBufferSize][0].Seconds(), "send-128K/1M")
+			b.ReportMetric(res[ipc.SmallBuffer][1].Seconds()/res[ipc.DefaultBufferSize][1].Seconds(), "e2e-128K/1M")
 		})
 	}
 }
 
-func streamWorking(b *testing.B, parent, child *Conn) (send, e2e time.Duration) {
+func streamWorking(b *testing.B, parent, child *ipc.Conn) (send, e2e time.Duration) {
 	ctx := context.Background()
 	payload := make([]byte, 1_500_000)
 	// b.N, not b.Loop: the benchmark measures two configurations in turn.
@@ -254,37 +247,4 @@ func streamWorking(b *testing.B, parent, child *Conn) (send, e2e time.Duration) 
 		}
 	}
 	return send, e2e
-}
-
-// BenchmarkDelta measures, for a configuration with the seed's ≈6 KB
-// environment, the bytes per packet and serialize+deserialize time per
-// packet with delta encoding on and off.
-func BenchmarkDelta(b *testing.B) {
-	env := seedEnvironment()
-	props := map[string]string{"Configuration": "Release", "CurrentSolutionConfigurationContents": string(make([]byte, 4000))}
-	for _, on := range []bool{false, true} {
-		b.Run(fmt.Sprintf("delta=%v", on), func(b *testing.B) {
-			c := &Conn{cfg: config{delta: &on}}
-			var recv delta
-			var bytes int
-			for b.Loop() {
-				m := &ipcpb.TaskConfiguration{Id: 1, TaskName: "Csc", Environment: env, GlobalProperties: props, Payload: make([]byte, 46_000)}
-				restore := c.markDelta(context.Background(), m)
-				frame, err := AppendFrame(nil, m, DefaultMaxPacketSize)
-				restore()
-				if err != nil {
-					b.Fatal(err)
-				}
-				bytes += len(frame)
-				got, err := DecodePacket(frame, DefaultMaxPacketSize)
-				if err == nil {
-					err = applyDelta(&recv, got)
-				}
-				if err != nil {
-					b.Fatal(err)
-				}
-			}
-			b.ReportMetric(float64(bytes)/float64(b.N), "bytes/pkt")
-		})
-	}
 }

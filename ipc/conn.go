@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"maps"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -14,7 +13,6 @@ import (
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
-	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/amdahl-rt/amdahl/ipc/ipcpb"
@@ -43,8 +41,8 @@ type stream interface {
 // Incoming is one packet received by a Conn.
 type Incoming struct {
 	// Type and Msg are the packet: Msg is *ipcpb.TaskConfiguration,
-	// *ipcpb.TaskResult, *ipcpb.LogMessage or *ipcpb.Shutdown, owned by the
-	// receiver. Delta-encoded maps are already restored from the baseline.
+	// *ipcpb.TaskResult, *ipcpb.LogMessage or *ipcpb.Shutdown, as the
+	// connection's Codec decoded it, owned by the receiver.
 	Type Type
 	Msg  proto.Message
 	// Size is the frame's body size in bytes.
@@ -59,9 +57,10 @@ type Incoming struct {
 }
 
 // Context returns parent carrying the span context the sender put in the
-// packet (a request's W3C trace context, or, in a result, the context of the
-// request it answers), so spans started from it join the sender's trace.
-// Without one it returns parent.
+// packet's W3C trace context (the trace_context field of a task
+// configuration or result; which span it names is the Codec's protocol), so
+// spans started from it join the sender's trace. Without one it returns
+// parent.
 func (in *Incoming) Context(parent context.Context) context.Context {
 	if !in.remote.IsValid() {
 		return parent
@@ -70,20 +69,20 @@ func (in *Incoming) Context(parent context.Context) context.Context {
 }
 
 // Conn is one end of an ipc connection after a successful handshake: one
-// reader goroutine and one writer goroutine own the socket. Send, Reply and
+// reader goroutine and one writer goroutine own the socket. Send, Flush and
 // Recv are safe for concurrent use; packets are never interleaved.
 type Conn struct {
 	nc    stream
 	cfg   config
+	codec Codec
 	m     *metrics
 	role  telemetry.Direction // direction of packets this end sends
 	peer  telemetry.Direction // direction of packets this end receives
 	bufRq int
 	bufEf int
 
-	sendMu  sync.Mutex // serialize+enqueue in wire order (delta encoding relies on it)
-	sendDel delta
-	pool    sync.Pool
+	sendMu sync.Mutex // serialize+enqueue in wire order (the Codec relies on it)
+	pool   sync.Pool
 
 	q queue
 
@@ -101,12 +100,6 @@ type Conn struct {
 	wg        sync.WaitGroup
 }
 
-// delta holds, per connection and direction, the last maps sent or
-// received in full.
-type delta struct {
-	confEnv, confProps, resEnv map[string]string
-}
-
 type item struct {
 	frame []byte
 	buf   *[]byte
@@ -119,6 +112,7 @@ func newConn(nc stream, cfg config, m *metrics, parent bool) *Conn {
 	c := &Conn{
 		nc:       nc,
 		cfg:      cfg,
+		codec:    protoCodec{},
 		m:        m,
 		role:     telemetry.Request,
 		peer:     telemetry.Reply,
@@ -128,6 +122,9 @@ func newConn(nc stream, cfg config, m *metrics, parent bool) *Conn {
 	}
 	if !parent {
 		c.role, c.peer = telemetry.Reply, telemetry.Request
+	}
+	if cfg.newCodec != nil {
+		c.codec = cfg.newCodec()
 	}
 	c.q.init(cfg.queueBytes, cfg.queuePackets, m)
 	c.outstanding = map[uint64]time.Time{}
@@ -148,46 +145,20 @@ func (c *Conn) BufferSize() (requested, effective int) { return c.bufRq, c.bufEf
 // Mode returns the send mode.
 func (c *Conn) Mode() Mode { return *c.cfg.mode }
 
-// Send serializes m (a packet from ipcpb) and queues it for the writer. In
-// Sync mode it returns once the bytes are written (or writing failed); in
-// Async mode once queued, blocking only while the queue is full. Send does
-// not retain m, but it reads m and temporarily sets the delta-encoded map
-// fields while serializing, so m must not be used concurrently. For a
-// *ipcpb.TaskConfiguration, Send sets TraceContext from ctx.
+// Codec returns the connection's Codec (WithCodec), for protocol packages
+// that keep per-connection state in it.
+func (c *Conn) Codec() Codec { return c.codec }
+
+// Send encodes m (a packet from ipcpb) with the connection's Codec and
+// queues it for the writer. In Sync mode it returns once the bytes are
+// written (or writing failed); in Async mode once queued, blocking only
+// while the queue is full. Send does not retain m, but its Codec may read
+// and change m's fields while encoding, so m must not be used concurrently.
 //
 // If ctx ends while a Sync send waits for the writer, Send returns ctx's
 // error; the packet may still be written. An async write error is returned
 // by the next Send, Flush or Shutdown.
 func (c *Conn) Send(ctx context.Context, m proto.Message) error {
-	return c.send(ctx, m, nil)
-}
-
-// Reply sends res as the reply to in, filling res.Timings with the child's
-// phases relative to in.ReceiveStart: receive and deserialize from in,
-// execute from execStart and execDur, and the reply's own serialize time,
-// which is measured and appended to the encoded packet. It also sets
-// res.ReceiveStartUnixNano (the offsets' anchor) and res.TraceContext (the
-// request's trace context), so the parent can place the child's phases in
-// its own clock and trace.
-func (c *Conn) Reply(ctx context.Context, in *Incoming, res *ipcpb.TaskResult, execStart time.Time, execDur time.Duration) error {
-	base := in.ReceiveStart
-	res.ReceiveStartUnixNano = base.UnixNano()
-	clear(res.TraceContext)
-	if in.remote.IsValid() {
-		if res.TraceContext == nil {
-			res.TraceContext = make(map[string]string, 2)
-		}
-		propagator.Inject(trace.ContextWithRemoteSpanContext(ctx, in.remote), propagation.MapCarrier(res.TraceContext))
-	}
-	res.Timings = append(res.Timings[:0],
-		&ipcpb.PhaseTiming{Phase: ipcpb.Phase_PHASE_RECEIVE, StartOffsetNs: 0, DurationNs: int64(in.ReceiveDuration)},
-		&ipcpb.PhaseTiming{Phase: ipcpb.Phase_PHASE_DESERIALIZE, StartOffsetNs: int64(in.ReceiveDuration), DurationNs: int64(in.DeserializeDuration)},
-		&ipcpb.PhaseTiming{Phase: ipcpb.Phase_PHASE_EXECUTE, StartOffsetNs: int64(execStart.Sub(base)), DurationNs: int64(execDur)},
-	)
-	return c.send(ctx, res, &base)
-}
-
-func (c *Conn) send(ctx context.Context, m proto.Message, replyBase *time.Time) error {
 	t, err := TypeOf(m)
 	if err != nil {
 		return err
@@ -201,7 +172,7 @@ func (c *Conn) send(ctx context.Context, m proto.Message, replyBase *time.Time) 
 		c.sendMu.Unlock()
 		return err
 	}
-	it, err := c.serialize(ctx, t, m, replyBase)
+	it, err := c.serialize(ctx, t, m)
 	if err != nil {
 		c.sendMu.Unlock()
 		return err
@@ -247,27 +218,11 @@ func (c *Conn) putBuf(b *[]byte) {
 	c.pool.Put(b)
 }
 
-// serialize runs under sendMu: delta marking must happen in wire order.
-func (c *Conn) serialize(ctx context.Context, t Type, m proto.Message, replyBase *time.Time) (*item, error) {
+// serialize runs under sendMu: the Codec sees packets in wire order.
+func (c *Conn) serialize(ctx context.Context, t Type, m proto.Message) (*item, error) {
 	_, ph := c.phases(t).StartPhase(ctx, telemetry.Serialize, c.role)
-	restore := c.markDelta(ctx, m)
 	buf := c.getBuf()
-	start := time.Now()
-	frame, err := appendFrame(*buf, t, m, c.cfg.maxPacket)
-	restore()
-	if err == nil && replyBase != nil {
-		// The reply's serialize time is part of the reply: encode it as one
-		// more element of the repeated timings field, after the fact.
-		pt := &ipcpb.PhaseTiming{Phase: ipcpb.Phase_PHASE_REPLY_SERIALIZE, StartOffsetNs: int64(start.Sub(*replyBase)), DurationNs: int64(time.Since(start))}
-		b, merr := proto.Marshal(pt)
-		if merr != nil {
-			err = fmt.Errorf("ipc: encode reply timing: %w", merr)
-		} else {
-			frame = protowire.AppendTag(frame, 7, protowire.BytesType)
-			frame = protowire.AppendBytes(frame, b)
-			frame, err = finishFrame(frame, 0, t, c.cfg.maxPacket)
-		}
-	}
+	frame, err := appendFrame(ctx, *buf, c.codec, t, m, c.cfg.maxPacket)
 	if err != nil {
 		ph.Fail(err)
 		c.m.protocolError(ctx, "encode")
@@ -279,84 +234,6 @@ func (c *Conn) serialize(ctx context.Context, t Type, m proto.Message, replyBase
 	ph.End()
 	return &item{frame: frame, buf: buf, t: t, sc: trace.SpanContextFromContext(ctx)}, nil
 }
-
-// markDelta sets trace context and the Identical marks on m, returning a
-// func that restores m's delta fields.
-func (c *Conn) markDelta(ctx context.Context, m proto.Message) func() {
-	on := *c.cfg.delta
-	switch p := m.(type) {
-	case *ipcpb.TaskConfiguration:
-		if p.TraceContext == nil {
-			p.TraceContext = make(map[string]string, 2)
-		}
-		clear(p.TraceContext)
-		propagator.Inject(ctx, propagation.MapCarrier(p.TraceContext))
-		env, envMode := p.Environment, p.EnvironmentMode
-		props, propsMode := p.GlobalProperties, p.GlobalPropertiesMode
-		p.EnvironmentMode, p.GlobalPropertiesMode = ipcpb.DeltaMode_DELTA_MODE_FULL, ipcpb.DeltaMode_DELTA_MODE_FULL
-		if sendIdentical(on, env, &c.sendDel.confEnv) {
-			p.Environment, p.EnvironmentMode = nil, ipcpb.DeltaMode_DELTA_MODE_IDENTICAL
-		}
-		if sendIdentical(on, props, &c.sendDel.confProps) {
-			p.GlobalProperties, p.GlobalPropertiesMode = nil, ipcpb.DeltaMode_DELTA_MODE_IDENTICAL
-		}
-		return func() {
-			p.Environment, p.EnvironmentMode = env, envMode
-			p.GlobalProperties, p.GlobalPropertiesMode = props, propsMode
-		}
-	case *ipcpb.TaskResult:
-		env, envMode := p.Environment, p.EnvironmentMode
-		p.EnvironmentMode = ipcpb.DeltaMode_DELTA_MODE_FULL
-		if sendIdentical(on, env, &c.sendDel.resEnv) {
-			p.Environment, p.EnvironmentMode = nil, ipcpb.DeltaMode_DELTA_MODE_IDENTICAL
-		}
-		return func() { p.Environment, p.EnvironmentMode = env, envMode }
-	}
-	return func() {}
-}
-
-func sendIdentical(on bool, cur map[string]string, base *map[string]string) bool {
-	if on && *base != nil && maps.Equal(cur, *base) {
-		return true
-	}
-	*base = cloneMap(cur)
-	return false
-}
-
-func cloneMap(m map[string]string) map[string]string {
-	if m == nil {
-		return map[string]string{}
-	}
-	return maps.Clone(m)
-}
-
-// applyDelta restores Identical maps on a received packet from the
-// receive-side baseline, and records Full ones as the new baseline.
-func applyDelta(d *delta, m proto.Message) error {
-	restore := func(field string, mode ipcpb.DeltaMode, cur *map[string]string, base *map[string]string) error {
-		if mode == ipcpb.DeltaMode_DELTA_MODE_IDENTICAL {
-			if *base == nil {
-				return fmt.Errorf("ipc: %s marked identical before any full %s: %w", field, field, errDeltaBaseline)
-			}
-			*cur = maps.Clone(*base)
-			return nil
-		}
-		*base = cloneMap(*cur)
-		return nil
-	}
-	switch p := m.(type) {
-	case *ipcpb.TaskConfiguration:
-		if err := restore("environment", p.EnvironmentMode, &p.Environment, &d.confEnv); err != nil {
-			return err
-		}
-		return restore("global properties", p.GlobalPropertiesMode, &p.GlobalProperties, &d.confProps)
-	case *ipcpb.TaskResult:
-		return restore("environment", p.EnvironmentMode, &p.Environment, &d.resEnv)
-	}
-	return nil
-}
-
-var errDeltaBaseline = errors.New("no delta baseline")
 
 // Flush blocks until every packet queued before it has been written, and
 // returns the first write error.
@@ -487,9 +364,8 @@ func (c *Conn) readLoop() {
 	defer close(c.readDone)
 	ctx := context.Background()
 	rd := NewReader(c.nc, c.cfg.maxPacket)
-	var d delta
 	for {
-		in, err := c.readOne(ctx, rd, &d)
+		in, err := c.readOne(ctx, rd)
 		if err != nil {
 			select {
 			case <-c.closing:
@@ -522,6 +398,7 @@ func errorKind(err error) string {
 		ut *UnknownTypeError
 		se *PacketSizeError
 		de *DecodeError
+		pe *ProtocolError
 	)
 	switch {
 	case errors.Is(err, ErrPeerClosed):
@@ -532,15 +409,21 @@ func errorKind(err error) string {
 		return "unknown_type"
 	case errors.As(err, &se):
 		return "too_large"
+	case errors.As(err, &pe):
+		if pe.Kind == "" {
+			return "protocol"
+		}
+		return pe.Kind
 	case errors.As(err, &de):
 		return "decode"
-	case errors.Is(err, errDeltaBaseline):
-		return "delta"
 	}
 	return "io"
 }
 
-func (c *Conn) readOne(ctx context.Context, rd *Reader, d *delta) (*Incoming, error) {
+// traceCarrier is a packet with a trace_context field.
+type traceCarrier interface{ GetTraceContext() map[string]string }
+
+func (c *Conn) readOne(ctx context.Context, rd *Reader) (*Incoming, error) {
 	t, n, err := rd.ReadHeader()
 	if err != nil {
 		if err == io.EOF {
@@ -554,10 +437,7 @@ func (c *Conn) readOne(ctx context.Context, rd *Reader, d *delta) (*Incoming, er
 		return nil, err
 	}
 	recvDone := time.Now()
-	m, err := Unmarshal(t, body)
-	if err == nil {
-		err = applyDelta(d, m)
-	}
+	m, err := c.codec.Decode(t, body)
 	decDone := time.Now()
 	if err != nil {
 		return nil, err
@@ -568,11 +448,8 @@ func (c *Conn) readOne(ctx context.Context, rd *Reader, d *delta) (*Incoming, er
 		delete(c.outstanding, p.Id)
 		c.outMu.Unlock()
 	}
-	switch p := m.(type) {
-	case *ipcpb.TaskConfiguration:
-		in.remote = remoteContext(ctx, p.TraceContext)
-	case *ipcpb.TaskResult:
-		in.remote = remoteContext(ctx, p.TraceContext)
+	if p, ok := m.(traceCarrier); ok {
+		in.remote = remoteContext(ctx, p.GetTraceContext())
 	}
 	c.m.packet(ctx, opReceive, c.peer, n+HeaderSize)
 	if c.phases(t).Enabled() {

@@ -1,9 +1,14 @@
 // Package ipc is the wire between an amdahl parent and its out-of-process
 // task hosts (the MSBuild TaskHost pattern, done for Linux): a transport, a
-// handshake, length-prefixed frames of
-// protobuf packets (package ipcpb), one reader and one writer goroutine per
-// connection, sync and async send modes, delta encoding of repeated
-// environments, and send-buffer sizing where Linux honours it.
+// handshake, length-prefixed frames of protobuf packets (package ipcpb),
+// one reader and one writer goroutine per connection, sync and async send
+// modes, and send-buffer sizing where Linux honours it.
+//
+// What the packets mean is not this package's business: a Codec, installed
+// per connection with WithCodec, turns packets into frame bodies and back.
+// The task-host protocol (task configurations answered by task results,
+// delta encoding of repeated environments, trace context, the host's phase
+// timings in each reply) is package ipc/taskproto, which provides one.
 //
 // # Transports
 //
@@ -11,8 +16,8 @@
 // given, with helpers for both ends.
 //
 //   - NewPair: socketpair(AF_UNIX, SOCK_STREAM) handed to the child at spawn
-//     (the default: no path, no naming race). The child calls
-//     AcceptInherited.
+//     (the default: no path, no naming race). The child reads the
+//     launch contract with LookupInherited and calls AcceptInherited.
 //   - Listen / Dial: a named Unix socket in a private 0700 directory, for
 //     connecting to an existing host; both ends check SO_PEERCRED (same uid).
 //   - NewPipePair: two anonymous pipes sized with F_SETPIPE_SZ; EPERM above
@@ -21,50 +26,64 @@
 //
 // # Wire
 //
-// Handshake (both ends, concurrently): 8-byte Magic "AMDAHLIP", big-endian
+// Handshake (both ends, concurrently): the 8-byte magic "AMDAHLIP", big-endian
 // uint16 ProtocolVersion, 32-byte Token; then a one-byte verdict (0 ok,
 // 1 magic, 2 version, 3 token). A mismatch is a *HandshakeError naming the
 // field. The token reaches the child in AMDAHL_IPC_TOKEN, never in argv.
 //
 // Frames: one type byte (TypeTaskConfiguration … TypeShutdown), a
-// little-endian uint32 body length, then the body: the packet's protobuf
-// encoding. Both ends enforce a maximum body size (WithMaxPacketSize,
+// little-endian uint32 body length, then the body: the packet's encoding
+// by the connection's Codec (plain protobuf by default). Both ends enforce a maximum body size (WithMaxPacketSize,
 // default 256 MiB). The reader always reads exactly the announced length
 // with io.ReadFull and allocates as bytes arrive, never ahead of them.
 // Errors: io.EOF between frames (clean close, ErrPeerClosed from Recv),
 // io.ErrUnexpectedEOF inside one, *UnknownTypeError, *PacketSizeError
-// (matches ErrPacketTooLarge), *TrailingBytesError (DecodePacket), and
-// *DecodeError.
+// (matches ErrPacketTooLarge), *TrailingBytesError (DecodePacket),
+// *DecodeError, and a Codec's *ProtocolError.
 //
-// Requests (*ipcpb.TaskConfiguration) carry the W3C trace context of the
-// sender's span; replies (*ipcpb.TaskResult sent with Conn.Reply) carry the
-// child's phase timings (receive, deserialize, execute, reply serialize) as
-// offsets from the start of receiving the request.
+// # Codec
+//
+// A Codec has two methods. AppendBody runs inside the ipc.serialize phase,
+// under the Conn's send lock, in wire order; Decode runs inside the
+// ipc.deserialize phase, on the reader goroutine, in arrival order. So the
+// phase spans cover the codec's whole work (marshal, unmarshal and
+// whatever its protocol adds), and a codec may keep per-direction state
+// without locking. Each Conn gets its own codec from the constructor given
+// to WithCodec; Conn.Codec returns it. The Conn reads the W3C trace context
+// a packet carries (the trace_context field of task configurations and
+// results) to parent its receive-side spans, and tracks task
+// configurations awaiting a result by id for the stall watchdog; what a
+// packet carries is the codec's protocol.
 //
 // # Settings
 //
-// Precedence: explicit Option > environment > feature-wave default. An
-// invalid value is an error naming the setting and the valid values.
+// Every setting is an Option, applied over a plain default; the package
+// reads no environment variables and no feature waves. A program resolves
+// its settings (amdahl's runtime: --set > AMDAHL_<NAME> > wave default) and
+// passes them as options. An invalid value is an error naming the setting
+// and the valid values.
 //
-//	AMDAHL_IPC_BUFFER (ipc.buffer)  requested SO_SNDBUF of this end: a
-//	    size, in bytes or a number with unit B, KB, MB, GB, KiB, MiB or GiB
-//	    (262144, 256KiB, 1.5MiB; 1 B … 1 GiB). Default 1 MiB;
-//	    128 KiB when wave 0.1 is disabled with
-//	    AMDAHL_DISABLE_FEATURES_FROM_VERSION=0.1 (package internal/features).
-//	    On AF_UNIX only the sender's SO_SNDBUF limits in-flight bytes, so
-//	    each end sets its own; the kernel doubles and clamps it to
-//	    net.core.wmem_max. The effective value is read back, logged and
-//	    exported (Conn.BufferSize, amdahl.ipc.buffer.effective).
-//	AMDAHL_IPC_SEND (ipc.send)      sync (default) or async.
-//	AMDAHL_IPC_DELTA (ipc.delta)    on (default) or off: send environments
-//	    and global properties as "identical" when unchanged since the last
-//	    full copy on this connection.
-//	AMDAHL_IPC_FD, AMDAHL_IPC_TOKEN set by the parent (Pair.ChildEnv,
-//	    PipePair.ChildEnv) for AcceptInherited: one socket fd ("3") or a
-//	    pipe read and write fd ("3,4"), and the hex token. A program started
-//	    by hand without them gets ErrNotChild, whose message says so.
-//	    For pipes, ipc.buffer is applied with F_SETPIPE_SZ to the pipe this
-//	    end writes (rounded up to a power-of-two number of pages).
+//	WithBufferSize (ipc.buffer)  requested SO_SNDBUF of this end, in bytes
+//	    (1 … MaxBufferSize; ParseBufferSize reads amdahl's size grammar:
+//	    "262144", "256KiB", "1.5MiB"). Default DefaultBufferSize (1 MiB). On AF_UNIX only the
+//	    sender's SO_SNDBUF limits in-flight bytes, so each end sets its own;
+//	    the kernel doubles and clamps it to net.core.wmem_max. For pipes it
+//	    is applied with F_SETPIPE_SZ to the pipe this end writes (rounded up
+//	    to a power-of-two number of pages). The effective value is read
+//	    back, logged and exported (Conn.BufferSize,
+//	    amdahl.ipc.buffer.effective).
+//	WithMode (ipc.send)          Sync (default) or Async (ParseMode).
+//
+// The setting ipc.delta belongs to the task-host protocol:
+// taskproto.WithDelta.
+//
+// The launch contract is not a setting: a parent hands its child the
+// connection and the token in AMDAHL_IPC_FD and AMDAHL_IPC_TOKEN
+// (Pair.ChildEnv, PipePair.ChildEnv): one socket fd ("3") or a pipe read
+// and write fd ("3,4"), and the hex token. The child reads them with
+// LookupInherited(os.LookupEnv) — the package itself reads no environment —
+// and unsets AMDAHL_IPC_TOKEN; a program started by hand without them gets
+// ErrNotChild, whose message says so.
 //
 // # Telemetry
 //
@@ -75,7 +94,10 @@
 // the child sends). Metrics (see the Metric* constants): bytes and packets
 // per op and direction, send-blocked time, queue depth and bytes,
 // requested and effective buffer, handshakes by outcome and field,
-// protocol errors by kind, stalls by kind.
+// protocol errors by kind (truncated, unknown_type, too_large, decode,
+// encode, or the Kind of a Codec's *ProtocolError, such as taskproto's
+// delta), stalls by kind. Only task configurations and results get phase
+// spans; log and shutdown packets are counted, not traced.
 //
 // There is no data-phase timeout. A stall watchdog (WithStallThreshold,
 // default 1 minute) logs and counts a write blocked, or a task

@@ -21,7 +21,7 @@ func ExampleParseBufferSize() {
 	// 1048576 <nil>
 	// 1572864 <nil>
 	// 1000000 <nil>
-	// invalid ipc.buffer (AMDAHL_IPC_BUFFER) "2GiB": want a positive size up to 1073741824 bytes (1GiB): a whole number of bytes, or a number with unit B, KB, MB, GB, KiB, MiB, GiB (e.g. 262144, 256KiB, 1.5MiB)
+	// invalid ipc.buffer "2GiB": want a positive size up to 1073741824 bytes (1GiB): a whole number of bytes, or a number with unit B, KB, MB, GB, KiB, MiB, GiB (e.g. 262144, 256KiB, 1.5MiB)
 }
 
 func ExampleDecodePacket() {

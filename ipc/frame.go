@@ -1,6 +1,7 @@
 package ipc
 
 import (
+	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -123,15 +124,15 @@ func (e *DecodeError) Error() string { return fmt.Sprintf("ipc: decode %s packet
 // Unwrap returns the protobuf error.
 func (e *DecodeError) Unwrap() error { return e.Err }
 
-// appendFrame appends the frame of m (header and body) to dst.
-func appendFrame(dst []byte, t Type, m proto.Message, limit int) ([]byte, error) {
+// appendFrame appends the frame of m (header, then the body c appends) to
+// dst. On error it returns dst unchanged.
+func appendFrame(ctx context.Context, dst []byte, c Codec, t Type, m proto.Message, limit int) ([]byte, error) {
 	start := len(dst)
-	dst = append(dst, byte(t), 0, 0, 0, 0)
-	dst, err := proto.MarshalOptions{}.MarshalAppend(dst, m)
+	frame, err := c.AppendBody(ctx, append(dst, byte(t), 0, 0, 0, 0), t, m)
 	if err != nil {
-		return dst[:start], fmt.Errorf("ipc: encode %s packet: %w", t, err)
+		return dst, err
 	}
-	return finishFrame(dst, start, t, limit)
+	return finishFrame(frame, start, t, limit)
 }
 
 func finishFrame(dst []byte, start int, t Type, limit int) ([]byte, error) {
@@ -151,7 +152,11 @@ func AppendFrame(dst []byte, m proto.Message, limit int) ([]byte, error) {
 	if err != nil {
 		return dst, err
 	}
-	return appendFrame(dst, t, m, limit)
+	out, err := appendFrame(context.Background(), dst, protoCodec{}, t, m, limit)
+	if err != nil {
+		return dst, err
+	}
+	return out, nil
 }
 
 // parseHeader validates a header.

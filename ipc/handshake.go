@@ -12,8 +12,9 @@ import (
 	"time"
 )
 
-// Magic opens every handshake.
-var Magic = [8]byte{'A', 'M', 'D', 'A', 'H', 'L', 'I', 'P'}
+// magic opens every handshake. A constant, so nothing can change what
+// this process expects of its peers.
+const magic = "AMDAHLIP"
 
 // ProtocolVersion is the version of the framing and packets; both ends must
 // agree exactly.
@@ -66,12 +67,12 @@ func (e *HandshakeError) Error() string {
 	return fmt.Sprintf("ipc: handshake failed: %s mismatch: got %s, want %s", e.Field, e.Got, e.Want)
 }
 
-const helloSize = 8 + 2 + 32
+const helloSize = len(magic) + 2 + len(Token{})
 
 var fieldNames = [...]string{"", "magic", "version", "token"}
 
-func appendHello(dst []byte, magic [8]byte, version uint16, tok Token) []byte {
-	dst = append(dst, magic[:]...)
+func appendHello(dst []byte, cookie string, version uint16, tok Token) []byte {
+	dst = append(dst, cookie...)
 	dst = binary.BigEndian.AppendUint16(dst, version)
 	return append(dst, tok[:]...)
 }
@@ -79,7 +80,8 @@ func appendHello(dst []byte, magic [8]byte, version uint16, tok Token) []byte {
 // handshake exchanges hellos over nc: each end writes magic, version and
 // token, reads the peer's, checks it, then both exchange a one-byte verdict
 // (0 ok, else the index of the mismatching field) so that each side knows
-// whether the other accepted.
+// whether the other accepted. hello, when not nil, replaces this end's own
+// hello (a test hook: config.hello).
 func handshake(ctx context.Context, nc stream, tok Token, timeout time.Duration, hello []byte) (err error) {
 	deadline := time.Now().Add(timeout)
 	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
@@ -98,7 +100,7 @@ func handshake(ctx context.Context, nc stream, tok Token, timeout time.Duration,
 		}
 	}()
 	if hello == nil {
-		hello = appendHello(nil, Magic, ProtocolVersion, tok)
+		hello = appendHello(nil, magic, ProtocolVersion, tok)
 	}
 	if _, err := nc.Write(hello); err != nil {
 		return fmt.Errorf("ipc: handshake: write hello: %w", err)
@@ -113,11 +115,11 @@ func handshake(ctx context.Context, nc stream, tok Token, timeout time.Duration,
 	var verdict byte
 	var mine error
 	switch {
-	case [8]byte(peer[:8]) != Magic:
-		verdict, mine = 1, &HandshakeError{Field: "magic", Got: fmt.Sprintf("%q", peer[:8]), Want: fmt.Sprintf("%q", Magic[:])}
-	case binary.BigEndian.Uint16(peer[8:10]) != ProtocolVersion:
-		verdict, mine = 2, &HandshakeError{Field: "version", Got: fmt.Sprint(binary.BigEndian.Uint16(peer[8:10])), Want: fmt.Sprint(ProtocolVersion)}
-	case subtle.ConstantTimeCompare(peer[10:], tok[:]) != 1:
+	case string(peer[:len(magic)]) != magic:
+		verdict, mine = 1, &HandshakeError{Field: "magic", Got: fmt.Sprintf("%q", peer[:len(magic)]), Want: fmt.Sprintf("%q", magic)}
+	case binary.BigEndian.Uint16(peer[len(magic):]) != ProtocolVersion:
+		verdict, mine = 2, &HandshakeError{Field: "version", Got: fmt.Sprint(binary.BigEndian.Uint16(peer[len(magic):])), Want: fmt.Sprint(ProtocolVersion)}
+	case subtle.ConstantTimeCompare(peer[len(magic)+2:], tok[:]) != 1:
 		verdict, mine = 3, &HandshakeError{Field: "token"}
 	}
 	_, werr := nc.Write([]byte{verdict})

@@ -25,6 +25,9 @@ func rawPair(t *testing.T) (*Pair, *net.UnixConn) {
 	return p, fc.(*net.UnixConn)
 }
 
+// withHello makes an end open its handshake with hello instead of its own.
+func withHello(hello []byte) Option { return func(c *config) { c.hello = hello } }
+
 func TestHandshakeMismatch(t *testing.T) {
 	other, err := NewToken()
 	if err != nil {
@@ -35,10 +38,10 @@ func TestHandshakeMismatch(t *testing.T) {
 		hello func(tok Token) []byte
 	}{
 		{"magic", func(tok Token) []byte {
-			return appendHello(nil, [8]byte{'M', 'S', 'B', 'U', 'I', 'L', 'D', '!'}, ProtocolVersion, tok)
+			return appendHello(nil, "MSBUILD!", ProtocolVersion, tok)
 		}},
-		{"version", func(tok Token) []byte { return appendHello(nil, Magic, ProtocolVersion+1, tok) }},
-		{"token", func(Token) []byte { return appendHello(nil, Magic, ProtocolVersion, other) }},
+		{"version", func(tok Token) []byte { return appendHello(nil, magic, ProtocolVersion+1, tok) }},
+		{"token", func(Token) []byte { return appendHello(nil, magic, ProtocolVersion, other) }},
 	}
 	for _, tt := range tests {
 		t.Run(tt.field, func(t *testing.T) {
@@ -46,7 +49,7 @@ func TestHandshakeMismatch(t *testing.T) {
 			tel := newTel(t)
 			ch := make(chan error, 1)
 			go func() {
-				_, err := open(context.Background(), child, p.token, false, TransportSocketpair, tt.hello(p.token), nil)
+				_, err := Accept(context.Background(), child, p.token, withHello(tt.hello(p.token)))
 				ch <- err
 			}()
 			_, perr := p.Connect(context.Background(), tel.opts()...)

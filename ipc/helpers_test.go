@@ -3,7 +3,6 @@ package ipc
 import (
 	"context"
 	"net"
-	"os"
 	"testing"
 	"time"
 
@@ -17,14 +16,6 @@ import (
 
 	"github.com/amdahl-rt/amdahl/telemetry"
 )
-
-func unsetenv(t *testing.T, k string) {
-	t.Helper()
-	t.Setenv(k, "") // registers restore
-	if err := os.Unsetenv(k); err != nil {
-		t.Fatal(err)
-	}
-}
 
 type tel struct {
 	comp   *telemetry.Component
@@ -141,6 +132,10 @@ func inProcessPair(t testing.TB, parentOpts, childOpts []Option) (*Conn, *Conn) 
 }
 
 const handshakeTimeoutForTest = 30 * time.Second
+
+// smallBuffer is the 128 KiB send buffer of the seed (the legacy default
+// of ipc.buffer), beside DefaultBufferSize.
+const smallBuffer = 128 << 10
 
 func traceSpanContext(ctx context.Context) trace.SpanContext {
 	return trace.SpanContextFromContext(ctx)

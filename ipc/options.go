@@ -3,7 +3,6 @@ package ipc
 import (
 	"fmt"
 	"log/slog"
-	"os"
 	"time"
 
 	"go.opentelemetry.io/otel/metric"
@@ -11,25 +10,28 @@ import (
 	"github.com/amdahl-rt/amdahl/telemetry"
 )
 
-// Option configures a Conn. Options are applied after the defaults and the
-// environment, and win over both.
+// Option configures a Conn. Options are applied over the defaults; the
+// package reads no environment variables and no feature waves (a program
+// resolves its settings and passes them as options).
 type Option func(*config)
 
 type config struct {
 	comp             *telemetry.Component
+	newCodec         func() Codec
 	mp               metric.MeterProvider
 	logger           *slog.Logger
 	mode             *Mode
 	buffer           *int
-	delta            *bool
 	maxPacket        int
 	queueBytes       int
 	queuePackets     int
 	handshakeTimeout time.Duration
 	transport        string
 	stall            time.Duration
-	onWrite          func(Type, int) // test hook: called by the writer before each write
-	onStall          func(kind string)
+	// Test hooks, set by options defined in tests only.
+	onWrite func(Type, int) // called by the writer before each write
+	onStall func(kind string)
+	hello   []byte // replaces this end's handshake hello
 }
 
 // WithStallThreshold sets how long a write may stay blocked, or a task
@@ -55,12 +57,8 @@ func WithLogger(l *slog.Logger) Option { return func(o *config) { o.logger = l }
 func WithMode(m Mode) Option { return func(o *config) { o.mode = &m } }
 
 // WithBufferSize sets the requested SO_SNDBUF of this end, in bytes
-// (setting ipc.buffer; default DefaultBuffer()).
+// (setting ipc.buffer; default DefaultBufferSize).
 func WithBufferSize(n int) Option { return func(o *config) { o.buffer = &n } }
-
-// WithDelta turns delta encoding of environments and global properties on
-// or off for packets this end sends (setting ipc.delta; default on).
-func WithDelta(on bool) Option { return func(o *config) { o.delta = &on } }
 
 // WithMaxPacketSize sets the largest frame body sent or accepted
 // (default DefaultMaxPacketSize).
@@ -86,42 +84,14 @@ func resolve(transport string, opts []Option) (config, error) {
 		stall:            time.Minute,
 		transport:        transport,
 	}
-	mode, delta := Sync, true
-	buffer := 0
-	if v, ok := os.LookupEnv(EnvMode); ok {
-		m, err := ParseMode(v)
-		if err != nil {
-			return c, err
-		}
-		mode = m
-	}
-	if v, ok := os.LookupEnv(EnvDelta); ok {
-		d, err := ParseDelta(v)
-		if err != nil {
-			return c, err
-		}
-		delta = d
-	}
-	if v, ok := os.LookupEnv(EnvBuffer); ok {
-		n, err := ParseBufferSize(v)
-		if err != nil {
-			return c, err
-		}
-		buffer = n
-	}
+	mode, buffer := Sync, DefaultBufferSize
 	for _, o := range opts {
 		o(&c)
 	}
 	if c.mode == nil {
 		c.mode = &mode
 	}
-	if c.delta == nil {
-		c.delta = &delta
-	}
 	if c.buffer == nil {
-		if buffer == 0 {
-			buffer = DefaultBuffer()
-		}
 		c.buffer = &buffer
 	}
 	if c.logger == nil {

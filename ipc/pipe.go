@@ -86,7 +86,7 @@ func (p *PipePair) Connect(ctx context.Context, opts ...Option) (*Conn, error) {
 
 func openPipes(ctx context.Context, r, w *os.File, tok Token, parent bool, opts []Option) (*Conn, error) {
 	ps := &pipeStream{r: r, w: w}
-	return openStream(ctx, ps, func(n int, log *slog.Logger) (int, error) { return setPipeSize(w, n, log) }, tok, parent, TransportPipe, nil, opts)
+	return openStream(ctx, ps, func(n int, log *slog.Logger) (int, error) { return setPipeSize(w, n, log) }, tok, parent, TransportPipe, opts)
 }
 
 // pipeStream is a duplex stream over two pipes.
@@ -143,24 +143,19 @@ func procInt(path string) int {
 	return n
 }
 
-// inheritedPipes opens the child's pipe ends named "R,W" in AMDAHL_IPC_FD.
-func inheritedPipes(spec string) (*os.File, *os.File, error) {
-	parts := strings.Split(spec, ",")
-	if len(parts) != 2 {
-		return nil, nil, fmt.Errorf("ipc: %s=%q: want one socket fd or two pipe fds \"R,W\"", EnvFD, spec)
-	}
+// inheritedPipes opens the child's inherited pipe ends r and w.
+func inheritedPipes(r, w int) (*os.File, *os.File, error) {
 	var files [2]*os.File
-	for i, s := range parts {
-		fd, err := strconv.Atoi(strings.TrimSpace(s))
-		if err != nil || fd < 3 {
-			return nil, nil, fmt.Errorf("ipc: %s=%q: want inherited fd numbers ≥ 3", EnvFD, spec)
-		}
+	for i, fd := range [2]int{r, w} {
 		// Non-blocking, so that os.NewFile returns a pollable file whose
 		// deadlines work and whose Close unblocks a pending read.
 		if err := unix.SetNonblock(fd, true); err != nil {
-			return nil, nil, fmt.Errorf("ipc: %s=%q: fd %d: %w", EnvFD, spec, fd, err)
+			if i == 1 {
+				_ = files[0].Close()
+			}
+			return nil, nil, fmt.Errorf("ipc: inherited pipe fd %d: %w", fd, err)
 		}
-		files[i] = os.NewFile(uintptr(fd), "ipc-pipe-"+s)
+		files[i] = os.NewFile(uintptr(fd), "ipc-pipe-"+strconv.Itoa(fd))
 	}
 	return files[0], files[1], nil
 }

@@ -60,7 +60,7 @@ func TestPipeSize(t *testing.T) {
 		t.Skip("/proc/sys/fs/pipe-max-size not readable")
 	}
 	tests := []struct{ req, want int }{
-		{LegacyBufferSize, LegacyBufferSize},
+		{smallBuffer, smallBuffer},
 		{100 << 10, 128 << 10}, // rounded up to a power-of-two number of pages
 		{min(DefaultBufferSize, maxSize), min(DefaultBufferSize, maxSize)},
 	}

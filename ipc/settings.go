@@ -5,48 +5,28 @@ import (
 	"strings"
 
 	"github.com/amdahl-rt/amdahl/internal/bytesize"
-	"github.com/amdahl-rt/amdahl/internal/features"
 )
 
-// Environment variables read by the ipc package (see doc.go).
+// Buffer sizes (setting ipc.buffer, WithBufferSize).
 const (
-	EnvBuffer = "AMDAHL_IPC_BUFFER" // setting ipc.buffer
-	EnvMode   = "AMDAHL_IPC_SEND"   // setting ipc.send
-	EnvDelta  = "AMDAHL_IPC_DELTA"  // setting ipc.delta
-	EnvFD     = "AMDAHL_IPC_FD"     // child end: inherited connection fd
-	EnvToken  = "AMDAHL_IPC_TOKEN"  // child end: per-connection handshake token
-)
-
-// Buffer sizes: the current wave default and the legacy one restored by
-// AMDAHL_DISABLE_FEATURES_FROM_VERSION=0.1.
-const (
+	// DefaultBufferSize is the send buffer requested without
+	// WithBufferSize.
 	DefaultBufferSize = 1 << 20
-	LegacyBufferSize  = 128 << 10
 	// MaxBufferSize is the largest ipc.buffer accepted; the kernel clamps
 	// far below it anyway (net.core.wmem_max).
 	MaxBufferSize = 1 << 30
 )
 
-// DefaultBuffer returns the wave default of ipc.buffer: DefaultBufferSize,
-// or LegacyBufferSize when wave 0.1 is disabled.
-func DefaultBuffer() int {
-	if features.Enabled(features.Wave0_1) {
-		return DefaultBufferSize
-	}
-	return LegacyBufferSize
-}
-
 // ParseBufferSize parses an ipc.buffer value: a size in amdahl's one size
 // grammar (package internal/bytesize): a whole number of bytes, or a number
 // with unit B, KB, MB, GB, KiB, MiB or GiB (262144, 256KiB, 1.5MiB),
 // surrounded by optional spaces. Anything else, zero or above MaxBufferSize
-// is an error naming the setting, its environment variable and the valid
-// values.
+// is an error naming the setting and the valid values.
 func ParseBufferSize(s string) (int, error) {
 	n, err := bytesize.Parse(strings.TrimSpace(s))
 	if err != nil || n <= 0 || n > MaxBufferSize {
-		return 0, fmt.Errorf("invalid ipc.buffer (%s) %q: want a positive size up to %d bytes (%s): %s (e.g. 262144, 256KiB, 1.5MiB)",
-			EnvBuffer, s, MaxBufferSize, bytesize.Format(MaxBufferSize), bytesize.Want)
+		return 0, fmt.Errorf("invalid ipc.buffer %q: want a positive size up to %d bytes (%s): %s (e.g. 262144, 256KiB, 1.5MiB)",
+			s, MaxBufferSize, bytesize.Format(MaxBufferSize), bytesize.Want)
 	}
 	return n, nil
 }
@@ -80,16 +60,5 @@ func ParseMode(s string) (Mode, error) {
 	case "async":
 		return Async, nil
 	}
-	return 0, fmt.Errorf("invalid ipc.send (%s) %q: want sync or async", EnvMode, s)
-}
-
-// ParseDelta parses an ipc.delta value.
-func ParseDelta(s string) (bool, error) {
-	switch strings.TrimSpace(s) {
-	case "on":
-		return true, nil
-	case "off":
-		return false, nil
-	}
-	return false, fmt.Errorf("invalid ipc.delta (%s) %q: want on or off", EnvDelta, s)
+	return 0, fmt.Errorf("invalid ipc.send %q: want sync or async", s)
 }

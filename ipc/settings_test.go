@@ -3,8 +3,6 @@ package ipc
 import (
 	"strings"
 	"testing"
-
-	"github.com/amdahl-rt/amdahl/internal/features"
 )
 
 func TestParseBufferSize(t *testing.T) {
@@ -45,7 +43,7 @@ func TestParseBufferSize(t *testing.T) {
 				if err == nil {
 					t.Fatalf("ParseBufferSize(%q) = %d, want an error", tt.in, got)
 				}
-				if !strings.Contains(err.Error(), "ipc.buffer") || !strings.Contains(err.Error(), EnvBuffer) {
+				if !strings.Contains(err.Error(), "ipc.buffer") {
 					t.Fatalf("error %q does not name the setting", err)
 				}
 				return
@@ -58,37 +56,28 @@ func TestParseBufferSize(t *testing.T) {
 }
 
 func TestBufferResolution(t *testing.T) {
+	// Set in the environment to show that nothing reads it: settings reach
+	// the package as options only.
+	t.Setenv("AMDAHL_IPC_BUFFER", "256KiB")
+	t.Setenv("AMDAHL_DISABLE_FEATURES_FROM_VERSION", "0.1")
 	tests := []struct {
 		name    string
-		env     map[string]string
 		opts    []Option
 		want    int
 		wantErr bool
 	}{
-		{"wave default", nil, nil, DefaultBufferSize, false},
-		{"wave disabled restores legacy", map[string]string{features.EnvDisableFrom: "0.1"}, nil, LegacyBufferSize, false},
-		{"wave disabled below lowest", map[string]string{features.EnvDisableFrom: "0.0"}, nil, LegacyBufferSize, false},
-		{"env wins over wave", map[string]string{features.EnvDisableFrom: "0.1", EnvBuffer: "256KiB"}, nil, 256 << 10, false},
-		{"option wins over env", map[string]string{EnvBuffer: "256KiB"}, []Option{WithBufferSize(4096)}, 4096, false},
-		{"invalid env is an error", map[string]string{EnvBuffer: "-5"}, nil, 0, true},
-		{"invalid option is an error", nil, []Option{WithBufferSize(0)}, 0, true},
+		{"default", nil, DefaultBufferSize, false},
+		{"option", []Option{WithBufferSize(4096)}, 4096, false},
+		{"last option wins", []Option{WithBufferSize(4096), WithBufferSize(8192)}, 8192, false},
+		{"zero is an error", []Option{WithBufferSize(0)}, 0, true},
+		{"above the maximum is an error", []Option{WithBufferSize(MaxBufferSize + 1)}, 0, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			t.Setenv(features.EnvDisableFrom, "")
-			t.Setenv(EnvBuffer, "")
-			for k, v := range tt.env {
-				t.Setenv(k, v)
-			}
-			if _, ok := tt.env[EnvBuffer]; !ok {
-				unsetenv(t, EnvBuffer)
-			}
-			features.Reset()
-			t.Cleanup(features.Reset)
 			cfg, err := resolve("test", tt.opts)
 			if tt.wantErr {
-				if err == nil {
-					t.Fatalf("resolve = buffer %d, want an error", *cfg.buffer)
+				if err == nil || !strings.Contains(err.Error(), "ipc.buffer") {
+					t.Fatalf("resolve = buffer %d, %v; want an error naming ipc.buffer", *cfg.buffer, err)
 				}
 				return
 			}
@@ -102,25 +91,34 @@ func TestBufferResolution(t *testing.T) {
 	}
 }
 
-func TestModeAndDeltaSettings(t *testing.T) {
-	t.Setenv(EnvMode, "async")
-	t.Setenv(EnvDelta, "off")
+func TestModeSetting(t *testing.T) {
+	t.Setenv("AMDAHL_IPC_SEND", "async")
 	cfg, err := resolve("test", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if *cfg.mode != Async || *cfg.delta {
-		t.Fatalf("mode %v delta %v from env, want async and off", *cfg.mode, *cfg.delta)
+	if *cfg.mode != Sync {
+		t.Fatalf("default mode %v, want sync (the environment is not read)", *cfg.mode)
 	}
-	cfg, err = resolve("test", []Option{WithMode(Sync), WithDelta(true)})
+	cfg, err = resolve("test", []Option{WithMode(Async)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if *cfg.mode != Sync || !*cfg.delta {
-		t.Fatalf("options did not win over env: mode %v delta %v", *cfg.mode, *cfg.delta)
+	if *cfg.mode != Async {
+		t.Fatalf("mode %v with WithMode(Async), want async", *cfg.mode)
 	}
-	t.Setenv(EnvMode, "fast")
-	if _, err := resolve("test", nil); err == nil || !strings.Contains(err.Error(), "ipc.send") {
-		t.Fatalf("resolve with %s=fast: got %v, want an error naming ipc.send", EnvMode, err)
+	if _, err := resolve("test", []Option{WithMode(Mode(7))}); err == nil || !strings.Contains(err.Error(), "ipc.send") {
+		t.Fatalf("resolve with mode 7: got %v, want an error naming ipc.send", err)
+	}
+}
+
+func TestParseMode(t *testing.T) {
+	for in, want := range map[string]Mode{"sync": Sync, " async ": Async} {
+		if got, err := ParseMode(in); err != nil || got != want {
+			t.Errorf("ParseMode(%q) = %v, %v; want %v", in, got, err, want)
+		}
+	}
+	if _, err := ParseMode("fast"); err == nil || !strings.Contains(err.Error(), "ipc.send") {
+		t.Errorf("ParseMode(\"fast\") = %v, want an error naming ipc.send", err)
 	}
 }

@@ -18,7 +18,14 @@ import (
 // socketpair connection.
 const TransportSocketpair = "socketpair"
 
-// ErrNotChild is returned by AcceptInherited in a process that was not
+// The launch contract: the environment entries Pair.ChildEnv and
+// PipePair.ChildEnv give a child, and LookupInherited reads back.
+const (
+	EnvFD    = "AMDAHL_IPC_FD"    // inherited connection: "3", or "3,4" for pipes
+	EnvToken = "AMDAHL_IPC_TOKEN" // per-connection handshake token, hex
+)
+
+// ErrNotChild is returned by LookupInherited in a process that was not
 // started by an amdahl parent (for example a task host started by hand).
 var ErrNotChild = errors.New("ipc: this program is an amdahl task host and is not meant to be started by hand; " +
 	"it is started by amdahl, which passes it a connection (" + EnvFD + ") and a handshake token (" + EnvToken + ")")
@@ -96,62 +103,101 @@ func ignoreClosed(err error) error {
 // Connect runs the parent end of the handshake on nc (an AF_UNIX stream
 // socket) and starts the Conn. The Conn owns nc; on error nc is closed.
 func Connect(ctx context.Context, nc *net.UnixConn, tok Token, opts ...Option) (*Conn, error) {
-	return open(ctx, nc, tok, true, TransportSocketpair, nil, opts)
+	return open(ctx, nc, tok, true, TransportSocketpair, opts)
 }
 
 // Accept runs the child end of the handshake on nc and starts the Conn.
 // The Conn owns nc; on error nc is closed.
 func Accept(ctx context.Context, nc *net.UnixConn, tok Token, opts ...Option) (*Conn, error) {
-	return open(ctx, nc, tok, false, TransportSocketpair, nil, opts)
+	return open(ctx, nc, tok, false, TransportSocketpair, opts)
 }
 
-// AcceptInherited is Accept for a child started by an amdahl parent: it
-// takes the connection from the inherited fd named by AMDAHL_IPC_FD and the
-// token from AMDAHL_IPC_TOKEN (which it then removes from the environment,
-// so grandchildren do not inherit it). Without them it returns ErrNotChild.
-func AcceptInherited(ctx context.Context, opts ...Option) (*Conn, error) {
-	fdStr, okFD := os.LookupEnv(EnvFD)
-	tokStr, okTok := os.LookupEnv(EnvToken)
+// Inherited names the connection an amdahl parent handed its child at
+// launch: the fds the child inherited and the handshake token. The parent
+// passes it in the child's environment (Pair.ChildEnv, PipePair.ChildEnv);
+// LookupInherited reads it back, and AcceptInherited connects over it.
+type Inherited struct {
+	// FDs is one AF_UNIX stream socket, or the read then the write end of
+	// two pipes; each fd is at least 3 (after stdin, stdout, stderr).
+	FDs   []int
+	Token Token
+}
+
+// LookupInherited reads the launch contract with lookupEnv (os.LookupEnv
+// in a task host's main): AMDAHL_IPC_FD, one socket fd ("3") or a pipe read
+// and write fd ("3,4"), and AMDAHL_IPC_TOKEN, the hex token. Without
+// either it returns ErrNotChild; a malformed value is an error naming the
+// variable. It changes no environment: the caller should unset
+// AMDAHL_IPC_TOKEN once it is read, so that grandchildren do not inherit
+// the token.
+func LookupInherited(lookupEnv func(string) (string, bool)) (Inherited, error) {
+	fdStr, okFD := lookupEnv(EnvFD)
+	tokStr, okTok := lookupEnv(EnvToken)
 	if !okFD || !okTok {
-		return nil, ErrNotChild
+		return Inherited{}, ErrNotChild
 	}
 	tok, err := ParseToken(strings.TrimSpace(tokStr))
 	if err != nil {
-		return nil, fmt.Errorf("ipc: %s: %w", EnvToken, err)
+		return Inherited{}, fmt.Errorf("ipc: %s: %w", EnvToken, err)
 	}
-	_ = os.Unsetenv(EnvToken)
-	if strings.Contains(fdStr, ",") {
-		r, w, err := inheritedPipes(fdStr)
+	parts := strings.Split(fdStr, ",")
+	if len(parts) > 2 {
+		return Inherited{}, fmt.Errorf("ipc: %s=%q: want one socket fd or two pipe fds \"R,W\"", EnvFD, fdStr)
+	}
+	fds := make([]int, len(parts))
+	for i, p := range parts {
+		fd, err := strconv.Atoi(strings.TrimSpace(p))
+		if err != nil || fd < 3 {
+			return Inherited{}, fmt.Errorf("ipc: %s=%q: want inherited fd numbers ≥ 3", EnvFD, fdStr)
+		}
+		fds[i] = fd
+	}
+	return Inherited{FDs: fds, Token: tok}, nil
+}
+
+// AcceptInherited is Accept for a child started by an amdahl parent: it
+// takes the connection from the fds named by inh (a socket, or two pipes)
+// and runs the child end of the handshake with inh's token. The Conn owns
+// the fds; if the handshake fails they are closed.
+func AcceptInherited(ctx context.Context, inh Inherited, opts ...Option) (*Conn, error) {
+	for _, fd := range inh.FDs {
+		if fd < 3 {
+			return nil, fmt.Errorf("ipc: inherited fds %v: want fd numbers ≥ 3", inh.FDs)
+		}
+	}
+	switch len(inh.FDs) {
+	case 1:
+	case 2:
+		r, w, err := inheritedPipes(inh.FDs[0], inh.FDs[1])
 		if err != nil {
 			return nil, err
 		}
-		return openPipes(ctx, r, w, tok, false, opts)
+		return openPipes(ctx, r, w, inh.Token, false, opts)
+	default:
+		return nil, fmt.Errorf("ipc: inherited fds %v: want one socket fd or a pipe's read and write fds", inh.FDs)
 	}
-	fd, err := strconv.Atoi(strings.TrimSpace(fdStr))
-	if err != nil || fd < 3 {
-		return nil, fmt.Errorf("ipc: %s=%q: want an inherited fd number ≥ 3", EnvFD, fdStr)
-	}
+	fd := inh.FDs[0]
 	f := os.NewFile(uintptr(fd), "ipc-inherited")
 	defer f.Close()
 	fc, err := net.FileConn(f)
 	if err != nil {
-		return nil, fmt.Errorf("ipc: %s=%d: not a socket: %w", EnvFD, fd, err)
+		return nil, fmt.Errorf("ipc: inherited fd %d: not a socket: %w", fd, err)
 	}
 	uc, ok := fc.(*net.UnixConn)
 	if !ok {
 		_ = fc.Close()
-		return nil, fmt.Errorf("ipc: %s=%d: not a unix socket", EnvFD, fd)
+		return nil, fmt.Errorf("ipc: inherited fd %d: not a unix socket", fd)
 	}
-	return Accept(ctx, uc, tok, opts...)
+	return Accept(ctx, uc, inh.Token, opts...)
 }
 
-func open(ctx context.Context, nc *net.UnixConn, tok Token, parent bool, transport string, hello []byte, opts []Option) (*Conn, error) {
-	return openStream(ctx, nc, func(n int, _ *slog.Logger) (int, error) { return applySendBuffer(nc, n) }, tok, parent, transport, hello, opts)
+func open(ctx context.Context, nc *net.UnixConn, tok Token, parent bool, transport string, opts []Option) (*Conn, error) {
+	return openStream(ctx, nc, func(n int, _ *slog.Logger) (int, error) { return applySendBuffer(nc, n) }, tok, parent, transport, opts)
 }
 
 // openStream resolves the options, runs the handshake, sizes the buffer
 // with setBuffer and starts the Conn. On error nc is closed.
-func openStream(ctx context.Context, nc stream, setBuffer func(int, *slog.Logger) (int, error), tok Token, parent bool, transport string, hello []byte, opts []Option) (*Conn, error) {
+func openStream(ctx context.Context, nc stream, setBuffer func(int, *slog.Logger) (int, error), tok Token, parent bool, transport string, opts []Option) (*Conn, error) {
 	cfg, err := resolve(transport, opts)
 	if err != nil {
 		_ = nc.Close()
@@ -162,7 +208,7 @@ func openStream(ctx context.Context, nc stream, setBuffer func(int, *slog.Logger
 		_ = nc.Close()
 		return nil, err
 	}
-	if err := handshake(ctx, nc, tok, cfg.handshakeTimeout, hello); err != nil {
+	if err := handshake(ctx, nc, tok, cfg.handshakeTimeout, cfg.hello); err != nil {
 		m.handshake(ctx, err)
 		_ = nc.Close()
 		return nil, err

@@ -118,7 +118,7 @@ func (l *Listener) Accept(ctx context.Context, tok Token, opts ...Option) (*Conn
 		_ = uc.Close()
 		return nil, err
 	}
-	return open(ctx, uc, tok, false, TransportUnix, nil, opts)
+	return open(ctx, uc, tok, false, TransportUnix, opts)
 }
 
 // Close stops listening and removes the socket file. Safe to call more
@@ -143,5 +143,5 @@ func Dial(ctx context.Context, path string, tok Token, opts ...Option) (*Conn, e
 		_ = uc.Close()
 		return nil, err
 	}
-	return open(ctx, uc, tok, true, TransportUnix, nil, opts)
+	return open(ctx, uc, tok, true, TransportUnix, opts)
 }

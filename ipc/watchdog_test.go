@@ -63,7 +63,7 @@ func TestStallWatchdog(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := child.Reply(ctx, in, &ipcpb.TaskResult{Id: 5}, time.Now(), 0); err != nil {
+	if err := child.Send(ctx, &ipcpb.TaskResult{Id: in.Msg.(*ipcpb.TaskConfiguration).Id}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := parent.Recv(ctx); err != nil {

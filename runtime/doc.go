@@ -23,7 +23,9 @@
 //     the span runtime.host: ipc.serialize and ipc.send of the request,
 //     the host's receive, deserialize, execute and reply serialize
 //     (synthesised from the timings the host returns in its reply, as
-//     taskhost.<phase> spans with amdahl.remote=true), and ipc.receive and
+//     taskhost.<phase> spans with amdahl.remote=true; the task-host
+//     protocol, package ipc/taskproto, encodes the timings in the host
+//     and decodes and places them in the parent), and ipc.receive and
 //     ipc.deserialize of the reply. The orchestration is then completed
 //     with the task's outputs (a CompleteOrchestration action);
 //   - fanout units: dispatch ends at the lease; the actions are completed
@@ -80,8 +82,15 @@
 //
 // One name per knob, as `--set name=value` or the environment variable
 // AMDAHL_<NAME> (dots and name upper-cased); precedence --set > environment
-// > default (the feature-wave default for ipc.buffer). An unknown name or
-// an invalid value is a *SettingError listing the valid names or values.
+// > default (the feature-wave default for ipc.buffer and
+// chunking.algorithm). An unknown name or an invalid value is a
+// *SettingError listing the valid names or values.
+//
+// The feature waves come from AMDAHL_DISABLE_FEATURES_FROM_VERSION,
+// resolved once per process (DefaultSettings, ResolveSettings). A value
+// that is not a version is an error naming the variable and the valid
+// waves (amdahl run and amdahl ab exit 2); a version outside the known
+// waves is clamped to the nearest and the clamping logged as a warning.
 //
 //	ipc.buffer               AMDAHL_IPC_BUFFER              size, 1B..1GiB (default 1MiB; 128KiB with wave 0.1 off)
 //	ipc.send                 AMDAHL_IPC_SEND                sync | async
@@ -107,7 +116,9 @@
 // of 1024): 262144, 46KB, 1.5MiB (package internal/bytesize).
 //
 // The ipc settings and perturb.taskhost.execute are passed to each task
-// host in its environment, so both ends of a connection agree.
+// host in its environment and read back there through this registry
+// (ServeHost), so both ends of a connection agree; package ipc itself
+// reads no environment and takes them as options.
 //
 // Run's Config.MaxInFlight makes a closed loop: a unit is submitted only
 // while fewer than that many are in flight, so none waits in the queue

@@ -30,6 +30,7 @@ import (
 	"github.com/amdahl-rt/amdahl/chunking/dtpb"
 	"github.com/amdahl-rt/amdahl/ipc"
 	"github.com/amdahl-rt/amdahl/ipc/ipcpb"
+	"github.com/amdahl-rt/amdahl/ipc/taskproto"
 	"github.com/amdahl-rt/amdahl/runtime/scenario"
 	"github.com/amdahl-rt/amdahl/telemetry"
 	"github.com/amdahl-rt/amdahl/telemetry/attribution"
@@ -752,46 +753,12 @@ func (r *Runtime) runFanout(ctx context.Context, u *unit) (string, error) {
 
 // childSpans records the task host's phases, returned in its reply, as
 // spans of the parent's trace (amdahl.remote=true) under the host span,
-// placed in the parent's clock within [sendStart, replyStart].
+// placed in the parent's clock within [sendStart, replyStart] (package
+// taskproto decodes and places them).
 func (r *Runtime) childSpans(ctx context.Context, res *ipcpb.TaskResult, sendStart, replyStart time.Time) {
-	if len(res.GetTimings()) == 0 {
-		return
-	}
-	base := time.Unix(0, res.GetReceiveStartUnixNano())
-	var last time.Duration
-	for _, t := range res.GetTimings() {
-		last = max(last, time.Duration(t.GetStartOffsetNs()+t.GetDurationNs()))
-	}
-	// Wall clocks of two processes on one machine agree closely, but clamp
-	// so the child's window lies inside the round trip that contains it.
-	lo, hi := sendStart.Round(0), replyStart.Round(0)
-	if base.Before(lo) {
-		base = lo
-	}
-	if end := base.Add(last); end.After(hi) {
-		base = hi.Add(-last)
-		if base.Before(lo) {
-			base = lo
-		}
-	}
-	for _, t := range res.GetTimings() {
-		var p telemetry.Phase
-		d := telemetry.Request
-		switch t.GetPhase() {
-		case ipcpb.Phase_PHASE_RECEIVE:
-			p = telemetry.Receive
-		case ipcpb.Phase_PHASE_DESERIALIZE:
-			p = telemetry.Deserialize
-		case ipcpb.Phase_PHASE_EXECUTE:
-			p, d = telemetry.Execute, telemetry.None
-		case ipcpb.Phase_PHASE_REPLY_SERIALIZE:
-			p, d = telemetry.Serialize, telemetry.Reply
-		default:
-			continue
-		}
-		st := base.Add(time.Duration(t.GetStartOffsetNs()))
-		en := st.Add(time.Duration(t.GetDurationNs()))
-		r.hostComp.RecordSpan(ctx, p, d, st, en, telemetry.AttrRemote.Bool(true))
+	var buf [taskproto.NumTimings]taskproto.Timing
+	for _, t := range taskproto.AppendTimings(buf[:0], res, sendStart, replyStart) {
+		r.hostComp.RecordSpan(ctx, t.Phase, t.Direction, t.Start, t.End, telemetry.AttrRemote.Bool(true))
 	}
 }
 

@@ -15,6 +15,7 @@ import (
 	"github.com/amdahl-rt/amdahl/internal/bytesize"
 	"github.com/amdahl-rt/amdahl/internal/features"
 	"github.com/amdahl-rt/amdahl/ipc"
+	"github.com/amdahl-rt/amdahl/ipc/taskproto"
 	"github.com/amdahl-rt/amdahl/telemetry"
 )
 
@@ -298,18 +299,32 @@ func (e *SettingError) Error() string {
 	return fmt.Sprintf("invalid value %q for setting %s (from %s): %s", e.Value, e.Name, e.Source, e.Reason)
 }
 
+// legacyIPCBuffer is ipc.buffer's default with wave 0.1 disabled: the
+// seed's 128 KiB.
+const legacyIPCBuffer = 128 << 10
+
 // DefaultSettings returns the defaults, the feature-wave dependent ones
-// resolved for this process: with wave 0.1 disabled
-// (AMDAHL_DISABLE_FEATURES_FROM_VERSION=0.1), ipc.buffer is 128KiB and
-// chunking.algorithm is legacy.
-func DefaultSettings() Settings {
+// resolved for this process (AMDAHL_DISABLE_FEATURES_FROM_VERSION, resolved
+// once per process): with wave 0.1 disabled, ipc.buffer is 128KiB and
+// chunking.algorithm is legacy. An invalid value of that variable is an
+// error naming it and the valid waves.
+func DefaultSettings() (Settings, error) {
+	waves, err := features.Current()
+	if err != nil {
+		return Settings{}, err
+	}
+	return defaultSettings(waves), nil
+}
+
+// defaultSettings returns the defaults under the feature waves res.
+func defaultSettings(waves features.Resolution) Settings {
 	nodes := min(max(goruntime.NumCPU(), 2), 8)
-	alg := chunking.Cached
-	if !features.Enabled(features.Wave0_1) {
-		alg = chunking.Legacy
+	alg, buffer := chunking.Cached, ipc.DefaultBufferSize
+	if !waves.Enabled(features.Wave0_1) {
+		alg, buffer = chunking.Legacy, legacyIPCBuffer
 	}
 	return Settings{
-		IPCBuffer:      ipc.DefaultBuffer(),
+		IPCBuffer:      buffer,
 		ChunkAlgorithm: alg,
 		IPCSend:        ipc.Sync,
 		IPCTransport:   Socketpair,
@@ -355,16 +370,28 @@ func (s *Settings) Map() map[string]string {
 	return out
 }
 
-// ResolveSettings builds the settings: defaults, then the environment
-// (AMDAHL_<NAME>, read with lookupEnv; nil means os.LookupEnv), then sets,
-// each "name=value" (a --set flag), later ones winning. Any unknown name or
-// invalid value is a *SettingError naming the setting and the valid names
-// or values; nothing is half-applied.
+// ResolveSettings builds the settings: defaults (the feature waves from
+// AMDAHL_DISABLE_FEATURES_FROM_VERSION), then the environment
+// (AMDAHL_<NAME>), then sets, each "name=value" (a --set flag), later ones
+// winning. Variables are read with lookupEnv; nil means the process
+// environment, with the waves resolved once per process (DefaultSettings).
+// Any unknown name or invalid value is a *SettingError naming the setting
+// and the valid names or values, and an invalid wave variable is an error
+// naming it and the valid waves; nothing is half-applied.
 func ResolveSettings(sets []string, lookupEnv func(string) (string, bool)) (Settings, error) {
+	var s Settings
+	var err error
 	if lookupEnv == nil {
 		lookupEnv = os.LookupEnv
+		s, err = DefaultSettings()
+	} else {
+		var waves features.Resolution
+		waves, err = features.FromEnv(lookupEnv)
+		s = defaultSettings(waves)
 	}
-	s := DefaultSettings()
+	if err != nil {
+		return Settings{}, err
+	}
 	for _, st := range registry {
 		if v, ok := lookupEnv(EnvName(st.name)); ok {
 			if err := s.Set(st.name, v, EnvName(st.name)); err != nil {
@@ -389,7 +416,12 @@ func ResolveSettings(sets []string, lookupEnv func(string) (string, bool)) (Sett
 func SettingsHelp() string {
 	var b strings.Builder
 	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
-	def := DefaultSettings()
+	def, err := DefaultSettings()
+	if err != nil {
+		// Help still shows the shipped defaults; running reports the
+		// invalid variable.
+		def = defaultSettings(features.Resolution{DisableFrom: features.EnableAll})
+	}
 	fmt.Fprintln(tw, "  NAME\tENVIRONMENT\tDEFAULT\tVALUES")
 	names := SettingNames()
 	for _, n := range names {
@@ -409,15 +441,39 @@ func SettingsHelp() string {
 	return b.String()
 }
 
-// childEnv returns the environment entries that carry the ipc settings to
-// a task host, so both ends of a connection use the same values.
+// hostSettingNames are the settings a task host uses: the parent passes
+// them in the host's environment (childEnv), and the host reads them back
+// through the registry (hostSettings), so both ends of a connection use the
+// same values.
+var hostSettingNames = [...]string{"ipc.buffer", "ipc.send", "ipc.delta", "perturb.taskhost.execute"}
+
+// childEnv returns the environment entries that carry the host settings to
+// a task host.
 func (s *Settings) childEnv() []string {
-	return []string{
-		ipc.EnvBuffer + "=" + strconv.Itoa(s.IPCBuffer),
-		ipc.EnvMode + "=" + s.IPCSend.String(),
-		ipc.EnvDelta + "=" + onOff(s.IPCDelta),
-		EnvPerturbExecute + "=" + s.Perturb[2].String(),
+	out := make([]string, 0, len(hostSettingNames))
+	for _, name := range hostSettingNames {
+		v, _ := s.Get(name)
+		out = append(out, EnvName(name)+"="+v)
 	}
+	return out
+}
+
+// hostSettings resolves, in a task host, the settings its parent passed
+// (childEnv): the defaults, then AMDAHL_<NAME> of each host setting read
+// with lookupEnv. An invalid value is a *SettingError.
+func hostSettings(lookupEnv func(string) (string, bool)) (Settings, error) {
+	s, err := DefaultSettings()
+	if err != nil {
+		return Settings{}, err
+	}
+	for _, name := range hostSettingNames {
+		if v, ok := lookupEnv(EnvName(name)); ok {
+			if err := s.Set(name, v, EnvName(name)); err != nil {
+				return Settings{}, err
+			}
+		}
+	}
+	return s, nil
 }
 
 // delays returns the phase delays of the parent's components that the
@@ -436,7 +492,8 @@ func (s *Settings) delays() map[string]map[telemetry.Phase]time.Duration {
 	return out
 }
 
-// ipcOptions returns the ipc options of the parent's end.
+// ipcOptions returns the ipc options of either end of a connection to a
+// task host: the ipc settings and the task-host protocol.
 func (s *Settings) ipcOptions() []ipc.Option {
-	return []ipc.Option{ipc.WithBufferSize(s.IPCBuffer), ipc.WithMode(s.IPCSend), ipc.WithDelta(s.IPCDelta)}
+	return []ipc.Option{ipc.WithBufferSize(s.IPCBuffer), ipc.WithMode(s.IPCSend), taskproto.WithCodec(taskproto.WithDelta(s.IPCDelta))}
 }

@@ -1,6 +1,7 @@
 package runtime
 
 import (
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -159,8 +160,11 @@ func TestSettingsPrecedence(t *testing.T) {
 	if err != nil || s.Nodes != 6 {
 		t.Fatalf("--set over env, last wins: got nodes %d, %v; want 6", s.Nodes, err)
 	}
-	d := DefaultSettings()
-	if d.IPCBuffer != ipc.DefaultBuffer() || d.IPCSend != ipc.Sync || !d.IPCDelta || d.MaxChunkBytes != chunking.DefaultMaxChunkBytes {
+	d, err := DefaultSettings()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.IPCBuffer != ipc.DefaultBufferSize || d.IPCSend != ipc.Sync || !d.IPCDelta || d.MaxChunkBytes != chunking.DefaultMaxChunkBytes {
 		t.Errorf("defaults: %+v", d)
 	}
 }
@@ -170,11 +174,33 @@ func TestSettingsCarryToChildren(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := strings.Join(s.childEnv(), " ")
-	for _, want := range []string{ipc.EnvBuffer + "=131072", ipc.EnvMode + "=async", ipc.EnvDelta + "=off"} {
+	env := s.childEnv()
+	got := strings.Join(env, " ")
+	for _, want := range []string{"AMDAHL_IPC_BUFFER=131072", "AMDAHL_IPC_SEND=async", "AMDAHL_IPC_DELTA=off", "AMDAHL_PERTURB_TASKHOST_EXECUTE=0s"} {
 		if !strings.Contains(got, want) {
 			t.Errorf("child environment %q lacks %q", got, want)
 		}
+	}
+	// The host reads them back through the registry.
+	lookup := func(k string) (string, bool) {
+		for _, kv := range env {
+			if name, v, _ := strings.Cut(kv, "="); name == k {
+				return v, true
+			}
+		}
+		return "", false
+	}
+	h, err := hostSettings(lookup)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h.IPCBuffer != 128<<10 || h.IPCSend != ipc.Async || h.IPCDelta {
+		t.Errorf("host settings: buffer %d send %v delta %v, want 131072, async, off", h.IPCBuffer, h.IPCSend, h.IPCDelta)
+	}
+	_, err = hostSettings(func(k string) (string, bool) { return "fast", k == "AMDAHL_IPC_SEND" })
+	var se *SettingError
+	if !errors.As(err, &se) || se.Name != "ipc.send" || se.Source != "AMDAHL_IPC_SEND" {
+		t.Errorf("host settings with AMDAHL_IPC_SEND=fast: %v, want a *SettingError naming ipc.send and its variable", err)
 	}
 }
 
@@ -184,17 +210,48 @@ func TestWaveDefaults(t *testing.T) {
 	t.Setenv(features.EnvDisableFrom, "0.1")
 	features.Reset()
 	t.Cleanup(features.Reset)
-	d := DefaultSettings()
-	if d.IPCBuffer != ipc.LegacyBufferSize || d.ChunkAlgorithm != chunking.Legacy {
-		t.Errorf("wave 0.1 off: got buffer %d algorithm %v, want %d and legacy", d.IPCBuffer, d.ChunkAlgorithm, ipc.LegacyBufferSize)
+	d, err := DefaultSettings()
+	if err != nil || d.IPCBuffer != 128<<10 || d.ChunkAlgorithm != chunking.Legacy {
+		t.Errorf("wave 0.1 off: got buffer %d algorithm %v, %v; want %d and legacy", d.IPCBuffer, d.ChunkAlgorithm, err, 128<<10)
 	}
-	s, err := ResolveSettings([]string{"chunking.algorithm=cached", "ipc.buffer=1MiB"}, noEnv)
+	s, err := ResolveSettings([]string{"chunking.algorithm=cached", "ipc.buffer=1MiB"}, nil)
 	if err != nil || s.ChunkAlgorithm != chunking.Cached || s.IPCBuffer != 1<<20 {
 		t.Errorf("explicit settings over the wave: got %v %d, %v", s.ChunkAlgorithm, s.IPCBuffer, err)
 	}
 	t.Setenv(features.EnvDisableFrom, "")
 	features.Reset()
-	if d := DefaultSettings(); d.IPCBuffer != ipc.DefaultBufferSize || d.ChunkAlgorithm != chunking.Cached {
-		t.Errorf("every wave on: got buffer %d algorithm %v, want %d and cached", d.IPCBuffer, d.ChunkAlgorithm, ipc.DefaultBufferSize)
+	if d, err := DefaultSettings(); err != nil || d.IPCBuffer != ipc.DefaultBufferSize || d.ChunkAlgorithm != chunking.Cached {
+		t.Errorf("every wave on: got buffer %d algorithm %v, %v; want %d and cached", d.IPCBuffer, d.ChunkAlgorithm, err, ipc.DefaultBufferSize)
+	}
+	// With a lookup of its own, ResolveSettings reads the wave variable
+	// through it too.
+	s, err = ResolveSettings(nil, func(k string) (string, bool) { return "0.1", k == features.EnvDisableFrom })
+	if err != nil || s.IPCBuffer != 128<<10 || s.ChunkAlgorithm != chunking.Legacy {
+		t.Errorf("wave 0.1 off through lookupEnv: got buffer %d algorithm %v, %v", s.IPCBuffer, s.ChunkAlgorithm, err)
+	}
+}
+
+// TestWaveInvalid: a wave variable that is not a version is an error that
+// names it and the valid waves, never "every wave enabled".
+func TestWaveInvalid(t *testing.T) {
+	t.Setenv(features.EnvDisableFrom, "latest")
+	features.Reset()
+	t.Cleanup(features.Reset)
+	check := func(what string, err error) {
+		t.Helper()
+		if err == nil || !strings.Contains(err.Error(), features.EnvDisableFrom) || !strings.Contains(err.Error(), features.Wave0_1.String()) {
+			t.Errorf("%s with %s=latest: %v, want an error naming the variable and wave 0.1", what, features.EnvDisableFrom, err)
+		}
+	}
+	_, err := DefaultSettings()
+	check("DefaultSettings", err)
+	_, err = ResolveSettings(nil, nil)
+	check("ResolveSettings", err)
+	_, err = hostSettings(noEnv)
+	check("hostSettings", err)
+	_, err = ResolveSettings(nil, func(k string) (string, bool) { return "x.y", k == features.EnvDisableFrom })
+	check("ResolveSettings through lookupEnv", err)
+	if help := SettingsHelp(); !strings.Contains(help, "1048576") {
+		t.Errorf("SettingsHelp with an invalid wave variable lacks the default ipc.buffer 1048576:\n%s", help)
 	}
 }

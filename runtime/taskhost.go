@@ -15,6 +15,7 @@ import (
 
 	"github.com/amdahl-rt/amdahl/ipc"
 	"github.com/amdahl-rt/amdahl/ipc/ipcpb"
+	"github.com/amdahl-rt/amdahl/ipc/taskproto"
 	"github.com/amdahl-rt/amdahl/telemetry"
 	"github.com/amdahl-rt/amdahl/telemetry/otelsetup"
 )
@@ -85,24 +86,26 @@ func hashTask(ctx context.Context, task *ipcpb.TaskConfiguration) (map[string]st
 const EnvHostProfileDir = "AMDAHL_HOST_PROFILE_DIR"
 
 // ServeHost is the child side of a task host: it takes the connection its
-// amdahl parent handed it (ipc.AcceptInherited), then runs every
+// amdahl parent handed it (ipc.LookupInherited on the process environment,
+// then ipc.AcceptInherited), then runs every
 // TaskConfiguration it receives with the TaskFunc named by its TaskName,
 // one at a time, and replies with a TaskResult carrying the outputs and
 // the child's phase timings. It returns nil when the parent sends Shutdown
 // or closes the connection, ctx's error when ctx ends, and ipc.ErrNotChild
 // in a program not started by an amdahl parent. An unknown task name fails
-// that task, not the host. opts are applied after the settings the parent
-// passed in the environment.
+// that task, not the host. The settings the parent passed in the
+// environment (ipc.buffer, ipc.send, ipc.delta, perturb.taskhost.execute)
+// are read through the settings registry; an invalid one is a
+// *SettingError. opts are applied after them.
 //
 // Programs that host their own task functions call ServeHost from main.
 func ServeHost(ctx context.Context, tasks map[string]TaskFunc, opts ...ipc.Option) (err error) {
 	logger := slog.Default()
-	var delay time.Duration
-	if v := os.Getenv(EnvPerturbExecute); v != "" {
-		if delay, err = parsePerturb(v); err != nil {
-			return fmt.Errorf("taskhost: %s=%q: %w", EnvPerturbExecute, v, err)
-		}
+	set, err := hostSettings(os.LookupEnv)
+	if err != nil {
+		return fmt.Errorf("taskhost: %w", err)
 	}
+	delay := set.Perturb[2]
 	var comp *telemetry.Component
 	if dir := os.Getenv(EnvHostProfileDir); dir != "" {
 		tel, err := otelsetup.Setup(ctx, otelsetup.WithLookupEnv(func(string) (string, bool) { return "", false }),
@@ -115,7 +118,12 @@ func ServeHost(ctx context.Context, tasks map[string]TaskFunc, opts ...ipc.Optio
 			return err
 		}
 	}
-	conn, err := ipc.AcceptInherited(ctx, append([]ipc.Option{ipc.WithTelemetry(comp), ipc.WithLogger(logger)}, opts...)...)
+	inh, err := ipc.LookupInherited(os.LookupEnv)
+	if err != nil {
+		return err
+	}
+	_ = os.Unsetenv(ipc.EnvToken) // grandchildren must not inherit the token
+	conn, err := ipc.AcceptInherited(ctx, inh, append(append(set.ipcOptions(), ipc.WithTelemetry(comp), ipc.WithLogger(logger)), opts...)...)
 	if err != nil {
 		return err
 	}
@@ -133,7 +141,7 @@ func ServeHost(ctx context.Context, tasks map[string]TaskFunc, opts ...ipc.Optio
 			return conn.Shutdown(ctx)
 		case *ipcpb.TaskConfiguration:
 			res, start, dur := runTask(in.Context(ctx), comp, tasks, m, delay)
-			if err := conn.Reply(ctx, in, res, start, dur); err != nil {
+			if err := taskproto.Reply(ctx, conn, in, res, start, dur); err != nil {
 				return fmt.Errorf("taskhost: reply to task %d: %w", m.GetId(), err)
 			}
 		default:

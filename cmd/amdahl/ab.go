@@ -150,6 +150,11 @@ func runAB(ctx context.Context, cmd *cobra.Command, f abFlags) error {
 	if err != nil {
 		return err
 	}
+	// The feature waves are the process's, common to both sides: an
+	// invalid wave variable is reported once, not as a side's error.
+	if _, err := runtime.DefaultSettings(); err != nil {
+		return usageError{err}
+	}
 	sides := [2]struct {
 		name string
 		set  runtime.Settings

@@ -24,6 +24,7 @@ import (
 	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
 	"google.golang.org/grpc"
 
+	"github.com/amdahl-rt/amdahl/internal/features"
 	"github.com/amdahl-rt/amdahl/runtime"
 	"github.com/amdahl-rt/amdahl/telemetry/attribution"
 )
@@ -181,6 +182,38 @@ func TestRunUsageErrors(t *testing.T) {
 			}
 			if strings.Count(strings.TrimSpace(errs), "\n") != 0 {
 				t.Errorf("want a one-line reason, got %q", errs)
+			}
+		})
+	}
+}
+
+// TestRunInvalidFeatureWave: an AMDAHL_DISABLE_FEATURES_FROM_VERSION that
+// is not a version is bad usage (exit 2) with a one-line reason naming the
+// variable and the valid waves, for run and ab alike; it never runs with
+// every wave silently enabled.
+func TestRunInvalidFeatureWave(t *testing.T) {
+	t.Setenv(features.EnvDisableFrom, "latest")
+	features.Reset()
+	t.Cleanup(features.Reset)
+	for _, args := range [][]string{
+		{"run", "--scenario", "taskhost", "--set", "scenario.count=1"},
+		{"ab", "--scenario", "taskhost", "--candidate", "ipc.send=async"},
+	} {
+		t.Run(args[0], func(t *testing.T) {
+			code, out, errs := runCLI(t, args...)
+			if code != exitUsage {
+				t.Fatalf("exit %d, want %d; stderr %q", code, exitUsage, errs)
+			}
+			for _, want := range []string{features.EnvDisableFrom, `"latest"`, features.Wave0_1.String()} {
+				if !strings.Contains(errs, want) {
+					t.Errorf("stderr %q lacks %q", errs, want)
+				}
+			}
+			if strings.Count(strings.TrimSpace(errs), "\n") != 0 || !strings.HasPrefix(errs, "amdahl: ") {
+				t.Errorf("want one line \"amdahl: reason\", got %q", errs)
+			}
+			if out != "" {
+				t.Errorf("stdout %q, want nothing: nothing ran", out)
 			}
 		})
 	}

@@ -79,7 +79,10 @@ func parent(ctx context.Context, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	set := runtime.DefaultSettings()
+	set, err := runtime.DefaultSettings()
+	if err != nil {
+		return err
+	}
 	set.Nodes, set.Concurrency = 2, 2
 	var mu sync.Mutex
 	results := map[int]runtime.Result{}

@@ -5,16 +5,22 @@
 //
 // Environment:
 //
-//	AMDAHL_DISABLE_FEATURES_FROM_VERSION  unset: every wave enabled.
+//	AMDAHL_DISABLE_FEATURES_FROM_VERSION  unset or empty: every wave enabled.
 //	    A version of 2 to 4 non-negative integers (X.Y[.Z[.W]]) compared like
 //	    .NET System.Version (absent components are -1, so "0.1.0" > "0.1").
-//	    A value between two waves rounds up to the next wave; below the
-//	    lowest wave clamps to the lowest (all disabled); above the highest
-//	    clamps to the highest (the highest wave disabled). An unparseable
-//	    value enables every wave and is reported as a warning.
+//	    A value between two waves rounds up to the next wave. A value
+//	    outside the known waves is clamped, and the clamping is logged as a
+//	    warning (it is a valid version, so the process runs): below the
+//	    lowest wave to the lowest (all disabled), above the highest to the
+//	    highest (the highest wave disabled); 999.999 keeps every wave. A
+//	    value that is not a version is an error naming the variable and the
+//	    waves; nothing falls back to "all enabled".
 //
-// The process-wide resolution happens once, on first use, and is logged
-// through log/slog; Reset forgets it (for tests).
+// The program resolves the variable once (Current, from the process
+// environment; runtime.ResolveSettings and runtime.DefaultSettings call it)
+// and reports an invalid value as bad usage. The resolution, or the error,
+// is cached for the life of the process and logged through log/slog on
+// first use; Reset forgets it (for tests).
 package features
 
 import (
@@ -105,13 +111,11 @@ const (
 	Unset State = iota
 	// Valid: the value named a wave or EnableAll, or was rounded up to one.
 	Valid
-	// InvalidFormat: the value could not be parsed; every wave is enabled.
-	InvalidFormat
 	// OutOfRotation: the value was outside the known waves and was clamped.
 	OutOfRotation
 )
 
-var stateNames = [...]string{"unset", "valid", "invalid-format", "out-of-rotation"}
+var stateNames = [...]string{"unset", "valid", "out-of-rotation"}
 
 // String returns the state's name.
 func (s State) String() string {
@@ -127,74 +131,88 @@ type Resolution struct {
 	// is disabled. EnableAll when nothing is disabled.
 	DisableFrom Version
 	State       State
-	// Warning is a human-readable explanation when State is InvalidFormat
-	// or OutOfRotation, empty otherwise.
-	Warning string
+	// Notice explains a clamped value (State OutOfRotation); empty
+	// otherwise. Current logs it as a warning.
+	Notice string
 }
 
 // Enabled reports whether wave w is enabled under r.
 func (r Resolution) Enabled(w Version) bool { return w.Compare(r.DisableFrom) < 0 }
 
 // Resolve resolves value (the content of AMDAHL_DISABLE_FEATURES_FROM_VERSION)
-// against waves, which must be sorted oldest first and non-empty.
-func Resolve(value string, waves []Version) Resolution {
+// against waves, which must be sorted oldest first and non-empty. A value
+// that is not a version is an error naming the variable and the waves.
+func Resolve(value string, waves []Version) (Resolution, error) {
 	if strings.TrimSpace(value) == "" {
-		return Resolution{DisableFrom: EnableAll, State: Unset}
+		return Resolution{DisableFrom: EnableAll, State: Unset}, nil
 	}
 	v, err := ParseVersion(value)
 	if err != nil {
-		return Resolution{DisableFrom: EnableAll, State: InvalidFormat,
-			Warning: fmt.Sprintf("%s=%q is not a version (%v); all features stay enabled", EnvDisableFrom, value, err)}
+		names := make([]string, len(waves))
+		for i, w := range waves {
+			names[i] = w.String()
+		}
+		return Resolution{}, fmt.Errorf("invalid %s=%q: want a version X.Y[.Z[.W]]: a wave (%s) to disable it and every later one, or %s to keep every wave (%v)",
+			EnvDisableFrom, value, strings.Join(names, ", "), EnableAll, err)
 	}
 	if v.Compare(EnableAll) == 0 {
-		return Resolution{DisableFrom: EnableAll, State: Valid}
+		return Resolution{DisableFrom: EnableAll, State: Valid}, nil
 	}
 	lowest, highest := waves[0], waves[len(waves)-1]
 	if v.Compare(lowest) < 0 {
 		return Resolution{DisableFrom: lowest, State: OutOfRotation,
-			Warning: fmt.Sprintf("%s=%s is below the lowest wave %s; clamped to %s (all waves disabled)", EnvDisableFrom, v, lowest, lowest)}
+			Notice: fmt.Sprintf("%s=%s is below the lowest wave %s; clamped to %s (all waves disabled)", EnvDisableFrom, v, lowest, lowest)}, nil
 	}
 	if v.Compare(highest) > 0 {
 		return Resolution{DisableFrom: highest, State: OutOfRotation,
-			Warning: fmt.Sprintf("%s=%s is above the highest wave %s; clamped to %s (wave %s disabled)", EnvDisableFrom, v, highest, highest, highest)}
+			Notice: fmt.Sprintf("%s=%s is above the highest wave %s; clamped to %s (wave %s disabled)", EnvDisableFrom, v, highest, highest, highest)}, nil
 	}
 	for _, w := range waves {
 		if v.Compare(w) <= 0 {
-			return Resolution{DisableFrom: w, State: Valid}
+			return Resolution{DisableFrom: w, State: Valid}, nil
 		}
 	}
-	return Resolution{DisableFrom: highest, State: Valid}
+	return Resolution{DisableFrom: highest, State: Valid}, nil
+}
+
+// FromEnv resolves the variable read with lookupEnv against Waves(),
+// without caching or logging (see Current for the process-wide one).
+func FromEnv(lookupEnv func(string) (string, bool)) (Resolution, error) {
+	v, _ := lookupEnv(EnvDisableFrom)
+	return Resolve(v, Waves())
 }
 
 var (
-	mu       sync.Mutex
-	resolved *Resolution
+	mu          sync.Mutex
+	resolved    *Resolution
+	resolvedErr error
 )
 
 // Current returns the process-wide resolution from the environment,
-// resolving and logging it on first use. Safe for concurrent use.
-func Current() Resolution {
+// resolving and logging it on first use; the result, error included, is
+// the same on every call until Reset. Safe for concurrent use.
+func Current() (Resolution, error) {
 	mu.Lock()
 	defer mu.Unlock()
 	if resolved == nil {
-		r := Resolve(os.Getenv(EnvDisableFrom), Waves())
-		resolved = &r
-		if r.Warning != "" {
-			slog.Warn("feature waves: "+r.Warning, "state", r.State.String())
-		} else {
+		r, err := FromEnv(os.LookupEnv)
+		resolved, resolvedErr = &r, err
+		switch {
+		case err != nil:
+			slog.Debug("feature waves: not resolved", "err", err)
+		case r.Notice != "":
+			slog.Warn("feature waves: "+r.Notice, "state", r.State.String())
+		default:
 			slog.Debug("feature waves resolved", "disable_from", r.DisableFrom.String(), "state", r.State.String())
 		}
 	}
-	return *resolved
+	return *resolved, resolvedErr
 }
-
-// Enabled reports whether wave w is enabled in this process.
-func Enabled(w Version) bool { return Current().Enabled(w) }
 
 // Reset forgets the process-wide resolution so that the next Current reads
 // the environment again. For tests (use with t.Setenv).
 func Reset() {
 	mu.Lock()
-	resolved = nil
+	resolved, resolvedErr = nil, nil
 	mu.Unlock()
 }

@@ -1,6 +1,9 @@
 package features
 
-import "testing"
+import (
+	"strings"
+	"testing"
+)
 
 func TestResolve(t *testing.T) {
 	waves := []Version{Wave(18, 4), Wave(18, 9), Wave(18, 11)}
@@ -11,12 +14,6 @@ func TestResolve(t *testing.T) {
 	}{
 		{"", EnableAll, Unset},
 		{"   ", EnableAll, Unset},
-		{"garbage", EnableAll, InvalidFormat},
-		{"16x8", EnableAll, InvalidFormat},
-		{"17_0", EnableAll, InvalidFormat},
-		{"1", EnableAll, InvalidFormat},
-		{"1.2.3.4.5", EnableAll, InvalidFormat},
-		{"18.-1", EnableAll, InvalidFormat},
 		{"18.9", Wave(18, 9), Valid},
 		{"999.999", EnableAll, Valid},
 		{"18.5", Wave(18, 9), Valid},    // between waves: rounds up
@@ -26,12 +23,38 @@ func TestResolve(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.in, func(t *testing.T) {
-			r := Resolve(tt.in, waves)
+			r, err := Resolve(tt.in, waves)
+			if err != nil {
+				t.Fatal(err)
+			}
 			if r.DisableFrom != tt.want || r.State != tt.state {
 				t.Fatalf("Resolve(%q) = %v %v, want %v %v", tt.in, r.DisableFrom, r.State, tt.want, tt.state)
 			}
-			if (r.Warning != "") != (tt.state == InvalidFormat || tt.state == OutOfRotation) {
-				t.Errorf("Resolve(%q) warning %q for state %v", tt.in, r.Warning, r.State)
+			if (r.Notice != "") != (tt.state == OutOfRotation) {
+				t.Errorf("Resolve(%q) notice %q for state %v", tt.in, r.Notice, r.State)
+			}
+		})
+	}
+}
+
+// TestResolveInvalid: a value that is not a version is an error naming
+// the variable, the value and the waves; it never means "all enabled".
+func TestResolveInvalid(t *testing.T) {
+	waves := []Version{Wave(18, 4), Wave(18, 9)}
+	for _, in := range []string{"garbage", "16x8", "17_0", "1", "1.2.3.4.5", "18.-1", "v0.1"} {
+		t.Run(in, func(t *testing.T) {
+			r, err := Resolve(in, waves)
+			if err == nil {
+				t.Fatalf("Resolve(%q) = %v %v, want an error", in, r.DisableFrom, r.State)
+			}
+			msg := err.Error()
+			for _, want := range []string{EnvDisableFrom, `"` + in + `"`, "18.4, 18.9", EnableAll.String()} {
+				if !strings.Contains(msg, want) {
+					t.Errorf("error %q lacks %q", msg, want)
+				}
+			}
+			if strings.Contains(msg, "\n") {
+				t.Errorf("error %q is more than one line", msg)
 			}
 		})
 	}
@@ -39,7 +62,10 @@ func TestResolve(t *testing.T) {
 
 func TestEnabled(t *testing.T) {
 	waves := []Version{Wave(18, 4), Wave(18, 9), Wave(18, 11)}
-	r := Resolve("18.9", waves)
+	r, err := Resolve("18.9", waves)
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, tt := range []struct {
 		w    Version
 		want bool
@@ -51,19 +77,44 @@ func TestEnabled(t *testing.T) {
 }
 
 func TestCurrentResolvesOnceAndResets(t *testing.T) {
+	enabled := func() bool {
+		t.Helper()
+		r, err := Current()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r.Enabled(Wave0_1)
+	}
 	t.Setenv(EnvDisableFrom, "0.1")
 	Reset()
 	t.Cleanup(Reset)
-	if Enabled(Wave0_1) {
-		t.Fatalf("Enabled(Wave0_1) = true with %s=0.1, want false", EnvDisableFrom)
+	if enabled() {
+		t.Fatalf("wave 0.1 enabled with %s=0.1, want disabled", EnvDisableFrom)
 	}
 	t.Setenv(EnvDisableFrom, "")
-	if Enabled(Wave0_1) {
-		t.Fatalf("Enabled(Wave0_1) changed without Reset; resolution must be cached")
+	if enabled() {
+		t.Fatalf("wave 0.1 enabled again without Reset; the resolution must be cached")
 	}
 	Reset()
-	if !Enabled(Wave0_1) {
-		t.Fatalf("Enabled(Wave0_1) = false after Reset with %s unset, want true", EnvDisableFrom)
+	if !enabled() {
+		t.Fatalf("wave 0.1 disabled after Reset with %s unset, want enabled", EnvDisableFrom)
+	}
+	t.Setenv(EnvDisableFrom, "junk")
+	Reset()
+	for range 2 {
+		if _, err := Current(); err == nil {
+			t.Fatalf("Current with %s=junk: no error, want one on every call", EnvDisableFrom)
+		}
+	}
+}
+
+func TestFromEnv(t *testing.T) {
+	r, err := FromEnv(func(k string) (string, bool) { return "0.1", k == EnvDisableFrom })
+	if err != nil || r.Enabled(Wave0_1) {
+		t.Fatalf("FromEnv(0.1) = %v, %v; want wave 0.1 disabled", r.DisableFrom, err)
+	}
+	if _, err := FromEnv(func(k string) (string, bool) { return "x", k == EnvDisableFrom }); err == nil {
+		t.Fatal("FromEnv(x) succeeded, want an error")
 	}
 }
 

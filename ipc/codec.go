@@ -1,0 +1,69 @@
+package ipc
+
+import (
+	"context"
+	"fmt"
+
+	"google.golang.org/protobuf/proto"
+)
+
+// Codec is the message-specific half of a Conn: how a packet becomes a
+// frame body and back. The Conn owns the rest (framing, size limits,
+// buffers, queue, goroutines, phase spans and metrics), and calls its Codec
+// one call at a time per direction, in wire order, so a Codec may keep
+// per-connection state for each direction (a delta baseline) without
+// locking:
+//
+//   - AppendBody runs in Send's goroutine inside the ipc.serialize phase,
+//     with the Conn's send lock held, in the order packets go on the wire.
+//     It appends the body of m, a packet of type t, to dst and returns the
+//     extended slice. It must not retain dst or m. It may change m's fields
+//     while it runs (Send's caller does not use m concurrently); fields it
+//     leaves changed are part of its documented protocol.
+//   - Decode runs on the Conn's reader goroutine inside the
+//     ipc.deserialize phase, in the order packets arrive. body is valid
+//     only during the call; the message returned is owned by the receiver.
+//     A body that is not a valid encoding is a *DecodeError (Unmarshal
+//     returns one); a packet that decodes but breaks the codec's protocol
+//     is a *ProtocolError. Either error fails the connection.
+//
+// The size limit (WithMaxPacketSize) applies to what AppendBody produced.
+// Both ends of a connection must use codecs that agree.
+type Codec interface {
+	AppendBody(ctx context.Context, dst []byte, t Type, m proto.Message) ([]byte, error)
+	Decode(t Type, body []byte) (proto.Message, error)
+}
+
+// WithCodec sets the constructor of the connection's Codec; the Conn calls
+// it once, so per-connection state is never shared between connections.
+// nil, the default, is the plain protobuf codec: AppendBody marshals m,
+// Decode is Unmarshal. Package ipc/taskproto provides the task-host
+// protocol's codec (delta encoding, reply timings).
+func WithCodec(newCodec func() Codec) Option { return func(o *config) { o.newCodec = newCodec } }
+
+// ProtocolError reports a packet that decoded but breaks the protocol its
+// Codec speaks (for example, in package taskproto, a map marked identical
+// before any full copy). Kind is the amdahl.ipc.kind under which
+// amdahl.ipc.protocol.errors counts it ("delta").
+type ProtocolError struct {
+	Kind string
+	Err  error
+}
+
+func (e *ProtocolError) Error() string { return e.Err.Error() }
+
+// Unwrap returns the underlying error.
+func (e *ProtocolError) Unwrap() error { return e.Err }
+
+// protoCodec is the default Codec: plain protobuf, no state.
+type protoCodec struct{}
+
+func (protoCodec) AppendBody(_ context.Context, dst []byte, t Type, m proto.Message) ([]byte, error) {
+	out, err := proto.MarshalOptions{}.MarshalAppend(dst, m)
+	if err != nil {
+		return dst, fmt.Errorf("ipc: encode %s packet: %w", t, err)
+	}
+	return out, nil
+}
+
+func (protoCodec) Decode(t Type, body []byte) (proto.Message, error) { return Unmarshal(t, body) }

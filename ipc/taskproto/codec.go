@@ -1,0 +1,213 @@
+package taskproto
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"sync"
+	"time"
+
+	"go.opentelemetry.io/otel/propagation"
+	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/amdahl-rt/amdahl/ipc"
+	"github.com/amdahl-rt/amdahl/ipc/ipcpb"
+)
+
+// KindDelta is the amdahl.ipc.kind of the protocol error a map marked
+// identical before any full copy causes.
+const KindDelta = "delta"
+
+var propagator = propagation.TraceContext{}
+
+// timingsField is TaskResult.timings' field number, read from the schema:
+// the reply's own serialize timing is appended to the encoded result as
+// one more element of this repeated field.
+var timingsField = protowire.Number((&ipcpb.TaskResult{}).ProtoReflect().Descriptor().Fields().ByName("timings").Number())
+
+var errNoBaseline = errors.New("no delta baseline")
+
+// Option configures one end's task-host codec.
+type Option func(*codec)
+
+// WithDelta turns delta encoding of environments and global properties on
+// or off for the packets this end sends (setting ipc.delta; default on).
+// The receiving end restores either.
+func WithDelta(on bool) Option { return func(c *codec) { c.delta = on } }
+
+// WithCodec returns the ipc option that makes a connection speak the
+// task-host protocol; both ends must install it. Each connection gets a
+// codec of its own: the delta baselines are per connection and direction.
+func WithCodec(opts ...Option) ipc.Option {
+	return ipc.WithCodec(func() ipc.Codec {
+		c := &codec{delta: true}
+		for _, o := range opts {
+			o(c)
+		}
+		return c
+	})
+}
+
+// codec is the task-host protocol's ipc.Codec for one connection.
+type codec struct {
+	delta bool
+	sent  baseline // AppendBody only: under the Conn's send lock
+	recv  baseline // Decode only: on the Conn's reader goroutine
+
+	mu sync.Mutex
+	// anchors holds, for each result Reply is sending, when the host
+	// started receiving the request it answers (monotonic): the anchor of
+	// the reply's serialize timing, which AppendBody measures.
+	anchors map[*ipcpb.TaskResult]time.Time
+}
+
+// baseline holds, for one direction, the last maps sent or received in
+// full.
+type baseline struct {
+	confEnv, confProps, resEnv map[string]string
+}
+
+// AppendBody encodes m: a configuration gets the W3C trace context of
+// ctx's span (TraceContext is left set) and its environment and global
+// properties delta-marked; a result its environment delta-marked and, when
+// Reply sends it, the reply's serialize timing appended. Every other packet
+// is plain protobuf. m's maps and modes are restored before it returns.
+func (c *codec) AppendBody(ctx context.Context, dst []byte, t ipc.Type, m proto.Message) ([]byte, error) {
+	switch p := m.(type) {
+	case *ipcpb.TaskConfiguration:
+		return c.appendConfiguration(ctx, dst, p)
+	case *ipcpb.TaskResult:
+		return c.appendResult(dst, p)
+	}
+	return marshalAppend(dst, t, m)
+}
+
+func (c *codec) appendConfiguration(ctx context.Context, dst []byte, p *ipcpb.TaskConfiguration) ([]byte, error) {
+	if p.TraceContext == nil {
+		p.TraceContext = make(map[string]string, 2)
+	}
+	clear(p.TraceContext)
+	propagator.Inject(ctx, propagation.MapCarrier(p.TraceContext))
+	env, envMode := p.Environment, p.EnvironmentMode
+	props, propsMode := p.GlobalProperties, p.GlobalPropertiesMode
+	p.EnvironmentMode, p.GlobalPropertiesMode = ipcpb.DeltaMode_DELTA_MODE_FULL, ipcpb.DeltaMode_DELTA_MODE_FULL
+	if sendIdentical(c.delta, env, &c.sent.confEnv) {
+		p.Environment, p.EnvironmentMode = nil, ipcpb.DeltaMode_DELTA_MODE_IDENTICAL
+	}
+	if sendIdentical(c.delta, props, &c.sent.confProps) {
+		p.GlobalProperties, p.GlobalPropertiesMode = nil, ipcpb.DeltaMode_DELTA_MODE_IDENTICAL
+	}
+	dst, err := marshalAppend(dst, ipc.TypeTaskConfiguration, p)
+	p.Environment, p.EnvironmentMode = env, envMode
+	p.GlobalProperties, p.GlobalPropertiesMode = props, propsMode
+	return dst, err
+}
+
+func (c *codec) appendResult(dst []byte, p *ipcpb.TaskResult) ([]byte, error) {
+	anchor, reply := c.takeAnchor(p)
+	env, envMode := p.Environment, p.EnvironmentMode
+	p.EnvironmentMode = ipcpb.DeltaMode_DELTA_MODE_FULL
+	if sendIdentical(c.delta, env, &c.sent.resEnv) {
+		p.Environment, p.EnvironmentMode = nil, ipcpb.DeltaMode_DELTA_MODE_IDENTICAL
+	}
+	start := time.Now()
+	dst, err := marshalAppend(dst, ipc.TypeTaskResult, p)
+	p.Environment, p.EnvironmentMode = env, envMode
+	if err != nil || !reply {
+		return dst, err
+	}
+	// The reply's serialize time is part of the reply: encode it as one
+	// more element of the repeated timings field, after the fact.
+	pt := &ipcpb.PhaseTiming{Phase: ipcpb.Phase_PHASE_REPLY_SERIALIZE, StartOffsetNs: int64(start.Sub(anchor)), DurationNs: int64(time.Since(start))}
+	dst = protowire.AppendTag(dst, timingsField, protowire.BytesType)
+	dst = protowire.AppendVarint(dst, uint64(proto.Size(pt)))
+	out, err := proto.MarshalOptions{UseCachedSize: true}.MarshalAppend(dst, pt)
+	if err != nil {
+		return dst, fmt.Errorf("taskproto: encode reply timing: %w", err)
+	}
+	return out, nil
+}
+
+func (c *codec) setAnchor(p *ipcpb.TaskResult, t time.Time) {
+	c.mu.Lock()
+	if c.anchors == nil {
+		c.anchors = make(map[*ipcpb.TaskResult]time.Time, 1)
+	}
+	c.anchors[p] = t
+	c.mu.Unlock()
+}
+
+// takeAnchor returns and forgets p's anchor; ok is false for a result not
+// sent by Reply.
+func (c *codec) takeAnchor(p *ipcpb.TaskResult) (t time.Time, ok bool) {
+	c.mu.Lock()
+	t, ok = c.anchors[p]
+	if ok {
+		delete(c.anchors, p)
+	}
+	c.mu.Unlock()
+	return t, ok
+}
+
+func marshalAppend(dst []byte, t ipc.Type, m proto.Message) ([]byte, error) {
+	out, err := proto.MarshalOptions{}.MarshalAppend(dst, m)
+	if err != nil {
+		return dst, fmt.Errorf("taskproto: encode %s packet: %w", t, err)
+	}
+	return out, nil
+}
+
+// sendIdentical reports whether cur can go as identical to *base, and
+// records cur as the new baseline when it goes in full.
+func sendIdentical(on bool, cur map[string]string, base *map[string]string) bool {
+	if on && *base != nil && maps.Equal(cur, *base) {
+		return true
+	}
+	*base = cloneMap(cur)
+	return false
+}
+
+func cloneMap(m map[string]string) map[string]string {
+	if m == nil {
+		return map[string]string{}
+	}
+	return maps.Clone(m)
+}
+
+// Decode decodes a packet and, for a configuration or a result, restores
+// the maps marked identical from the receive-side baseline and records
+// full ones as the new baseline. An identical map before any full one is
+// an *ipc.ProtocolError of kind KindDelta.
+func (c *codec) Decode(t ipc.Type, body []byte) (proto.Message, error) {
+	m, err := ipc.Unmarshal(t, body)
+	if err != nil {
+		return nil, err
+	}
+	switch p := m.(type) {
+	case *ipcpb.TaskConfiguration:
+		err = restore("environment", p.EnvironmentMode, &p.Environment, &c.recv.confEnv)
+		if err == nil {
+			err = restore("global properties", p.GlobalPropertiesMode, &p.GlobalProperties, &c.recv.confProps)
+		}
+	case *ipcpb.TaskResult:
+		err = restore("environment", p.EnvironmentMode, &p.Environment, &c.recv.resEnv)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+func restore(field string, mode ipcpb.DeltaMode, cur *map[string]string, base *map[string]string) error {
+	if mode == ipcpb.DeltaMode_DELTA_MODE_IDENTICAL {
+		if *base == nil {
+			return &ipc.ProtocolError{Kind: KindDelta, Err: fmt.Errorf("taskproto: %s marked identical before any full %s: %w", field, field, errNoBaseline)}
+		}
+		*cur = maps.Clone(*base)
+		return nil
+	}
+	*base = cloneMap(*cur)
+	return nil
+}

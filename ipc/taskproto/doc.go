@@ -1,0 +1,44 @@
+// Package taskproto is the task-host protocol spoken over an ipc.Conn: a
+// parent sends a task configuration (*ipcpb.TaskConfiguration), the task
+// host answers with a task result (*ipcpb.TaskResult) that carries, beside
+// the outputs, the host's own phase timings. Package ipc moves packets and
+// knows nothing of what they mean; this package is the one place where the
+// protocol's parts are encoded and decoded:
+//
+//   - Delta encoding. An environment or global properties map unchanged
+//     since the last full copy on the same connection and direction is
+//     sent as DELTA_MODE_IDENTICAL with no entries, and the receiver
+//     restores it from its own copy (WithDelta, setting ipc.delta;
+//     default on). A map marked identical before any full copy is an
+//     *ipc.ProtocolError of kind KindDelta, which fails the connection and
+//     counts amdahl.ipc.protocol.errors{amdahl.ipc.kind=delta}.
+//   - Trace context. A configuration carries the W3C trace context of the
+//     span in the ctx it is sent with (TraceContext is left set on the
+//     caller's message); a result carries the request's, so the host's
+//     spans and the parent's receive spans join the request's trace.
+//   - Reply timings. Reply fills TaskResult.timings with the host's
+//     receive, deserialize and execute phases as offsets from the moment it
+//     began receiving the request (receive_start_unix_nano, its wall
+//     clock), and the codec appends the reply's own serialize phase as one
+//     more element of the repeated field once the result is marshalled, so
+//     the measurement covers the marshalling. AppendTimings decodes them on
+//     the parent as Timing values (phase, direction, start, end) placed in
+//     the parent's clock within the round trip that contains them.
+//
+// # Use
+//
+// Both ends install the codec when they open the connection:
+//
+//	conn, err := pair.Connect(ctx, taskproto.WithCodec(taskproto.WithDelta(on))) // parent
+//	conn, err := ipc.AcceptInherited(ctx, inh, taskproto.WithCodec())            // task host
+//
+// The parent sends configurations with conn.Send, receives results with
+// conn.Recv and places the host's phases with AppendTimings; the host
+// receives configurations with conn.Recv and answers each with Reply.
+// Everything the codec does (delta marking and restoring, the protobuf
+// marshal and unmarshal, the appended timing) runs inside the Conn's
+// ipc.serialize and ipc.deserialize phases, with the Conn's buffers: the
+// protocol adds no copy of a packet.
+//
+// Log messages and shutdown packets go as plain protobuf.
+package taskproto

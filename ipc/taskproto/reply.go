@@ -1,0 +1,54 @@
+package taskproto
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/amdahl-rt/amdahl/ipc"
+	"github.com/amdahl-rt/amdahl/ipc/ipcpb"
+)
+
+// ErrNoCodec is returned by Reply on a connection opened without WithCodec.
+var ErrNoCodec = errors.New("taskproto: the connection does not speak the task-host protocol (open it with taskproto.WithCodec)")
+
+// Reply is the task host's answer: it sends res on conn as the result of
+// in, a task configuration received on conn, with what the parent needs
+// to place the host's phases. It sets res.Timings to the receive and
+// deserialize phases of in and the execute phase (execStart, execDur), as
+// offsets from in.ReceiveStart; res.ReceiveStartUnixNano to that anchor in
+// this host's wall clock; and res.TraceContext to the request's trace
+// context. The reply's own serialize phase is measured while the codec
+// encodes it and appended to the encoded packet as a fourth timing (it is
+// not added to res.Timings).
+//
+// conn must have been opened with WithCodec (else ErrNoCodec). Reply
+// blocks as conn.Send does, and, as with Send, res must not be used
+// concurrently.
+func Reply(ctx context.Context, conn *ipc.Conn, in *ipc.Incoming, res *ipcpb.TaskResult, execStart time.Time, execDur time.Duration) error {
+	c, ok := conn.Codec().(*codec)
+	if !ok {
+		return ErrNoCodec
+	}
+	base := in.ReceiveStart
+	res.ReceiveStartUnixNano = base.UnixNano()
+	clear(res.TraceContext)
+	if rctx := in.Context(context.Background()); trace.SpanContextFromContext(rctx).IsValid() {
+		if res.TraceContext == nil {
+			res.TraceContext = make(map[string]string, 2)
+		}
+		propagator.Inject(rctx, propagation.MapCarrier(res.TraceContext))
+	}
+	res.Timings = append(res.Timings[:0],
+		&ipcpb.PhaseTiming{Phase: ipcpb.Phase_PHASE_RECEIVE, StartOffsetNs: 0, DurationNs: int64(in.ReceiveDuration)},
+		&ipcpb.PhaseTiming{Phase: ipcpb.Phase_PHASE_DESERIALIZE, StartOffsetNs: int64(in.ReceiveDuration), DurationNs: int64(in.DeserializeDuration)},
+		&ipcpb.PhaseTiming{Phase: ipcpb.Phase_PHASE_EXECUTE, StartOffsetNs: int64(execStart.Sub(base)), DurationNs: int64(execDur)},
+	)
+	c.setAnchor(res, base)
+	err := conn.Send(ctx, res)
+	c.takeAnchor(res) // when Send failed before encoding
+	return err
+}

@@ -1,0 +1,80 @@
+package taskproto
+
+import (
+	"testing"
+	"time"
+
+	"github.com/amdahl-rt/amdahl/ipc/ipcpb"
+	"github.com/amdahl-rt/amdahl/telemetry"
+)
+
+// result returns a reply with the four timings of a host that received
+// for 1ms, deserialized for 1ms, executed for 5ms and serialized for 1ms,
+// its window (8ms) anchored at anchor.
+func result(anchor time.Time) *ipcpb.TaskResult {
+	ms := int64(time.Millisecond)
+	return &ipcpb.TaskResult{ReceiveStartUnixNano: anchor.UnixNano(), Timings: []*ipcpb.PhaseTiming{
+		{Phase: ipcpb.Phase_PHASE_RECEIVE, StartOffsetNs: 0, DurationNs: ms},
+		{Phase: ipcpb.Phase_PHASE_DESERIALIZE, StartOffsetNs: ms, DurationNs: ms},
+		{Phase: ipcpb.Phase_PHASE_EXECUTE, StartOffsetNs: 2 * ms, DurationNs: 5 * ms},
+		{Phase: ipcpb.Phase_PHASE_REPLY_SERIALIZE, StartOffsetNs: 7 * ms, DurationNs: ms},
+	}}
+}
+
+func TestAppendTimings(t *testing.T) {
+	t0 := time.Unix(1_700_000_000, 0)
+	ms := time.Millisecond
+	tests := []struct {
+		name                string
+		anchor              time.Time
+		sendStart, replyEnd time.Time
+		wantStart           time.Time // where the receive phase lands
+	}{
+		{"inside the round trip", t0.Add(2 * ms), t0, t0.Add(20 * ms), t0.Add(2 * ms)},
+		{"host clock behind: moved to the send", t0.Add(-3 * ms), t0, t0.Add(20 * ms), t0},
+		{"host clock ahead: moved back to end at the reply", t0.Add(15 * ms), t0, t0.Add(20 * ms), t0.Add(12 * ms)},
+		{"window longer than the round trip: starts at the send", t0.Add(ms), t0, t0.Add(5 * ms), t0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := AppendTimings(nil, result(tt.anchor), tt.sendStart, tt.replyEnd)
+			want := []Timing{
+				{telemetry.Receive, telemetry.Request, tt.wantStart, tt.wantStart.Add(ms)},
+				{telemetry.Deserialize, telemetry.Request, tt.wantStart.Add(ms), tt.wantStart.Add(2 * ms)},
+				{telemetry.Execute, telemetry.None, tt.wantStart.Add(2 * ms), tt.wantStart.Add(7 * ms)},
+				{telemetry.Serialize, telemetry.Reply, tt.wantStart.Add(7 * ms), tt.wantStart.Add(8 * ms)},
+			}
+			if len(got) != len(want) {
+				t.Fatalf("got %d timings, want %d", len(got), len(want))
+			}
+			for i := range want {
+				if got[i].Phase != want[i].Phase || got[i].Direction != want[i].Direction || !got[i].Start.Equal(want[i].Start) || !got[i].End.Equal(want[i].End) {
+					t.Errorf("timing %d = %v %v [%v, %v], want %v %v [%v, %v]", i,
+						got[i].Phase, got[i].Direction, got[i].Start.Sub(t0), got[i].End.Sub(t0),
+						want[i].Phase, want[i].Direction, want[i].Start.Sub(t0), want[i].End.Sub(t0))
+				}
+			}
+		})
+	}
+}
+
+func TestAppendTimingsSkipsUnknownAndEmpty(t *testing.T) {
+	t0 := time.Unix(1_700_000_000, 0)
+	if got := AppendTimings(nil, &ipcpb.TaskResult{}, t0, t0.Add(time.Second)); len(got) != 0 {
+		t.Fatalf("a result without timings gave %v, want none", got)
+	}
+	res := result(t0)
+	res.Timings = append(res.Timings, &ipcpb.PhaseTiming{Phase: 99, DurationNs: 1})
+	if got := AppendTimings(nil, res, t0, t0.Add(time.Second)); len(got) != NumTimings {
+		t.Fatalf("got %d timings, want %d (the unknown phase skipped)", len(got), NumTimings)
+	}
+}
+
+func TestAppendTimingsAllocatesNothing(t *testing.T) {
+	t0 := time.Unix(1_700_000_000, 0)
+	res := result(t0)
+	var buf [NumTimings]Timing
+	if n := testing.AllocsPerRun(100, func() { _ = AppendTimings(buf[:0], res, t0, t0.Add(time.Second)) }); n != 0 {
+		t.Fatalf("AppendTimings into a [NumTimings]Timing allocates %v times, want 0", n)
+	}
+}
