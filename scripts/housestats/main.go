@@ -18,6 +18,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strings"
 )
@@ -119,10 +120,13 @@ func main() {
 	}
 }
 
+// generated reports whether src has the line the Go convention marks
+// generated files with (go help generate).
 func generated(src []byte) bool {
-	head := src[:min(len(src), 4096)]
-	return bytes.Contains(head, []byte("Code generated")) && bytes.Contains(head, []byte("DO NOT EDIT"))
+	return generatedLine.Match(src)
 }
+
+var generatedLine = regexp.MustCompile(`(?m)^// Code generated .* DO NOT EDIT\.$`)
 
 func exprString(e ast.Expr) string {
 	switch x := e.(type) {
