@@ -131,19 +131,7 @@ type abResult struct {
 
 func runAB(ctx context.Context, cmd *cobra.Command, f abFlags) error {
 	stdout, stderr := cmd.OutOrStdout(), cmd.ErrOrStderr()
-	if f.runs < 2 || f.runs > 1000 {
-		return usageError{fmt.Errorf("--runs %d: want 2 to 1000 (intervals are over runs)", f.runs)}
-	}
-	if f.warmup < 0 || f.warmup > 0.5 {
-		return usageError{fmt.Errorf("--warmup %v: want 0 to 0.5", f.warmup)}
-	}
-	if f.asJSON && f.markdown {
-		return usageError{errors.New("--json and --markdown: choose one")}
-	}
-	if err := checkChoice("by", f.by, "component", "phase"); err != nil {
-		return err
-	}
-	if err := checkChoice("progress", f.progress, "auto", "always", "never"); err != nil {
+	if err := checkABFlags(f); err != nil {
 		return err
 	}
 	sc, err := loadScenario(f.scenario, f.scenarioFile)
@@ -155,10 +143,7 @@ func runAB(ctx context.Context, cmd *cobra.Command, f abFlags) error {
 	if _, err := runtime.DefaultSettings(); err != nil {
 		return usageError{err}
 	}
-	sides := [2]struct {
-		name string
-		set  runtime.Settings
-	}{{name: "baseline"}, {name: "candidate"}}
+	sides := [2]abSide{{name: "baseline"}, {name: "candidate"}}
 	for i, own := range [][]string{f.base, f.cand} {
 		sets := append([]string(nil), f.sets...)
 		sets = append(sets, own...)
@@ -178,34 +163,10 @@ func runAB(ctx context.Context, cmd *cobra.Command, f abFlags) error {
 		units = sides[0].set.Count
 	}
 	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	bar := newRunProgress(stderr, 2*f.runs, f.progress)
-	bar.start()
-	var runs []abRun
-	interrupted := false
-	for i := 0; i < f.runs && !interrupted; i++ {
-		order := []int{0, 1}
-		if i%2 == 1 {
-			order = []int{1, 0}
-		}
-		for _, s := range order {
-			if ctx.Err() != nil {
-				interrupted = true
-				break
-			}
-			run, err := abOne(ctx, sc, sides[s].set, sides[s].name, i+1, f, logger)
-			if err != nil {
-				bar.stop()
-				return err
-			}
-			if ctx.Err() != nil {
-				interrupted = true // a run cut short is not counted
-				break
-			}
-			runs = append(runs, run)
-			bar.add()
-		}
+	runs, interrupted, err := runABPairs(ctx, sc, sides, f, logger, stderr)
+	if err != nil {
+		return err
 	}
-	bar.stop()
 	var base, cand attribution.Side
 	var bWall, cWall, bThr, cThr []float64
 	for _, r := range runs {
@@ -262,6 +223,78 @@ func runAB(ctx context.Context, cmd *cobra.Command, f abFlags) error {
 			return fmt.Errorf("write ab.json: %w", err)
 		}
 	}
+	if err := writeAB(stdout, res, f, len(bWall), len(cWall)); err != nil {
+		return err
+	}
+	if interrupted {
+		return fmt.Errorf("ab: interrupted after %d runs; the comparison above covers them", len(runs))
+	}
+	return nil
+}
+
+// checkABFlags rejects flag values out of range as usage errors.
+func checkABFlags(f abFlags) error {
+	if f.runs < 2 || f.runs > 1000 {
+		return usageError{fmt.Errorf("--runs %d: want 2 to 1000 (intervals are over runs)", f.runs)}
+	}
+	if f.warmup < 0 || f.warmup > 0.5 {
+		return usageError{fmt.Errorf("--warmup %v: want 0 to 0.5", f.warmup)}
+	}
+	if f.asJSON && f.markdown {
+		return usageError{errors.New("--json and --markdown: choose one")}
+	}
+	if err := checkChoice("by", f.by, "component", "phase"); err != nil {
+		return err
+	}
+	if err := checkChoice("progress", f.progress, "auto", "always", "never"); err != nil {
+		return err
+	}
+	return nil
+}
+
+// abSide is one side of an A/B: its name and resolved settings.
+type abSide struct {
+	name string
+	set  runtime.Settings
+}
+
+// runABPairs runs f.runs pairs, alternating which side goes first, with a
+// progress bar; on Ctrl-C it stops and reports interrupted, keeping the
+// runs that finished.
+func runABPairs(ctx context.Context, sc *scenario.Scenario, sides [2]abSide, f abFlags, logger *slog.Logger, stderr io.Writer) (runs []abRun, interrupted bool, err error) {
+	bar := newRunProgress(stderr, 2*f.runs, f.progress)
+	bar.start()
+	for i := 0; i < f.runs && !interrupted; i++ {
+		order := []int{0, 1}
+		if i%2 == 1 {
+			order = []int{1, 0}
+		}
+		for _, s := range order {
+			if ctx.Err() != nil {
+				interrupted = true
+				break
+			}
+			run, err := abOne(ctx, sc, sides[s].set, sides[s].name, i+1, f, logger)
+			if err != nil {
+				bar.stop()
+				return nil, false, err
+			}
+			if ctx.Err() != nil {
+				interrupted = true // a run cut short is not counted
+				break
+			}
+			runs = append(runs, run)
+			bar.add()
+		}
+	}
+	bar.stop()
+	return runs, interrupted, nil
+}
+
+// writeAB prints the result as --json, --markdown or text.
+func writeAB(stdout io.Writer, res abResult, f abFlags, nBase, nCand int) error {
+	var err error
+	cmp := res.Comparison
 	switch {
 	case f.asJSON:
 		enc := json.NewEncoder(stdout)
@@ -287,7 +320,7 @@ func runAB(ctx context.Context, cmd *cobra.Command, f abFlags) error {
 		}
 		if err == nil {
 			_, err = fmt.Fprintf(stdout, "Run wall time gain %s, throughput gain %s (over %d and %d runs).\n",
-				pmInterval(res.WallGain), pmInterval(res.ThroughputUp), len(bWall), len(cWall))
+				pmInterval(res.WallGain), pmInterval(res.ThroughputUp), nBase, nCand)
 		}
 		for _, c := range res.Causal {
 			if err == nil {
@@ -298,10 +331,7 @@ func runAB(ctx context.Context, cmd *cobra.Command, f abFlags) error {
 	if err != nil {
 		return err
 	}
-	if interrupted {
-		return fmt.Errorf("ab: interrupted after %d runs; the comparison above covers them", len(runs))
-	}
-	return nil
+	return err
 }
 
 // settingsThatDiffer lists "name: a → b" for every setting that differs,
