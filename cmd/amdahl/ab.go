@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/amdahl-rt/amdahl/internal/outfile"
 	"io"
 	"log/slog"
 	"os"
@@ -217,7 +218,7 @@ func runAB(ctx context.Context, cmd *cobra.Command, f abFlags) error {
 	if f.out != "" {
 		b, err := json.MarshalIndent(res, "", "  ")
 		if err == nil {
-			err = os.WriteFile(filepath.Join(f.out, "ab.json"), append(b, '\n'), 0o644)
+			err = outfile.WriteFile(filepath.Join(f.out, "ab.json"), append(b, '\n'))
 		}
 		if err != nil {
 			return fmt.Errorf("write ab.json: %w", err)
@@ -407,7 +408,7 @@ func abOne(ctx context.Context, sc *scenario.Scenario, set runtime.Settings, sid
 	if dir != "" {
 		b, err := json.MarshalIndent(sum, "", "  ")
 		if err == nil {
-			err = os.WriteFile(filepath.Join(dir, "summary.json"), append(b, '\n'), 0o644)
+			err = outfile.WriteFile(filepath.Join(dir, "summary.json"), append(b, '\n'))
 		}
 		if err != nil {
 			return abRun{}, fmt.Errorf("write summary.json: %w", err)

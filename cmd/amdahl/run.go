@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/amdahl-rt/amdahl/internal/outfile"
 	"io"
 	"log/slog"
 	"os"
@@ -171,7 +172,7 @@ func runRun(ctx context.Context, cmd *cobra.Command, f runFlags) error {
 	if f.out != "" {
 		b, err := json.MarshalIndent(sum, "", "  ")
 		if err == nil {
-			err = os.WriteFile(filepath.Join(f.out, "summary.json"), append(b, '\n'), 0o644)
+			err = outfile.WriteFile(filepath.Join(f.out, "summary.json"), append(b, '\n'))
 		}
 		if err != nil {
 			return errors.Join(runErr, fmt.Errorf("write summary.json: %w", err))

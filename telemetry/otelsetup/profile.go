@@ -3,6 +3,7 @@ package otelsetup
 import (
 	"errors"
 	"fmt"
+	"github.com/amdahl-rt/amdahl/internal/outfile"
 	"os"
 	"path/filepath"
 	goruntime "runtime"
@@ -82,7 +83,7 @@ func startProfiles(dir string, pc PyroscopeConfig, service string) (*profiles, e
 		p.pyro = prof
 	}
 	if dir != "" {
-		f, err := os.Create(filepath.Join(dir, "cpu.pprof"))
+		f, err := outfile.Create(filepath.Join(dir, "cpu.pprof"))
 		if err != nil {
 			_ = p.stop()
 			return nil, &ConfigError{Setting: EnvProfileDir, Value: dir, Reason: err.Error()}
@@ -128,7 +129,7 @@ func (p *profiles) stop() error {
 }
 
 func writeHeap(path string) error {
-	f, err := os.Create(path)
+	f, err := outfile.Create(path)
 	if err != nil {
 		return fmt.Errorf("write heap profile: %w", err)
 	}

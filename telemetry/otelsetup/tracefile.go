@@ -7,9 +7,9 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"github.com/amdahl-rt/amdahl/internal/outfile"
 	"io"
 	"math"
-	"os"
 	"slices"
 	"strconv"
 	"sync"
@@ -64,7 +64,7 @@ var errExporterClosed = errors.New("trace file: exporter is shut down")
 // NewTraceFileExporter creates (or truncates) path and returns an exporter
 // that writes to it. Its Shutdown closes the file.
 func NewTraceFileExporter(path string) (*TraceFileExporter, error) {
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o644)
+	f, err := outfile.Create(path)
 	if err != nil {
 		return nil, fmt.Errorf("open trace file: %w", err)
 	}
