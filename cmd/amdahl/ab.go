@@ -71,10 +71,8 @@ Load: ab keeps as many units in flight as there are task hosts (a closed
 loop: the next unit is submitted when one ends; --in-flight overrides), so
 that units do not wait for a host or in the queue and each run measures the
 code, not the queue (what is left of the wait is the runtime.queue row). The first --warmup fraction of each run's units (by start) is left
-out of the attribution (hosts starting, caches filling).
-
-Example:
-  amdahl ab --scenario taskhost --baseline ipc.buffer=128KiB --candidate ipc.buffer=1MiB
+out of the attribution (hosts starting, caches filling).`,
+		Example: `  amdahl ab --scenario taskhost --baseline ipc.buffer=128KiB --candidate ipc.buffer=1MiB
   amdahl ab --scenario fanout --baseline chunking.algorithm=legacy --candidate chunking.algorithm=cached --runs 6
   amdahl ab --scenario taskhost --candidate perturb.taskhost.execute=500us   # causal weight of execute
   amdahl ab --scenario taskhost --runs 20 --json            # A/A: identical sides`,

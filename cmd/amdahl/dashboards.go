@@ -10,8 +10,9 @@ import (
 func newDashboardsCmd() *cobra.Command {
 	var out string
 	cmd := &cobra.Command{
-		Use:   "dashboards",
-		Short: "Write amdahl's Grafana dashboards as JSON for file provisioning",
+		Use:     "dashboards",
+		Short:   "Write amdahl's Grafana dashboards as JSON for file provisioning",
+		Example: `  amdahl dashboards --out dashboards/json   # then point Grafana's file provisioning at the folder`,
 		Long: `dashboards writes the Grafana dashboards (classic v1 JSON) into --out.
 They expect a Prometheus datasource with uid ` + dashboards.PrometheusUID + ` and a
 Pyroscope datasource with uid ` + dashboards.PyroscopeUID + `.`,

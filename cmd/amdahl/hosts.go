@@ -45,6 +45,8 @@ func newSidecarCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "sidecar",
 		Short: "Run the Durable Task sidecar (TaskHubSidecarService) standalone",
+		Example: `  amdahl sidecar --listen 127.0.0.1:4001 &
+  amdahl run --sidecar 127.0.0.1:4001`,
 		Long: `sidecar serves TaskHubSidecarService on --listen: StartInstance, GetWorkItems,
 CompleteOrchestratorTask (chunked completions reassembled by completion token)
 and AbandonTaskOrchestratorWorkItem, wire-compatible with Durable Task workers.
@@ -227,10 +229,8 @@ func newScenariosCmd() *cobra.Command {
 		Long: `validate parses each scenario file (YAML or JSON) as amdahl run --scenario-file
 would, and prints one line per file: its units, seed and workloads, or the
 error with the file, line, column and field. Exit status 2 when a file is
-invalid.
-
-Example:
-  amdahl scenarios validate runtime/scenario/builtin/fanout.yaml docs/scenarios/tiny20k.yaml`,
+invalid.`,
+		Example: `  amdahl scenarios validate runtime/scenario/builtin/fanout.yaml docs/scenarios/tiny20k.yaml`,
 		Args: func(_ *cobra.Command, args []string) error {
 			if len(args) == 0 {
 				return usageError{fmt.Errorf("scenarios validate takes one scenario file or more, got none")}
@@ -257,7 +257,9 @@ Example:
 	cmd := &cobra.Command{
 		Use:   "scenarios",
 		Short: "List the built-in scenarios; validate scenario files",
-		Args:  noArgs,
+		Example: `  amdahl scenarios                                   # the built-ins, their workloads and seeds
+  amdahl scenarios validate docs/scenarios/*.yaml`,
+		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 0, 2, ' ', 0)
 			fmt.Fprintln(tw, "NAME\tUNITS\tSEED\tWORKLOADS\tDESCRIPTION")

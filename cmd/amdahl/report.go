@@ -44,10 +44,8 @@ baseline runs), the FILEs are the candidate and the report compares the two:
           of every baseline unit with the target rows' spans scaled by r
   measured gain: 1 - mean e2e (candidate) / mean e2e (baseline)
 each with a bootstrap 95 % interval (over runs when both sides have two or
-more files, else over units), and a verdict in words.
-
-Example:
-  amdahl report out/trace.jsonl
+more files, else over units), and a verdict in words.`,
+		Example: `  amdahl report out/trace.jsonl
   amdahl report --by phase out/trace.jsonl
   amdahl report --whatif ipc.send=2x out/trace.jsonl      # no run: replay with ipc.send twice as fast
   amdahl report --baseline a/trace.jsonl --target ipc b/trace.jsonl
@@ -183,7 +181,9 @@ func newVersionCmd() *cobra.Command {
 	return &cobra.Command{
 		Use:   "version",
 		Short: "Print amdahl's version, module version and VCS revision",
-		Args:  noArgs,
+		Example: `  amdahl version
+  amdahl --version`,
+		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			_, err := fmt.Fprintf(cmd.OutOrStdout(), "amdahl %s\n", versionString())
 			return err

@@ -58,23 +58,27 @@ with throughput and end-to-end p50/p99.
 
 Scenarios: the built-ins (amdahl scenarios) or a YAML/JSON file (--scenario-file).
 
-Settings (--set name=value, repeatable; or the environment variable;
-precedence --set > environment > default):
+Settings: --set name=value (repeatable) or AMDAHL_<NAME>; precedence --set >
+environment > default. amdahl help settings lists every one with its
+default and valid values.
 
-` + runtime.SettingsHelp() + `
 Telemetry: OTLP and Pyroscope through the standard environment variables
 (OTEL_EXPORTER_OTLP_ENDPOINT, PYROSCOPE_SERVER_ADDRESS, …; see telemetry/doc.go)
 or the flags below.
 
 Exit status: 0 when the run completed (failed units are reported, not fatal),
 1 when it could not run, was interrupted, or no unit succeeded, 2 on bad usage.`,
+		Example: `  amdahl run                                   # the mixed scenario, table on stdout
+  amdahl run --scenario taskhost --set ipc.buffer=128KiB --out out
+  amdahl run --scenario fanout --set chunking.algorithm=legacy --json
+  amdahl report out/trace.jsonl                # the same table again, from the trace file`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return runRun(cmd.Context(), cmd, f) },
 	}
 	fl := cmd.Flags()
 	fl.StringVar(&f.scenario, "scenario", "mixed", "built-in scenario: taskhost, fanout or mixed")
 	fl.StringVar(&f.scenarioFile, "scenario-file", "", "scenario file (YAML or JSON); overrides --scenario")
-	fl.StringArrayVar(&f.sets, "set", nil, "setting name=value (repeatable; see the list above)")
+	fl.StringArrayVar(&f.sets, "set", nil, "setting name=value (repeatable; amdahl help settings lists them)")
 	fl.BoolVar(&f.asJSON, "json", false, "print the summary as JSON instead of a table")
 	fl.StringVar(&f.by, "by", "component", "attribution rows by component (ipc.send/request) or by phase (send/request: components folded)")
 	fl.StringVar(&f.out, "out", "", "write trace.jsonl (OTLP JSON), cpu.pprof, heap.pprof (and hosts/host-N/ for each task host) and summary.json into this directory")

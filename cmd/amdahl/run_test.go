@@ -219,15 +219,43 @@ func TestRunInvalidFeatureWave(t *testing.T) {
 	}
 }
 
-func TestRunHelpDocumentsSettings(t *testing.T) {
-	code, out, _ := runCLI(t, "run", "--help")
+// TestHelpSettings: amdahl help settings documents every setting with its
+// environment variable; run --help points there.
+func TestHelpSettings(t *testing.T) {
+	code, out, _ := runCLI(t, "help", "settings")
 	if code != exitOK {
 		t.Fatalf("exit %d", code)
 	}
 	for _, name := range runtime.SettingNames() {
 		if !strings.Contains(out, name) || !strings.Contains(out, runtime.EnvName(name)) {
-			t.Errorf("run --help does not document %s (%s)", name, runtime.EnvName(name))
+			t.Errorf("help settings does not document %s (%s)", name, runtime.EnvName(name))
 		}
+	}
+	if _, out, _ := runCLI(t, "run", "--help"); !strings.Contains(out, "amdahl help settings") {
+		t.Error("run --help does not point to amdahl help settings")
+	}
+}
+
+// TestHelpHasExamplesAndFits: every command's --help has Example lines and
+// fits a screen (the settings table has its own topic).
+func TestHelpHasExamplesAndFits(t *testing.T) {
+	const screen = 60
+	for _, c := range newRoot(io.Discard, io.Discard).Commands() {
+		if c.Hidden || !c.IsAvailableCommand() {
+			continue
+		}
+		t.Run(c.Name(), func(t *testing.T) {
+			code, out, _ := runCLI(t, c.Name(), "--help")
+			if code != exitOK {
+				t.Fatalf("exit %d", code)
+			}
+			if !strings.Contains(out, "Examples:") {
+				t.Errorf("%s --help has no Examples section", c.Name())
+			}
+			if n := strings.Count(out, "\n"); n > screen {
+				t.Errorf("%s --help is %d lines, want at most %d", c.Name(), n, screen)
+			}
+		})
 	}
 }
 
