@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -121,5 +122,24 @@ func TestReportCommand(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestReportP99: a plain report reads each unit's tree into the rows'
+// duration sketches, so p99 is there (it was 0 when the tree was dropped
+// before the accumulator saw it).
+func TestReportP99(t *testing.T) {
+	base := writeTrace(t, []telemetry.Phase{telemetry.Serialize, telemetry.Send})
+	for _, args := range [][]string{{"report", "--json", base}, {"report", "--json", "--baseline", base, base}} {
+		var out, errb bytes.Buffer
+		if code := run(context.Background(), args, &out, &errb); code != exitOK {
+			t.Fatalf("%v: exit %d: %s", args, code, errb.String())
+		}
+		if n := strings.Count(out.String(), `"row":"ipc.`); n == 0 {
+			t.Fatalf("%v: no ipc row:\n%s", args, out.String())
+		}
+		if zero := regexp.MustCompile(`"row":"ipc\.[^"]*","spans":[0-9]+,"mean_ns":[0-9]+,"p99_ns":0,`).FindString(out.String()); zero != "" {
+			t.Errorf("%v: got %s, want the row's p99 > 0", args, zero)
+		}
 	}
 }

@@ -147,10 +147,10 @@ func readSide(paths []string, lim attribution.Limits, in *attribution.Interner, 
 	for _, p := range paths {
 		p = strings.TrimSpace(p)
 		var works []attribution.Work
+		// The accumulator sees each unit with its tree (the rows' mean and
+		// p99 come from it); only a kept unit loses it, after, unless the
+		// replay needs it.
 		diag, err := attribution.ReadFile(p, lim, in, func(w attribution.Work) {
-			if !nodes {
-				w.Nodes = nil
-			}
 			if keep || warmup > 0 {
 				works = append(works, w)
 			} else {
@@ -165,8 +165,11 @@ func readSide(paths []string, lim attribution.Limits, in *attribution.Interner, 
 			works = works[int(warmup*float64(len(works))):]
 		}
 		if keep || warmup > 0 {
-			for _, w := range works {
-				acc.Add(w)
+			for i := range works {
+				acc.Add(works[i])
+				if !nodes {
+					works[i].Nodes = nil
+				}
 			}
 		}
 		acc.AddDiagnostics(diag)

@@ -1,6 +1,6 @@
-// Command customhost hosts a task function of its own in amdahl task hosts:
+// Command custom-taskhost hosts a task function of its own in amdahl task hosts:
 // the same program is the parent, which runs a few units of work through
-// the runtime, and (started by the runtime with CUSTOMHOST_CHILD=1) each
+// the runtime, and (started by the runtime with CUSTOM_TASKHOST_CHILD=1) each
 // task host child, which serves the task "example.wordcount" besides the
 // built-in ones. It prints each task's outputs and where the time went.
 package main
@@ -23,7 +23,7 @@ import (
 )
 
 // envChild marks a process started by the runtime as a task host.
-const envChild = "CUSTOMHOST_CHILD"
+const envChild = "CUSTOM_TASKHOST_CHILD"
 
 // taskWordCount is this program's own task.
 const taskWordCount = "example.wordcount"
@@ -43,7 +43,7 @@ func realMain(ctx context.Context, stdout, stderr io.Writer) int {
 		err = parent(ctx, stdout)
 	}
 	if err != nil {
-		fmt.Fprintln(stderr, "customhost:", err)
+		fmt.Fprintln(stderr, "custom-taskhost:", err)
 		return 1
 	}
 	return 0
@@ -87,7 +87,7 @@ func parent(ctx context.Context, stdout io.Writer) error {
 	var mu sync.Mutex
 	results := map[int]runtime.Result{}
 	cfg := runtime.Config{
-		Settings: set, Scenario: "customhost",
+		Settings: set, Scenario: "custom-taskhost",
 		HostArgv: []string{exe}, HostEnv: []string{envChild + "=1"},
 		OnResult: func(r runtime.Result) { mu.Lock(); results[r.Seq] = r; mu.Unlock() },
 	}
