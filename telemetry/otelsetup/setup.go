@@ -632,9 +632,10 @@ type SpanCounts struct {
 // a ForceFlush while no span ended, none is queued.
 func (c SpanCounts) Dropped() int64 { return c.Ended - c.Exported - c.Failed }
 
-// OTLPSpanCounts returns the counts of the OTLP exporter, whose queue drops
+// OTLPSpanCounts returns the counts of the span exporter selected by
+// WithOTLP or OTEL_TRACES_EXPORTER (otlp, or console), whose queue drops
 // spans when full (OTEL_BSP_MAX_QUEUE_SIZE) rather than slow the program;
-// zero without OTLP.
+// zero without one (none, or unset without an OTLP endpoint).
 func (t *Telemetry) OTLPSpanCounts() SpanCounts {
 	if t == nil || t.otlpCounts == nil {
 		return SpanCounts{}
