@@ -78,6 +78,31 @@
 // otelsetup's Prometheus exporter runs on a private registry; resource
 // attributes appear on target_info only.
 //
+// # Sampling
+//
+// The sampler is the SDK's (OTEL_TRACES_SAMPLER, OTEL_TRACES_SAMPLER_ARG;
+// default parentbased_always_on, so every unit is sampled). A unit whose
+// root amdahl.work is not sampled is not recorded either: the built-in
+// samplers either record and sample or drop, its phase spans inherit the
+// decision (parentbased_*) or get the same one from the trace ID
+// (traceidratio), and no span of its trace reaches a span processor, the
+// trace file, OTLP or the in-memory recorder. The runtime's attribution
+// (runtime/collector.go) therefore never sees such a unit: when the root
+// ends, runtime.finish sees the root unsampled and drops the unit and its
+// tracked trace (dropUnit, collector.forget). What that leaves:
+//
+//	amdahl.work.duration, amdahl.phase.duration   every unit, sampled or not (recorded by the phase API, not from spans)
+//	amdahl.phase.critical                         sampled units only (computed from the unit's spans)
+//	Summary counts (submitted, ok, failed, …)     every unit
+//	Summary attribution (e2e quantiles, q, r)     sampled units only: a ratio sampler thins the sample, an
+//	                                              always_off one leaves units but no phase rows
+//
+// What attribution needs is recording, not sampling: a custom sampler that
+// returns RecordOnly gives the collector the unit's spans (span processors
+// see recording spans; the batch processors behind the trace file and OTLP
+// skip unsampled ones), and the unit is attributed when its root ends,
+// before finish drops what is left of it.
+//
 // # Profiles
 //
 // Each phase body runs under the pprof label phase=<phase name> (CPU samples

@@ -16,11 +16,22 @@
 //	OTEL_SDK_DISABLED                 true | false (default): true makes every provider a no-op (WithSDKDisabled wins)
 //	OTEL_SERVICE_NAME                 service.name (default "amdahl"; WithServiceName wins)
 //	OTEL_RESOURCE_ATTRIBUTES          extra resource attributes (SDK)
-//	OTEL_EXPORTER_OTLP_ENDPOINT       OTLP endpoint URL, e.g. http://127.0.0.1:4317; unset = no OTLP
-//	OTEL_EXPORTER_OTLP_TRACES_ENDPOINT  overrides the above for traces
-//	OTEL_EXPORTER_OTLP_PROTOCOL       grpc (default) | http/protobuf
-//	OTEL_EXPORTER_OTLP_TRACES_PROTOCOL  overrides the above for traces
-//	OTEL_EXPORTER_OTLP_HEADERS, _TIMEOUT, _COMPRESSION, _CERTIFICATE, …  read by the OTel exporter itself
+//	OTEL_TRACES_EXPORTER              otlp | console | none; unset: otlp when OTEL_EXPORTER_OTLP_ENDPOINT or
+//	                                  _TRACES_ENDPOINT is set, else none (WithOTLP wins: OTLP to its endpoint)
+//	OTEL_METRICS_EXPORTER             otlp | prometheus | console | none, besides /metrics; unset: otlp when
+//	                                  OTEL_EXPORTER_OTLP_METRICS_ENDPOINT is set, else none (the generic endpoint
+//	                                  alone keeps meaning traces only: trace-only backends refuse metrics).
+//	                                  prometheus is amdahl's own private registry, served at AMDAHL_METRICS_ADDR
+//	                                  (required then); OTEL_EXPORTER_PROMETHEUS_HOST and _PORT are not read
+//	OTEL_EXPORTER_OTLP_ENDPOINT       OTLP endpoint URL, e.g. http://127.0.0.1:4317 (http:// means no TLS)
+//	OTEL_EXPORTER_OTLP_TRACES_ENDPOINT, _METRICS_ENDPOINT  override the above per signal
+//	OTEL_EXPORTER_OTLP_PROTOCOL       grpc (amdahl's default) | http/protobuf
+//	OTEL_EXPORTER_OTLP_TRACES_PROTOCOL, _METRICS_PROTOCOL  override the above per signal
+//	OTEL_EXPORTER_OTLP_HEADERS, _TIMEOUT, _COMPRESSION, _CERTIFICATE, _INSECURE, … (and their _TRACES_ and
+//	                                  _METRICS_ forms)  read by the OTLP exporters themselves
+//	OTEL_EXPORTER_OTLP_METRICS_TEMPORALITY_PREFERENCE, _DEFAULT_HISTOGRAM_AGGREGATION  read by the OTLP metric
+//	                                  exporter (default cumulative, explicit buckets: the instruments' own)
+//	OTEL_METRIC_EXPORT_INTERVAL, _TIMEOUT  the periodic OTLP/console metric reader (SDK; default 60 s, 30 s)
 //	OTEL_TRACES_SAMPLER, OTEL_TRACES_SAMPLER_ARG, OTEL_BSP_*  read by the SDK itself (the trace
 //	                                  file's OTEL_BSP_MAX_QUEUE_SIZE and _MAX_EXPORT_BATCH_SIZE are fixed: 8192, 1024)
 //	AMDAHL_TRACE_FILE                 write spans as OTLP JSON lines to this file (WithTraceFile)
@@ -29,6 +40,32 @@
 //	AMDAHL_PHASE_LABELS               true (default) | false: pprof phase labels
 //	PYROSCOPE_SERVER_ADDRESS          push profiles to Pyroscope at this URL (WithPyroscope)
 //	PYROSCOPE_APPLICATION_NAME        pyroscope application (default: service.name)
+//
+// Exporters: Setup selects them (the two _EXPORTER variables, whether an
+// endpoint is set, WithOTLP) and validates what it read: an unknown
+// exporter, a protocol other than grpc or http/protobuf, an endpoint that is
+// not an http(s) URL, or prometheus without AMDAHL_METRICS_ADDR is a
+// *ConfigError naming the variable (the OTLP exporters would replace a
+// malformed endpoint by their default). Values are case-sensitive and name
+// one exporter (no comma lists), as autoexport reads them. Building is
+// left to the contrib package go.opentelemetry.io/contrib/exporters/autoexport
+// and the exporters, which read the OTEL_EXPORTER_OTLP_* values from the
+// process environment, with two exceptions: WithOTLP(endpoint, protocol)
+// (amdahl run --otlp-endpoint, --otlp-protocol) builds OTLP exporters for
+// its endpoint and protocol whatever the variables say; and an otlp
+// exporter with no protocol variable set is built for grpc by Setup,
+// since autoexport's default, http/protobuf, would send an existing
+// http://…:4317 endpoint the wrong protocol. autoexport's prometheus
+// reader, which serves its own registry on localhost:9464, is never used.
+// WithLookupEnv changes what Setup reads, not what the exporters and
+// autoexport read: a lookup that hides every variable (the task host's)
+// selects no exporter, and one whose OTEL_*_EXPORTER contradicts the
+// process environment's is a *ConfigError.
+//
+// An OTLP or console metric exporter is a periodic reader beside the
+// Prometheus one: the same instruments, with the same explicit buckets, go
+// to both; Shutdown and ForceFlush export what was recorded since the last
+// export, and return the exporter's error when that fails.
 //
 // AMDAHL_PROFILE_DIR and PYROSCOPE_SERVER_ADDRESS are exclusive: the process
 // has one CPU profiler.
@@ -39,7 +76,7 @@
 // faster than they are written is slowed down rather than losing spans
 // (attribution reads the file back). OTLP never makes the program wait for a
 // remote backend: its queue drops spans when full, and OTLPSpanCounts counts
-// them (the SDK itself reports drops only as an experimental metric, under
+// them (for whichever exporter OTEL_TRACES_EXPORTER or WithOTLP selected) (the SDK itself reports drops only as an experimental metric, under
 // OTEL_GO_X_OBSERVABILITY, on the global meter provider, which Setup does
 // not set); amdahl run logs a warning after a run that dropped any.
 // WithRecorder keeps spans in memory (the embedded default of amdahl run);

@@ -36,17 +36,21 @@ import (
 
 // Environment variables read by Setup (see doc.go for the whole contract).
 const (
-	EnvSDKDisabled        = "OTEL_SDK_DISABLED"
-	EnvOTLPEndpoint       = "OTEL_EXPORTER_OTLP_ENDPOINT"
-	EnvOTLPTracesEndpoint = "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"
-	EnvOTLPProtocol       = "OTEL_EXPORTER_OTLP_PROTOCOL"
-	EnvOTLPTracesProtocol = "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL"
-	EnvTraceFile          = "AMDAHL_TRACE_FILE"
-	EnvMetricsAddr        = "AMDAHL_METRICS_ADDR"
-	EnvProfileDir         = "AMDAHL_PROFILE_DIR"
-	EnvPhaseLabels        = "AMDAHL_PHASE_LABELS"
-	EnvPyroscopeAddress   = "PYROSCOPE_SERVER_ADDRESS"
-	EnvPyroscopeAppName   = "PYROSCOPE_APPLICATION_NAME"
+	EnvSDKDisabled         = "OTEL_SDK_DISABLED"
+	EnvTracesExporter      = "OTEL_TRACES_EXPORTER"
+	EnvMetricsExporter     = "OTEL_METRICS_EXPORTER"
+	EnvOTLPEndpoint        = "OTEL_EXPORTER_OTLP_ENDPOINT"
+	EnvOTLPTracesEndpoint  = "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"
+	EnvOTLPMetricsEndpoint = "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT"
+	EnvOTLPProtocol        = "OTEL_EXPORTER_OTLP_PROTOCOL"
+	EnvOTLPTracesProtocol  = "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL"
+	EnvOTLPMetricsProtocol = "OTEL_EXPORTER_OTLP_METRICS_PROTOCOL"
+	EnvTraceFile           = "AMDAHL_TRACE_FILE"
+	EnvMetricsAddr         = "AMDAHL_METRICS_ADDR"
+	EnvProfileDir          = "AMDAHL_PROFILE_DIR"
+	EnvPhaseLabels         = "AMDAHL_PHASE_LABELS"
+	EnvPyroscopeAddress    = "PYROSCOPE_SERVER_ADDRESS"
+	EnvPyroscopeAppName    = "PYROSCOPE_APPLICATION_NAME"
 )
 
 // The trace file's batch processor: a queue deep enough that bursts of span
@@ -67,8 +71,10 @@ type config struct {
 	serviceName   string
 	recorder      bool
 	traceFile     string
-	otlpEndpoint  string
+	otlpEndpoint  string // WithOTLP only
 	otlpProtocol  string
+	traces        signalEnv
+	metrics       signalEnv
 	processors    []sdktrace.SpanProcessor
 	sampler       sdktrace.Sampler
 	metricsAddr   string
@@ -104,7 +110,10 @@ func WithRecorder() Option { return func(c *config) { c.recorder = true } }
 func WithTraceFile(path string) Option { return func(c *config) { c.traceFile = path } }
 
 // WithOTLP exports spans to an OTLP endpoint (a URL: http://host:4317) with
-// protocol "grpc" or "http/protobuf".
+// protocol "grpc" (also for "") or "http/protobuf", whatever OTEL_TRACES_EXPORTER
+// and the OTEL_EXPORTER_OTLP_*ENDPOINT and *PROTOCOL variables say. Metrics
+// go there too when OTEL_METRICS_EXPORTER=otlp. The exporters still read the
+// other OTEL_EXPORTER_OTLP_* variables (headers, timeout, …).
 func WithOTLP(endpoint, protocol string) Option {
 	return func(c *config) { c.otlpEndpoint, c.otlpProtocol = endpoint, protocol }
 }
@@ -138,7 +147,14 @@ func WithPyroscope(pc PyroscopeConfig) Option { return func(c *config) { c.pyros
 func WithPhaseLabels(on bool) Option { return func(c *config) { c.phaseLabels = on } }
 
 // WithLookupEnv replaces os.LookupEnv (tests, or a program that reads its
-// settings from elsewhere).
+// settings from elsewhere) for the variables Setup reads itself, which
+// include the selection of exporters (OTEL_TRACES_EXPORTER,
+// OTEL_METRICS_EXPORTER, whether an OTLP endpoint is set). The exporters,
+// autoexport and the SDK read the values they use (OTEL_EXPORTER_OTLP_*,
+// OTEL_TRACES_SAMPLER, OTEL_BSP_*, …) from the process environment: a
+// lookup that hides every variable selects no exporter, and one that
+// selects an exporter the process environment contradicts is a
+// *ConfigError.
 func WithLookupEnv(f func(string) (string, bool)) Option { return func(c *config) { c.lookupEnv = f } }
 
 // ConfigError is a bad telemetry setting; Setting names the option or
@@ -259,11 +275,11 @@ func Setup(ctx context.Context, opts ...Option) (*Telemetry, error) {
 		tpOpts = append(tpOpts, sdktrace.WithBatcher(fe, sdktrace.WithBlocking(),
 			sdktrace.WithMaxQueueSize(traceFileQueueSize), sdktrace.WithMaxExportBatchSize(traceFileBatchSize)))
 	}
-	if c.otlpEndpoint != "" {
-		exp, err := newOTLPExporter(ctx, c.otlpEndpoint, c.otlpProtocol)
-		if err != nil {
-			return nil, err
-		}
+	exp, err := c.spanExporter(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if exp != nil {
 		// Never make the program wait for a remote backend: the queue
 		// drops spans when full (the SDK's default). The SDK does not
 		// report drops (but as an experimental metric on the global meter
@@ -285,6 +301,17 @@ func Setup(ctx context.Context, opts ...Option) (*Telemetry, error) {
 		return nil, fmt.Errorf("telemetry: prometheus exporter: %w", err)
 	}
 	mpOpts := []sdkmetric.Option{sdkmetric.WithResource(res), sdkmetric.WithReader(pexp)}
+	// OTLP (or console) beside Prometheus: a periodic reader, exported
+	// every OTEL_METRIC_EXPORT_INTERVAL and once more by Shutdown. The
+	// histograms' explicit buckets are advisory boundaries on the
+	// instruments, which every reader's default aggregation keeps.
+	mr, err := c.metricReader(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if mr != nil {
+		mpOpts = append(mpOpts, sdkmetric.WithReader(mr))
+	}
 	for _, r := range c.readers {
 		mpOpts = append(mpOpts, sdkmetric.WithReader(r))
 	}
@@ -328,16 +355,8 @@ func (c *config) fromEnv() error {
 			return &ConfigError{Setting: EnvSDKDisabled, Value: v, Reason: "want true or false"}
 		}
 	}
-	if v, ok := c.env(EnvOTLPTracesEndpoint); ok {
-		c.otlpEndpoint = v
-	} else if v, ok := c.env(EnvOTLPEndpoint); ok {
-		c.otlpEndpoint = v
-	}
-	if v, ok := c.env(EnvOTLPTracesProtocol); ok {
-		c.otlpProtocol = v
-	} else if v, ok := c.env(EnvOTLPProtocol); ok {
-		c.otlpProtocol = v
-	}
+	c.readSignalEnv(&c.traces, EnvTracesExporter, EnvOTLPTracesEndpoint, EnvOTLPTracesProtocol)
+	c.readSignalEnv(&c.metrics, EnvMetricsExporter, EnvOTLPMetricsEndpoint, EnvOTLPMetricsProtocol)
 	if v, ok := c.env(EnvTraceFile); ok {
 		c.traceFile = v
 	}
@@ -376,11 +395,16 @@ func (c *config) validate() error {
 			return &ConfigError{Setting: EnvOTLPProtocol, Value: c.otlpProtocol,
 				Reason: "unsupported protocol (valid: grpc, http/protobuf)"}
 		}
-		u, err := url.Parse(c.otlpEndpoint)
-		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		if !isHTTPURL(c.otlpEndpoint) {
 			return &ConfigError{Setting: EnvOTLPEndpoint, Value: c.otlpEndpoint,
 				Reason: "want a URL such as http://127.0.0.1:4317"}
 		}
+	}
+	if err := c.selectTraces(); err != nil {
+		return err
+	}
+	if err := c.selectMetrics(); err != nil {
+		return err
 	}
 	if c.metricsAddr != "" {
 		if _, _, err := net.SplitHostPort(c.metricsAddr); err != nil {
@@ -608,9 +632,10 @@ type SpanCounts struct {
 // a ForceFlush while no span ended, none is queued.
 func (c SpanCounts) Dropped() int64 { return c.Ended - c.Exported - c.Failed }
 
-// OTLPSpanCounts returns the counts of the OTLP exporter, whose queue drops
+// OTLPSpanCounts returns the counts of the span exporter selected by
+// WithOTLP or OTEL_TRACES_EXPORTER (otlp, or console), whose queue drops
 // spans when full (OTEL_BSP_MAX_QUEUE_SIZE) rather than slow the program;
-// zero without OTLP.
+// zero without one (none, or unset without an OTLP endpoint).
 func (t *Telemetry) OTLPSpanCounts() SpanCounts {
 	if t == nil || t.otlpCounts == nil {
 		return SpanCounts{}

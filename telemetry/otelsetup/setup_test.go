@@ -41,6 +41,27 @@ func envOf(m map[string]string) func(string) (string, bool) {
 	return func(k string) (string, bool) { v, ok := m[k]; return v, ok }
 }
 
+// processEnv sets m in the process environment for the test, where the
+// exporters and autoexport read it, and blanks every other variable Setup
+// or the exporters would read (empty is unset to both).
+func processEnv(t *testing.T, m map[string]string) func(string) (string, bool) {
+	t.Helper()
+	for _, k := range []string{
+		EnvSDKDisabled, EnvTracesExporter, EnvMetricsExporter,
+		EnvOTLPEndpoint, EnvOTLPTracesEndpoint, EnvOTLPMetricsEndpoint,
+		EnvOTLPProtocol, EnvOTLPTracesProtocol, EnvOTLPMetricsProtocol,
+		EnvTraceFile, EnvMetricsAddr, EnvProfileDir, EnvPhaseLabels,
+		EnvPyroscopeAddress, EnvPyroscopeAppName, "OTEL_SERVICE_NAME", "OTEL_TRACES_SAMPLER",
+		"OTEL_METRICS_PRODUCERS", "OTEL_EXPORTER_OTLP_HEADERS",
+	} {
+		t.Setenv(k, m[k])
+	}
+	for k, v := range m {
+		t.Setenv(k, v)
+	}
+	return os.LookupEnv
+}
+
 // otlpServer is a real OTLP/gRPC trace service on loopback. With hold set,
 // Export waits until hold is closed.
 type otlpServer struct {
@@ -81,7 +102,8 @@ func TestOTLPGRPCExport(t *testing.T) {
 	defer srv.Stop()
 
 	ctx := context.Background()
-	tel, err := Setup(ctx, WithLookupEnv(envOf(map[string]string{
+	// The exporter reads the endpoint from the process environment.
+	tel, err := Setup(ctx, WithLookupEnv(processEnv(t, map[string]string{
 		EnvOTLPEndpoint: "http://" + ln.Addr().String(), EnvOTLPProtocol: "grpc",
 		"OTEL_SERVICE_NAME": "otlp-test",
 	})))
