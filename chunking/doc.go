@@ -112,6 +112,33 @@
 // once decoded. To hold the process nearer the bounds, set GOMEMLIMIT a
 // little above MaxTotalBufferedBytes plus the messages in flight.
 //
+// # Sidecar security
+//
+// A Sidecar serves plaintext with no authentication unless configured
+// otherwise, which is fit for loopback only: anyone who reaches the port
+// can start instances, lease work items and complete them.
+//
+// TLS is a server option: SidecarConfig.ServerOptions with
+// grpc.Creds(credentials.NewTLS(cfg)). A bearer token is
+// SidecarConfig.Token: every call, unary or stream, must carry the gRPC
+// metadata "authorization: Bearer <token>" (the scheme in any case,
+// exactly one value, at most MaxTokenBytes of token). The check runs
+// before every other interceptor and handler and compares SHA-256
+// digests with crypto/subtle, so its time depends on neither the token's
+// length nor how much of it matched. A call without the token, or with
+// another, fails with Unauthenticated and is counted in
+// amdahl.sidecar.rejections (unauthenticated). Over plaintext the token
+// travels in clear: pair it with TLS off loopback.
+//
+// amdahl sidecar listens on 127.0.0.1:4001 by default. A --listen address
+// that is not loopback (0.0.0.0, ::, an empty host, another IP or a host
+// name that resolves to one) needs --tls-cert FILE --tls-key FILE, or an
+// explicit --insecure; without either it exits 2 and listens nowhere.
+// --token-file FILE sets Token from the file (at most 4 KiB, surrounding
+// white space trimmed; an empty file is an error). amdahl run --sidecar
+// ADDR dials with --sidecar-tls (the system roots) or --sidecar-ca FILE,
+// and sends --sidecar-token-file's token; see runtime.Config.
+//
 // # Settings
 //
 // The package reads no environment variables; the runtime maps the
@@ -139,5 +166,6 @@
 // amdahl.sidecar.duplicates {chunk}, amdahl.sidecar.protocol_errors
 // {error} by amdahl.reason, amdahl.sidecar.rejections {call} by
 // amdahl.reason (the bound reached: total_buffered_bytes,
-// pending_instances, instance_id_bytes).
+// pending_instances, instance_id_bytes; or the bearer token missing or
+// wrong: unauthenticated).
 package chunking

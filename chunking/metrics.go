@@ -56,7 +56,8 @@ const (
 	ReasonConflict = "conflicting_resend"
 )
 
-// Reasons of amdahl.sidecar.rejections: the sidecar bound a call reached.
+// Reasons of amdahl.sidecar.rejections: the sidecar bound a call reached,
+// or the credentials it lacked.
 const (
 	// ReasonTotalBufferedBytes: a partial chunk would take the sidecar's
 	// buffers over SidecarConfig.MaxTotalBufferedBytes.
@@ -67,6 +68,9 @@ const (
 	// ReasonInstanceIDBytes: StartInstance with an instance id longer than
 	// SidecarConfig.MaxInstanceIDBytes.
 	ReasonInstanceIDBytes = "instance_id_bytes"
+	// ReasonUnauthenticated: a call without the bearer token
+	// SidecarConfig.Token requires, or with another one.
+	ReasonUnauthenticated = "unauthenticated"
 )
 
 type metrics struct {

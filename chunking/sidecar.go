@@ -2,6 +2,7 @@ package chunking
 
 import (
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -85,8 +86,20 @@ type SidecarConfig struct {
 	TracerProvider trace.TracerProvider
 	MeterProvider  metric.MeterProvider
 	// ServerOptions are added to the gRPC server's options (interceptors,
-	// credentials, keepalive).
+	// credentials, keepalive). TLS is one of them:
+	// grpc.Creds(credentials.NewTLS(cfg)); without it the sidecar serves
+	// plaintext, fit for loopback only (see the package doc, "Sidecar
+	// security").
 	ServerOptions []grpc.ServerOption
+	// Token, if not empty, is the bearer token every call must carry as
+	// gRPC metadata "authorization: Bearer <Token>"; a call without it, or
+	// with another token, fails with Unauthenticated before its handler
+	// runs and is counted in amdahl.sidecar.rejections (unauthenticated).
+	// The comparison takes constant time. Token must be 1..MaxTokenBytes
+	// visible ASCII characters. Over plaintext the token travels in clear:
+	// give it with TLS (ServerOptions) unless the sidecar listens on
+	// loopback.
+	Token string
 }
 
 // Completion is one applied orchestrator completion, reassembled if it came
@@ -183,6 +196,11 @@ func NewSidecar(cfg SidecarConfig) (*Sidecar, error) {
 			return nil, fmt.Errorf("chunking: sidecar: SidecarConfig.%s is %d, want ≥ 0 (0 takes the default %d)", f.name, f.v, f.dflt)
 		}
 	}
+	if cfg.Token != "" {
+		if err := checkToken(cfg.Token); err != nil {
+			return nil, fmt.Errorf("chunking: sidecar: SidecarConfig.Token %w", err)
+		}
+	}
 	if cfg.BufferTTL == 0 {
 		cfg.BufferTTL = DefaultBufferTTL
 	}
@@ -222,8 +240,13 @@ func NewSidecar(cfg SidecarConfig) (*Sidecar, error) {
 		stop:      make(chan struct{}),
 		closed:    make(chan struct{}),
 	}
-	opts := []grpc.ServerOption{grpc.MaxRecvMsgSize(cfg.MaxRecvMsgSize),
-		grpc.ChainUnaryInterceptor(s.countUnary), grpc.ChainStreamInterceptor(s.countStream)}
+	opts := []grpc.ServerOption{grpc.MaxRecvMsgSize(cfg.MaxRecvMsgSize)}
+	if cfg.Token != "" {
+		// First in the chain: an unauthenticated call reaches nothing else.
+		a := &authorizer{want: sha256.Sum256([]byte(cfg.Token)), metrics: m}
+		opts = append(opts, grpc.ChainUnaryInterceptor(a.unary), grpc.ChainStreamInterceptor(a.stream))
+	}
+	opts = append(opts, grpc.ChainUnaryInterceptor(s.countUnary), grpc.ChainStreamInterceptor(s.countStream))
 	if cfg.TracerProvider != nil && cfg.MeterProvider != nil {
 		opts = append(opts, grpc.StatsHandler(otelgrpc.NewServerHandler(
 			otelgrpc.WithTracerProvider(cfg.TracerProvider), otelgrpc.WithMeterProvider(cfg.MeterProvider),

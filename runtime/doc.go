@@ -78,6 +78,20 @@
 // in-process sidecar and telemetry. Run does the same when its context
 // ends (Ctrl-C in amdahl run) and returns the Summary of what ran.
 //
+// # An external sidecar
+//
+// With Config.SidecarAddr, New checks that the sidecar answers before it
+// starts anything: one cheap call (abandoning the empty completion token)
+// on a connection of its own, waiting for the connection up to
+// Config.SidecarConnectTimeout (default 5 s). An unreachable address, a
+// TLS handshake that fails or a refused token fails New with an error
+// naming the address (and the bound), rather than every unit later.
+// Config.SidecarCredentials secure the connection (nil: plaintext);
+// Config.SidecarToken is sent as "authorization: Bearer <token>" on every
+// call, over TLS, or over plaintext only to a loopback address (a loopback
+// IP literal or "localhost"): New refuses to send it in clear elsewhere.
+// chunking/doc.go, "Sidecar security", describes the server's side.
+//
 // # Settings
 //
 // One name per knob, as `--set name=value` or the environment variable

@@ -23,6 +23,7 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
@@ -82,6 +83,23 @@ type Config struct {
 	// runtime counts and drains the completions it applied
 	// (Summary.SidecarApplied), so it keeps no payloads.
 	Sidecar *chunking.Sidecar
+	// SidecarCredentials secure the connection to SidecarAddr, e.g.
+	// credentials.NewTLS with the CA that signed the sidecar's
+	// certificate; nil dials plaintext. Only with SidecarAddr.
+	SidecarCredentials credentials.TransportCredentials
+	// SidecarToken, if not empty, is sent on every call to SidecarAddr as
+	// "authorization: Bearer <token>" (chunking.SidecarConfig.Token is the
+	// server's side). It travels over TLS (SidecarCredentials), or over
+	// plaintext only to a loopback address (an IP literal or "localhost",
+	// never resolved): New refuses to send it in clear to anything else.
+	// Only with SidecarAddr.
+	SidecarToken string
+	// SidecarConnectTimeout bounds the check New makes that SidecarAddr
+	// answers (default 5s): it waits up to this long for a connection (and
+	// the TLS handshake) and one call to go through, so that an
+	// unreachable sidecar, an untrusted certificate or a refused token
+	// fails New, naming the address, rather than every unit later.
+	SidecarConnectTimeout time.Duration
 	// Retry is the per-call retry budget of the chunking sender and of
 	// StartInstance (zero fields: chunking.DefaultRetryPolicy).
 	Retry chunking.RetryPolicy
@@ -262,7 +280,7 @@ func New(ctx context.Context, cfg Config) (_ *Runtime, err error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := r.connect(cfg, tp, mp, chunkComp); err != nil {
+	if err := r.connect(ctx, cfg, tp, mp, chunkComp); err != nil {
 		return nil, err
 	}
 
@@ -349,14 +367,33 @@ func (r *Runtime) instrument(cfg Config) (tp trace.TracerProvider, mp metric.Met
 }
 
 // connect starts the in-process sidecar when there is none to complete
-// to, then the client, the chunking sender and the work-item stream.
-func (r *Runtime) connect(cfg Config, tp trace.TracerProvider, mp metric.MeterProvider, chunkComp *telemetry.Component) (err error) {
+// to, then the client, the chunking sender and the work-item stream. An
+// external sidecar must answer within SidecarConnectTimeout.
+func (r *Runtime) connect(ctx context.Context, cfg Config, tp trace.TracerProvider, mp metric.MeterProvider, chunkComp *telemetry.Component) (err error) {
 	// Sidecar: one the caller serves, in-process on loopback, or the one at
 	// SidecarAddr.
 	addr := cfg.SidecarAddr
 	r.side = cfg.Sidecar
 	if r.side != nil && addr == "" {
 		return errors.New("runtime: Config.Sidecar without Config.SidecarAddr: say where it is served")
+	}
+	if addr == "" && (cfg.SidecarCredentials != nil || cfg.SidecarToken != "") {
+		return errors.New("runtime: Config.SidecarCredentials or Config.SidecarToken without Config.SidecarAddr: they are for an external sidecar")
+	}
+	if cfg.SidecarConnectTimeout < 0 {
+		return fmt.Errorf("runtime: Config.SidecarConnectTimeout is %v, want ≥ 0 (0 takes the default %v)", cfg.SidecarConnectTimeout, defaultSidecarConnectTimeout)
+	}
+	creds := cfg.SidecarCredentials
+	if creds == nil {
+		creds = insecure.NewCredentials()
+	}
+	dial := []grpc.DialOption{grpc.WithTransportCredentials(creds)}
+	if cfg.SidecarToken != "" {
+		secure := cfg.SidecarCredentials != nil
+		if !secure && !loopbackAddr(addr) {
+			return fmt.Errorf("runtime: sidecar %s: Config.SidecarToken would travel in clear to an address that is not loopback; set Config.SidecarCredentials (TLS)", addr)
+		}
+		dial = append(dial, grpc.WithPerRPCCredentials(bearer{md: map[string]string{"authorization": "Bearer " + cfg.SidecarToken}, secure: secure}))
 	}
 	if addr == "" {
 		r.ownSide = true
@@ -372,13 +409,17 @@ func (r *Runtime) connect(cfg Config, tp trace.TracerProvider, mp metric.MeterPr
 		go func() { r.sideCh <- r.side.Serve(lis) }()
 	}
 	notLease := filters.Not(filters.Any(filters.MethodName("StartInstance"), filters.MethodName("GetWorkItems")))
-	r.cc, err = grpc.NewClient(addr,
-		grpc.WithTransportCredentials(insecure.NewCredentials()),
+	r.cc, err = grpc.NewClient(addr, append(dial,
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(chunking.DefaultMaxRecvMsgSize)),
 		grpc.WithStatsHandler(otelgrpc.NewClientHandler(otelgrpc.WithTracerProvider(tp), otelgrpc.WithMeterProvider(mp),
-			otelgrpc.WithPropagators(propagation.TraceContext{}), otelgrpc.WithFilter(notLease))))
+			otelgrpc.WithPropagators(propagation.TraceContext{}), otelgrpc.WithFilter(notLease))))...)
 	if err != nil {
 		return fmt.Errorf("runtime: sidecar %s: %w", addr, err)
+	}
+	if cfg.SidecarAddr != "" {
+		if err := probeSidecar(ctx, addr, dial, cfg.SidecarConnectTimeout); err != nil {
+			return err
+		}
 	}
 	planner, err := chunking.NewPlanner(chunking.PlannerConfig{
 		MaxChunkBytes: cfg.Settings.MaxChunkBytes, Algorithm: cfg.Settings.ChunkAlgorithm,

@@ -42,6 +42,7 @@ func newTaskhostCmd() *cobra.Command {
 func newSidecarCmd() *cobra.Command {
 	var listen, metricsAddr string
 	var bounds sidecarFlags
+	var sec serverSecurity
 	cmd := &cobra.Command{
 		Use:   "sidecar",
 		Short: "Run the Durable Task sidecar (TaskHubSidecarService) standalone",
@@ -58,12 +59,31 @@ environment variables (OTEL_EXPORTER_OTLP_ENDPOINT, AMDAHL_METRICS_ADDR, …).
 What a client can make it hold is bounded by the --buffer-ttl and --max-*
 flags (sizes take a unit: 64MiB, 1GiB, 1.5GB); a call over a bound fails
 with ResourceExhausted (an instance id too long: InvalidArgument) and a
-message naming the bound. See chunking/doc.go, "Sidecar bounds".`,
+message naming the bound. See chunking/doc.go, "Sidecar bounds".
+
+It listens on loopback (127.0.0.1:4001) by default. A --listen address that
+is not loopback (0.0.0.0, ::, an empty host, another IP, or a host name that
+resolves to one) needs TLS (--tls-cert FILE --tls-key FILE) or an explicit
+--insecure; without either it exits 2 and listens nowhere. --token-file FILE
+makes every call carry "authorization: Bearer <token>" (the file holds the
+token, at most 4 KiB, white space around it trimmed); a call without it or
+with another fails with Unauthenticated. amdahl run reaches such a sidecar
+with --sidecar-tls or --sidecar-ca FILE and --sidecar-token-file FILE. See
+chunking/doc.go, "Sidecar security".`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
 			cfg, err := bounds.config()
 			if err != nil {
+				return usageError{err}
+			}
+			// A malformed address is bad usage; a port already taken is a
+			// failure to run.
+			ta, err := net.ResolveTCPAddr("tcp", listen)
+			if err != nil {
+				return usageError{fmt.Errorf("--listen %s: %w", listen, err)}
+			}
+			if err := sec.apply(listen, ta, &cfg); err != nil {
 				return usageError{err}
 			}
 			opts := []otelsetup.Option{otelsetup.WithServiceName("amdahl-sidecar")}
@@ -84,16 +104,16 @@ message naming the bound. See chunking/doc.go, "Sidecar bounds".`,
 			if err != nil {
 				return err
 			}
-			// A malformed address is bad usage; a port already taken is a
-			// failure to run.
-			if _, err := net.ResolveTCPAddr("tcp", listen); err != nil {
-				return usageError{fmt.Errorf("--listen %s: %w", listen, err)}
-			}
-			lis, err := net.Listen("tcp", listen)
+			// Listen on the address checked, not on the name again: what
+			// it resolves to may have changed.
+			lis, err := net.ListenTCP("tcp", ta)
 			if err != nil {
 				return fmt.Errorf("--listen %s: %w", listen, err)
 			}
 			fmt.Fprintf(cmd.ErrOrStderr(), "amdahl sidecar: listening on %s\n", lis.Addr())
+			if sec.insecure && !loopbackIP(ta.IP) {
+				fmt.Fprintf(cmd.ErrOrStderr(), "amdahl sidecar: --insecure: plaintext on %s; whoever reaches it can use the sidecar (and read any token)\n", lis.Addr())
+			}
 			served := make(chan error, 1)
 			go func() { served <- sc.Serve(lis) }()
 			// Keep no payloads: count completions as they are applied.
@@ -120,9 +140,10 @@ message naming the bound. See chunking/doc.go, "Sidecar bounds".`,
 			return <-served
 		},
 	}
-	cmd.Flags().StringVar(&listen, "listen", "127.0.0.1:4001", "address to serve gRPC on (host:port; port 0 picks one)")
+	cmd.Flags().StringVar(&listen, "listen", "127.0.0.1:4001", "address to serve gRPC on (host:port; port 0 picks one); not loopback: needs --tls-cert/--tls-key or --insecure")
 	cmd.Flags().StringVar(&metricsAddr, "metrics-addr", "", "serve Prometheus /metrics on host:port")
 	bounds.register(cmd)
+	sec.register(cmd)
 	return cmd
 }
 

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"google.golang.org/grpc/credentials"
 
 	"github.com/amdahl-rt/amdahl/runtime"
 	"github.com/amdahl-rt/amdahl/runtime/scenario"
@@ -35,6 +36,7 @@ type runFlags struct {
 	out          string
 	metricsAddr  string
 	sidecar      string
+	sidecarSec   clientSecurity
 	otlpEndpoint string
 	otlpProtocol string
 	pyroscope    string
@@ -66,6 +68,13 @@ Telemetry: OTLP and Pyroscope through the standard environment variables
 (OTEL_EXPORTER_OTLP_ENDPOINT, PYROSCOPE_SERVER_ADDRESS, …; see telemetry/doc.go)
 or the flags below.
 
+Sidecar: --sidecar ADDR completes to an external sidecar (amdahl sidecar).
+--sidecar-tls dials it with TLS against the system roots, --sidecar-ca FILE
+against the CA certificates in FILE; --sidecar-token-file FILE sends
+"authorization: Bearer <token>" on every call (over plaintext only to a
+loopback address). The sidecar must answer within 5 s of the start, or the
+run fails at once (exit 1) naming the address.
+
 Exit status: 0 when the run completed (failed units are reported, not fatal),
 1 when it could not run, was interrupted, or no unit succeeded, 2 on bad usage.`,
 		Example: `  amdahl run                                   # the mixed scenario, table on stdout
@@ -84,6 +93,7 @@ Exit status: 0 when the run completed (failed units are reported, not fatal),
 	fl.StringVar(&f.out, "out", "", "write trace.jsonl (OTLP JSON), cpu.pprof, heap.pprof (and hosts/host-N/ for each task host) and summary.json into this directory")
 	fl.StringVar(&f.metricsAddr, "metrics-addr", "", "serve Prometheus /metrics on host:port (AMDAHL_METRICS_ADDR)")
 	fl.StringVar(&f.sidecar, "sidecar", "", "complete to the sidecar at host:port (e.g. one started with amdahl sidecar) instead of an in-process one")
+	f.sidecarSec.register(cmd)
 	fl.StringVar(&f.otlpEndpoint, "otlp-endpoint", "", "export spans to this OTLP endpoint URL (OTEL_EXPORTER_OTLP_ENDPOINT)")
 	fl.StringVar(&f.otlpProtocol, "otlp-protocol", "grpc", "OTLP protocol: grpc or http/protobuf (with --otlp-endpoint)")
 	fl.StringVar(&f.pyroscope, "pyroscope", "", "push profiles to the Pyroscope server at this URL (PYROSCOPE_SERVER_ADDRESS)")
@@ -111,6 +121,11 @@ func runRun(ctx context.Context, cmd *cobra.Command, f runFlags) error {
 	if err := checkChoice("otlp-protocol", f.otlpProtocol, "grpc", "http/protobuf"); err != nil {
 		return err
 	}
+	var sidecarCreds credentials.TransportCredentials
+	var sidecarToken string
+	if err := f.sidecarSec.apply(f.sidecar, &sidecarCreds, &sidecarToken); err != nil {
+		return usageError{err}
+	}
 	level := slog.LevelWarn
 	if f.verbose {
 		level = slog.LevelDebug
@@ -118,7 +133,8 @@ func runRun(ctx context.Context, cmd *cobra.Command, f runFlags) error {
 	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
 
 	var topts []otelsetup.Option
-	cfg := runtime.Config{Settings: set, Scenario: sc.Name, SidecarAddr: f.sidecar, Logger: logger, HostArgv: f.hostArgv, ByPhase: f.by == "phase"}
+	cfg := runtime.Config{Settings: set, Scenario: sc.Name, SidecarAddr: f.sidecar, Logger: logger, HostArgv: f.hostArgv, ByPhase: f.by == "phase",
+		SidecarCredentials: sidecarCreds, SidecarToken: sidecarToken}
 	if f.metricsAddr != "" {
 		topts = append(topts, otelsetup.WithMetricsAddr(f.metricsAddr))
 	}
