@@ -73,7 +73,7 @@
 //	amdahl.chunking.bytes, amdahl.chunking.chunks planned bytes; chunks per completion
 //	amdahl.chunking.retries, .rejections          counters by gRPC code / reason
 //	amdahl.sidecar.partial_buffers, .duplicates, .protocol_errors  the reassembling side
-//	amdahl.sidecar.rejections                     counter by reason: a bound refused a call (chunking/doc.go lists the bounds)
+//	amdahl.sidecar.rejections                     counter by reason: a bound refused a call (chunking/doc.go lists the bounds), or a call without the sidecar's bearer token (unauthenticated)
 //
 // otelsetup's Prometheus exporter runs on a private registry; resource
 // attributes appear on target_info only.
