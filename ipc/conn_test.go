@@ -257,7 +257,7 @@ func TestProtocolErrors(t *testing.T) {
 			p, raw := rawPair(t)
 			ch := make(chan error, 1)
 			go func() {
-				err := handshake(ctx, raw, p.token, handshakeTimeoutForTest, nil)
+				err := handshake(ctx, raw, p.token, false, handshakeTimeoutForTest, nil)
 				if err == nil {
 					_, err = raw.Write(tt.bytes)
 				}

@@ -26,10 +26,30 @@
 //
 // # Wire
 //
-// Handshake (both ends, concurrently): the 8-byte magic "AMDAHLIP", big-endian
-// uint16 ProtocolVersion, 32-byte Token; then a one-byte verdict (0 ok,
-// 1 magic, 2 version, 3 token). A mismatch is a *HandshakeError naming the
-// field. The token reaches the child in AMDAHL_IPC_TOKEN, never in argv.
+// Handshake (ProtocolVersion 2). The token never crosses the connection:
+// each end proves it holds it with an HMAC-SHA256 over both ends' fresh
+// nonces, and the child (the end that accepts: on a named socket, the end
+// any process of the same uid can reach) sends nothing derived from the
+// token until the parent has proven it holds it.
+//
+//	parent                                   child
+//	hello: "AMDAHLIP" version nonceP    ──▶  ◀──  hello: "AMDAHLIP" version nonceC
+//	verdict on the peer's hello         ──▶  ◀──  verdict on the peer's hello
+//	  (0 ok, 1 magic, 2 version; both ends at once, a non-zero one ends it)
+//	proofP = HMAC(token, "AMDAHLIP parent\0" nonceP nonceC)  ──▶
+//	                                         ◀──  verdict on proofP (0 ok, 3 token),
+//	                                              then, only after 0, proofC =
+//	                                              HMAC(token, "AMDAHLIP child\0" nonceP nonceC)
+//	verdict on proofC (0 ok, 3 token)   ──▶
+//
+// The version is a big-endian uint16; nonces and proofs are 32 bytes. The
+// nonces make each proof fresh and the role labels keep a child's proof
+// from passing as a parent's. A mismatch is a *HandshakeError naming the
+// field (Peer set when the other end rejected ours). The parent is the end
+// that spawns or dials (Pair.Connect, PipePair.Connect, Connect, Dial), the
+// child the end that is spawned or accepts (Accept, AcceptInherited,
+// Listener.Accept). The token reaches the child in AMDAHL_IPC_TOKEN, never
+// in argv.
 //
 // Frames: one type byte (TypeTaskConfiguration … TypeShutdown), a
 // little-endian uint32 body length, then the body: the packet's encoding

@@ -54,7 +54,7 @@ func childMain(mode string) error {
 		if err != nil {
 			return err
 		}
-		if err := handshake(ctx, raw, tok, handshakeTimeoutForTest, nil); err != nil {
+		if err := handshake(ctx, raw, tok, false, handshakeTimeoutForTest, nil); err != nil {
 			return err
 		}
 		if mode == "partial" {

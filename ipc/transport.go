@@ -208,7 +208,7 @@ func openStream(ctx context.Context, nc stream, setBuffer func(int, *slog.Logger
 		_ = nc.Close()
 		return nil, err
 	}
-	if err := handshake(ctx, nc, tok, cfg.handshakeTimeout, cfg.hello); err != nil {
+	if err := handshake(ctx, nc, tok, parent, cfg.handshakeTimeout, cfg.hello); err != nil {
 		m.handshake(ctx, err)
 		_ = nc.Close()
 		return nil, err

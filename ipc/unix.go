@@ -57,7 +57,10 @@ func checkPeer(uc *net.UnixConn, want uint32) error {
 // Listener is a named Unix socket on which a task host waits for parents
 // that connect to an existing host (reuse). The socket lives in a private
 // directory (mode 0700, owned by the current user), and every connection
-// is checked with SO_PEERCRED before the handshake. How the parent learns
+// is checked with SO_PEERCRED before the handshake. A process of the same
+// uid that connects first learns nothing of the token: the listener is the
+// child end of the handshake, which sends nothing derived from the token
+// before the parent has proven it holds it. How the parent learns
 // the host's token is up to the caller (for example a 0600 file in the same
 // directory).
 type Listener struct {

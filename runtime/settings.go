@@ -339,15 +339,21 @@ func defaultSettings(waves features.Resolution) Settings {
 }
 
 // Set sets the setting name from its string value; source names where it
-// came from in the error ("--set", "AMDAHL_IPC_BUFFER").
+// came from in the error ("--set", "AMDAHL_IPC_BUFFER"). An unknown name
+// or invalid value is a *SettingError, and the settings are left as they
+// were.
 func (s *Settings) Set(name, value, source string) error {
 	st, ok := lookup(name)
 	if !ok {
 		return &SettingError{Name: name, Source: source}
 	}
-	if err := st.set(s, strings.TrimSpace(value)); err != nil {
+	// Set a copy: a setter may have assigned its field before it failed,
+	// and a refused value must leave the settings as they were.
+	next := *s
+	if err := st.set(&next, strings.TrimSpace(value)); err != nil {
 		return &SettingError{Name: name, Value: value, Source: source, Reason: err.Error()}
 	}
+	*s = next
 	return nil
 }
 
