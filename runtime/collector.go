@@ -3,6 +3,7 @@ package runtime
 import (
 	"context"
 	"sync"
+	"time"
 
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
@@ -87,3 +88,24 @@ func (c *collector) Shutdown(context.Context) error { return nil }
 
 // ForceFlush implements sdktrace.SpanProcessor.
 func (c *collector) ForceFlush(context.Context) error { return nil }
+
+// e2eStats sums the end-to-end times the runtime measures itself (with or
+// without telemetry) in bounded memory. Guarded by Runtime.mu.
+type e2eStats struct {
+	n      int
+	total  time.Duration
+	sketch attribution.Sketch
+}
+
+func (s *e2eStats) add(d time.Duration) {
+	s.n++
+	s.total += d
+	s.sketch.Add(d)
+}
+
+func (s *e2eStats) mean() time.Duration {
+	if s.n == 0 {
+		return 0
+	}
+	return s.total / time.Duration(s.n)
+}

@@ -1012,3 +1012,34 @@ func TestCallerServesSidecar(t *testing.T) {
 		t.Errorf("Config.Sidecar without an address: got %v, want an error naming SidecarAddr", err)
 	}
 }
+
+// TestSummaryWithoutTelemetry: with the SDK disabled there are no spans,
+// so no attribution, but the runtime still measures every unit's e2e and
+// the throughput itself.
+func TestSummaryWithoutTelemetry(t *testing.T) {
+	ctx := context.Background()
+	tel, err := otelsetup.Setup(ctx, otelsetup.WithLookupEnv(noEnv), otelsetup.WithSDKDisabled(true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = tel.Shutdown(ctx) })
+	sc, err := scenario.Builtin("mixed")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := testConfig(t, testSettings(t, "scenario.count=30"), nil)
+	cfg.UseTelemetry(tel)
+	sum, err := Run(ctx, cfg, sc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sum.Submitted != 30 || sum.OK == 0 {
+		t.Fatalf("got %d units, %d ok (%v), want 30, most ok", sum.Submitted, sum.OK, sum.Examples)
+	}
+	if sum.Attribution.Works != 0 {
+		t.Errorf("attribution covers %d units with the SDK disabled, want 0", sum.Attribution.Works)
+	}
+	if sum.Throughput <= 0 || sum.E2EP50 <= 0 || sum.E2EP99 < sum.E2EP50 || sum.E2EMean <= 0 {
+		t.Errorf("got throughput %v, e2e mean %v p50 %v p99 %v: want all > 0 and p99 ≥ p50", sum.Throughput, sum.E2EMean, sum.E2EP50, sum.E2EP99)
+	}
+}

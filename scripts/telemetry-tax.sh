@@ -1,0 +1,81 @@
+#!/usr/bin/env bash
+# telemetry-tax.sh: what telemetry costs a run. It builds amdahl once, then
+# runs N interleaved pairs of `amdahl run --scenario S --json`, one with
+# telemetry as configured (spans, metrics, attribution) and one with
+# OTEL_SDK_DISABLED=true, alternating which goes first, and prints per pair
+#
+#   throughput ratio  on/off  (below 1: telemetry costs throughput)
+#   e2e p50 ratio     on/off  (above 1: telemetry lengthens units)
+#
+# then the median and min–max of each. Both arms read the runtime's own
+# measurements (Summary.throughput_per_s, Summary.e2e_p50_ns), which do not
+# depend on telemetry. The load average is printed before and after: on a
+# shared machine, quote it with the ratios.
+#
+# Usage: scripts/telemetry-tax.sh [-n pairs] [-s scenario] [-- extra amdahl run args]
+#   e.g. scripts/telemetry-tax.sh -n 10 -s mixed
+# Needs go and jq.
+set -euo pipefail
+
+pairs=10
+scenario=taskhost
+while getopts "n:s:h" opt; do
+	case $opt in
+	n) pairs=$OPTARG ;;
+	s) scenario=$OPTARG ;;
+	*) sed -n '2,19p' "$0"; exit 2 ;;
+	esac
+done
+shift $((OPTIND - 1))
+[[ ${1:-} == -- ]] && shift
+extra=("$@")
+if ! [[ $pairs =~ ^[1-9][0-9]*$ ]] || ((pairs > 1000)); then
+	echo "telemetry-tax: -n $pairs: want a whole number of pairs, 1..1000" >&2
+	exit 2
+fi
+command -v jq >/dev/null || { echo "telemetry-tax: needs jq" >&2; exit 2; }
+
+root=$(cd "$(dirname "$0")/.." && pwd)
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+(cd "$root" && GOFLAGS=${GOFLAGS:--buildvcs=false} go build -o "$work/amdahl" ./cmd/amdahl)
+
+# run ARM OUT: one run, its --json summary in OUT.
+run() {
+	local arm=$1 out=$2
+	if [[ $arm == off ]]; then
+		OTEL_SDK_DISABLED=true "$work/amdahl" run --scenario "$scenario" --json ${extra[@]+"${extra[@]}"} >"$out" 2>/dev/null
+	else
+		OTEL_SDK_DISABLED=false "$work/amdahl" run --scenario "$scenario" --json ${extra[@]+"${extra[@]}"} >"$out"
+	fi
+}
+
+echo "scenario $scenario, $pairs pairs; load before: $(cut -d' ' -f1-3 /proc/loadavg)"
+printf '%4s %5s %10s %10s %9s %9s %9s %9s\n' pair first thr_on thr_off thr_ratio p50_on_us p50_off_us p50_ratio
+ratios=$work/ratios
+: >"$ratios"
+for ((i = 1; i <= pairs; i++)); do
+	if ((i % 2)); then order="on off"; else order="off on"; fi
+	for arm in $order; do
+		run "$arm" "$work/$arm.json"
+	done
+	read -r ton pon < <(jq -r '"\(.throughput_per_s) \(.e2e_p50_ns)"' "$work/on.json")
+	read -r toff poff < <(jq -r '"\(.throughput_per_s) \(.e2e_p50_ns)"' "$work/off.json")
+	if [[ $(jq -r .attribution.works "$work/on.json") == 0 ]]; then
+		echo "telemetry-tax: the telemetry-on run attributed no unit: is OTEL_SDK_DISABLED or sampling set?" >&2
+		exit 1
+	fi
+	awk -v i="$i" -v f="${order%% *}" -v ton="$ton" -v toff="$toff" -v pon="$pon" -v poff="$poff" 'BEGIN {
+		printf "%4d %5s %10.1f %10.1f %9.3f %9.0f %9.0f %9.3f\n", i, f, ton, toff, ton/toff, pon/1000, poff/1000, pon/poff
+		printf "%.6f %.6f\n", ton/toff, pon/poff >> "/dev/stderr"
+	}' 2>>"$ratios"
+done
+echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)"
+for col in 1 2; do
+	name=throughput
+	((col == 2)) && name="e2e p50"
+	cut -d' ' -f"$col" "$ratios" | sort -g | awk -v name="$name" '{ v[NR] = $1 } END {
+		m = (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2
+		printf "%-10s on/off: median %.3f  min %.3f  max %.3f  (n=%d)\n", name, m, v[1], v[NR], NR
+	}'
+done
