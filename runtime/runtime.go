@@ -121,8 +121,9 @@ type Config struct {
 	// a run measures the code, not the queue (amdahl ab's default).
 	MaxInFlight int
 	// OnWork, if set, receives each attributed unit of work (its critical
-	// path, rows and tree) as it ends, from the goroutine that ended its
-	// root span; it must be safe for concurrent use and quick. The runtime
+	// path, rows and tree) soon after it ends, from the runtime's
+	// accounting goroutine (one at a time; Wait and Close return after the
+	// last); it must be quick. The runtime
 	// itself keeps nothing per unit: OnWork is how a caller (amdahl ab)
 	// keeps units for a comparison.
 	OnWork func(attribution.Work)
@@ -584,8 +585,8 @@ func (r *Runtime) finish(u *unit, o telemetry.Outcome, class string, err error) 
 	r.inflight.Done()
 }
 
-// onWork receives each unit's attribution from the collector, on the
-// goroutine that ended the root span.
+// onWork receives each unit's attribution from the collector's
+// accounting goroutine.
 func (r *Runtime) onWork(w attribution.Work, diag attribution.Diagnostics) {
 	tid := trace.TraceID(w.Root.TraceID)
 	r.mu.Lock()
@@ -764,13 +765,14 @@ func (r *Runtime) childSpans(ctx context.Context, res *ipcpb.TaskResult, sendSta
 	}
 }
 
-// Wait blocks until every submitted unit has ended, or ctx ends.
+// Wait blocks until every submitted unit has ended and been accounted
+// (Summary, OnWork), or ctx ends.
 func (r *Runtime) Wait(ctx context.Context) error {
 	done := make(chan struct{})
 	go func() { r.inflight.Wait(); close(done) }()
 	select {
 	case <-done:
-		return nil
+		return r.col.flush(ctx)
 	case <-ctx.Done():
 		return ctx.Err()
 	}
@@ -822,6 +824,7 @@ func (r *Runtime) shutdownParts(ctx context.Context) error {
 	if r.spans != nil {
 		r.spans.UnregisterSpanProcessor(r.col)
 	}
+	r.col.close() // accounts for every unit ended
 	if r.privateTP != nil {
 		errs = append(errs, r.privateTP.Shutdown(ctx))
 	}
@@ -872,7 +875,9 @@ type Summary struct {
 	Kinds map[string]attribution.Report `json:"kinds,omitempty"`
 }
 
-// Summary returns the account of the units ended so far.
+// Summary returns the account of the units ended so far; their
+// attribution is complete once Wait or Close has returned (units are
+// accounted on a goroutine of the runtime's, soon after they end).
 func (r *Runtime) Summary() Summary {
 	r.mu.Lock()
 	lastEnd := r.lastEnd
