@@ -6,6 +6,8 @@
 #
 #   throughput ratio  on/off  (below 1: telemetry costs throughput)
 #   e2e p50 ratio     on/off  (above 1: telemetry lengthens units)
+#   CPU ratio         on/off  (user+system seconds of amdahl and its task
+#                              hosts: the cost, less sensitive to other load)
 #
 # then the median and min–max of each. Both arms read the runtime's own
 # measurements (Summary.throughput_per_s, Summary.e2e_p50_ns), which do not
@@ -40,18 +42,19 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 (cd "$root" && GOFLAGS=${GOFLAGS:--buildvcs=false} go build -o "$work/amdahl" ./cmd/amdahl)
 
-# run ARM OUT: one run, its --json summary in OUT.
+# run ARM OUT: one run, its --json summary in OUT and its CPU seconds
+# (user + system, children included) in OUT.cpu.
 run() {
-	local arm=$1 out=$2
-	if [[ $arm == off ]]; then
-		OTEL_SDK_DISABLED=true "$work/amdahl" run --scenario "$scenario" --json ${extra[@]+"${extra[@]}"} >"$out" 2>/dev/null
-	else
-		OTEL_SDK_DISABLED=false "$work/amdahl" run --scenario "$scenario" --json ${extra[@]+"${extra[@]}"} >"$out"
-	fi
+	local arm=$1 out=$2 disabled=false
+	[[ $arm == off ]] && disabled=true
+	local TIMEFORMAT='%U %S'
+	{ time OTEL_SDK_DISABLED=$disabled "$work/amdahl" run --scenario "$scenario" --json ${extra[@]+"${extra[@]}"} >"$out" 2>"$out.err"; } 2>"$out.time" ||
+		{ cat "$out.err" >&2; exit 1; }
+	awk '{ print $1 + $2 }' "$out.time" >"$out.cpu"
 }
 
 echo "scenario $scenario, $pairs pairs; load before: $(cut -d' ' -f1-3 /proc/loadavg)"
-printf '%4s %5s %10s %10s %9s %9s %9s %9s\n' pair first thr_on thr_off thr_ratio p50_on_us p50_off_us p50_ratio
+printf '%4s %5s %10s %10s %9s %9s %9s %9s %7s %7s %9s\n' pair first thr_on thr_off thr_ratio p50_on_us p50_off_us p50_ratio cpu_on cpu_off cpu_ratio
 ratios=$work/ratios
 : >"$ratios"
 for ((i = 1; i <= pairs; i++)); do
@@ -65,15 +68,16 @@ for ((i = 1; i <= pairs; i++)); do
 		echo "telemetry-tax: the telemetry-on run attributed no unit: is OTEL_SDK_DISABLED or sampling set?" >&2
 		exit 1
 	fi
-	awk -v i="$i" -v f="${order%% *}" -v ton="$ton" -v toff="$toff" -v pon="$pon" -v poff="$poff" 'BEGIN {
-		printf "%4d %5s %10.1f %10.1f %9.3f %9.0f %9.0f %9.3f\n", i, f, ton, toff, ton/toff, pon/1000, poff/1000, pon/poff
-		printf "%.6f %.6f\n", ton/toff, pon/poff >> "/dev/stderr"
+	awk -v i="$i" -v f="${order%% *}" -v ton="$ton" -v toff="$toff" -v pon="$pon" -v poff="$poff" \
+		-v con="$(cat "$work/on.json.cpu")" -v coff="$(cat "$work/off.json.cpu")" 'BEGIN {
+		printf "%4d %5s %10.1f %10.1f %9.3f %9.0f %9.0f %9.3f %7.2f %7.2f %9.3f\n", i, f, ton, toff, ton/toff, pon/1000, poff/1000, pon/poff, con, coff, con/coff
+		printf "%.6f %.6f %.6f\n", ton/toff, pon/poff, con/coff >> "/dev/stderr"
 	}' 2>>"$ratios"
 done
 echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)"
-for col in 1 2; do
-	name=throughput
-	((col == 2)) && name="e2e p50"
+for col in 1 2 3; do
+	names=(throughput "e2e p50" CPU)
+	name=${names[col - 1]}
 	cut -d' ' -f"$col" "$ratios" | sort -g | awk -v name="$name" '{ v[NR] = $1 } END {
 		m = (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2
 		printf "%-10s on/off: median %.3f  min %.3f  max %.3f  (n=%d)\n", name, m, v[1], v[NR], NR
