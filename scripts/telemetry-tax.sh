@@ -14,18 +14,25 @@
 # depend on telemetry. The load average is printed before and after: on a
 # shared machine, quote it with the ratios.
 #
-# Usage: scripts/telemetry-tax.sh [-n pairs] [-s scenario] [-- extra amdahl run args]
-#   e.g. scripts/telemetry-tax.sh -n 10 -s mixed
-# Needs go and jq.
+# With -r REV it also builds amdahl at git revision REV and runs its pair
+# in the same rounds (the four runs in an order rotated per round), so the
+# tax of REV ("base") and of the work tree ("cur") are measured under the
+# same load.
+#
+# Usage: scripts/telemetry-tax.sh [-n pairs] [-s scenario] [-r rev] [-- extra amdahl run args]
+#   e.g. scripts/telemetry-tax.sh -n 10 -s mixed -r HEAD~3
+# Needs go, git and jq.
 set -euo pipefail
 
 pairs=10
 scenario=taskhost
-while getopts "n:s:h" opt; do
+rev=
+while getopts "n:s:r:h" opt; do
 	case $opt in
 	n) pairs=$OPTARG ;;
 	s) scenario=$OPTARG ;;
-	*) sed -n '2,19p' "$0"; exit 2 ;;
+	r) rev=$OPTARG ;;
+	*) sed -n '2,27p' "$0"; exit 2 ;;
 	esac
 done
 shift $((OPTIND - 1))
@@ -40,46 +47,60 @@ command -v jq >/dev/null || { echo "telemetry-tax: needs jq" >&2; exit 2; }
 root=$(cd "$(dirname "$0")/.." && pwd)
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-(cd "$root" && GOFLAGS=${GOFLAGS:--buildvcs=false} go build -o "$work/amdahl" ./cmd/amdahl)
+export GOFLAGS=${GOFLAGS:--buildvcs=false}
+(cd "$root" && go build -o "$work/cur" ./cmd/amdahl)
+builds=(cur)
+if [[ -n $rev ]]; then
+	mkdir "$work/src"
+	git -C "$root" archive "$rev" | tar -x -C "$work/src"
+	(cd "$work/src" && go build -o "$work/base" ./cmd/amdahl)
+	builds=(base cur)
+fi
 
-# run ARM OUT: one run, its --json summary in OUT and its CPU seconds
+# run BUILD ARM OUT: one run, its --json summary in OUT and its CPU seconds
 # (user + system, children included) in OUT.cpu.
 run() {
-	local arm=$1 out=$2 disabled=false
+	local build=$1 arm=$2 out=$3 disabled=false
 	[[ $arm == off ]] && disabled=true
 	local TIMEFORMAT='%U %S'
-	{ time OTEL_SDK_DISABLED=$disabled "$work/amdahl" run --scenario "$scenario" --json ${extra[@]+"${extra[@]}"} >"$out" 2>"$out.err"; } 2>"$out.time" ||
+	{ time OTEL_SDK_DISABLED=$disabled "$work/$build" run --scenario "$scenario" --json ${extra[@]+"${extra[@]}"} >"$out" 2>"$out.err"; } 2>"$out.time" ||
 		{ cat "$out.err" >&2; exit 1; }
 	awk '{ print $1 + $2 }' "$out.time" >"$out.cpu"
 }
 
-echo "scenario $scenario, $pairs pairs; load before: $(cut -d' ' -f1-3 /proc/loadavg)"
-printf '%4s %5s %10s %10s %9s %9s %9s %9s %7s %7s %9s\n' pair first thr_on thr_off thr_ratio p50_on_us p50_off_us p50_ratio cpu_on cpu_off cpu_ratio
-ratios=$work/ratios
-: >"$ratios"
+echo "scenario $scenario, $pairs pairs${rev:+, base $rev}; load before: $(cut -d' ' -f1-3 /proc/loadavg)"
+printf '%4s %5s %9s %10s %10s %9s %9s %9s %9s %7s %7s %9s\n' pair build first thr_on thr_off thr_ratio p50_on_us p50_off_us p50_ratio cpu_on cpu_off cpu_ratio
+runs=()
+for b in "${builds[@]}"; do runs+=("$b on" "$b off"); done
 for ((i = 1; i <= pairs; i++)); do
-	if ((i % 2)); then order="on off"; else order="off on"; fi
-	for arm in $order; do
-		run "$arm" "$work/$arm.json"
+	declare -A first=()
+	for ((k = 0; k < ${#runs[@]}; k++)); do
+		read -r b arm <<<"${runs[(i - 1 + k) % ${#runs[@]}]}"
+		[[ -n ${first[$b]:-} ]] || first[$b]=$arm
+		run "$b" "$arm" "$work/$b.$arm.json"
 	done
-	read -r ton pon < <(jq -r '"\(.throughput_per_s) \(.e2e_p50_ns)"' "$work/on.json")
-	read -r toff poff < <(jq -r '"\(.throughput_per_s) \(.e2e_p50_ns)"' "$work/off.json")
-	if [[ $(jq -r .attribution.works "$work/on.json") == 0 ]]; then
-		echo "telemetry-tax: the telemetry-on run attributed no unit: is OTEL_SDK_DISABLED or sampling set?" >&2
-		exit 1
-	fi
-	awk -v i="$i" -v f="${order%% *}" -v ton="$ton" -v toff="$toff" -v pon="$pon" -v poff="$poff" \
-		-v con="$(cat "$work/on.json.cpu")" -v coff="$(cat "$work/off.json.cpu")" 'BEGIN {
-		printf "%4d %5s %10.1f %10.1f %9.3f %9.0f %9.0f %9.3f %7.2f %7.2f %9.3f\n", i, f, ton, toff, ton/toff, pon/1000, poff/1000, pon/poff, con, coff, con/coff
-		printf "%.6f %.6f %.6f\n", ton/toff, pon/poff, con/coff >> "/dev/stderr"
-	}' 2>>"$ratios"
+	for b in "${builds[@]}"; do
+		read -r ton pon < <(jq -r '"\(.throughput_per_s) \(.e2e_p50_ns)"' "$work/$b.on.json")
+		read -r toff poff < <(jq -r '"\(.throughput_per_s) \(.e2e_p50_ns)"' "$work/$b.off.json")
+		if [[ $(jq -r .attribution.works "$work/$b.on.json") == 0 ]]; then
+			echo "telemetry-tax: the telemetry-on run attributed no unit: is OTEL_SDK_DISABLED or sampling set?" >&2
+			exit 1
+		fi
+		awk -v i="$i" -v b="$b" -v f="${first[$b]}" -v ton="$ton" -v toff="$toff" -v pon="$pon" -v poff="$poff" \
+			-v con="$(cat "$work/$b.on.json.cpu")" -v coff="$(cat "$work/$b.off.json.cpu")" 'BEGIN {
+			printf "%4d %5s %9s %10.1f %10.1f %9.3f %9.0f %9.0f %9.3f %7.2f %7.2f %9.3f\n", i, b, f, ton, toff, ton/toff, pon/1000, poff/1000, pon/poff, con, coff, con/coff
+			printf "%.6f %.6f %.6f\n", ton/toff, pon/poff, con/coff >> "/dev/stderr"
+		}' 2>>"$work/$b.ratios"
+	done
+	unset first
 done
 echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)"
-for col in 1 2 3; do
-	names=(throughput "e2e p50" CPU)
-	name=${names[col - 1]}
-	cut -d' ' -f"$col" "$ratios" | sort -g | awk -v name="$name" '{ v[NR] = $1 } END {
-		m = (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2
-		printf "%-10s on/off: median %.3f  min %.3f  max %.3f  (n=%d)\n", name, m, v[1], v[NR], NR
-	}'
+for b in "${builds[@]}"; do
+	for col in 1 2 3; do
+		names=(throughput "e2e p50" CPU)
+		cut -d' ' -f"$col" "$work/$b.ratios" | sort -g | awk -v name="$b ${names[col - 1]}" '{ v[NR] = $1 } END {
+			m = (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2
+			printf "%-16s on/off: median %.3f  min %.3f  max %.3f  (n=%d)\n", name, m, v[1], v[NR], NR
+		}'
+	done
 done
