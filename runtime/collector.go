@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"time"
 
@@ -145,37 +146,46 @@ func (c *collector) OnEnd(s sdktrace.ReadOnlySpan) {
 func (c *collector) account() {
 	defer close(c.done)
 	var batch []attribution.Span
-	for it := range c.queue {
+	var ids []attribution.TraceID // of the units in batch
+	var held *collected           // taken from the queue, for the next batch
+	for {
+		var it collected
+		if held != nil {
+			it, held = *held, nil
+		} else {
+			var ok bool
+			if it, ok = <-c.queue; !ok {
+				return
+			}
+		}
 		if it.flushed != nil {
 			close(it.flushed)
 			continue
 		}
-		batch = append(batch[:0], it.spans...)
+		batch, ids = append(batch[:0], it.spans...), append(ids[:0], it.spans[0].TraceID)
 		c.recycle(it.spans)
 		// Take what else is queued: one pass over many units reuses
-		// attribution's scratch space. A flush marker ends the batch.
-		var flushed chan struct{}
+		// attribution's scratch space. A flush marker, or a unit of a
+		// trace already in the batch (EachTree would make one unit of
+		// them), starts the next batch.
 	more:
-		for n := 1; n < maxBatch; n++ {
+		for len(ids) < maxBatch {
 			select {
 			case next, ok := <-c.queue:
 				if !ok {
 					break more
 				}
-				if next.flushed != nil {
-					flushed = next.flushed
+				if next.flushed != nil || slices.Contains(ids, next.spans[0].TraceID) {
+					held = &next
 					break more
 				}
-				batch = append(batch, next.spans...)
+				batch, ids = append(batch, next.spans...), append(ids, next.spans[0].TraceID)
 				c.recycle(next.spans)
 			default:
 				break more
 			}
 		}
 		batch = c.accountBatch(batch, nil)
-		if flushed != nil {
-			close(flushed)
-		}
 	}
 }
 
