@@ -7,9 +7,13 @@ import (
 	"testing"
 	"time"
 
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+
 	"github.com/amdahl-rt/amdahl/ipc/ipcpb"
 	"github.com/amdahl-rt/amdahl/runtime/scenario"
 	"github.com/amdahl-rt/amdahl/telemetry"
+	"github.com/amdahl-rt/amdahl/telemetry/attribution"
+	"github.com/amdahl-rt/amdahl/telemetry/otelsetup"
 )
 
 // Benchmarks run only with -bench; plain `go test` never calls them. Their
@@ -239,6 +243,70 @@ func BenchmarkRun(b *testing.B) {
 			b.ReportMetric(float64(units)/b.Elapsed().Seconds(), "units/s")
 			b.ReportMetric(float64(p50.Microseconds())/1e3/float64(b.N), "e2e-p50-ms")
 			b.ReportMetric(float64(ok)/float64(units), "ok")
+		})
+	}
+}
+
+// BenchmarkCollector measures the accounting's cost per unit of work: the
+// 20 spans of a taskhost-like unit replayed through the collector's OnEnd
+// (what runs inside each span's End), then, with -bench .../account, the
+// accounting goroutine's share too (flushed every unit). ns/op is per unit.
+//
+//	go test -run '^$' -bench Collector -benchmem -count 6 ./runtime/
+func BenchmarkCollector(b *testing.B) {
+	rec := otelsetup.NewRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
+	defer func() { _ = tp.Shutdown(context.Background()) }()
+	comp, err := telemetry.NewComponent("runtime", telemetry.ComponentConfig{TracerProvider: tp})
+	if err != nil {
+		b.Fatal(err)
+	}
+	ipcComp, _ := telemetry.NewComponent("ipc", telemetry.ComponentConfig{TracerProvider: tp})
+	hostComp, _ := telemetry.NewComponent("taskhost", telemetry.ComponentConfig{TracerProvider: tp})
+	ctx, work := comp.StartWork(context.Background())
+	dctx, disp := comp.StartDetached(ctx, telemetry.Dispatch, telemetry.None)
+	_, q := comp.StartDetached(dctx, telemetry.Queue, telemetry.None)
+	q.End()
+	disp.End()
+	hctx, hs := comp.Tracer().Start(ctx, SpanHost)
+	for _, d := range []telemetry.Direction{telemetry.Request, telemetry.Reply} {
+		for _, p := range []telemetry.Phase{telemetry.Serialize, telemetry.Send, telemetry.Receive, telemetry.Deserialize} {
+			_, ps := ipcComp.StartPhase(hctx, p, d)
+			ps.End()
+			now := time.Now()
+			hostComp.RecordSpan(hctx, p, d, now, now.Add(time.Microsecond), telemetry.AttrRemote.Bool(true))
+		}
+	}
+	now := time.Now()
+	hostComp.RecordSpan(hctx, telemetry.Execute, telemetry.None, now, now.Add(time.Microsecond), telemetry.AttrRemote.Bool(true))
+	hs.End()
+	work.End(telemetry.OK, nil)
+	spans := rec.Spans()
+	tid := spans[0].SpanContext().TraceID()
+	for _, account := range []bool{false, true} {
+		name := "onend"
+		if account {
+			name = "account"
+		}
+		b.Run(fmt.Sprintf("%s/spans=%d", name, len(spans)), func(b *testing.B) {
+			var works int
+			c := newCollector(func(attribution.Work, attribution.Diagnostics) { works++ })
+			defer c.close()
+			b.ReportAllocs()
+			for b.Loop() {
+				c.track(tid)
+				for _, s := range spans {
+					c.OnEnd(s)
+				}
+				if account {
+					_ = c.flush(context.Background())
+				}
+			}
+			b.StopTimer()
+			c.close()
+			if works != b.N {
+				b.Fatalf("accounted %d units, want %d", works, b.N)
+			}
 		})
 	}
 }

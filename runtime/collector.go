@@ -2,7 +2,9 @@ package runtime
 
 import (
 	"context"
+	"slices"
 	"sync"
+	"time"
 
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
@@ -15,26 +17,77 @@ import (
 // keeps the spans of the traces of units in flight (whatever process
 // side they describe: the parent's own phases, the child's synthesised
 // from its reply, the in-process sidecar's), and when a unit's root ends
-// it computes the critical path (attribution.Trees) and hands the result
-// to the runtime, which folds it into bounded accumulators. Spans of other
-// traces are ignored, so the spans it holds are bounded by the units in
-// flight; nothing is kept per unit once it has ended.
+// it hands the unit's spans to its accounting goroutine, which computes
+// the critical path (attribution.EachTree, as attribution.Trees) and hands
+// the result to the runtime, which folds it into bounded accumulators.
+// Spans of other traces are ignored, so the spans it holds are bounded by
+// the units in flight; nothing is kept per unit once it has been
+// accounted.
+//
+// OnEnd runs inside every span's End, on the goroutine of the code being
+// measured, so it only copies the few fields attribution needs into a
+// compact attribution.Span under one lock; the tree and critical-path work
+// happens on the accounting goroutine. The hand-off is a bounded channel:
+// when the accounting falls behind by maxQueuedUnits units, the goroutine
+// ending a root waits, and no unit is dropped. flush waits until every
+// root ended before it has been accounted; close accounts for the rest and
+// stops the goroutine.
 type collector struct {
 	onWork func(attribution.Work, attribution.Diagnostics)
 
 	mu     sync.Mutex
 	traces map[trace.TraceID][]attribution.Span
+	free   [][]attribution.Span // emptied span slices, for reuse
+
+	// smu orders hand-offs (read-locked) before close (write-locked);
+	// closed is set once the accounting goroutine has been told to stop.
+	smu    sync.RWMutex
+	closed bool
+	queue  chan collected
+	done   chan struct{} // closed when the accounting goroutine returns
 }
 
+// collected is one item for the accounting goroutine: a unit's spans, or
+// (with flushed set) a marker to acknowledge once every unit queued before
+// it has been accounted.
+type collected struct {
+	spans   []attribution.Span
+	flushed chan struct{}
+}
+
+// maxQueuedUnits bounds the units ended and not yet accounted; maxFree the
+// span slices kept for reuse, maxBatch the units accounted in one pass.
+const (
+	maxQueuedUnits = 1024
+	maxFree        = 256
+	maxBatch       = 64
+	spansPerUnit   = 32 // a taskhost unit has about 20
+)
+
+// newCollector starts the collector's accounting goroutine, which calls
+// onWork for each unit; close stops it.
 func newCollector(onWork func(attribution.Work, attribution.Diagnostics)) *collector {
-	return &collector{onWork: onWork, traces: map[trace.TraceID][]attribution.Span{}}
+	c := &collector{
+		onWork: onWork,
+		traces: map[trace.TraceID][]attribution.Span{},
+		queue:  make(chan collected, maxQueuedUnits),
+		done:   make(chan struct{}),
+	}
+	go c.account()
+	return c
 }
 
 // track starts collecting the spans of trace id (a unit's root).
 func (c *collector) track(id trace.TraceID) {
 	c.mu.Lock()
 	if _, ok := c.traces[id]; !ok {
-		c.traces[id] = make([]attribution.Span, 0, 16)
+		var spans []attribution.Span
+		if n := len(c.free); n > 0 {
+			spans, c.free = c.free[n-1], c.free[:n-1]
+		} else {
+			spans = make([]attribution.Span, 0, spansPerUnit)
+		}
+		c.traces[id] = spans
 	}
 	c.mu.Unlock()
 }
@@ -42,28 +95,33 @@ func (c *collector) track(id trace.TraceID) {
 // forget drops a trace whose root never ended normally (not sampled).
 func (c *collector) forget(id trace.TraceID) {
 	c.mu.Lock()
-	delete(c.traces, id)
+	if spans, ok := c.traces[id]; ok {
+		delete(c.traces, id)
+		c.recycleLocked(spans)
+	}
 	c.mu.Unlock()
+}
+
+func (c *collector) recycleLocked(spans []attribution.Span) {
+	if len(c.free) < maxFree && cap(spans) <= 4*spansPerUnit {
+		c.free = append(c.free, spans[:0])
+	}
 }
 
 // OnStart implements sdktrace.SpanProcessor.
 func (c *collector) OnStart(context.Context, sdktrace.ReadWriteSpan) {}
 
-// OnEnd implements sdktrace.SpanProcessor.
+// OnEnd implements sdktrace.SpanProcessor: it keeps the span if its trace
+// is a unit's, and hands the unit's spans to the accounting goroutine when
+// it is the unit's root.
 func (c *collector) OnEnd(s sdktrace.ReadOnlySpan) {
-	id := s.SpanContext().TraceID()
-	c.mu.Lock()
-	_, tracked := c.traces[id]
-	c.mu.Unlock()
-	if !tracked {
-		return // not a unit's trace: skip the conversion
-	}
 	sp := attribution.FromSDKSpan(s)
+	id := trace.TraceID(sp.TraceID)
 	c.mu.Lock()
 	spans, ok := c.traces[id]
 	if !ok {
 		c.mu.Unlock()
-		return
+		return // not a unit's trace, or already accounted
 	}
 	spans = append(spans, sp)
 	if sp.Name != telemetry.SpanWork || !sp.ParentID.IsZero() {
@@ -73,17 +131,151 @@ func (c *collector) OnEnd(s sdktrace.ReadOnlySpan) {
 	}
 	delete(c.traces, id)
 	c.mu.Unlock()
-	works, diag := attribution.Trees(spans)
-	for i, w := range works {
-		if i > 0 {
-			diag = attribution.Diagnostics{}
+	c.smu.RLock()
+	defer c.smu.RUnlock()
+	if c.closed {
+		// Only after close, when every unit has ended: account here.
+		c.accountBatch([]attribution.Span(nil), spans)
+		return
+	}
+	c.queue <- collected{spans: spans}
+}
+
+// account is the accounting goroutine: it takes the units handed off, a
+// batch at a time, until close.
+func (c *collector) account() {
+	defer close(c.done)
+	var batch []attribution.Span
+	var ids []attribution.TraceID // of the units in batch
+	var held *collected           // taken from the queue, for the next batch
+	for {
+		var it collected
+		if held != nil {
+			it, held = *held, nil
+		} else {
+			var ok bool
+			if it, ok = <-c.queue; !ok {
+				return
+			}
 		}
-		c.onWork(w, diag)
+		if it.flushed != nil {
+			close(it.flushed)
+			continue
+		}
+		batch, ids = append(batch[:0], it.spans...), append(ids[:0], it.spans[0].TraceID)
+		c.recycle(it.spans)
+		// Take what else is queued: one pass over many units reuses
+		// attribution's scratch space. A flush marker, or a unit of a
+		// trace already in the batch (EachTree would make one unit of
+		// them), starts the next batch.
+	more:
+		for len(ids) < maxBatch {
+			select {
+			case next, ok := <-c.queue:
+				if !ok {
+					break more
+				}
+				if next.flushed != nil || slices.Contains(ids, next.spans[0].TraceID) {
+					held = &next
+					break more
+				}
+				batch, ids = append(batch, next.spans...), append(ids, next.spans[0].TraceID)
+				c.recycle(next.spans)
+			default:
+				break more
+			}
+		}
+		batch = c.accountBatch(batch, nil)
 	}
 }
 
-// Shutdown implements sdktrace.SpanProcessor.
+func (c *collector) recycle(spans []attribution.Span) {
+	c.mu.Lock()
+	c.recycleLocked(spans)
+	c.mu.Unlock()
+}
+
+// accountBatch attributes the units whose spans are in batch (and extra),
+// each trace a unit, and returns batch emptied for reuse. The batch's
+// diagnostics go with its first unit.
+func (c *collector) accountBatch(batch, extra []attribution.Span) []attribution.Span {
+	batch = append(batch, extra...)
+	first := true
+	var works []attribution.Work
+	diag := attribution.EachTree(batch, func(w attribution.Work) { works = append(works, w) })
+	for _, w := range works {
+		d := attribution.Diagnostics{}
+		if first {
+			d, first = diag, false
+		}
+		c.onWork(w, d)
+	}
+	clear(batch) // drop the strings the spans hold
+	return batch[:0]
+}
+
+// flush waits until every unit whose root ended before the call has been
+// accounted, or ctx ends.
+func (c *collector) flush(ctx context.Context) error {
+	c.smu.RLock()
+	if c.closed {
+		c.smu.RUnlock()
+		return nil
+	}
+	ack := make(chan struct{})
+	select {
+	case c.queue <- collected{flushed: ack}:
+	case <-ctx.Done():
+		c.smu.RUnlock()
+		return ctx.Err()
+	}
+	c.smu.RUnlock()
+	select {
+	case <-ack:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// close accounts for every unit handed off and stops the accounting
+// goroutine. Safe to call more than once.
+func (c *collector) close() {
+	c.smu.Lock()
+	if !c.closed {
+		c.closed = true
+		close(c.queue)
+	}
+	c.smu.Unlock()
+	<-c.done
+}
+
+// Shutdown implements sdktrace.SpanProcessor. The runtime stops the
+// accounting itself (close), after its last unit: a provider shut down
+// first must not lose the run's attribution.
 func (c *collector) Shutdown(context.Context) error { return nil }
 
-// ForceFlush implements sdktrace.SpanProcessor.
-func (c *collector) ForceFlush(context.Context) error { return nil }
+// ForceFlush implements sdktrace.SpanProcessor: it waits for the
+// accounting of the units ended so far.
+func (c *collector) ForceFlush(ctx context.Context) error { return c.flush(ctx) }
+
+// e2eStats sums the end-to-end times the runtime measures itself (with or
+// without telemetry) in bounded memory. Guarded by Runtime.mu.
+type e2eStats struct {
+	n      int
+	total  time.Duration
+	sketch attribution.Sketch
+}
+
+func (s *e2eStats) add(d time.Duration) {
+	s.n++
+	s.total += d
+	s.sketch.Add(d)
+}
+
+func (s *e2eStats) mean() time.Duration {
+	if s.n == 0 {
+		return 0
+	}
+	return s.total / time.Duration(s.n)
+}

@@ -44,7 +44,10 @@
 // # Accounting
 //
 // The runtime installs a span processor that keeps the spans of units in
-// flight; when a root ends it computes the unit's critical path (package
+// flight (a compact copy of each, taken inside the span's End); when a
+// root ends it hands the unit to the runtime's accounting goroutine
+// (through a bounded queue: a unit is never dropped; Wait and Close return
+// once every ended unit is accounted), which computes the unit's critical path (package
 // attribution: the last-finishing-child walk, with the host's spans placed
 // causally within the round trip that contains them) and records
 // amdahl.phase.critical per row (amdahl.component is the row's component:

@@ -10,6 +10,8 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -1010,5 +1012,132 @@ func TestCallerServesSidecar(t *testing.T) {
 	cfg.SidecarAddr = ""
 	if _, err := New(context.Background(), cfg); err == nil || !strings.Contains(err.Error(), "SidecarAddr") {
 		t.Errorf("Config.Sidecar without an address: got %v, want an error naming SidecarAddr", err)
+	}
+}
+
+// TestSummaryWithoutTelemetry: with the SDK disabled there are no spans,
+// so no attribution, but the runtime still measures every unit's e2e and
+// the throughput itself.
+func TestSummaryWithoutTelemetry(t *testing.T) {
+	ctx := context.Background()
+	tel, err := otelsetup.Setup(ctx, otelsetup.WithLookupEnv(noEnv), otelsetup.WithSDKDisabled(true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = tel.Shutdown(ctx) })
+	sc, err := scenario.Builtin("mixed")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := testConfig(t, testSettings(t, "scenario.count=30"), nil)
+	cfg.UseTelemetry(tel)
+	sum, err := Run(ctx, cfg, sc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sum.Submitted != 30 || sum.OK == 0 {
+		t.Fatalf("got %d units, %d ok (%v), want 30, most ok", sum.Submitted, sum.OK, sum.Examples)
+	}
+	if sum.Attribution.Works != 0 {
+		t.Errorf("attribution covers %d units with the SDK disabled, want 0", sum.Attribution.Works)
+	}
+	if sum.Throughput <= 0 || sum.E2EP50 <= 0 || sum.E2EP99 < sum.E2EP50 || sum.E2EMean <= 0 {
+		t.Errorf("got throughput %v, e2e mean %v p50 %v p99 %v: want all > 0 and p99 ≥ p50", sum.Throughput, sum.E2EMean, sum.E2EP50, sum.E2EP99)
+	}
+}
+
+// teeSpans is a SpanProcessorRegistry that records every span the
+// runtime's processor is given, in the order it is given them (the lock is
+// held across the call), so a test can replay exactly what it saw.
+type teeSpans struct {
+	tp    *sdktrace.TracerProvider
+	mu    sync.Mutex
+	inner sdktrace.SpanProcessor
+	seen  []attribution.Span
+}
+
+func (t *teeSpans) RegisterSpanProcessor(p sdktrace.SpanProcessor) {
+	t.inner = p
+	t.tp.RegisterSpanProcessor(t)
+}
+func (t *teeSpans) UnregisterSpanProcessor(sdktrace.SpanProcessor)  { t.tp.UnregisterSpanProcessor(t) }
+func (t *teeSpans) OnStart(context.Context, sdktrace.ReadWriteSpan) {}
+func (t *teeSpans) Shutdown(context.Context) error                  { return nil }
+func (t *teeSpans) ForceFlush(context.Context) error                { return nil }
+func (t *teeSpans) OnEnd(s sdktrace.ReadOnlySpan) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.seen = append(t.seen, attribution.FromSDKSpan(s))
+	t.inner.OnEnd(s)
+}
+
+// unitSpans returns the spans of units of work that ended before (or as)
+// their unit's root: what the runtime's processor keeps of a unit.
+func unitSpans(seen []attribution.Span) []attribution.Span {
+	rooted := map[attribution.TraceID]bool{}
+	for _, s := range seen {
+		if s.Name == telemetry.SpanWork && s.ParentID.IsZero() {
+			rooted[s.TraceID] = true
+		}
+	}
+	ended := map[attribution.TraceID]bool{}
+	var out []attribution.Span
+	for _, s := range seen {
+		if !rooted[s.TraceID] || ended[s.TraceID] {
+			continue
+		}
+		out = append(out, s)
+		if s.Name == telemetry.SpanWork && s.ParentID.IsZero() {
+			ended[s.TraceID] = true
+		}
+	}
+	return out
+}
+
+// TestSummaryMatchesTrees: the run's attribution, accounted off the
+// span-ending goroutines in batches, is what attribution.Trees gives for
+// the same spans (each unit's, up to its root's end), unit by unit and in
+// the summary.
+func TestSummaryMatchesTrees(t *testing.T) {
+	sc, err := scenario.Builtin("mixed")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := testConfig(t, testSettings(t, "scenario.count=80"), nil)
+	tee := &teeSpans{tp: cfg.TracerProvider.(*sdktrace.TracerProvider)}
+	cfg.Spans = tee
+	var mu sync.Mutex
+	live := map[attribution.TraceID]attribution.Work{}
+	cfg.OnWork = func(w attribution.Work) {
+		mu.Lock()
+		live[w.Root.TraceID] = w
+		mu.Unlock()
+	}
+	sum, err := Run(context.Background(), cfg, sc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tee.mu.Lock()
+	works, diag := attribution.Trees(unitSpans(tee.seen))
+	tee.mu.Unlock()
+	if len(works) != 80 || len(live) != 80 {
+		t.Fatalf("got %d units from the recorded spans and %d accounted live, want 80 each", len(works), len(live))
+	}
+	var acc attribution.Accumulator
+	for _, w := range works {
+		acc.Add(w)
+		got, ok := live[w.Root.TraceID]
+		if !ok {
+			t.Errorf("unit %s: not accounted live", w.Root.TraceID)
+			continue
+		}
+		if !slices.Equal(got.Stats, w.Stats) || !slices.Equal(got.Nodes, w.Nodes) || got.Root != w.Root {
+			t.Errorf("unit %s: live attribution differs from Trees:\n got %+v\nwant %+v", w.Root.TraceID, got.Stats, w.Stats)
+		}
+	}
+	acc.AddDiagnostics(diag)
+	want := acc.Report(false)
+	if !reflect.DeepEqual(sum.Attribution, want) {
+		t.Errorf("summary attribution differs from Trees over the recorded spans:\n got %+v\nwant %+v", sum.Attribution, want)
 	}
 }

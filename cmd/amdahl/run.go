@@ -261,8 +261,9 @@ func writeSummary(w io.Writer, s runtime.Summary, out, wrote string) error {
 	fmt.Fprintf(w, "scenario %s  variant %s  transport %s  send %s  buffer %s  chunking %s/%s\n",
 		s.Scenario, s.Variant, s.Settings["ipc.transport"], s.Settings["ipc.send"], s.Settings["ipc.buffer"],
 		s.Settings["chunking.algorithm"], s.Settings["chunking.accounting"])
-	fmt.Fprintf(w, "units %d: ok %d, failed %d, cancelled %d   elapsed %v   throughput %.1f/s\n",
-		s.Submitted, s.OK, s.Failed, s.Cancelled, s.Elapsed.Round(time.Millisecond), s.Throughput)
+	fmt.Fprintf(w, "units %d: ok %d, failed %d, cancelled %d   elapsed %v   throughput %.1f/s   e2e p50 %v  p99 %v\n",
+		s.Submitted, s.OK, s.Failed, s.Cancelled, s.Elapsed.Round(time.Millisecond), s.Throughput,
+		s.E2EP50.Round(time.Microsecond), s.E2EP99.Round(time.Microsecond))
 	fmt.Fprintf(w, "task hosts: %d spawned, %d replaced   sidecar: %s\n", s.HostsSpawned, s.HostsReplaced, sidecar)
 	if len(s.Failures) > 0 {
 		classes := make([]string, 0, len(s.Failures))

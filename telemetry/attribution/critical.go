@@ -194,7 +194,7 @@ const (
 )
 
 func (b *treeBuilder) trace(all []Span, group []int32, fn func(Work), d *Diagnostics) {
-	b.sp = b.sp[:0]
+	b.sp = slices.Grow(b.sp[:0], len(group))
 	for _, i := range group {
 		b.sp = append(b.sp, all[i])
 	}
@@ -370,7 +370,9 @@ func (b *treeBuilder) units() {
 // causally, walks the critical path and sums the rows.
 func (b *treeBuilder) work(r int32, d *Diagnostics) Work {
 	root := b.sp[r]
-	w := Work{Root: root}
+	// At most every span of the trace is a node: one allocation, not a
+	// growing slice's several.
+	w := Work{Root: root, Nodes: make([]Node, 0, len(b.sp))}
 	// Nodes in pre-order; far-side spans whose parent is a near-side send
 	// hang under the send's parent, beside the send (placement below).
 	type frame struct{ span, node int32 }
@@ -566,8 +568,8 @@ func (t *tree) clip() {
 
 // attribute walks the critical path and sums the rows.
 func (t *tree) attribute() []KeyStat {
-	var stats []KeyStat
-	at := map[Key]int{}
+	stats := make([]KeyStat, 0, min(len(t.nodes), 16))
+	at := make(map[Key]int, min(len(t.nodes), 16))
 	add := func(k Key, crit, naive time.Duration, count int) {
 		i, ok := at[k]
 		if !ok {

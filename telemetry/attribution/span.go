@@ -145,7 +145,9 @@ func FromSDKSpan(s sdktrace.ReadOnlySpan) Span {
 		switch kv.Key {
 		case telemetry.AttrRemote:
 			sp.Remote = kv.Value.AsBool()
-		default:
+		case telemetry.AttrPhase, telemetry.AttrDirection, telemetry.AttrComponent, telemetry.AttrOutcome:
+			// Only the keys setAttr reads: Emit formats (and allocates for)
+			// any value that is not a string, such as amdahl.bytes.
 			sp.setAttr(string(kv.Key), kv.Value.Emit(), nil)
 		}
 	}

@@ -1,0 +1,106 @@
+#!/usr/bin/env bash
+# telemetry-tax.sh: what telemetry costs a run. It builds amdahl once, then
+# runs N interleaved pairs of `amdahl run --scenario S --json`, one with
+# telemetry as configured (spans, metrics, attribution) and one with
+# OTEL_SDK_DISABLED=true, alternating which goes first, and prints per pair
+#
+#   throughput ratio  on/off  (below 1: telemetry costs throughput)
+#   e2e p50 ratio     on/off  (above 1: telemetry lengthens units)
+#   CPU ratio         on/off  (user+system seconds of amdahl and its task
+#                              hosts: the cost, less sensitive to other load)
+#
+# then the median and min–max of each. Both arms read the runtime's own
+# measurements (Summary.throughput_per_s, Summary.e2e_p50_ns), which do not
+# depend on telemetry. The load average is printed before and after: on a
+# shared machine, quote it with the ratios.
+#
+# With -r REV it also builds amdahl at git revision REV and runs its pair
+# in the same rounds (the four runs in an order rotated per round), so the
+# tax of REV ("base") and of the work tree ("cur") are measured under the
+# same load.
+#
+# Usage: scripts/telemetry-tax.sh [-n pairs] [-s scenario] [-r rev] [-- extra amdahl run args]
+#   e.g. scripts/telemetry-tax.sh -n 10 -s mixed -r HEAD~3
+# Needs go, git and jq.
+set -euo pipefail
+
+pairs=10
+scenario=taskhost
+rev=
+while getopts "n:s:r:h" opt; do
+	case $opt in
+	n) pairs=$OPTARG ;;
+	s) scenario=$OPTARG ;;
+	r) rev=$OPTARG ;;
+	*) sed -n '2,27p' "$0"; exit 2 ;;
+	esac
+done
+shift $((OPTIND - 1))
+[[ ${1:-} == -- ]] && shift
+extra=("$@")
+if ! [[ $pairs =~ ^[1-9][0-9]*$ ]] || ((pairs > 1000)); then
+	echo "telemetry-tax: -n $pairs: want a whole number of pairs, 1..1000" >&2
+	exit 2
+fi
+command -v jq >/dev/null || { echo "telemetry-tax: needs jq" >&2; exit 2; }
+
+root=$(cd "$(dirname "$0")/.." && pwd)
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+export GOFLAGS=${GOFLAGS:--buildvcs=false}
+(cd "$root" && go build -o "$work/cur" ./cmd/amdahl)
+builds=(cur)
+if [[ -n $rev ]]; then
+	mkdir "$work/src"
+	git -C "$root" archive "$rev" | tar -x -C "$work/src"
+	(cd "$work/src" && go build -o "$work/base" ./cmd/amdahl)
+	builds=(base cur)
+fi
+
+# run BUILD ARM OUT: one run, its --json summary in OUT and its CPU seconds
+# (user + system, children included) in OUT.cpu.
+run() {
+	local build=$1 arm=$2 out=$3 disabled=false
+	[[ $arm == off ]] && disabled=true
+	local TIMEFORMAT='%U %S'
+	{ time OTEL_SDK_DISABLED=$disabled "$work/$build" run --scenario "$scenario" --json ${extra[@]+"${extra[@]}"} >"$out" 2>"$out.err"; } 2>"$out.time" ||
+		{ cat "$out.err" >&2; exit 1; }
+	awk '{ print $1 + $2 }' "$out.time" >"$out.cpu"
+}
+
+echo "scenario $scenario, $pairs pairs${rev:+, base $rev}; load before: $(cut -d' ' -f1-3 /proc/loadavg)"
+printf '%4s %5s %9s %10s %10s %9s %9s %9s %9s %7s %7s %9s\n' pair build first thr_on thr_off thr_ratio p50_on_us p50_off_us p50_ratio cpu_on cpu_off cpu_ratio
+runs=()
+for b in "${builds[@]}"; do runs+=("$b on" "$b off"); done
+for ((i = 1; i <= pairs; i++)); do
+	declare -A first=()
+	for ((k = 0; k < ${#runs[@]}; k++)); do
+		read -r b arm <<<"${runs[(i - 1 + k) % ${#runs[@]}]}"
+		[[ -n ${first[$b]:-} ]] || first[$b]=$arm
+		run "$b" "$arm" "$work/$b.$arm.json"
+	done
+	for b in "${builds[@]}"; do
+		read -r ton pon < <(jq -r '"\(.throughput_per_s) \(.e2e_p50_ns)"' "$work/$b.on.json")
+		read -r toff poff < <(jq -r '"\(.throughput_per_s) \(.e2e_p50_ns)"' "$work/$b.off.json")
+		if [[ $(jq -r .attribution.works "$work/$b.on.json") == 0 ]]; then
+			echo "telemetry-tax: the telemetry-on run attributed no unit: is OTEL_SDK_DISABLED or sampling set?" >&2
+			exit 1
+		fi
+		awk -v i="$i" -v b="$b" -v f="${first[$b]}" -v ton="$ton" -v toff="$toff" -v pon="$pon" -v poff="$poff" \
+			-v con="$(cat "$work/$b.on.json.cpu")" -v coff="$(cat "$work/$b.off.json.cpu")" 'BEGIN {
+			printf "%4d %5s %9s %10.1f %10.1f %9.3f %9.0f %9.0f %9.3f %7.2f %7.2f %9.3f\n", i, b, f, ton, toff, ton/toff, pon/1000, poff/1000, pon/poff, con, coff, con/coff
+			printf "%.6f %.6f %.6f\n", ton/toff, pon/poff, con/coff >> "/dev/stderr"
+		}' 2>>"$work/$b.ratios"
+	done
+	unset first
+done
+echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)"
+for b in "${builds[@]}"; do
+	for col in 1 2 3; do
+		names=(throughput "e2e p50" CPU)
+		cut -d' ' -f"$col" "$work/$b.ratios" | sort -g | awk -v name="$b ${names[col - 1]}" '{ v[NR] = $1 } END {
+			m = (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2
+			printf "%-16s on/off: median %.3f  min %.3f  max %.3f  (n=%d)\n", name, m, v[1], v[NR], NR
+		}'
+	done
+done
