@@ -23,6 +23,7 @@ var allowed = map[string][]string{
 	"internal/features": nil,
 	"internal/bytesize": nil,
 	"internal/outfile":  nil,
+	"internal/testcert": nil,
 	"internal/protogen": nil,
 	"ipc/ipcpb":         nil,
 	"chunking/dtpb":     nil,
