@@ -47,6 +47,7 @@ var allowed = map[string][]string{
 	"examples/chunked-completions":  {"*"},
 	"examples/custom-taskhost":      {"*"},
 	"examples/instrument-your-code": {"*"},
+	"examples/pipe-buffer":          {"*"},
 	"scripts/report1m":              {"*"},
 	"scripts/housestats":            {"*"},
 	"dashboards":                    {"telemetry"},
