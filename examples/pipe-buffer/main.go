@@ -264,6 +264,13 @@ func runCase(ctx context.Context, exe string, env map[string]string, envBytes, b
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
+		// A failed receiver ends the case, or the sender could wait
+		// forever on a child that stopped reading.
+		defer func() {
+			if recvErr != nil {
+				cancel()
+			}
+		}()
 		for range o.messages {
 			in, err := conn.Recv(cctx)
 			if err != nil {
