@@ -45,8 +45,10 @@ var allowed = map[string][]string{
 
 	// Programs: anything below them, nothing imports them.
 	"cmd/amdahl":                    {"*"},
+	"examples/chunked-completions":  {"*"},
 	"examples/custom-taskhost":      {"*"},
 	"examples/instrument-your-code": {"*"},
+	"examples/pipe-buffer":          {"*"},
 	"scripts/report1m":              {"*"},
 	"scripts/housestats":            {"*"},
 	"dashboards":                    {"telemetry"},
