@@ -82,7 +82,7 @@ func fanoutUnit(seq, actions, size int) scenario.Item {
 // The default size suits CI on 2 cores under -race; -load.full runs
 // 10,000 tasks and 1,000 fanouts of 64 actions × 128 KiB.
 func TestLoadWithFaults(t *testing.T) {
-	tasks, fanouts := 10000, 100
+	tasks, fanouts := 10000, 40
 	switch {
 	case *loadFull:
 		fanouts = 1000
@@ -90,9 +90,9 @@ func TestLoadWithFaults(t *testing.T) {
 		tasks, fanouts = 1000, 8
 	}
 	const (
-		actions    = 64
-		actionSize = 128 << 10
-		killEvery  = 250 // results between two host kills
+		actions     = 64
+		actionSize  = 128 << 10
+		killEvery   = 250 // results between two host kills
 		refuseEvery = 7   // completion calls between two refusals
 	)
 	start := time.Now()
