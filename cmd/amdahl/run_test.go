@@ -33,10 +33,21 @@ import (
 // binary acting as amdahl (envTestMain).
 func runCLI(t *testing.T, args ...string) (code int, stdout, stderr string) {
 	t.Helper()
+	return runCLIEnv(t, nil, args...)
+}
+
+// runCLIEnv is runCLI with the telemetry variables in env set (the others
+// unset).
+func runCLIEnv(t *testing.T, env map[string]string, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
 	t.Setenv(envTestMain, "1")
 	for _, k := range []string{"OTEL_SDK_DISABLED", "OTEL_EXPORTER_OTLP_ENDPOINT", "PYROSCOPE_SERVER_ADDRESS", "AMDAHL_METRICS_ADDR", "AMDAHL_TRACE_FILE", "AMDAHL_PROFILE_DIR"} {
 		t.Setenv(k, "")
-		os.Unsetenv(k)
+		if v, ok := env[k]; ok {
+			os.Setenv(k, v)
+		} else {
+			os.Unsetenv(k)
+		}
 	}
 	var out, errb bytes.Buffer
 	code = run(context.Background(), args, &out, &errb)

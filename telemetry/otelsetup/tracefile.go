@@ -100,8 +100,9 @@ func (e *TraceFileExporter) ExportSpans(ctx context.Context, spans []sdktrace.Re
 	return nil
 }
 
-// Shutdown flushes and closes the file. It is idempotent: later calls
-// return nil. ctx is not used: a flush to a local file does not wait on
+// Shutdown flushes and closes the file. It returns the first write error
+// of ExportSpans again, if there was one (the file is cut short), or the
+// flush's or close's. It is idempotent: later calls return nil. ctx is not used: a flush to a local file does not wait on
 // anything ctx could cancel.
 func (e *TraceFileExporter) Shutdown(context.Context) error {
 	e.mu.Lock()
@@ -110,8 +111,10 @@ func (e *TraceFileExporter) Shutdown(context.Context) error {
 		return nil
 	}
 	e.closed = true
-	var err error
-	if e.err == nil {
+	// The first write error is returned again: the file was cut short,
+	// and whoever shuts down (amdahl run's exit status) must hear of it.
+	err := e.err
+	if err == nil {
 		if err = e.w.Flush(); err != nil {
 			err = fmt.Errorf("write trace file: %w", err)
 		}

@@ -432,6 +432,12 @@ func TestTraceFileExporterErrors(t *testing.T) {
 	if again := e.ExportSpans(ctx, spans); again == nil || again.Error() != err.Error() {
 		t.Errorf("after a cut line: got %v, want %v again", again, err)
 	}
+	if shut := e.Shutdown(ctx); shut == nil || shut.Error() != err.Error() {
+		t.Errorf("Shutdown after a cut line: got %v, want %v again (the file is incomplete)", shut, err)
+	}
+	if shut := e.Shutdown(ctx); shut != nil {
+		t.Errorf("second Shutdown: got %v, want nil", shut)
+	}
 
 	var out bytes.Buffer
 	e = newTraceWriter(&out, nil)
