@@ -139,7 +139,11 @@ func hostTelemetry(ctx context.Context, lookupEnv func(string) (string, bool)) (
 // that task, not the host. The settings the parent passed in the
 // environment (ipc.buffer, ipc.send, ipc.delta, perturb.taskhost.execute)
 // are read through the settings registry; an invalid one is a
-// *SettingError. opts are applied after them.
+// *SettingError. opts are applied after them. Telemetry comes from the
+// environment too (package doc, "Task host telemetry"): with a trace
+// exporter, Pyroscope or EnvHostProfileDir set, the host records and
+// exports its own phase spans, under the parent's trace, and profiles; a
+// bad telemetry setting is an *otelsetup.ConfigError.
 //
 // Programs that host their own task functions call ServeHost from main.
 func ServeHost(ctx context.Context, tasks map[string]TaskFunc, opts ...ipc.Option) (err error) {
