@@ -26,8 +26,10 @@
 //     taskhost.<phase> spans with amdahl.remote=true; the task-host
 //     protocol, package ipc/taskproto, encodes the timings in the host
 //     and decodes and places them in the parent), and ipc.receive and
-//     ipc.deserialize of the reply. The orchestration is then completed
-//     with the task's outputs (a CompleteOrchestration action);
+//     ipc.deserialize of the reply (a host that exports records its
+//     phases itself: see "Task host telemetry"). The orchestration is
+//     then completed with the task's outputs (a CompleteOrchestration
+//     action);
 //   - fanout units: dispatch ends at the lease; the actions are completed
 //     through the chunking sender (chunking.serialize, chunking.send with
 //     one chunking.send.chunk per chunk) and, with the in-process
@@ -72,6 +74,41 @@
 // own, drained line by line into the log, never inherited. Close stops
 // every host gracefully: a Shutdown packet, a wait, SIGTERM, a wait,
 // SIGKILL.
+//
+// # Task host telemetry
+//
+// A host's environment is the parent's, less what names the parent
+// itself, plus the host settings and Config.HostEnv (which come last and
+// win): OTEL_SERVICE_NAME, PYROSCOPE_APPLICATION_NAME, AMDAHL_TRACE_FILE,
+// AMDAHL_METRICS_ADDR, AMDAHL_PROFILE_DIR and the metric exporter
+// variables are not passed, and OTEL_METRICS_EXPORTER=none is (the parent
+// records the hosts' phase durations from their reply timings, so hosts
+// export no metrics). Everything else, in particular the OTLP endpoint,
+// protocol, headers and TLS variables, OTEL_TRACES_EXPORTER,
+// OTEL_TRACES_SAMPLER, OTEL_RESOURCE_ATTRIBUTES and
+// PYROSCOPE_SERVER_ADDRESS, is inherited; amdahl run adds its
+// --otlp-endpoint, --otlp-protocol and --pyroscope to Config.HostEnv.
+//
+// ServeHost sets up telemetry (package telemetry/otelsetup) from that
+// environment, as service.name amdahl-taskhost (HostServiceName) unless
+// OTEL_SERVICE_NAME is set for hosts (Config.HostEnv). When it has
+// something to export (a trace exporter, Pyroscope, or
+// AMDAHL_HOST_PROFILE_DIR) the host records its own spans
+// taskhost.receive, .deserialize, .execute, .serialize and .send, children
+// of the parent's runtime.host span through the W3C trace context every
+// task configuration carries, and profiles its CPU with the phase labels,
+// so the execute phase appears in the flame graphs. With nothing to
+// export it records nothing. AMDAHL_HOST_PROFILE_DIR
+// (Config.HostProfileDir, amdahl run --out) beats PYROSCOPE_SERVER_ADDRESS
+// in a host: one CPU profiler.
+//
+// The parent still synthesises the host's phases from the reply timings
+// (attribution needs them in its own process), but a backend gets each
+// span once: otelsetup's OTLP exporter leaves out spans with
+// amdahl.remote=true (otelsetup.WithRemoteSpans turns them back on, for
+// hosts that do not call ServeHost). The in-memory recorder, the trace
+// file and attribution keep them. A host that is killed (task timeout,
+// SIGKILL after the grace) loses the spans it had not exported yet.
 //
 // # Shutdown and cancellation
 //

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/amdahl-rt/amdahl/ipc"
 	"github.com/amdahl-rt/amdahl/ipc/ipcpb"
+	"github.com/amdahl-rt/amdahl/telemetry/otelsetup"
 )
 
 // ErrHostDied matches the error of a task whose host process exited or
@@ -73,7 +75,7 @@ func startHost(ctx context.Context, id int, cfg *hostConfig) (*host, error) {
 		return nil, errors.New("start task host: no program configured")
 	}
 	cmd := exec.Command(cfg.argv[0], cfg.argv[1:]...)
-	cmd.Env = append(append(os.Environ(), cfg.env...), "AMDAHL_HOST_ID="+fmt.Sprint(id))
+	cmd.Env = append(hostEnviron(os.Environ(), cfg.env), "AMDAHL_HOST_ID="+fmt.Sprint(id))
 	if cfg.profileDir != "" {
 		dir := filepath.Join(cfg.profileDir, fmt.Sprintf("host-%d", id))
 		if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -169,6 +171,30 @@ func startHost(ctx context.Context, id int, cfg *hostConfig) (*host, error) {
 	go h.readLoop()
 	h.log.Debug("runtime: task host started", "transport", cfg.transport)
 	return h, nil
+}
+
+// hostEnviron returns a task host's environment: the parent's (environ),
+// with its OTEL_* and PYROSCOPE_* variables, so the host exports to the
+// same places (ServeHost, hostTelemetry), less what names the parent
+// itself: its service.name and Pyroscope application, trace file, /metrics address and profile
+// directory, which a host must not reuse. Metrics stay the parent's: it
+// records the host's phase durations from the reply timings, so hosts
+// export none (OTEL_METRICS_EXPORTER=none). extra (settings and
+// Config.HostEnv) comes last and wins, so Config.HostEnv can name the
+// hosts' service (OTEL_SERVICE_NAME) or point them elsewhere.
+func hostEnviron(environ, extra []string) []string {
+	out := make([]string, 0, len(environ)+len(extra)+1)
+	for _, kv := range environ {
+		name, _, _ := strings.Cut(kv, "=")
+		switch name {
+		case "OTEL_SERVICE_NAME", otelsetup.EnvPyroscopeAppName, otelsetup.EnvTraceFile, otelsetup.EnvMetricsAddr, otelsetup.EnvProfileDir,
+			otelsetup.EnvMetricsExporter, otelsetup.EnvOTLPMetricsEndpoint, otelsetup.EnvOTLPMetricsProtocol:
+			continue
+		}
+		out = append(out, kv)
+	}
+	out = append(out, otelsetup.EnvMetricsExporter+"=none")
+	return append(out, extra...)
 }
 
 // drain copies one output stream of the child into the log, line by line,

@@ -85,6 +85,49 @@ func hashTask(ctx context.Context, task *ipcpb.TaskConfiguration) (map[string]st
 // phase labels: receive, deserialize, execute, serialize).
 const EnvHostProfileDir = "AMDAHL_HOST_PROFILE_DIR"
 
+// HostServiceName is the service.name of a task host's telemetry, unless
+// OTEL_SERVICE_NAME is set in its environment (Config.HostEnv).
+const HostServiceName = "amdahl-taskhost"
+
+// hostTelemetry sets up a task host's telemetry from the environment its
+// parent passed (hostEnviron): the same trace exporter and Pyroscope
+// server as the parent, service.name HostServiceName unless
+// OTEL_SERVICE_NAME is set, and cpu.pprof and heap.pprof in
+// EnvHostProfileDir when that is set (it beats PYROSCOPE_SERVER_ADDRESS:
+// one CPU profiler). The parent's own files and ports (AMDAHL_TRACE_FILE,
+// AMDAHL_METRICS_ADDR, AMDAHL_PROFILE_DIR) are never read. With nothing
+// to export it returns nil (disabled): the host records nothing, as
+// before.
+func hostTelemetry(ctx context.Context, lookupEnv func(string) (string, bool)) (*otelsetup.Telemetry, error) {
+	dir, _ := lookupEnv(EnvHostProfileDir)
+	lookup := func(name string) (string, bool) {
+		switch name {
+		case otelsetup.EnvTraceFile, otelsetup.EnvMetricsAddr, otelsetup.EnvProfileDir:
+			return "", false
+		case otelsetup.EnvPyroscopeAddress:
+			if dir != "" {
+				return "", false
+			}
+		}
+		return lookupEnv(name)
+	}
+	opts := []otelsetup.Option{otelsetup.WithLookupEnv(lookup)}
+	if v, ok := lookupEnv("OTEL_SERVICE_NAME"); !ok || v == "" {
+		opts = append(opts, otelsetup.WithServiceName(HostServiceName))
+	}
+	if dir != "" {
+		opts = append(opts, otelsetup.WithProfileDir(dir))
+	}
+	tel, err := otelsetup.Setup(ctx, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("telemetry: %w", err)
+	}
+	if !tel.Exporting() {
+		return nil, tel.Shutdown(ctx)
+	}
+	return tel, nil
+}
+
 // ServeHost is the child side of a task host: it takes the connection its
 // amdahl parent handed it (ipc.LookupInherited on the process environment,
 // then ipc.AcceptInherited), then runs every
@@ -96,7 +139,11 @@ const EnvHostProfileDir = "AMDAHL_HOST_PROFILE_DIR"
 // that task, not the host. The settings the parent passed in the
 // environment (ipc.buffer, ipc.send, ipc.delta, perturb.taskhost.execute)
 // are read through the settings registry; an invalid one is a
-// *SettingError. opts are applied after them.
+// *SettingError. opts are applied after them. Telemetry comes from the
+// environment too (package doc, "Task host telemetry"): with a trace
+// exporter, Pyroscope or EnvHostProfileDir set, the host records and
+// exports its own phase spans, under the parent's trace, and profiles; a
+// bad telemetry setting is an *otelsetup.ConfigError.
 //
 // Programs that host their own task functions call ServeHost from main.
 func ServeHost(ctx context.Context, tasks map[string]TaskFunc, opts ...ipc.Option) (err error) {
@@ -106,17 +153,14 @@ func ServeHost(ctx context.Context, tasks map[string]TaskFunc, opts ...ipc.Optio
 		return fmt.Errorf("taskhost: %w", err)
 	}
 	delay := set.Perturb[2]
-	var comp *telemetry.Component
-	if dir := os.Getenv(EnvHostProfileDir); dir != "" {
-		tel, err := otelsetup.Setup(ctx, otelsetup.WithLookupEnv(func(string) (string, bool) { return "", false }),
-			otelsetup.WithProfileDir(dir), otelsetup.WithServiceName("amdahl-taskhost"))
-		if err != nil {
-			return fmt.Errorf("taskhost: profiles: %w", err)
-		}
-		defer func() { err = errors.Join(err, tel.Shutdown(context.WithoutCancel(ctx))) }()
-		if comp, err = tel.Component("taskhost", telemetry.AttrTransport.String("ipc")); err != nil {
-			return err
-		}
+	tel, err := hostTelemetry(ctx, os.LookupEnv)
+	if err != nil {
+		return fmt.Errorf("taskhost: %w", err)
+	}
+	defer func() { err = errors.Join(err, tel.Shutdown(context.WithoutCancel(ctx))) }()
+	comp, err := tel.Component("taskhost", telemetry.AttrTransport.String("ipc"))
+	if err != nil {
+		return fmt.Errorf("taskhost: %w", err)
 	}
 	inh, err := ipc.LookupInherited(os.LookupEnv)
 	if err != nil {

@@ -16,9 +16,16 @@
 //	runtime.dispatch       phase dispatch: orchestration lease, task host acquisition (spawn included), and the queue wait below
 //	runtime.queue          phase queue, child of runtime.dispatch: the unit's wait for a worker (Submit blocked on a full queue, then queued)
 //	runtime.host           not a phase: a task's round trip on its host (amdahl.host.id, amdahl.host.pid)
-//	taskhost.<phase>       the host's receive, deserialize, execute and serialize (reply), synthesised by
-//	                       the parent from the timings in the host's reply (amdahl.remote=true)
+//	taskhost.<phase>       the host's receive, deserialize, execute and serialize (reply): synthesised by
+//	                       the parent from the timings in the host's reply (amdahl.remote=true), and, when
+//	                       the host exports, recorded by the host itself (service.name amdahl-taskhost; also
+//	                       taskhost.send of the reply), as children of the parent's runtime.host span
 //	chunking.send.chunk    not a phase: one CompleteOrchestratorTask call (with its retries)
+//
+// Each span reaches a backend once: OTLP export (package otelsetup) leaves
+// out the parent's amdahl.remote=true copies, since the task hosts export
+// their own (runtime/doc.go, "Task host telemetry"); the trace file, the
+// in-memory recorder and attribution keep them.
 //
 // A span that is not a phase (gRPC client and server spans, runtime.host,
 // chunking.send.chunk) counts toward the critical path of its nearest phase
@@ -108,7 +115,9 @@
 // Each phase body runs under the pprof label phase=<phase name> (CPU samples
 // only carry labels; ComponentConfig.PhaseLabels). With pyroscope on in otelsetup, root spans also carry span_id,
 // span_name and trace_id labels (otel-profiling-go) and the attribute
-// pyroscope.profile.id. Default profile types: cpu, alloc_objects,
+// pyroscope.profile.id. Task hosts profile themselves the same way, as
+// service amdahl-taskhost, when PYROSCOPE_SERVER_ADDRESS reaches them.
+// Default profile types: cpu, alloc_objects,
 // alloc_space, inuse_objects, inuse_space; mutex and block when their rates
 // are set in PyroscopeConfig.
 //

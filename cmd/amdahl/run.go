@@ -140,10 +140,17 @@ func runRun(ctx context.Context, cmd *cobra.Command, f runFlags) error {
 	}
 	if f.otlpEndpoint != "" {
 		topts = append(topts, otelsetup.WithOTLP(f.otlpEndpoint, f.otlpProtocol))
+		// The task hosts export their own spans to the same endpoint (the
+		// parent leaves its synthesised copies out): the per-signal
+		// variables take the URL as it is, as WithOTLP does, and beat any
+		// generic ones inherited.
+		cfg.HostEnv = append(cfg.HostEnv, otelsetup.EnvTracesExporter+"=otlp",
+			otelsetup.EnvOTLPTracesEndpoint+"="+f.otlpEndpoint, otelsetup.EnvOTLPTracesProtocol+"="+f.otlpProtocol)
 	}
 	pyro := f.pyroscope != "" || os.Getenv(otelsetup.EnvPyroscopeAddress) != ""
 	if f.pyroscope != "" {
 		topts = append(topts, otelsetup.WithPyroscope(otelsetup.PyroscopeConfig{ServerAddress: f.pyroscope}))
+		cfg.HostEnv = append(cfg.HostEnv, otelsetup.EnvPyroscopeAddress+"="+f.pyroscope) // hosts profile too
 	}
 	if f.out != "" {
 		if err := os.MkdirAll(f.out, 0o755); err != nil {

@@ -366,46 +366,61 @@ func TestRunPushesToPyroscope(t *testing.T) {
 	}
 	mu.Lock()
 	defer mu.Unlock()
-	n := 0
+	n, hosts := 0, 0
 	for name, c := range apps {
 		if strings.HasPrefix(name, "amdahl") {
 			n += c
+		}
+		if strings.HasPrefix(name, runtime.HostServiceName) {
+			hosts += c
 		}
 	}
 	if n == 0 {
 		t.Errorf("no profile upload named amdahl reached the server; got %v", apps)
 	}
+	if hosts == 0 {
+		t.Errorf("no profile upload named %s reached the server (the task hosts profile too); got %v", runtime.HostServiceName, apps)
+	}
 }
 
 // traceService is a real OTLP/gRPC trace service on loopback that counts
-// spans by name.
+// spans by name, and by service.name and span name.
 type traceService struct {
 	coltracepb.UnimplementedTraceServiceServer
-	mu    sync.Mutex
-	names map[string]int
+	mu      sync.Mutex
+	names   map[string]int
+	service map[string]int // "<service.name> <span name>"
 }
 
 func (s *traceService) Export(_ context.Context, req *coltracepb.ExportTraceServiceRequest) (*coltracepb.ExportTraceServiceResponse, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, rs := range req.GetResourceSpans() {
+		service := ""
+		for _, kv := range rs.GetResource().GetAttributes() {
+			if kv.GetKey() == "service.name" {
+				service = kv.GetValue().GetStringValue()
+			}
+		}
 		for _, ss := range rs.GetScopeSpans() {
 			for _, sp := range ss.GetSpans() {
 				s.names[sp.GetName()]++
+				s.service[service+" "+sp.GetName()]++
 			}
 		}
 	}
 	return &coltracepb.ExportTraceServiceResponse{}, nil
 }
 
-// TestRunExportsOTLP: --otlp-endpoint sends the run's spans, the task
-// hosts' synthesised ones included, to an OTLP collector.
+// TestRunExportsOTLP: --otlp-endpoint sends the run's spans to an OTLP
+// collector; the task hosts send their own, once each (the parent's
+// synthesised copies stay home).
 func TestRunExportsOTLP(t *testing.T) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	svc := &traceService{names: map[string]int{}}
+	svc := &traceService{names: map[string]int{}, service: map[string]int{}}
 	gs := grpc.NewServer()
 	coltracepb.RegisterTraceServiceServer(gs, svc)
 	go gs.Serve(ln)
@@ -419,6 +434,11 @@ func TestRunExportsOTLP(t *testing.T) {
 	for name, want := range map[string]int{"amdahl.work": 15, "runtime.dispatch": 15, "runtime.host": 15, "taskhost.execute": 15, "ipc.send": 15, "chunking.send": 15} {
 		if got := svc.names[name]; got != want {
 			t.Errorf("collector got %d %s spans, want %d (all: %v)", got, name, want, svc.names)
+		}
+	}
+	for _, name := range []string{"taskhost.receive", "taskhost.deserialize", "taskhost.execute", "taskhost.serialize"} {
+		if got := svc.service[runtime.HostServiceName+" "+name]; got != 15 {
+			t.Errorf("collector got %d %s spans from %s, want 15 (all: %v)", got, name, runtime.HostServiceName, svc.service)
 		}
 	}
 }

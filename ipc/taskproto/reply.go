@@ -23,7 +23,8 @@ var ErrNoCodec = errors.New("taskproto: the connection does not speak the task-h
 // this host's wall clock; and res.TraceContext to the request's trace
 // context. The reply's own serialize phase is measured while the codec
 // encodes it and appended to the encoded packet as a fourth timing (it is
-// not added to res.Timings).
+// not added to res.Timings). The reply's serialize and send spans, when
+// conn records them, are children of the request's span (in.Context).
 //
 // conn must have been opened with WithCodec (else ErrNoCodec). Reply
 // blocks as conn.Send does, and, as with Send, res must not be used
@@ -48,7 +49,8 @@ func Reply(ctx context.Context, conn *ipc.Conn, in *ipc.Incoming, res *ipcpb.Tas
 		&ipcpb.PhaseTiming{Phase: ipcpb.Phase_PHASE_EXECUTE, StartOffsetNs: int64(execStart.Sub(base)), DurationNs: int64(execDur)},
 	)
 	c.setAnchor(res, base)
-	err := conn.Send(ctx, res)
+	// The reply's own serialize and send spans join the request's trace.
+	err := conn.Send(in.Context(ctx), res)
 	c.takeAnchor(res) // when Send failed before encoding
 	return err
 }

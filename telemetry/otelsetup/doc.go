@@ -80,7 +80,11 @@
 // OTEL_GO_X_OBSERVABILITY, on the global meter provider, which Setup does
 // not set); amdahl run logs a warning after a run that dropped any.
 // WithRecorder keeps spans in memory (the embedded default of amdahl run);
-// WithSpanProcessor adds any other.
+// WithSpanProcessor adds any other. The OTLP (or console) exporter leaves
+// out spans with amdahl.remote=true, which a parent synthesised from a
+// child's reply timings: amdahl's task hosts export their own
+// (runtime.ServeHost); WithRemoteSpans(true) exports them too. The
+// recorder, the trace file and other span processors get every span.
 //
 // OTEL_SDK_DISABLED=true (the OpenTelemetry specification's variable; only
 // true and false are accepted, any other value is a *ConfigError, where the

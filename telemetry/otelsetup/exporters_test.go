@@ -13,6 +13,7 @@ import (
 	"github.com/amdahl-rt/amdahl/telemetry"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	colmetricpb "go.opentelemetry.io/proto/otlp/collector/metrics/v1"
 	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
 	metricpb "go.opentelemetry.io/proto/otlp/metrics/v1"
@@ -293,5 +294,48 @@ func TestPrometheusExporterIsAmdahls(t *testing.T) {
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
 		t.Errorf("/metrics: status %d, want 200", resp.StatusCode)
+	}
+}
+
+// TestRemoteSpansNotExported: spans synthesised from a child's timings
+// (amdahl.remote=true) reach the in-process span processors but not the
+// OTLP exporter, unless WithRemoteSpans(true): the child exports its own.
+func TestRemoteSpansNotExported(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		remote bool
+		want   int // spans at the collector
+	}{
+		{"default", false, 2},
+		{"WithRemoteSpans", true, 3},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			col := newCollector(t)
+			ctx := context.Background()
+			rec := tracetest.NewSpanRecorder()
+			tel, err := Setup(ctx, WithLookupEnv(noEnv), WithOTLP(col.addr, "grpc"), WithSpanProcessor(rec), WithRemoteSpans(tc.remote))
+			if err != nil {
+				t.Fatal(err)
+			}
+			c, err := tel.Component("taskhost")
+			if err != nil {
+				t.Fatal(err)
+			}
+			record(t, tel)
+			now := time.Now()
+			c.RecordSpan(ctx, telemetry.Execute, telemetry.None, now, now.Add(time.Millisecond), telemetry.AttrRemote.Bool(true))
+			if err := tel.Shutdown(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if n := col.spans(); n != tc.want {
+				t.Errorf("collector got %d spans, want %d", n, tc.want)
+			}
+			if n := len(rec.Ended()); n != 3 {
+				t.Errorf("span processor got %d spans, want 3 (the remote one included)", n)
+			}
+			if c := tel.OTLPSpanCounts(); c.Ended != int64(tc.want) || c.Dropped() != 0 {
+				t.Errorf("OTLPSpanCounts: got %+v, want %d ended, none dropped", c, tc.want)
+			}
+		})
 	}
 }

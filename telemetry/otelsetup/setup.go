@@ -84,6 +84,7 @@ type config struct {
 	phaseLabels   bool
 	resourceAttrs []attribute.KeyValue
 	lookupEnv     func(string) (string, bool)
+	remoteSpans   bool // export amdahl.remote=true spans to OTLP/console
 }
 
 // WithSDKDisabled turns the OpenTelemetry SDK off (true) or on (false),
@@ -117,6 +118,17 @@ func WithTraceFile(path string) Option { return func(c *config) { c.traceFile = 
 func WithOTLP(endpoint, protocol string) Option {
 	return func(c *config) { c.otlpEndpoint, c.otlpProtocol = endpoint, protocol }
 }
+
+// WithRemoteSpans makes the OTLP (or console) span exporter export the
+// spans a parent synthesised from a child's reply timings
+// (amdahl.remote=true) too (default false). By default it leaves them out:
+// the task hosts that ran those phases export their own spans, set up by
+// runtime.ServeHost from the environment the parent passes on, and a
+// backend must get each span once. The recorder, the trace file and the
+// span processors of WithSpanProcessor and RegisterSpanProcessor
+// (attribution) always get them. Turn this on for task hosts that do not
+// export (a program that does not call runtime.ServeHost).
+func WithRemoteSpans(on bool) Option { return func(c *config) { c.remoteSpans = on } }
 
 // WithSpanProcessor adds a span processor (tests: tracetest.NewSpanRecorder).
 func WithSpanProcessor(sp sdktrace.SpanProcessor) Option {
@@ -181,6 +193,7 @@ type Telemetry struct {
 	recorder       *Recorder
 	phaseLabels    bool
 	otlpCounts     *spanCounter // nil without OTLP
+	traceFile      bool         // spans go to a trace file
 
 	metricsLn  net.Listener
 	metricsSrv *http.Server
@@ -272,6 +285,7 @@ func Setup(ctx context.Context, opts ...Option) (*Telemetry, error) {
 		// Attribution reads the file back, so it must hold every span: a
 		// span end waits for room in a full queue (the exporter is local
 		// and fast) instead of being dropped, the SDK's default.
+		t.traceFile = true
 		tpOpts = append(tpOpts, sdktrace.WithBatcher(fe, sdktrace.WithBlocking(),
 			sdktrace.WithMaxQueueSize(traceFileQueueSize), sdktrace.WithMaxExportBatchSize(traceFileBatchSize)))
 	}
@@ -288,6 +302,7 @@ func Setup(ctx context.Context, opts ...Option) (*Telemetry, error) {
 		tpOpts = append(tpOpts, sdktrace.WithSpanProcessor(&countingProcessor{
 			SpanProcessor: sdktrace.NewBatchSpanProcessor(&countingExporter{SpanExporter: exp, n: t.otlpCounts}),
 			n:             t.otlpCounts,
+			dropRemote:    !c.remoteSpans,
 		}))
 	}
 	t.sdkTP = sdktrace.NewTracerProvider(tpOpts...)
@@ -596,6 +611,14 @@ func serviceName(res *resource.Resource) string {
 	return "amdahl"
 }
 
+// Exporting reports whether anything recorded leaves the process: spans go
+// to an exporter (OTLP, console or the trace file) or profiles are taken
+// (files or Pyroscope). A task host with nothing to export records nothing
+// (runtime.ServeHost). False for a nil Telemetry or with the SDK disabled.
+func (t *Telemetry) Exporting() bool {
+	return t != nil && t.sdkTP != nil && (t.otlpCounts != nil || t.traceFile || t.profiles != nil)
+}
+
 // PhaseLabels reports whether phase bodies run under the pprof phase label
 // (AMDAHL_PHASE_LABELS, WithPhaseLabels; default true).
 func (t *Telemetry) PhaseLabels() bool { return t != nil && t.phaseLabels }
@@ -649,14 +672,29 @@ type spanCounter struct{ ended, exported, failed atomic.Int64 }
 // (the unsampled ones it ignores are not counted).
 type countingProcessor struct {
 	sdktrace.SpanProcessor
-	n *spanCounter
+	n          *spanCounter
+	dropRemote bool // leave out amdahl.remote=true spans (WithRemoteSpans)
 }
 
 func (p *countingProcessor) OnEnd(s sdktrace.ReadOnlySpan) {
+	if p.dropRemote && isRemote(s) {
+		return
+	}
 	if s.SpanContext().IsSampled() {
 		p.n.ended.Add(1)
 	}
 	p.SpanProcessor.OnEnd(s)
+}
+
+// isRemote reports whether s is a span a parent synthesised from a child's
+// reply timings (amdahl.remote=true).
+func isRemote(s sdktrace.ReadOnlySpan) bool {
+	for _, kv := range s.Attributes() {
+		if kv.Key == telemetry.AttrRemote && kv.Value.AsBool() {
+			return true
+		}
+	}
+	return false
 }
 
 // countingExporter counts the spans of the batches it exports.
