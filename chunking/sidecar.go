@@ -38,6 +38,9 @@ const (
 	// DefaultMaxRecvMsgSize absorbs the framing overshoot of .NET's payload
 	// accounting (the newest Durable Task Go SDK uses the same 64 MiB).
 	DefaultMaxRecvMsgSize = 64 << 20
+	// DefaultMaxKeptCompletions is how many applied completions a sidecar
+	// without OnApplied keeps for Completions and DrainCompletions.
+	DefaultMaxKeptCompletions = 4096
 )
 
 // SidecarConfig configures a Sidecar. Zero fields take the defaults.
@@ -77,6 +80,21 @@ type SidecarConfig struct {
 	MaxRecvMsgSize int
 	// Now is the clock of the TTL (default time.Now); tests inject one.
 	Now func() time.Time
+	// OnApplied, if not nil, is called with each completion once it is
+	// applied, on the goroutine of the call that applied it and after the
+	// sidecar's lock is released (it should not block for long: the
+	// worker waits for its reply meanwhile). The sidecar then keeps no
+	// completions: Completions and DrainCompletions return none, and the
+	// payloads are garbage as soon as OnApplied returns. Applied counts
+	// them either way. A service that only counts or forwards completions
+	// sets it, so that its memory does not grow with the completions'
+	// payloads.
+	OnApplied func(Completion)
+	// MaxKeptCompletions caps the completions kept for Completions and
+	// DrainCompletions when OnApplied is nil (default 4096): over it the
+	// oldest kept completion is forgotten, and counted by
+	// ForgottenCompletions. Applying is not affected.
+	MaxKeptCompletions int
 	// Component, if not nil, records chunking.deserialize and
 	// chunking.execute on the server.
 	Component *telemetry.Component
@@ -161,7 +179,9 @@ type Sidecar struct {
 	buffered  int                 // the sum of the buffers' bytes
 	completed map[string]done     // recently completed tokens, for lost final replies
 	active    map[string]struct{} // instance ids scheduled by StartInstance, not yet completed
-	applied   []Completion
+	applied   []Completion        // kept when cfg.OnApplied is nil, at most cfg.MaxKeptCompletions
+	forgotten int64               // kept completions forgotten over MaxKeptCompletions
+	nApplied  atomic.Int64
 	streamSeq uint64
 	tokenSeq  uint64
 	tokenPfx  uint64
@@ -191,6 +211,7 @@ func NewSidecar(cfg SidecarConfig) (*Sidecar, error) {
 		{"MaxPendingInstances", cfg.MaxPendingInstances, DefaultMaxPendingInstances},
 		{"MaxInstanceIDBytes", cfg.MaxInstanceIDBytes, DefaultMaxInstanceIDBytes},
 		{"MaxRecvMsgSize", cfg.MaxRecvMsgSize, DefaultMaxRecvMsgSize},
+		{"MaxKeptCompletions", cfg.MaxKeptCompletions, DefaultMaxKeptCompletions},
 	} {
 		if f.v < 0 {
 			return nil, fmt.Errorf("chunking: sidecar: SidecarConfig.%s is %d, want ≥ 0 (0 takes the default %d)", f.name, f.v, f.dflt)
@@ -221,6 +242,9 @@ func NewSidecar(cfg SidecarConfig) (*Sidecar, error) {
 	}
 	if cfg.MaxRecvMsgSize == 0 {
 		cfg.MaxRecvMsgSize = DefaultMaxRecvMsgSize
+	}
+	if cfg.MaxKeptCompletions == 0 {
+		cfg.MaxKeptCompletions = DefaultMaxKeptCompletions
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
@@ -374,15 +398,28 @@ func (s *Sidecar) Submit(req *dtpb.OrchestratorRequest) {
 	s.mu.Unlock()
 }
 
-// Completions returns the completions applied so far, in order.
+// Applied returns how many completions the sidecar has applied.
+func (s *Sidecar) Applied() int64 { return s.nApplied.Load() }
+
+// ForgottenCompletions returns how many applied completions were not kept
+// for Completions because MaxKeptCompletions were kept already (0 with
+// OnApplied, which keeps none by design).
+func (s *Sidecar) ForgottenCompletions() int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.forgotten
+}
+
+// Completions returns the completions applied so far and kept (the latest
+// MaxKeptCompletions; none with OnApplied), in order.
 func (s *Sidecar) Completions() []Completion {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return append([]Completion(nil), s.applied...)
 }
 
-// DrainCompletions returns the completions applied so far, in order, and
-// forgets them (the sidecar no longer retains their actions).
+// DrainCompletions returns the completions applied and kept so far, in
+// order, and forgets them (the sidecar no longer retains their actions).
 func (s *Sidecar) DrainCompletions() []Completion {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -599,6 +636,9 @@ func (ss *sidecarService) CompleteOrchestratorTask(ctx context.Context, req *dtp
 	if done != nil {
 		_, ex := s.comp.StartPhase(ctx, telemetry.Execute, telemetry.None)
 		ex.Span().SetAttributes(attribute.Int(AttrActions, len(done.Actions)), attribute.Int(AttrChunks, done.Chunks))
+		if s.cfg.OnApplied != nil {
+			s.cfg.OnApplied(*done)
+		}
 		ex.End()
 	}
 	return &dtpb.CompleteTaskResponse{}, nil
@@ -725,7 +765,18 @@ func (s *Sidecar) complete(ctx context.Context, req *dtpb.OrchestratorResponse) 
 	delete(s.leases, tok)
 	delete(s.active, c.InstanceID)
 	s.completed[tok] = done{last: idx, at: s.cfg.Now()}
-	s.applied = append(s.applied, *c)
+	s.nApplied.Add(1)
+	if s.cfg.OnApplied == nil {
+		if len(s.applied) >= s.cfg.MaxKeptCompletions {
+			// Forget the oldest; copy down so the backing array does not
+			// keep it reachable.
+			n := copy(s.applied, s.applied[1:])
+			s.applied[n] = Completion{}
+			s.applied = s.applied[:n]
+			s.forgotten++
+		}
+		s.applied = append(s.applied, *c)
+	}
 	return c, nil
 }
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -571,5 +572,60 @@ func TestStartInstance(t *testing.T) {
 	got, err := dtpb.StartInstance(ctx, rg.conn, &dtpb.CreateInstanceRequest{})
 	if err != nil || got.GetInstanceId() == "" {
 		t.Fatalf("start with empty id: got %v, %v; want a generated id", got, err)
+	}
+}
+
+// TestOnAppliedKeepsNothing: with OnApplied the completion is handed over
+// once, counted, and not kept (a standalone sidecar under a flood used to
+// hold every second's payloads until it drained them).
+func TestOnAppliedKeepsNothing(t *testing.T) {
+	var got []Completion
+	var mu sync.Mutex
+	rg := startRig(t, SidecarConfig{OnApplied: func(c Completion) {
+		mu.Lock()
+		got = append(got, c)
+		mu.Unlock()
+	}})
+	r := fiveChunks(t)
+	r.CompletionToken = rg.lease(t, r.InstanceId)
+	if _, err := rg.sender(t, PlannerConfig{MaxChunkBytes: 1 << 20}).Complete(context.Background(), r); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(got) != 1 || got[0].Chunks != 5 {
+		t.Fatalf("OnApplied got %d completions, want 1 of 5 chunks", len(got))
+	}
+	sameActions(t, got[0].Actions, r.Actions)
+	if n := rg.sc.Applied(); n != 1 {
+		t.Errorf("Applied() = %d, want 1", n)
+	}
+	if cs := rg.sc.Completions(); len(cs) != 0 {
+		t.Errorf("kept %d completions with OnApplied, want none", len(cs))
+	}
+}
+
+// TestMaxKeptCompletions: without OnApplied the sidecar keeps the latest
+// MaxKeptCompletions and counts the ones it forgot.
+func TestMaxKeptCompletions(t *testing.T) {
+	rg := startRig(t, SidecarConfig{MaxKeptCompletions: 2})
+	snd := rg.sender(t, PlannerConfig{})
+	toks := rg.leaseN(t, 5)
+	for i, tok := range toks {
+		r := response(task(int32(i), 10))
+		r.InstanceId, r.CompletionToken = "instance-1", tok
+		if _, err := snd.Complete(context.Background(), r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cs := rg.sc.Completions()
+	if len(cs) != 2 || cs[0].CompletionToken != toks[3] || cs[1].CompletionToken != toks[4] {
+		t.Fatalf("kept %d completions, want the last two of %v", len(cs), toks)
+	}
+	if n, f := rg.sc.Applied(), rg.sc.ForgottenCompletions(); n != 5 || f != 3 {
+		t.Errorf("Applied %d, forgotten %d; want 5, 3", n, f)
+	}
+	if _, err := NewSidecar(SidecarConfig{MaxKeptCompletions: -1}); err == nil || !strings.Contains(err.Error(), "MaxKeptCompletions") {
+		t.Errorf("MaxKeptCompletions -1: err %v, want one naming the field", err)
 	}
 }

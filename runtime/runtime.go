@@ -80,8 +80,9 @@ type Config struct {
 	SidecarAddr string
 	// Sidecar, if set, is the sidecar this process serves at SidecarAddr,
 	// started by the caller, who closes it after the runtime's Close: the
-	// runtime counts and drains the completions it applied
-	// (Summary.SidecarApplied), so it keeps no payloads.
+	// runtime counts the completions it applied (Summary.SidecarApplied,
+	// from Sidecar.Applied) and drains the kept ones, so a sidecar without
+	// SidecarConfig.OnApplied keeps no payloads either.
 	Sidecar *chunking.Sidecar
 	// SidecarCredentials secure the connection to SidecarAddr, e.g.
 	// credentials.NewTLS with the CA that signed the sidecar's
@@ -210,18 +211,18 @@ type Runtime struct {
 	workers  sync.WaitGroup
 	inflight sync.WaitGroup // units submitted and not yet ended
 
-	mu       sync.Mutex
-	units    map[trace.TraceID]*unit
-	acc      attribution.Accumulator
-	byKind   map[scenario.Kind]*attribution.Accumulator
-	counts   [3]int
-	classes  map[string]int
-	examples map[string]string
-	applied  atomic.Int64
-	seq      atomic.Int64
-	start    time.Time
-	lastEnd  time.Time // when the last unit ended
-	e2e      e2eStats  // every ended unit's, measured without telemetry
+	mu          sync.Mutex
+	units       map[trace.TraceID]*unit
+	acc         attribution.Accumulator
+	byKind      map[scenario.Kind]*attribution.Accumulator
+	counts      [3]int
+	classes     map[string]int
+	examples    map[string]string
+	appliedBase int64 // the sidecar's Applied when the runtime started
+	seq         atomic.Int64
+	start       time.Time
+	lastEnd     time.Time // when the last unit ended
+	e2e         e2eStats  // every ended unit's, measured without telemetry
 
 	smu     sync.Mutex // guards closed; orders Submit against Close
 	closed  bool
@@ -379,6 +380,9 @@ func (r *Runtime) connect(ctx context.Context, cfg Config, tp trace.TracerProvid
 	if r.side != nil && addr == "" {
 		return errors.New("runtime: Config.Sidecar without Config.SidecarAddr: say where it is served")
 	}
+	if r.side != nil {
+		r.appliedBase = r.side.Applied()
+	}
 	if addr == "" && (cfg.SidecarCredentials != nil || cfg.SidecarToken != "") {
 		return errors.New("runtime: Config.SidecarCredentials or Config.SidecarToken without Config.SidecarAddr: they are for an external sidecar")
 	}
@@ -399,7 +403,9 @@ func (r *Runtime) connect(ctx context.Context, cfg Config, tp trace.TracerProvid
 	}
 	if addr == "" {
 		r.ownSide = true
-		if r.side, err = chunking.NewSidecar(chunking.SidecarConfig{Component: chunkComp, TracerProvider: tp, MeterProvider: mp}); err != nil {
+		if r.side, err = chunking.NewSidecar(chunking.SidecarConfig{Component: chunkComp, TracerProvider: tp, MeterProvider: mp,
+			// Count, keep nothing: the payloads are garbage once applied.
+			OnApplied: func(chunking.Completion) {}}); err != nil {
 			return err
 		}
 		lis, err := net.Listen("tcp", "127.0.0.1:0")
@@ -757,12 +763,12 @@ func (r *Runtime) failOrchestration(ctx context.Context, u *unit, token string, 
 	return cause
 }
 
-// complete sends a completion and accounts what the in-process sidecar
-// applied (drained, so the sidecar keeps no payloads).
+// complete sends a completion; a caller's sidecar is drained, so that it
+// keeps no payloads (the in-process one keeps none).
 func (r *Runtime) complete(ctx context.Context, resp *dtpb.OrchestratorResponse) (chunking.Result, error) {
 	res, err := r.sender.Complete(ctx, resp)
-	if r.side != nil {
-		r.applied.Add(int64(len(r.side.DrainCompletions())))
+	if r.side != nil && !r.ownSide {
+		r.side.DrainCompletions()
 	}
 	if err != nil {
 		return res, fmt.Errorf("sidecar: %w", err)
@@ -951,7 +957,7 @@ func (r *Runtime) Summary() Summary {
 	s.HostsSpawned, s.HostsReplaced = r.pool.spawned.Load(), r.pool.replaced.Load()
 	s.SidecarApplied = -1
 	if r.side != nil {
-		s.SidecarApplied = r.applied.Load()
+		s.SidecarApplied = r.side.Applied() - r.appliedBase
 	}
 	s.Attribution = r.acc.Report(r.cfg.ByPhase)
 	if len(byKind) > 1 {

@@ -100,6 +100,8 @@ chunking/doc.go, "Sidecar security".`,
 				return err
 			}
 			cfg.Component, cfg.TracerProvider, cfg.MeterProvider = comp, tel.TracerProvider(), tel.MeterProvider()
+			// Count completions, keep none: memory does not grow with their payloads.
+			cfg.OnApplied = func(chunking.Completion) {}
 			sc, err := chunking.NewSidecar(cfg)
 			if err != nil {
 				return err
@@ -116,27 +118,16 @@ chunking/doc.go, "Sidecar security".`,
 			}
 			served := make(chan error, 1)
 			go func() { served <- sc.Serve(lis) }()
-			// Keep no payloads: count completions as they are applied.
-			applied := 0
-			tick := time.NewTicker(time.Second)
-			defer tick.Stop()
-			for {
-				select {
-				case <-tick.C:
-					applied += len(sc.DrainCompletions())
-					continue
-				case err := <-served:
-					return errors.Join(err, closeSidecar(ctx, sc))
-				case <-ctx.Done():
-				}
-				break
+			select {
+			case err := <-served:
+				return errors.Join(err, closeSidecar(ctx, sc))
+			case <-ctx.Done():
 			}
 			if err := closeSidecar(ctx, sc); err != nil {
 				fmt.Fprintf(cmd.ErrOrStderr(), "amdahl sidecar: %v\n", err)
 			}
-			applied += len(sc.DrainCompletions())
 			slog.Debug("sidecar stopped")
-			fmt.Fprintf(cmd.ErrOrStderr(), "amdahl sidecar: stopped; %d completions applied\n", applied)
+			fmt.Fprintf(cmd.ErrOrStderr(), "amdahl sidecar: stopped; %d completions applied\n", sc.Applied())
 			return <-served
 		},
 	}
