@@ -52,3 +52,23 @@ func TestRunTraceFileFull(t *testing.T) {
 		t.Errorf("stderr %q, want the trace file's write error", errs)
 	}
 }
+
+// TestRunSummaryUnwritable: summary.json cannot be written at the end of
+// the run (here a directory stands at its name; a full disk fails the same
+// write). The summary still prints, the error names summary.json, exit 1.
+func TestRunSummaryUnwritable(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.Mkdir(filepath.Join(dir, "summary.json"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errs := runCLI(t, "run", "--scenario", "taskhost", "--set", "scenario.count=30", "--set", "runtime.nodes=2", "--out", dir)
+	if code != exitFail {
+		t.Errorf("exit %d, want %d", code, exitFail)
+	}
+	if !strings.Contains(out, "units 30: ok 30, failed 0, cancelled 0") {
+		t.Errorf("stdout lacks the summary of the run:\n%s", out)
+	}
+	if !strings.Contains(errs, "write summary.json") {
+		t.Errorf("stderr %q, want the summary.json write error", errs)
+	}
+}

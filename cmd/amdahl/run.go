@@ -197,12 +197,14 @@ func runRun(ctx context.Context, cmd *cobra.Command, f runFlags) error {
 		return runErr
 	}
 	if f.out != "" {
+		// A summary.json that cannot be written (disk full) fails the run,
+		// but the summary below still prints: the run's result is not lost.
 		b, err := json.MarshalIndent(sum, "", "  ")
 		if err == nil {
 			err = outfile.WriteFile(filepath.Join(f.out, "summary.json"), append(b, '\n'))
 		}
 		if err != nil {
-			return errors.Join(runErr, fmt.Errorf("write summary.json: %w", err))
+			runErr = errors.Join(runErr, fmt.Errorf("write summary.json: %w", err))
 		}
 	}
 	if f.asJSON {
