@@ -3,7 +3,7 @@ package otelsetup
 import (
 	"errors"
 	"fmt"
-	"github.com/amdahl-rt/amdahl/internal/outfile"
+	"io"
 	"os"
 	"path/filepath"
 	goruntime "runtime"
@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/grafana/pyroscope-go"
+
+	"github.com/amdahl-rt/amdahl/internal/outfile"
 )
 
 // PyroscopeConfig configures continuous profiling to a Pyroscope server.
@@ -38,6 +40,7 @@ type profiles struct {
 	pyro *pyroscope.Profiler
 
 	cpuFile *os.File
+	cpuW    *firstErrWriter // cpuFile, keeping the first write error
 	dir     string
 
 	prevMutex int
@@ -83,19 +86,44 @@ func startProfiles(dir string, pc PyroscopeConfig, service string) (*profiles, e
 		p.pyro = prof
 	}
 	if dir != "" {
-		f, err := outfile.Create(filepath.Join(dir, "cpu.pprof"))
+		f, err := createProfile(filepath.Join(dir, "cpu.pprof"))
 		if err != nil {
 			_ = p.stop()
 			return nil, &ConfigError{Setting: EnvProfileDir, Value: dir, Reason: err.Error()}
 		}
-		if err := pprof.StartCPUProfile(f); err != nil {
+		w := &firstErrWriter{w: f}
+		if err := pprof.StartCPUProfile(w); err != nil {
 			f.Close()
 			_ = p.stop()
 			return nil, fmt.Errorf("telemetry: start cpu profile: %w", err)
 		}
-		p.cpuFile = f
+		p.cpuFile, p.cpuW = f, w
 	}
 	return p, nil
+}
+
+// createProfile creates a profile file in an output directory (a variable
+// so that a test can hand out a file whose writes fail).
+var createProfile = outfile.Create
+
+// firstErrWriter keeps the first write error. runtime/pprof drops the errors
+// of the CPU profile's writes, so a full disk would otherwise leave a
+// truncated cpu.pprof without a word. Only the profile's writer goroutine
+// writes; StopCPUProfile waits for it before err is read.
+type firstErrWriter struct {
+	w   io.Writer
+	err error
+}
+
+func (e *firstErrWriter) Write(b []byte) (int, error) {
+	if e.err != nil {
+		return 0, e.err
+	}
+	n, err := e.w.Write(b)
+	if err != nil {
+		e.err = err
+	}
+	return n, err
 }
 
 func (p *profiles) restoreRates() {
@@ -113,8 +141,11 @@ func (p *profiles) stop() error {
 	var errs []error
 	if p.cpuFile != nil {
 		pprof.StopCPUProfile()
+		if p.cpuW.err != nil {
+			errs = append(errs, fmt.Errorf("write cpu profile %s: %w", p.cpuFile.Name(), p.cpuW.err))
+		}
 		errs = append(errs, p.cpuFile.Close())
-		p.cpuFile = nil
+		p.cpuFile, p.cpuW = nil, nil
 		errs = append(errs, writeHeap(filepath.Join(p.dir, "heap.pprof")))
 	}
 	if p.pyro != nil {
@@ -129,7 +160,7 @@ func (p *profiles) stop() error {
 }
 
 func writeHeap(path string) error {
-	f, err := outfile.Create(path)
+	f, err := createProfile(path)
 	if err != nil {
 		return fmt.Errorf("write heap profile: %w", err)
 	}
