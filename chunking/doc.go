@@ -103,6 +103,12 @@
 //	    (instance_id_bytes).
 //	BufferTTL, 5 min (--buffer-ttl): a partial completion with no chunk for
 //	    this long is dropped, and a completed token is forgotten after it.
+//	MaxKeptCompletions, 4096: applied completions kept, payloads and all,
+//	    for Completions and DrainCompletions; over it the oldest is
+//	    forgotten (Sidecar.ForgottenCompletions). With OnApplied set none is
+//	    kept: each applied completion is handed to it once and is garbage
+//	    after; Sidecar.Applied counts them either way. amdahl sidecar and
+//	    the runtime's in-process sidecar count and keep nothing.
 //
 // Work items given to Submit (in process, by the caller) are not bounded.
 //
