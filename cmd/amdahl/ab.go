@@ -333,7 +333,7 @@ func writeAB(stdout io.Writer, res abResult, f abFlags, nBase, nCand int) error 
 // settingsThatDiffer lists "name: a → b" for every setting that differs,
 // the variant label aside.
 func settingsThatDiffer(a, b map[string]string) []string {
-	var out []string
+	out := []string{} // JSON: [] for A/A, not null
 	for k, v := range a {
 		if k != "variant" && b[k] != v {
 			out = append(out, k)

@@ -155,9 +155,14 @@ var (
 	dimensionless = regexp.MustCompile(`_(gain|share|fraction|bytes)$`)
 )
 
+// nullable are the keys that may be null: an interval's bounds where
+// undefined, and report's whatif without --whatif.
+var nullable = map[string]bool{"value": true, "lo": true, "hi": true, "whatif": true}
+
 // jsonKeyProblems lists every key of doc that breaks the schema's naming
 // rules: a key not in snake_case, a numeric duration-like key whose name
-// does not end in _s or _ns, a top level without schema_version.
+// does not end in _s or _ns, a null where the schema has none, a top level
+// without schema_version.
 func jsonKeyProblems(doc []byte) []string {
 	var v any
 	if err := json.Unmarshal(doc, &v); err != nil {
@@ -180,6 +185,9 @@ func jsonKeyProblems(doc []byte) []string {
 				if !data {
 					if !snakeCase.MatchString(k) {
 						out = append(out, p+": key not in snake_case")
+					}
+					if e == nil && !nullable[k] {
+						out = append(out, p+": null (an empty list is [], an absent object is left out)")
 					}
 					switch e.(type) {
 					case float64, nil:
@@ -216,6 +224,7 @@ func TestJSONKeyRules(t *testing.T) {
 			".elapsed: a duration without its unit (_s or _ns)"}},
 		{fmt.Sprintf(`{"schema_version":%d,"kinds":{"fan-out":{"Works":1}}}`, v), []string{".kinds.fan-out.Works: key not in snake_case"}},
 		{`{"scenario":"x"}`, []string{fmt.Sprintf("schema_version <nil>, want %d", v)}},
+		{fmt.Sprintf(`{"schema_version":%d,"rows":null,"whatif":null}`, v), []string{".rows: null (an empty list is [], an absent object is left out)"}},
 	} {
 		if got := jsonKeyProblems([]byte(tc.doc)); !slices.Equal(got, tc.want) {
 			t.Errorf("%s: got %q, want %q", tc.doc, got, tc.want)
@@ -237,7 +246,7 @@ func TestJSONFullyPopulated(t *testing.T) {
 		"summary": runtime.Summary{SchemaVersion: sv, Settings: map[string]string{"ipc.buffer": "1MiB"},
 			Failures: map[string]int{"oversized action": 1}, Examples: map[string]string{"oversized action": "…"},
 			Attribution: rep, Kinds: map[string]attribution.Report{"taskhost": rep}},
-		"ab": abResult{SchemaVersion: sv, Baseline: map[string]string{"a.b": "c"}, Candidate: map[string]string{"a.b": "d"},
+		"ab": abResult{SchemaVersion: sv, Baseline: map[string]string{"a.b": "c"}, Candidate: map[string]string{"a.b": "d"}, Differ: []string{"a.b"},
 			Runs: []abRun{{Side: "baseline"}}, Comparison: cmp, WallGain: iv, ThroughputUp: iv,
 			Causal: []attribution.Causal{{Row: "taskhost.execute", Weight: iv, Added: 100}}},
 		"report":  reportJSON{SchemaVersion: sv, Report: rep, WhatIf: &wi},
@@ -440,5 +449,35 @@ func TestJSONGoldenSidecar(t *testing.T) {
 	var s sidecarJSON
 	if err := json.Unmarshal([]byte(out.String()), &s); err != nil || !strings.HasPrefix(s.Address, "127.0.0.1:") || s.Address == "127.0.0.1:0" {
 		t.Errorf("sidecar --json: %v, address %q, want the port it listened on", err, s.Address)
+	}
+}
+
+// TestJSONNoNulls: what is empty is [] (or left out), not null — with
+// telemetry off (no rows), without a target, for an A/A run.
+func TestJSONNoNulls(t *testing.T) {
+	base := writeTrace(t, []telemetry.Phase{telemetry.Serialize, telemetry.Send})
+	for _, tc := range []struct {
+		env  map[string]string
+		args []string
+	}{
+		{map[string]string{"OTEL_SDK_DISABLED": "true"}, []string{"run", "--scenario", "taskhost", "--set", "scenario.count=10", "--json", "--progress", "never"}},
+		{nil, []string{"report", "--json", "--baseline", base, base}},
+	} {
+		code, out, errs := runCLIEnv(t, tc.env, tc.args...)
+		if code != exitOK {
+			t.Fatalf("%v: exit %d; stderr %q", tc.args, code, errs)
+		}
+		for _, p := range jsonKeyProblems([]byte(out)) {
+			t.Errorf("%v: %s", tc.args, p)
+		}
+	}
+	same := map[string]string{"a": "1"}
+	b, err := marshalJSON(abResult{SchemaVersion: runtime.SchemaVersion, Baseline: same, Candidate: same, Differ: settingsThatDiffer(same, same),
+		Runs: []abRun{}, Comparison: attribution.Comparison{Rows: []attribution.CompareRow{}, Target: []string{}, Verdict: []string{}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range jsonKeyProblems(b) {
+		t.Errorf("ab, A/A: %s", p)
 	}
 }
