@@ -878,9 +878,15 @@ func (r *Runtime) shutdownParts(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
+// SchemaVersion is the version of amdahl's JSON schema, shared by
+// summary.json, ab.json and every command's --json output (docs/json.md).
+// 2: Causal's added_ns_per_work became added_per_work_ns, and every
+// output carries it.
+const SchemaVersion = 2
+
 // Summary is the account of a run.
 type Summary struct {
-	// SchemaVersion of this JSON (summary.json, amdahl run --json): 1.
+	// SchemaVersion of this JSON (summary.json, amdahl run --json).
 	SchemaVersion int               `json:"schema_version"`
 	Scenario      string            `json:"scenario"`
 	Variant       string            `json:"variant"`
@@ -933,7 +939,7 @@ func (r *Runtime) Summary() Summary {
 		byKind[k] = a
 	}
 	s := Summary{
-		SchemaVersion: 1,
+		SchemaVersion: SchemaVersion,
 		Scenario:      r.cfg.Scenario, Variant: r.set.Variant, Settings: r.set.Map(),
 		OK: r.counts[telemetry.OK], Failed: r.counts[telemetry.Failed], Cancelled: r.counts[telemetry.Cancelled],
 		Failures: map[string]int{}, Examples: map[string]string{},

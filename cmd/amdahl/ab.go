@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"github.com/amdahl-rt/amdahl/internal/outfile"
@@ -89,7 +88,7 @@ out of the attribution (hosts starting, caches filling).`,
 	fl.IntVar(&f.runs, "runs", 10, "runs per side")
 	fl.Float64Var(&f.warmup, "warmup", 0.1, "fraction of each run's units (the first to start) left out as warm-up, 0 to 0.5")
 	fl.StringVar(&f.out, "out", "", "write each run's trace.jsonl and summary.json under DIR/baseline-N/ and DIR/candidate-N/, and ab.json")
-	fl.BoolVar(&f.asJSON, "json", false, "print JSON instead of a table")
+	fl.BoolVar(&f.asJSON, "json", false, "print JSON (docs/json.md; the same as --out's ab.json) instead of a table")
 	fl.BoolVar(&f.markdown, "markdown", false, "print Markdown instead of a table")
 	fl.StringVar(&f.by, "by", "component", "rows by component or by phase")
 	fl.StringVar(&f.progress, "progress", "auto", "progress over runs on stderr: auto (when stderr is a terminal), always or never")
@@ -190,7 +189,7 @@ func runAB(ctx context.Context, cmd *cobra.Command, f abFlags) error {
 	if err != nil {
 		return usageError{err}
 	}
-	res := abResult{SchemaVersion: 1, Scenario: sc.Name, Baseline: sides[0].set.Map(), Candidate: sides[1].set.Map(), Differ: differ,
+	res := abResult{SchemaVersion: runtime.SchemaVersion, Scenario: sc.Name, Baseline: sides[0].set.Map(), Candidate: sides[1].set.Map(), Differ: differ,
 		Runs: runs, UnitsPerRun: units, Warmup: f.warmup, Comparison: cmp, Interrupted: interrupted,
 		WallGain: attribution.MeanGain(bWall, cWall, opt)}
 	// Throughput gain: the candidate's throughput over the baseline's, - 1.
@@ -214,9 +213,9 @@ func runAB(ctx context.Context, cmd *cobra.Command, f abFlags) error {
 		}
 	}
 	if f.out != "" {
-		b, err := json.MarshalIndent(res, "", "  ")
+		b, err := marshalJSON(res)
 		if err == nil {
-			err = outfile.WriteFile(filepath.Join(f.out, "ab.json"), append(b, '\n'))
+			err = outfile.WriteFile(filepath.Join(f.out, "ab.json"), b)
 		}
 		if err != nil {
 			return fmt.Errorf("write ab.json: %w", err)
@@ -296,9 +295,7 @@ func writeAB(stdout io.Writer, res abResult, f abFlags, nBase, nCand int) error 
 	cmp := res.Comparison
 	switch {
 	case f.asJSON:
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		err = enc.Encode(res)
+		err = writeJSON(stdout, res)
 	case f.markdown:
 		err = writeABHeader(stdout, res, "")
 		if err == nil {
@@ -336,7 +333,7 @@ func writeAB(stdout io.Writer, res abResult, f abFlags, nBase, nCand int) error 
 // settingsThatDiffer lists "name: a → b" for every setting that differs,
 // the variant label aside.
 func settingsThatDiffer(a, b map[string]string) []string {
-	var out []string
+	out := []string{} // JSON: [] for A/A, not null
 	for k, v := range a {
 		if k != "variant" && b[k] != v {
 			out = append(out, k)
@@ -404,9 +401,9 @@ func abOne(ctx context.Context, sc *scenario.Scenario, set runtime.Settings, sid
 		return abRun{}, fmt.Errorf("ab: %s run %d: %w", side, index, err)
 	}
 	if dir != "" {
-		b, err := json.MarshalIndent(sum, "", "  ")
+		b, err := marshalJSON(sum)
 		if err == nil {
-			err = outfile.WriteFile(filepath.Join(dir, "summary.json"), append(b, '\n'))
+			err = outfile.WriteFile(filepath.Join(dir, "summary.json"), b)
 		}
 		if err != nil {
 			return abRun{}, fmt.Errorf("write summary.json: %w", err)

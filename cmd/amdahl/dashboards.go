@@ -4,11 +4,13 @@ import (
 	"fmt"
 
 	"github.com/amdahl-rt/amdahl/dashboards"
+	"github.com/amdahl-rt/amdahl/runtime"
 	"github.com/spf13/cobra"
 )
 
 func newDashboardsCmd() *cobra.Command {
 	var out string
+	var asJSON bool
 	cmd := &cobra.Command{
 		Use:     "dashboards",
 		Short:   "Write amdahl's Grafana dashboards as JSON for file provisioning",
@@ -22,6 +24,9 @@ Pyroscope datasource with uid ` + dashboards.PyroscopeUID + `.`,
 			if err != nil {
 				return err
 			}
+			if asJSON {
+				return writeJSON(cmd.OutOrStdout(), dashboardsJSON{SchemaVersion: runtime.SchemaVersion, Files: paths})
+			}
 			for _, p := range paths {
 				if _, err := fmt.Fprintln(cmd.OutOrStdout(), p); err != nil {
 					return err
@@ -31,5 +36,6 @@ Pyroscope datasource with uid ` + dashboards.PyroscopeUID + `.`,
 		},
 	}
 	cmd.Flags().StringVar(&out, "out", "dashboards/json", "folder to write the dashboard files into")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the files written as JSON (docs/json.md) instead of one a line")
 	return cmd
 }

@@ -41,6 +41,7 @@ func newTaskhostCmd() *cobra.Command {
 
 func newSidecarCmd() *cobra.Command {
 	var listen, metricsAddr string
+	var asJSON bool
 	var bounds sidecarFlags
 	var sec serverSecurity
 	cmd := &cobra.Command{
@@ -128,11 +129,17 @@ chunking/doc.go, "Sidecar security".`,
 			}
 			slog.Debug("sidecar stopped")
 			fmt.Fprintf(cmd.ErrOrStderr(), "amdahl sidecar: stopped; %d completions applied\n", sc.Applied())
-			return <-served
+			err = <-served
+			if asJSON {
+				err = errors.Join(err, writeJSON(cmd.OutOrStdout(), sidecarJSON{SchemaVersion: runtime.SchemaVersion,
+					Address: lis.Addr().String(), CompletionsApplied: sc.Applied()}))
+			}
+			return err
 		},
 	}
 	cmd.Flags().StringVar(&listen, "listen", "127.0.0.1:4001", "address to serve gRPC on (host:port; port 0 picks one); not loopback: needs --tls-cert/--tls-key or --insecure")
 	cmd.Flags().StringVar(&metricsAddr, "metrics-addr", "", "serve Prometheus /metrics on host:port")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "once stopped, print the address and the completions applied as JSON (docs/json.md) on stdout")
 	bounds.register(cmd)
 	sec.register(cmd)
 	return cmd
@@ -235,6 +242,7 @@ func closeSidecar(ctx context.Context, sc *chunking.Sidecar) error {
 }
 
 func newScenariosCmd() *cobra.Command {
+	var listJSON, validateJSONOut bool
 	validate := &cobra.Command{
 		Use:   "validate FILE...",
 		Short: "Check scenario files without running them",
@@ -242,7 +250,8 @@ func newScenariosCmd() *cobra.Command {
 would, and prints one line per file: its units, seed and workloads, or the
 error with the file, line, column and field. Exit status 2 when a file is
 invalid.`,
-		Example: `  amdahl scenarios validate runtime/scenario/builtin/fanout.yaml docs/scenarios/tiny20k.yaml`,
+		Example: `  amdahl scenarios validate runtime/scenario/builtin/fanout.yaml docs/scenarios/tiny20k.yaml
+  amdahl scenarios validate --json my.yaml     # valid, error, and the scenario with its defaults filled in`,
 		Args: func(_ *cobra.Command, args []string) error {
 			if len(args) == 0 {
 				return usageError{fmt.Errorf("scenarios validate takes one scenario file or more, got none")}
@@ -251,14 +260,27 @@ invalid.`,
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var bad []string
+			res := validateJSON{SchemaVersion: runtime.SchemaVersion, Files: []validateFileJSON{}}
 			for _, f := range args {
 				s, err := scenario.Load(f)
 				if err != nil {
-					fmt.Fprintf(cmd.OutOrStdout(), "%s: invalid: %v\n", f, err)
+					res.Files = append(res.Files, validateFileJSON{File: f, Error: err.Error()})
+					if !validateJSONOut {
+						fmt.Fprintf(cmd.OutOrStdout(), "%s: invalid: %v\n", f, err)
+					}
 					bad = append(bad, f)
 					continue
 				}
-				fmt.Fprintf(cmd.OutOrStdout(), "%s: ok: scenario %s, %d units, seed %d, %s\n", f, s.Name, s.Count, s.Seed, describeWorkloads(s))
+				v := scenarioView(s)
+				res.Files = append(res.Files, validateFileJSON{File: f, Valid: true, Scenario: &v})
+				if !validateJSONOut {
+					fmt.Fprintf(cmd.OutOrStdout(), "%s: ok: scenario %s, %d units, seed %d, %s\n", f, s.Name, s.Count, s.Seed, describeWorkloads(s))
+				}
+			}
+			if validateJSONOut {
+				if err := writeJSON(cmd.OutOrStdout(), res); err != nil {
+					return err
+				}
 			}
 			if len(bad) > 0 {
 				return usageError{fmt.Errorf("%d of %d scenario files invalid: %s", len(bad), len(args), strings.Join(bad, ", "))}
@@ -270,9 +292,17 @@ invalid.`,
 		Use:   "scenarios",
 		Short: "List the built-in scenarios; validate scenario files",
 		Example: `  amdahl scenarios                                   # the built-ins, their workloads and seeds
-  amdahl scenarios validate docs/scenarios/*.yaml`,
+  amdahl scenarios validate docs/scenarios/*.yaml
+  amdahl scenarios --json                            # every field, defaults filled in, sizes in bytes`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if listJSON {
+				res := scenariosJSON{SchemaVersion: runtime.SchemaVersion, Scenarios: []scenarioJSON{}}
+				for _, s := range scenario.Builtins() {
+					res.Scenarios = append(res.Scenarios, scenarioView(s))
+				}
+				return writeJSON(cmd.OutOrStdout(), res)
+			}
 			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 0, 2, ' ', 0)
 			fmt.Fprintln(tw, "NAME\tUNITS\tSEED\tWORKLOADS\tDESCRIPTION")
 			for _, s := range scenario.Builtins() {
@@ -281,6 +311,8 @@ invalid.`,
 			return tw.Flush()
 		},
 	}
+	cmd.Flags().BoolVar(&listJSON, "json", false, "print the built-ins as JSON (docs/json.md) instead of a table")
+	validate.Flags().BoolVar(&validateJSONOut, "json", false, "print the results as JSON (docs/json.md) instead of one line a file")
 	cmd.AddCommand(validate)
 	return cmd
 }

@@ -2,13 +2,11 @@ package main
 
 import (
 	"cmp"
-	"encoding/json"
 	"fmt"
-	"runtime/debug"
 	"slices"
 	"strings"
 
-	"github.com/amdahl-rt/amdahl/telemetry"
+	"github.com/amdahl-rt/amdahl/runtime"
 	"github.com/amdahl-rt/amdahl/telemetry/attribution"
 	"github.com/spf13/cobra"
 )
@@ -99,7 +97,7 @@ more files, else over units), and a verdict in words.`,
 					wi = &w
 				}
 				if asJSON {
-					return json.NewEncoder(out).Encode(map[string]any{"schema_version": 1, "report": rep, "whatif": wi})
+					return writeJSON(out, reportJSON{SchemaVersion: runtime.SchemaVersion, Report: rep, WhatIf: wi})
 				}
 				if err := rep.WriteText(out); err != nil {
 					return err
@@ -118,14 +116,14 @@ more files, else over units), and a verdict in words.`,
 				return usageError{err}
 			}
 			if asJSON {
-				return json.NewEncoder(out).Encode(map[string]any{"schema_version": 1,
-					"baseline": bacc.Report(byPhase), "candidate": cacc.Report(byPhase), "comparison": cmp})
+				return writeJSON(out, compareJSON{SchemaVersion: runtime.SchemaVersion,
+					Baseline: bacc.Report(byPhase), Candidate: cacc.Report(byPhase), Comparison: cmp})
 			}
 			return cmp.WriteText(out)
 		},
 	}
 	f := cmd.Flags()
-	f.BoolVar(&asJSON, "json", false, "print JSON instead of a table")
+	f.BoolVar(&asJSON, "json", false, "print JSON (docs/json.md) instead of a table")
 	f.StringSliceVar(&baseline, "baseline", nil, "trace files of the baseline runs (A/B comparison); repeat or separate by commas")
 	f.StringSliceVar(&target, "target", nil, "rows the change is about: a component (ipc), component.phase (ipc.send), a row (ipc.send/request) or phase/direction (send/request)")
 	f.StringVar(&by, "by", "component", "rows by component (ipc.send/request) or by phase (send/request: components folded)")
@@ -135,6 +133,23 @@ more files, else over units), and a verdict in words.`,
 	f.BoolVar(&paired, "paired", false, "the i-th baseline and candidate files ran back to back (interleaved, as amdahl ab runs them): resample pairs of runs")
 	f.StringArrayVar(&whatif, "whatif", nil, "replay the critical path with rows N× as fast: ROWS=Nx, e.g. ipc.send=2x (repeatable; no --baseline)")
 	return cmd
+}
+
+// reportJSON is amdahl report --json of one set of runs; WhatIf is null
+// without --whatif.
+type reportJSON struct {
+	SchemaVersion int                 `json:"schema_version"`
+	Report        attribution.Report  `json:"report"`
+	WhatIf        *attribution.WhatIf `json:"whatif"`
+}
+
+// compareJSON is amdahl report --json --baseline: each side's attribution
+// and their comparison.
+type compareJSON struct {
+	SchemaVersion int                    `json:"schema_version"`
+	Baseline      attribution.Report     `json:"baseline"`
+	Candidate     attribution.Report     `json:"candidate"`
+	Comparison    attribution.Comparison `json:"comparison"`
 }
 
 // readSide reads each file as one run into an accumulator and, with keep,
@@ -181,44 +196,44 @@ func readSide(paths []string, lim attribution.Limits, in *attribution.Interner, 
 }
 
 func newVersionCmd() *cobra.Command {
-	return &cobra.Command{
+	var asJSON bool
+	cmd := &cobra.Command{
 		Use:   "version",
 		Short: "Print amdahl's version, module version and VCS revision",
 		Example: `  amdahl version
-  amdahl --version`,
+  amdahl --version
+  amdahl version --json          # version, module_version, vcs_revision, go_version`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if asJSON {
+				return writeJSON(cmd.OutOrStdout(), versionInfo())
+			}
 			_, err := fmt.Fprintf(cmd.OutOrStdout(), "amdahl %s\n", versionString())
 			return err
 		},
 	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON (docs/json.md) instead of a line")
+	return cmd
 }
 
 // versionString is amdahl's version with the module version and VCS
 // revision the binary was built from, as far as the build recorded them
 // ("go run" and tests record no revision).
 func versionString() string {
-	v := telemetry.Version
-	bi, ok := debug.ReadBuildInfo()
-	if !ok {
-		return v
+	i := versionInfo()
+	v := i.Version
+	if i.GoVersion == "" {
+		return v // no build information
 	}
-	if mv := bi.Main.Version; mv != "" && mv != "(devel)" {
+	if mv := i.ModuleVersion; mv != "" && mv != "(devel)" {
 		v += " (module " + mv + ")"
 	}
-	var rev, modified string
-	for _, s := range bi.Settings {
-		switch s.Key {
-		case "vcs.revision":
-			rev = s.Value
-		case "vcs.modified":
-			if s.Value == "true" {
-				modified = ", modified"
-			}
+	if i.VCSRevision != "" {
+		modified := ""
+		if i.VCSModified {
+			modified = ", modified"
 		}
+		v += fmt.Sprintf(" (revision %.12s%s)", i.VCSRevision, modified)
 	}
-	if rev != "" {
-		v += fmt.Sprintf(" (revision %.12s%s)", rev, modified)
-	}
-	return v + " " + bi.GoVersion
+	return v + " " + i.GoVersion
 }

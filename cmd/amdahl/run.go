@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"github.com/amdahl-rt/amdahl/internal/outfile"
@@ -88,7 +87,7 @@ Exit status: 0 when the run completed (failed units are reported, not fatal),
 	fl.StringVar(&f.scenario, "scenario", "mixed", "built-in scenario: taskhost, fanout or mixed")
 	fl.StringVar(&f.scenarioFile, "scenario-file", "", "scenario file (YAML or JSON); overrides --scenario")
 	fl.StringArrayVar(&f.sets, "set", nil, "setting name=value (repeatable; amdahl help settings lists them)")
-	fl.BoolVar(&f.asJSON, "json", false, "print the summary as JSON instead of a table")
+	fl.BoolVar(&f.asJSON, "json", false, "print the summary as JSON (docs/json.md; the same as --out's summary.json) instead of a table")
 	fl.StringVar(&f.by, "by", "component", "attribution rows by component (ipc.send/request) or by phase (send/request: components folded)")
 	fl.StringVar(&f.out, "out", "", "write trace.jsonl (OTLP JSON), cpu.pprof, heap.pprof (and hosts/host-N/ for each task host) and summary.json into this directory")
 	fl.StringVar(&f.metricsAddr, "metrics-addr", "", "serve Prometheus /metrics on host:port (AMDAHL_METRICS_ADDR)")
@@ -199,18 +198,16 @@ func runRun(ctx context.Context, cmd *cobra.Command, f runFlags) error {
 	if f.out != "" {
 		// A summary.json that cannot be written (disk full) fails the run,
 		// but the summary below still prints: the run's result is not lost.
-		b, err := json.MarshalIndent(sum, "", "  ")
+		b, err := marshalJSON(sum)
 		if err == nil {
-			err = outfile.WriteFile(filepath.Join(f.out, "summary.json"), append(b, '\n'))
+			err = outfile.WriteFile(filepath.Join(f.out, "summary.json"), b)
 		}
 		if err != nil {
 			runErr = errors.Join(runErr, fmt.Errorf("write summary.json: %w", err))
 		}
 	}
 	if f.asJSON {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		if err := enc.Encode(sum); err != nil {
+		if err := writeJSON(stdout, sum); err != nil {
 			return err
 		}
 	} else if err := writeSummary(stdout, sum, f.out, wrote); err != nil {

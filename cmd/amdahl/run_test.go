@@ -77,8 +77,8 @@ func TestRunJSONAndOut(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &sum); err != nil {
 		t.Fatalf("stdout is not a JSON summary: %v\n%s", err, out)
 	}
-	if sum.SchemaVersion != 1 {
-		t.Errorf("schema_version %d, want 1", sum.SchemaVersion)
+	if sum.SchemaVersion != runtime.SchemaVersion {
+		t.Errorf("schema_version %d, want %d", sum.SchemaVersion, runtime.SchemaVersion)
 	}
 	if sum.Submitted != 40 || sum.OK+sum.Failed+sum.Cancelled != 40 || sum.Attribution.Works != 40 {
 		t.Errorf("summary: submitted %d ok %d failed %d cancelled %d attributed %d, want 40 reconciled", sum.Submitted, sum.OK, sum.Failed, sum.Cancelled, sum.Attribution.Works)

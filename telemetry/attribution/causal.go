@@ -16,7 +16,7 @@ import (
 type Causal struct {
 	Row           string   `json:"row"`
 	Weight        Interval `json:"causal_weight"`
-	Added         float64  `json:"added_ns_per_work"` // Δ own work per unit
+	Added         float64  `json:"added_per_work_ns"` // Δ own work per unit, in ns
 	CriticalShare float64  `json:"critical_share"`
 }
 

@@ -195,7 +195,7 @@ func Compare(base, cand Side, opt CompareOptions) (Comparison, error) {
 	// The rows: every key of either side.
 	keyIndex, keys := rowKeys(base, cand)
 	target := make([]bool, len(keys))
-	var targetNames []string
+	targetNames := []string{} // JSON: [] with no target, not null
 	for _, sel := range opt.Target {
 		sel = strings.TrimSpace(sel)
 		if sel == "" {

@@ -133,7 +133,7 @@ func (a *Accumulator) AddDiagnostics(d Diagnostics) {
 func (a *Accumulator) Report(byPhase bool) Report {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	r := Report{Works: a.works, Failed: a.failed, E2ETotal: a.e2eTotal, Diagnostics: a.diag}
+	r := Report{Works: a.works, Failed: a.failed, E2ETotal: a.e2eTotal, Diagnostics: a.diag, Rows: []Row{}} // JSON: [] when empty
 	if r.Works == 0 {
 		return r
 	}
