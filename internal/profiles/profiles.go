@@ -57,8 +57,8 @@ const (
 	MaxHosts = 4096
 )
 
-// fileLimit is MaxFileBytes; tests lower it.
-var fileLimit = MaxFileBytes
+// fileLimit and hostLimit are MaxFileBytes and MaxHosts; tests lower them.
+var fileLimit, hostLimit = MaxFileBytes, MaxHosts
 
 // Profile file names in a run's --out directory and in each
 // hosts/host-<id>/ below it.
@@ -153,7 +153,7 @@ func Files(dir string, alloc bool) ([]string, error) {
 	if err := add(filepath.Join(dir, name)); err != nil {
 		return nil, err
 	}
-	hosts, err := readDirBounded(filepath.Join(dir, HostsDir), MaxHosts)
+	hosts, err := readDirBounded(filepath.Join(dir, HostsDir), hostLimit)
 	if err != nil {
 		return nil, err
 	}
@@ -187,7 +187,7 @@ func readDirBounded(dir string, max int) ([]os.DirEntry, error) {
 		return nil, fmt.Errorf("profiles: %w", err)
 	}
 	if len(ents) > max {
-		return nil, fmt.Errorf("profiles: %s has more than %d entries (the MaxHosts bound)", dir, max)
+		return nil, fmt.Errorf("profiles: %s has more than %d entries (the MaxHosts bound on the host directories read)", dir, max)
 	}
 	sort.Slice(ents, func(i, j int) bool { return ents[i].Name() < ents[j].Name() })
 	return ents, nil

@@ -206,10 +206,18 @@ func TestErrors(t *testing.T) {
 		b.sample([]int64{1}, phase("execute"), strings.Repeat("f", 50+i))
 	}
 	b.write(t, filepath.Join(big, CPUFile))
-	old := fileLimit
-	fileLimit = 1000
-	defer func() { fileLimit = old }()
+	oldFile, oldHosts := fileLimit, hostLimit
+	fileLimit, hostLimit = 1000, 2
+	defer func() { fileLimit, hostLimit = oldFile, oldHosts }()
 	if _, err := TopByPhase(big, false, 5); err == nil || !strings.Contains(err.Error(), "MaxFileBytes") {
 		t.Errorf("over the bound: %v, want an error naming MaxFileBytes", err)
+	}
+	// More host directories than the bound.
+	many := t.TempDir()
+	for _, h := range []string{"host-1", "host-2", "host-3"} {
+		newBuilder([2]string{"cpu", "nanoseconds"}).write(t, filepath.Join(many, HostsDir, h, CPUFile))
+	}
+	if _, err := TopByPhase(many, false, 5); err == nil || !strings.Contains(err.Error(), "MaxHosts") {
+		t.Errorf("over the host bound: %v, want an error naming MaxHosts", err)
 	}
 }
