@@ -167,6 +167,23 @@ func TestHostsExportTheirSpans(t *testing.T) {
 			t.Errorf("%s is in trace %s, want its parent's %s", name, tid, traceID)
 		}
 	}
+	// One trace per unit, no orphan: every exported span's parent was
+	// exported too (by either process), in the same trace.
+	byID := map[string]*tracepb.Span{}
+	for _, e := range col.spans() {
+		byID[hex.EncodeToString(e.span.GetSpanId())] = e.span
+	}
+	for _, e := range col.spans() {
+		if len(e.span.GetParentSpanId()) == 0 {
+			continue
+		}
+		p, ok := byID[hex.EncodeToString(e.span.GetParentSpanId())]
+		if !ok {
+			t.Errorf("%s (%q): parent %x not exported", e.span.GetName(), e.service, e.span.GetParentSpanId())
+		} else if hex.EncodeToString(p.GetTraceId()) != hex.EncodeToString(e.span.GetTraceId()) {
+			t.Errorf("%s (%q) and its parent %s are in different traces", e.span.GetName(), e.service, p.GetName())
+		}
+	}
 	if hostsFromParent != units {
 		t.Errorf("collector got %d %s spans from the parent, want %d", hostsFromParent, SpanHost, units)
 	}
