@@ -132,8 +132,21 @@ func TestHostsExportTheirSpans(t *testing.T) {
 
 	phases := []string{"taskhost.receive", "taskhost.deserialize", "taskhost.execute", "taskhost.serialize"}
 	got := map[string]int{}
+	ids := map[string]string{} // span id → name: every span, from either process, exactly once
+	hostsFromParent := 0
 	for _, e := range col.spans() {
 		name := e.span.GetName()
+		id := hex.EncodeToString(e.span.GetSpanId())
+		if prev, dup := ids[id]; dup {
+			t.Errorf("span %s (%s from %q) exported twice (first as %s)", id, name, e.service, prev)
+		}
+		ids[id] = name
+		if name == SpanHost {
+			if _, ok := hostSpans[id]; !ok || e.service == HostServiceName {
+				t.Errorf("%s %s from %q: not one the parent ended", SpanHost, id, e.service)
+			}
+			hostsFromParent++
+		}
 		for _, kv := range e.span.GetAttributes() {
 			if kv.Key == string(telemetry.AttrRemote) {
 				t.Errorf("collector got %s with %s (service %q): synthesised copies must not be exported", name, telemetry.AttrRemote, e.service)
@@ -153,6 +166,26 @@ func TestHostsExportTheirSpans(t *testing.T) {
 		} else if tid := hex.EncodeToString(e.span.GetTraceId()); tid != traceID {
 			t.Errorf("%s is in trace %s, want its parent's %s", name, tid, traceID)
 		}
+	}
+	// One trace per unit, no orphan: every exported span's parent was
+	// exported too (by either process), in the same trace.
+	byID := map[string]*tracepb.Span{}
+	for _, e := range col.spans() {
+		byID[hex.EncodeToString(e.span.GetSpanId())] = e.span
+	}
+	for _, e := range col.spans() {
+		if len(e.span.GetParentSpanId()) == 0 {
+			continue
+		}
+		p, ok := byID[hex.EncodeToString(e.span.GetParentSpanId())]
+		if !ok {
+			t.Errorf("%s (%q): parent %x not exported", e.span.GetName(), e.service, e.span.GetParentSpanId())
+		} else if hex.EncodeToString(p.GetTraceId()) != hex.EncodeToString(e.span.GetTraceId()) {
+			t.Errorf("%s (%q) and its parent %s are in different traces", e.span.GetName(), e.service, p.GetName())
+		}
+	}
+	if hostsFromParent != units {
+		t.Errorf("collector got %d %s spans from the parent, want %d", hostsFromParent, SpanHost, units)
 	}
 	for _, name := range phases {
 		if got[name] != units {

@@ -113,10 +113,22 @@
 // # Profiles
 //
 // Each phase body runs under the pprof label phase=<phase name> (CPU samples
-// only carry labels; ComponentConfig.PhaseLabels). With pyroscope on in otelsetup, root spans also carry span_id,
-// span_name and trace_id labels (otel-profiling-go) and the attribute
-// pyroscope.profile.id. Task hosts profile themselves the same way, as
-// service amdahl-taskhost, when PYROSCOPE_SERVER_ADDRESS reaches them.
+// only carry labels; ComponentConfig.PhaseLabels). With pyroscope on in
+// otelsetup, the first span of a trace in each process (amdahl.work in the
+// parent, taskhost.execute in a task host) carries the attribute
+// pyroscope.profile.id, and the CPU samples
+// under it the labels span_id (that span's id), span_name and trace_id
+// (otel-profiling-go); a phase started under it keeps them beside phase.
+// Task hosts profile themselves the same way, as service amdahl-taskhost,
+// when PYROSCOPE_SERVER_ADDRESS reaches them; amdahl sidecar as
+// amdahl-sidecar.
+//
+// Heap profiles carry no labels (the Go runtime records none on allocation
+// samples). `amdahl profile DIR [--alloc]` (package internal/profiles)
+// reads the pprof files of a run --out DIR, parent and hosts merged, and
+// prints the top functions per phase: CPU samples by their phase label,
+// allocations by the innermost function on their stack that opens a phase
+// (the table profiles.Entries).
 // Default profile types: cpu, alloc_objects,
 // alloc_space, inuse_objects, inuse_space; mutex and block when their rates
 // are set in PyroscopeConfig.

@@ -297,9 +297,12 @@ func (c *Component) startPhase(ctx context.Context, p Phase, d Direction) (conte
 	ps := PhaseSpan{c: c, ctx: parent, span: span, start: time.Now(), phase: p, dir: d}
 	if c.labels {
 		ps.label = true
-		if hasLabels(parent) {
-			// Keep the labels already set (span_id from otel-profiling-go,
-			// the caller's own): this path allocates, the common one not.
+		if hasLabels(ctx) {
+			// Keep the labels already set: the caller's own, and span_id
+			// from otel-profiling-go, whose tracer puts them in the context
+			// it returns for a span that is the first of its trace in this
+			// process (a task host's execute, whose parent is remote). This
+			// path allocates, the common one not.
 			lctx := pprof.WithLabels(ctx, c.phaseLbl[p])
 			pprof.SetGoroutineLabels(lctx)
 			return lctx, ps

@@ -3,6 +3,7 @@ package telemetry
 import (
 	"context"
 	"errors"
+	"runtime/pprof"
 	"testing"
 	"time"
 
@@ -306,4 +307,42 @@ func TestStartDetached(t *testing.T) {
 	if _, ph := nilComp.StartDetached(context.Background(), Queue, None); ph.End() != 0 || ph.Span().IsRecording() {
 		t.Error("a disabled component's detached phase records")
 	}
+}
+
+// labellingProvider is a TracerProvider that, like otel-profiling-go, sets
+// a span_id pprof label in the context Start returns.
+type labellingProvider struct{ trace.TracerProvider }
+
+type labellingTracer struct{ trace.Tracer }
+
+func (p labellingProvider) Tracer(name string, opts ...trace.TracerOption) trace.Tracer {
+	return labellingTracer{p.TracerProvider.Tracer(name, opts...)}
+}
+
+func (t labellingTracer) Start(ctx context.Context, name string, opts ...trace.SpanStartOption) (context.Context, trace.Span) {
+	ctx, span := t.Tracer.Start(ctx, name, opts...)
+	ctx = pprof.WithLabels(ctx, pprof.Labels("span_id", span.SpanContext().SpanID().String()))
+	pprof.SetGoroutineLabels(ctx)
+	return ctx, span
+}
+
+// TestPhaseKeepsSpanLabels: a phase that is the first span of its trace in
+// the process (its parent context has no labels) keeps the span_id label
+// its tracer set, beside phase; End restores the parent's labels (none).
+func TestPhaseKeepsSpanLabels(t *testing.T) {
+	tp := sdktrace.NewTracerProvider()
+	defer tp.Shutdown(context.Background())
+	c, err := NewComponent("taskhost", ComponentConfig{TracerProvider: labellingProvider{tp}, PhaseLabels: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, ph := c.StartPhase(context.Background(), Execute, None)
+	want := ph.Span().SpanContext().SpanID().String()
+	if v, _ := pprof.Label(ctx, "span_id"); v != want {
+		t.Errorf("span_id label %q, want %q", v, want)
+	}
+	if v, _ := pprof.Label(ctx, LabelPhase); v != "execute" {
+		t.Errorf("phase label %q, want execute", v)
+	}
+	ph.End()
 }

@@ -55,7 +55,9 @@ and AbandonTaskOrchestratorWorkItem, wire-compatible with Durable Task workers.
 amdahl run --sidecar ADDR completes to it. It runs until interrupted, then
 drains the calls in flight (for up to 5 s, then it stops them) and prints
 how many completions it applied. Telemetry follows the standard
-environment variables (OTEL_EXPORTER_OTLP_ENDPOINT, AMDAHL_METRICS_ADDR, …).
+environment variables (OTEL_EXPORTER_OTLP_ENDPOINT, PYROSCOPE_SERVER_ADDRESS,
+AMDAHL_METRICS_ADDR, …) as service.name amdahl-sidecar: its spans are
+children of the callers' through the W3C trace context of each call.
 
 What a client can make it hold is bounded by the --buffer-ttl and --max-*
 flags (sizes take a unit: 64MiB, 1GiB, 1.5GB); a call over a bound fails

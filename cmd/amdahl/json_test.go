@@ -365,6 +365,12 @@ func TestJSONGoldenRun(t *testing.T) {
 	}
 	checkGolden(t, "run", []byte(out))
 	sameJSON(t, []byte(out), filepath.Join(dir, "summary.json"))
+	// amdahl profile --json of the same --out.
+	code, out, errs = runCLI(t, "profile", "--json", dir)
+	if code != exitOK {
+		t.Fatalf("profile: exit %d; stderr %q", code, errs)
+	}
+	checkGolden(t, "profile", []byte(out))
 }
 
 // TestJSONGoldenAB: ab --json with a perturbation (so that it has causal

@@ -68,7 +68,7 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
-	root.AddCommand(newRunCmd(), newScenariosCmd(), newSidecarCmd(), newTaskhostCmd(), newReportCmd(), newABCmd(), newDashboardsCmd(), newVersionCmd(), newSettingsTopic())
+	root.AddCommand(newRunCmd(), newScenariosCmd(), newSidecarCmd(), newTaskhostCmd(), newReportCmd(), newProfileCmd(), newABCmd(), newDashboardsCmd(), newVersionCmd(), newSettingsTopic())
 	return root
 }
 

@@ -37,6 +37,7 @@ var allowed = map[string][]string{
 	// Telemetry beside the libraries: the SDK wiring, and attribution.
 	"telemetry/otelsetup":   {"telemetry", "internal/outfile"},
 	"telemetry/attribution": {"telemetry"},
+	"internal/profiles":     {"telemetry"},
 
 	// The host that ties it together.
 	"runtime/scenario": {"internal/bytesize"},

@@ -1,0 +1,192 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"path/filepath"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/amdahl-rt/amdahl/internal/profiles"
+	"github.com/amdahl-rt/amdahl/runtime"
+	"github.com/amdahl-rt/amdahl/telemetry"
+)
+
+// profileJSON is amdahl profile --json.
+type profileJSON struct {
+	SchemaVersion int                 `json:"schema_version"`
+	Dir           string              `json:"dir"`
+	Kind          string              `json:"kind"` // cpu or alloc
+	Attribution   string              `json:"attribution"`
+	Files         []string            `json:"files"`
+	Phases        []profiles.PhaseTop `json:"phases"`
+}
+
+const (
+	cpuAttribution   = "pprof label phase"
+	allocAttribution = "innermost phase entry function on the stack"
+)
+
+func newProfileCmd() *cobra.Command {
+	var (
+		phase  string
+		alloc  bool
+		top    int
+		asJSON bool
+	)
+	cmd := &cobra.Command{
+		Use:   "profile DIR",
+		Short: "Top functions per phase from the CPU or heap profiles of a run --out directory",
+		Long: `profile reads the pprof files of an amdahl run --out DIR (the parent's
+cpu.pprof or heap.pprof and every task host's under DIR/hosts/host-N/,
+merged) and prints, per phase, the total and the top functions by flat
+(the function itself) with cum (the function and what it calls).
+
+CPU samples are grouped by their pprof label phase, set around every phase
+body; a sample outside any phase is in phase (none).
+
+--alloc reads the bytes allocated (alloc_space) instead. Go heap profiles
+carry no labels, so an allocation is attributed from its stack: to the
+phase of the innermost frame that opens a phase (runtime.runTask: execute,
+ipc.(*Conn).serialize: serialize, chunking.(*Sender).sendChunk: send, …;
+the table is profiles.Entries in internal/profiles/entries.go); an
+allocation with no such frame is in (none).
+
+Profiles that went to Pyroscope (--pyroscope) are not in DIR; there, the
+same labels select the phase in the flame graph.`,
+		Example: `  amdahl run --scenario taskhost --out out
+  amdahl profile out                       # CPU, top 10 per phase
+  amdahl profile out --phase execute --top 20
+  amdahl profile out --alloc --phase serialize
+  amdahl profile out --json | jq '.phases[0].funcs[0]'`,
+		Args: func(_ *cobra.Command, args []string) error {
+			if len(args) != 1 {
+				return usageError{fmt.Errorf("profile takes one directory (a run --out DIR), got %d arguments", len(args))}
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			dir := args[0]
+			if top < 0 {
+				return usageError{fmt.Errorf("--top %d: want 0 (every function) or more", top)}
+			}
+			if phase != "" {
+				valid := []string{profiles.NoPhase}
+				for _, p := range telemetry.Phases() {
+					valid = append(valid, p.String())
+				}
+				if err := checkChoice("phase", phase, valid...); err != nil {
+					return err
+				}
+			}
+			files, err := profiles.Files(dir, alloc)
+			if err != nil {
+				return err
+			}
+			tops, err := profiles.TopByPhase(dir, alloc, top)
+			if err != nil {
+				return err
+			}
+			shown := tops
+			if phase != "" {
+				shown = nil
+				for _, pt := range tops {
+					if pt.Phase == phase {
+						shown = append(shown, pt)
+					}
+				}
+			}
+			out := profileJSON{SchemaVersion: runtime.SchemaVersion, Dir: dir, Kind: "cpu", Attribution: cpuAttribution, Files: files, Phases: shown}
+			if alloc {
+				out.Kind, out.Attribution = "alloc", allocAttribution
+			}
+			if out.Phases == nil {
+				out.Phases = []profiles.PhaseTop{}
+			}
+			if asJSON {
+				return writeJSON(cmd.OutOrStdout(), out)
+			}
+			return printProfile(cmd.OutOrStdout(), out, tops, phase)
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&phase, "phase", "", "show this phase only (queue, dispatch, serialize, send, receive, deserialize, execute or (none))")
+	fl.BoolVar(&alloc, "alloc", false, "allocated bytes (heap.pprof, alloc_space) instead of CPU time")
+	fl.IntVar(&top, "top", 10, "functions per phase (0: all)")
+	fl.BoolVar(&asJSON, "json", false, "print JSON instead of a table (docs/json.md)")
+	return cmd
+}
+
+// printProfile writes the table of amdahl profile; all is every phase
+// (for the percentages of the whole).
+func printProfile(w io.Writer, out profileJSON, all []profiles.PhaseTop, phase string) error {
+	var grand int64
+	unit := ""
+	for _, pt := range all {
+		grand += pt.Total
+		unit = pt.Unit
+	}
+	hosts := 0
+	for _, f := range out.Files {
+		if strings.Contains(filepath.ToSlash(f), "/"+profiles.HostsDir+"/") {
+			hosts++
+		}
+	}
+	what := "CPU time"
+	if out.Kind == "alloc" {
+		what = "bytes allocated"
+	}
+	fmt.Fprintf(w, "%s by phase in %s: %d profiles (%d from task hosts), %s in all; phase by %s\n",
+		what, out.Dir, len(out.Files), hosts, formatValue(grand, unit), out.Attribution)
+	if len(out.Phases) == 0 {
+		fmt.Fprintf(w, "no samples in phase %s\n", phase)
+		return nil
+	}
+	for _, pt := range out.Phases {
+		fmt.Fprintf(w, "\nphase %s: %s (%s of all)\n", pt.Phase, formatValue(pt.Total, pt.Unit), percent(pt.Total, grand))
+		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+		fmt.Fprintln(tw, "flat\tflat%\tcum\tcum%\t\tfunction")
+		for _, f := range pt.Funcs {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t\t%s\n", formatValue(f.Flat, pt.Unit), percent(f.Flat, pt.Total),
+				formatValue(f.Cum, pt.Unit), percent(f.Cum, pt.Total), f.Name)
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func formatValue(v int64, unit string) string {
+	switch unit {
+	case "nanoseconds":
+		return time.Duration(v).Round(time.Millisecond).String()
+	case "bytes":
+		return formatBytes(v)
+	}
+	return fmt.Sprintf("%d %s", v, unit)
+}
+
+// formatBytes is v in B, KiB, MiB or GiB, with one decimal above B.
+func formatBytes(v int64) string {
+	const k = 1024
+	switch {
+	case v < k:
+		return fmt.Sprintf("%dB", v)
+	case v < k*k:
+		return fmt.Sprintf("%.1fKiB", float64(v)/k)
+	case v < k*k*k:
+		return fmt.Sprintf("%.1fMiB", float64(v)/(k*k))
+	}
+	return fmt.Sprintf("%.1fGiB", float64(v)/(k*k*k))
+}
+
+func percent(v, of int64) string {
+	if of == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.1f%%", 100*float64(v)/float64(of))
+}
