@@ -319,9 +319,17 @@ func TestCtrlC(t *testing.T) {
 	}
 	defer func() { _ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL); _ = cmd.Wait() }()
 	br := bufio.NewReader(stderr)
-	// The progress bar appears once the run has lasted a second.
-	if _, err := br.ReadString('['); err != nil {
-		t.Fatalf("no progress on stderr: %v", err)
+	// The progress bar appears once the run has lasted a second, and is
+	// redrawn after "\r"; interrupt once it shows a unit done (on a loaded
+	// machine the hosts may not have answered yet at the first drawing).
+	for done := 0; done == 0; {
+		line, err := br.ReadString('\r')
+		if err != nil {
+			t.Fatalf("no progress with a unit done on stderr: %v", err)
+		}
+		if i := strings.LastIndex(line, "] "); i >= 0 {
+			fmt.Sscanf(line[i+2:], "%d/", &done)
+		}
 	}
 	if err := syscall.Kill(-cmd.Process.Pid, syscall.SIGINT); err != nil {
 		t.Fatal(err)
@@ -341,7 +349,11 @@ func TestCtrlC(t *testing.T) {
 	}
 	// The summary reconciles: units N: ok a, failed 0, cancelled c with N = a + c.
 	var n, ok, failed, cancelled int
-	if _, err := fmt.Sscanf(out[strings.Index(out, "units "):], "units %d: ok %d, failed %d, cancelled %d", &n, &ok, &failed, &cancelled); err != nil || n != ok+failed+cancelled || n == 0 {
+	i := strings.Index(out, "units ")
+	if i < 0 {
+		t.Fatalf("no summary on stdout:\n%s", out)
+	}
+	if _, err := fmt.Sscanf(out[i:], "units %d: ok %d, failed %d, cancelled %d", &n, &ok, &failed, &cancelled); err != nil || n != ok+failed+cancelled || n == 0 {
 		t.Errorf("summary line does not reconcile (%v): %d = %d + %d + %d", err, n, ok, failed, cancelled)
 	}
 }
