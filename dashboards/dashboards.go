@@ -79,8 +79,11 @@ const svc = ` and on(job, instance) target_info{service_name=~"$service_name"}`
 
 // rate is the per-second rate of the series name{sel, extra} of the
 // selected services.
-func rate(name, extra string) string {
-	return `(rate(` + name + `{` + sel + extra + `}[$__rate_interval])` + svc + `)`
+func rate(name, extra string) string { return rateOver(name, extra, winSeries) }
+
+// rateOver is rate over the window win.
+func rateOver(name, extra, win string) string {
+	return `(rate(` + name + `{` + sel + extra + `}[` + win + `])` + svc + `)`
 }
 
 // gauge is the series name{sel} of the selected services.
@@ -92,47 +95,67 @@ const (
 	rowLegend = `{{amdahl_component}}.{{amdahl_phase}} {{amdahl_direction}}`
 )
 
-// variantRate is rate() for one variant ($baseline or $candidate) instead
-// of the $variant selection.
-func variantRate(name, variant string) string {
-	return `(rate(` + name + `{amdahl_scenario=~"$scenario", amdahl_variant="` + variant + `"}[$__rate_interval])` + svc + `)`
+// variantRate is the rate of name over the window win for one variant
+// ($baseline or $candidate) instead of the $variant selection.
+func variantRate(name, variant, win string) string {
+	return `(rate(` + name + `{amdahl_scenario=~"$scenario", amdahl_variant="` + variant + `"}[` + win + `])` + svc + `)`
 }
+
+// Windows: $__rate_interval for time series; $__range for the A/B
+// panels, which compare the whole time range, so that two variants run
+// one after the other (amdahl ab with AMDAHL_METRICS_ADDR) meet in it.
+const (
+	winSeries = "$__rate_interval"
+	winRange  = "$__range"
+)
 
 // Attribution queries.
 var (
-	// QCritical is each row's critical-path share q.
-	QCritical = `sum by (` + row + `) ` + rate("amdahl_phase_critical_seconds_sum", "") +
-		` / ignoring(` + row + `) group_left sum(` + rate("amdahl_work_duration_seconds_sum", "") + `)`
-	// QNaive is each row's naive share (span time / e2e time).
-	QNaive = `sum by (` + row + `) ` + rate("amdahl_phase_duration_seconds_sum", "") +
-		` / ignoring(` + row + `) group_left sum(` + rate("amdahl_work_duration_seconds_sum", "") + `)`
-	// QBaselineQ is q of the $baseline variant.
-	QBaselineQ = `sum by (` + row + `) ` + variantRate("amdahl_phase_critical_seconds_sum", "$baseline") +
-		` / ignoring(` + row + `) group_left sum(` + variantRate("amdahl_work_duration_seconds_sum", "$baseline") + `)`
-	// QR is each row's r = 1 − mean span duration in $candidate / in
-	// $baseline, from the variant labels (amdahl ab's r).
-	QR = `1 - (` + meanRow("$candidate") + `) / (` + meanRow("$baseline") + `)`
-	// QQR is q·r per row.
-	QQR = `(` + QBaselineQ + `) * (` + QR + `)`
-	// QPredicted is Σ q·r over the rows: the predicted e2e gain.
-	QPredicted = `sum(` + QQR + `)`
-	// QMeasured is the measured e2e gain: 1 − mean e2e in $candidate / in
-	// $baseline.
-	QMeasured = `1 - (` + meanE2E("$candidate") + `) / (` + meanE2E("$baseline") + `)`
+	// QCritical is each row's critical-path share q over the time range.
+	QCritical = `sum by (` + row + `) ` + rateOver("amdahl_phase_critical_seconds_sum", "", winRange) +
+		` / ignoring(` + row + `) group_left sum(` + rateOver("amdahl_work_duration_seconds_sum", "", winRange) + `)`
+	// QNaive is each row's naive share (span time / e2e time) over the
+	// time range.
+	QNaive = `sum by (` + row + `) ` + rateOver("amdahl_phase_duration_seconds_sum", "", winRange) +
+		` / ignoring(` + row + `) group_left sum(` + rateOver("amdahl_work_duration_seconds_sum", "", winRange) + `)`
 	// QCriticalPerWork is each row's mean critical time per unit of work,
-	// by variant.
-	QCriticalPerWork = `sum by (` + row + `, amdahl_variant) ` + rate("amdahl_phase_critical_seconds_sum", "") +
-		` / ignoring(` + row + `) group_left sum by (amdahl_variant) ` + rate("amdahl_work_duration_seconds_count", "")
+	// by variant, over the time range.
+	QCriticalPerWork = `sum by (` + row + `, amdahl_variant) ` + rateOver("amdahl_phase_critical_seconds_sum", "", winRange) +
+		` / ignoring(` + row + `) group_left sum by (amdahl_variant) ` + rateOver("amdahl_work_duration_seconds_count", "", winRange)
 )
 
-func meanRow(variant string) string {
-	return `sum by (` + row + `) ` + variantRate("amdahl_phase_duration_seconds_sum", variant) +
-		` / sum by (` + row + `) ` + variantRate("amdahl_phase_duration_seconds_count", variant)
+// qOf is q of one variant over win.
+func qOf(variant, win string) string {
+	return `sum by (` + row + `) ` + variantRate("amdahl_phase_critical_seconds_sum", variant, win) +
+		` / ignoring(` + row + `) group_left sum(` + variantRate("amdahl_work_duration_seconds_sum", variant, win) + `)`
 }
 
-func meanE2E(variant string) string {
-	return `sum(` + variantRate("amdahl_work_duration_seconds_sum", variant) + `) / sum(` +
-		variantRate("amdahl_work_duration_seconds_count", variant) + `)`
+// rOf is each row's r = 1 − mean span duration in $candidate / in
+// $baseline, from the variant labels (amdahl ab's r).
+func rOf(win string) string {
+	return `1 - (` + meanRow("$candidate", win) + `) / (` + meanRow("$baseline", win) + `)`
+}
+
+// qrOf is q·r per row, q of $baseline.
+func qrOf(win string) string { return `(` + qOf("$baseline", win) + `) * (` + rOf(win) + `)` }
+
+// predicted is Σ q·r over the rows: the predicted e2e gain.
+func predicted(win string) string { return `sum(` + qrOf(win) + `)` }
+
+// measured is the measured e2e gain: 1 − mean e2e in $candidate / in
+// $baseline.
+func measured(win string) string {
+	return `1 - (` + meanE2E("$candidate", win) + `) / (` + meanE2E("$baseline", win) + `)`
+}
+
+func meanRow(variant, win string) string {
+	return `sum by (` + row + `) ` + variantRate("amdahl_phase_duration_seconds_sum", variant, win) +
+		` / sum by (` + row + `) ` + variantRate("amdahl_phase_duration_seconds_count", variant, win)
+}
+
+func meanE2E(variant, win string) string {
+	return `sum(` + variantRate("amdahl_work_duration_seconds_sum", variant, win) + `) / sum(` +
+		variantRate("amdahl_work_duration_seconds_count", variant, win) + `)`
 }
 
 // quantile is histogram_quantile(q) of the histogram name by the labels by.
@@ -194,32 +217,35 @@ func Attribution() (dashboard.Dashboard, error) {
 	b := newDashboard("amdahl — attribution", "amdahl-attribution").
 		WithVariable(pick("baseline", "baseline variant", "baseline")).
 		WithVariable(pick("candidate", "candidate variant", "candidate")).
-		WithRow(dashboard.NewRowBuilder("Where the time goes")).
-		WithPanel(bargauge.NewPanelBuilder().Id(1).Title("Critical-path share q per row").Unit("percentunit").
+		WithRow(dashboard.NewRowBuilder("Where the time goes: $variant")).
+		WithPanel(bargauge.NewPanelBuilder().Id(1).Title("Critical-path share q per row (time range)").Unit("percentunit").
 			Orientation(common.VizOrientationHorizontal).Datasource(promDS).Min(0).Max(1).
 			WithTarget(promQuery("A", QCritical, rowLegend).Instant())).
-		WithPanel(bargauge.NewPanelBuilder().Id(2).Title("Naive share per row (span time / e2e; > q where phases overlap)").Unit("percentunit").
+		WithPanel(bargauge.NewPanelBuilder().Id(2).Title("Naive share per row (span time / e2e; > q where phases overlap; time range)").Unit("percentunit").
 			Orientation(common.VizOrientationHorizontal).Datasource(promDS).Min(0).
 			WithTarget(promQuery("A", QNaive, rowLegend).Instant())).
-		WithPanel(table.NewPanelBuilder().Id(3).Title("Critical time per unit of work, by variant").Unit("s").Datasource(promDS).
+		WithPanel(table.NewPanelBuilder().Id(3).Title("Critical time per unit of work, by variant (time range)").Unit("s").Datasource(promDS).
 			// The SDK's default footer has a null reducer, which Grafana's
 			// schema (and the strict decoder) rejects.
 			Footer(common.NewTableFooterOptionsBuilder().Show(false).Reducer([]string{"sum"})).
 			WithTarget(promQuery("A", QCriticalPerWork, "").Instant().Format(prometheus.PromQueryFormatTable))).
-		WithRow(dashboard.NewRowBuilder("A/B: $candidate against $baseline")).
+		WithPanel(series(8, "Critical-path share q over time", "percentunit").
+			WithTarget(promQuery("A", `sum by (`+row+`) `+rate("amdahl_phase_critical_seconds_sum", "")+
+				` / ignoring(`+row+`) group_left sum(`+rate("amdahl_work_duration_seconds_sum", "")+`)`, rowLegend))).
+		WithRow(dashboard.NewRowBuilder("A/B: $candidate against $baseline, over the time range")).
 		WithPanel(bargauge.NewPanelBuilder().Id(4).Title("r per row: 1 − mean span time in $candidate / in $baseline").Unit("percentunit").
 			Orientation(common.VizOrientationHorizontal).Datasource(promDS).
-			WithTarget(promQuery("A", QR, rowLegend).Instant())).
+			WithTarget(promQuery("A", rOf(winRange), rowLegend).Instant())).
 		WithPanel(bargauge.NewPanelBuilder().Id(5).Title("q·r per row (q of $baseline)").Unit("percentunit").
 			Orientation(common.VizOrientationHorizontal).Datasource(promDS).
-			WithTarget(promQuery("A", QQR, rowLegend).Instant())).
+			WithTarget(promQuery("A", qrOf(winRange), rowLegend).Instant())).
 		WithPanel(stat.NewPanelBuilder().Id(6).Title("Predicted (Σ q·r) vs measured e2e gain").Unit("percentunit").Datasource(promDS).
 			ReduceOptions(common.NewReduceDataOptionsBuilder().Calcs([]string{"lastNotNull"})).
-			WithTarget(promQuery("A", QPredicted, "predicted Σ q·r").Instant()).
-			WithTarget(promQuery("B", QMeasured, "measured 1 − e2e($candidate)/e2e($baseline)").Instant())).
-		WithPanel(series(7, "Predicted vs measured e2e gain over time", "percentunit").
-			WithTarget(promQuery("A", QPredicted, "predicted Σ q·r")).
-			WithTarget(promQuery("B", QMeasured, "measured")))
+			WithTarget(promQuery("A", predicted(winRange), "predicted Σ q·r").Instant()).
+			WithTarget(promQuery("B", measured(winRange), "measured 1 − e2e($candidate)/e2e($baseline)").Instant())).
+		WithPanel(series(7, "Predicted vs measured e2e gain over time (variants running side by side)", "percentunit").
+			WithTarget(promQuery("A", predicted(winSeries), "predicted Σ q·r")).
+			WithTarget(promQuery("B", measured(winSeries), "measured")))
 	return build(b, "attribution")
 }
 

@@ -134,7 +134,7 @@ func promExprs(t *testing.T, d dashboard.Dashboard) map[string]string {
 	if err := json.Unmarshal(raw, &doc); err != nil {
 		t.Fatal(err)
 	}
-	r := strings.NewReplacer("$__rate_interval", "4s", "$__interval", "1s", "$scenario", testScenario, "$variant", ".*",
+	r := strings.NewReplacer("$__rate_interval", "4s", "$__range", "30s", "$__interval", "1s", "$scenario", testScenario, "$variant", ".*",
 		"$service_name", "amdahl", "$baseline", "baseline", "$candidate", "candidate")
 	out := map[string]string{}
 	for _, p := range doc.Panels {
