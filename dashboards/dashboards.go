@@ -164,8 +164,8 @@ func quantile(q, name, by string) string {
 }
 
 // variables returns the variables every dashboard has: the datasource
-// variables, service_name, scenario and variant.
-func variables(b *dashboard.DashboardBuilder) *dashboard.DashboardBuilder {
+// variables, service_name (one value when single), scenario and variant.
+func variables(b *dashboard.DashboardBuilder, single bool) *dashboard.DashboardBuilder {
 	for _, v := range dsVars {
 		b = b.WithVariable(dashboard.NewDatasourceVariableBuilder(v.name).Label(v.label + " datasource").Type(v.typ).
 			Current(dashboard.VariableOption{Text: dashboard.StringOrArrayOfString{String: cog.ToPtr(v.uid)},
@@ -176,13 +176,28 @@ func variables(b *dashboard.DashboardBuilder) *dashboard.DashboardBuilder {
 			Query(dashboard.StringOrMap{String: cog.ToPtr(q)}).
 			Refresh(dashboard.VariableRefreshOnTimeRangeChanged).IncludeAll(true).Multi(true).AllValue(".*")
 	}
+	service := query("service_name", "service", `label_values(target_info, service_name)`)
+	if single {
+		// Pyroscope and Jaeger take one service name, not a regex.
+		service = dashboard.NewQueryVariableBuilder("service_name").Label("service").Datasource(promDS).
+			Query(dashboard.StringOrMap{String: cog.ToPtr(`label_values(target_info, service_name)`)}).
+			Refresh(dashboard.VariableRefreshOnTimeRangeChanged).
+			Current(dashboard.VariableOption{Text: dashboard.StringOrArrayOfString{String: cog.ToPtr("amdahl")},
+				Value: dashboard.StringOrArrayOfString{String: cog.ToPtr("amdahl")}})
+	}
 	return b.
-		WithVariable(query("service_name", "service", `label_values(target_info, service_name)`)).
+		WithVariable(service).
 		WithVariable(query("scenario", "scenario", `label_values(amdahl_work_duration_seconds_count, amdahl_scenario)`)).
 		WithVariable(query("variant", "variant", `label_values(amdahl_work_duration_seconds_count, amdahl_variant)`))
 }
 
 func newDashboard(title, uid string) *dashboard.DashboardBuilder {
+	return newDashboardService(title, uid, false)
+}
+
+// newDashboardService is newDashboard with service_name single-valued
+// when single.
+func newDashboardService(title, uid string, single bool) *dashboard.DashboardBuilder {
 	return variables(dashboard.NewDashboardBuilder(title).
 		Uid(uid).
 		Tags([]string{"amdahl"}).
@@ -191,7 +206,7 @@ func newDashboard(title, uid string) *dashboard.DashboardBuilder {
 		Timezone(common.TimeZoneUtc).
 		Tooltip(dashboard.DashboardCursorSyncCrosshair).
 		Link(dashboard.NewDashboardLinkBuilder("amdahl").Type(dashboard.DashboardLinkTypeDashboards).
-			Tags([]string{"amdahl"}).AsDropdown(true).KeepTime(true).IncludeVars(true)))
+			Tags([]string{"amdahl"}).AsDropdown(true).KeepTime(true).IncludeVars(true)), single)
 }
 
 func promQuery(ref, expr, legend string) *prometheus.DataqueryBuilder {
@@ -386,7 +401,7 @@ func Profiles() (dashboard.Dashboard, error) {
 				ProfileTypeId(profile).
 				LabelSelector(`{service_name="` + service + `", phase=~"$phase"}`).GroupBy([]string{}))
 	}
-	b := newDashboard("amdahl — profiles and traces", "amdahl-profiles").
+	b := newDashboardService("amdahl — profiles and traces", "amdahl-profiles", true).
 		WithVariable(dashboard.NewCustomVariableBuilder("phase").Label("phase (pprof label)").
 			Values(dashboard.StringOrMap{String: cog.ToPtr(phases)}).Multi(true).IncludeAll(true)).
 		WithVariable(dashboard.NewTextBoxVariableBuilder("host_service_name").Label("task host service").
