@@ -134,7 +134,9 @@ func promExprs(t *testing.T, d dashboard.Dashboard) map[string]string {
 	if err := json.Unmarshal(raw, &doc); err != nil {
 		t.Fatal(err)
 	}
-	r := strings.NewReplacer("$__rate_interval", "4s", "$__range", "30s", "$__interval", "1s", "$scenario", testScenario, "$variant", ".*",
+	// Grafana's $__rate_interval is 4 scrape intervals at least.
+	r := strings.NewReplacer("$__rate_interval", fmt.Sprintf("%ds", 4*scrapeSeconds), "$__range", fmt.Sprintf("%ds", 30*scrapeSeconds),
+		"$__interval", fmt.Sprintf("%ds", scrapeSeconds), "$scenario", testScenario, "$variant", ".*",
 		"$service_name", "amdahl", "$baseline", "baseline", "$candidate", "candidate")
 	out := map[string]string{}
 	for _, p := range doc.Panels {
@@ -215,8 +217,18 @@ func runBoth(ctx context.Context, t *testing.T, tel *otelsetup.Telemetry) (wait 
 		if err != nil {
 			t.Fatal(err)
 		}
+		// A closed loop, one unit in flight per variant: the run must not
+		// starve /metrics of CPU (under -race a unit costs many times
+		// more), or Prometheus's 1 s scrape times out.
+		slot := make(chan struct{}, 1)
 		cfg := runtime.Config{Settings: set, Scenario: testScenario, HostArgv: []string{exe},
-			HostEnv: []string{envTestHost + "=1"}, Logger: slog.New(slog.DiscardHandler)}
+			HostEnv: []string{envTestHost + "=1"}, Logger: slog.New(slog.DiscardHandler),
+			OnResult: func(runtime.Result) {
+				select {
+				case <-slot:
+				default:
+				}
+			}}
 		cfg.UseTelemetry(tel)
 		r, err := runtime.New(ctx, cfg)
 		if err != nil {
@@ -229,6 +241,11 @@ func runBoth(ctx context.Context, t *testing.T, tel *otelsetup.Telemetry) (wait 
 			tick := time.NewTicker(10 * time.Millisecond)
 			defer tick.Stop()
 			for ctx.Err() == nil {
+				select {
+				case slot <- struct{}{}:
+				case <-ctx.Done():
+					continue
+				}
 				if err := r.Submit(ctx, gen.Next()); err != nil && ctx.Err() == nil {
 					t.Errorf("%s: submit: %v", v.name, err)
 					break
@@ -279,7 +296,8 @@ func TestQueriesAgainstPrometheus(t *testing.T) {
 	defer wait()
 
 	port := freePort(t)
-	cfg := fmt.Sprintf("global: {scrape_interval: 1s, evaluation_interval: 1s}\nscrape_configs:\n  - job_name: amdahl\n    static_configs: [{targets: ['%s']}]\n", tel.MetricsAddr())
+	cfg := fmt.Sprintf("global: {scrape_interval: %[1]ds, scrape_timeout: %[1]ds, evaluation_interval: %[1]ds}\nscrape_configs:\n  - job_name: amdahl\n    static_configs: [{targets: ['%[2]s']}]\n",
+		scrapeSeconds, tel.MetricsAddr())
 	if err := os.WriteFile(filepath.Join(dir, "prom.yml"), []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -312,8 +330,7 @@ func TestQueriesAgainstPrometheus(t *testing.T) {
 		}
 	}
 	// Until every query has had data (both variants must have run long
-	// enough for two samples in a 4 s window, Grafana's $__rate_interval
-	// for a 1 s scrape interval); bounded: 60 s. A query passes once it
+	// enough for two samples in a $__rate_interval window); bounded: 60 s. A query passes once it
 	// returns data: on a loaded machine a late scrape can leave a window
 	// with one sample for a moment.
 	began := time.Now()
@@ -342,6 +359,15 @@ func TestQueriesAgainstPrometheus(t *testing.T) {
 		}
 		<-poll.C
 	}
+	if req, err := http.NewRequest(http.MethodGet, "http://"+tel.MetricsAddr()+"/metrics", nil); err == nil {
+		req.Header.Set("Accept", "application/openmetrics-text;version=1.0.0")
+		start := time.Now()
+		if resp, err := http.DefaultClient.Do(req); err == nil {
+			n, _ := io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			t.Logf("/metrics: %d bytes in %v", n, time.Since(start).Round(time.Millisecond))
+		}
+	}
 	if len(failures) == 0 {
 		t.Logf("%d queries: every one had data after %v", len(queries), time.Since(began).Round(100*time.Millisecond))
 	}
@@ -349,7 +375,10 @@ func TestQueriesAgainstPrometheus(t *testing.T) {
 		t.Error(f)
 	}
 	if len(failures) > 0 {
-		t.Logf("prometheus log:\n%s", logs.String())
+		up, _ := query(base, `up`)
+		dur, _ := query(base, `scrape_duration_seconds`)
+		n, _ := query(base, `sum(amdahl_work_duration_seconds_count)`)
+		t.Logf("up %s, scrape duration %s, units %s; prometheus log:\n%s", up, dur, n, logs.String())
 	}
 
 	// Exemplars: stop the run and flush the trace file, then every
