@@ -267,30 +267,29 @@ func Attribution() (dashboard.Dashboard, error) {
 // Phases builds "amdahl — phases": latency quantiles per row and
 // direction with exemplars, throughput and outcomes.
 func Phases() (dashboard.Dashboard, error) {
-	q := func(p, name, by string) string { return quantile(p, name, by) }
 	e2e := "amdahl_work_duration_seconds"
 	ph := "amdahl_phase_duration_seconds"
 	b := newDashboard("amdahl — phases", "amdahl-phases").
 		WithRow(dashboard.NewRowBuilder("End to end")).
 		WithPanel(series(1, "End-to-end latency p50 / p95 / p99 (exemplars link to traces)", "s").
-			WithTarget(promQuery("A", q("0.50", e2e, ", amdahl_variant"), "p50 {{amdahl_variant}}").Exemplar(true)).
-			WithTarget(promQuery("B", q("0.95", e2e, ", amdahl_variant"), "p95 {{amdahl_variant}}").Exemplar(true)).
-			WithTarget(promQuery("C", q("0.99", e2e, ", amdahl_variant"), "p99 {{amdahl_variant}}").Exemplar(true))).
+			WithTarget(promQuery("A", quantile("0.50", e2e, ", amdahl_variant"), "p50 {{amdahl_variant}}").Exemplar(true)).
+			WithTarget(promQuery("B", quantile("0.95", e2e, ", amdahl_variant"), "p95 {{amdahl_variant}}").Exemplar(true)).
+			WithTarget(promQuery("C", quantile("0.99", e2e, ", amdahl_variant"), "p99 {{amdahl_variant}}").Exemplar(true))).
 		WithPanel(series(2, "Throughput: units of work per second", "ops").
 			WithTarget(promQuery("A", `sum by (amdahl_variant) `+rate(e2e+"_count", ""), "{{amdahl_variant}}"))).
 		WithPanel(series(3, "Outcomes per second", "ops").
 			WithTarget(promQuery("A", `sum by (amdahl_variant, amdahl_outcome) `+rate(e2e+"_count", ""), "{{amdahl_variant}} {{amdahl_outcome}}"))).
 		WithRow(dashboard.NewRowBuilder("Per row and direction")).
 		WithPanel(series(4, "Phase p50", "s").
-			WithTarget(promQuery("A", q("0.50", ph, ", "+row), rowLegend).Exemplar(true))).
+			WithTarget(promQuery("A", quantile("0.50", ph, ", "+row), rowLegend).Exemplar(true))).
 		WithPanel(series(5, "Phase p95", "s").
-			WithTarget(promQuery("A", q("0.95", ph, ", "+row), rowLegend).Exemplar(true))).
+			WithTarget(promQuery("A", quantile("0.95", ph, ", "+row), rowLegend).Exemplar(true))).
 		WithPanel(series(6, "Phase p99", "s").
-			WithTarget(promQuery("A", q("0.99", ph, ", "+row), rowLegend).Exemplar(true))).
+			WithTarget(promQuery("A", quantile("0.99", ph, ", "+row), rowLegend).Exemplar(true))).
 		WithPanel(series(7, "Phases per second", "ops").
 			WithTarget(promQuery("A", `sum by (`+row+`) `+rate(ph+"_count", ""), rowLegend))).
 		WithPanel(series(8, "Critical-path p99 per row", "s").
-			WithTarget(promQuery("A", q("0.99", "amdahl_phase_critical_seconds", ", "+row), rowLegend).Exemplar(true)))
+			WithTarget(promQuery("A", quantile("0.99", "amdahl_phase_critical_seconds", ", "+row), rowLegend).Exemplar(true)))
 	return build(b, "phases")
 }
 
@@ -383,6 +382,7 @@ func (q jaegerQuery) Validate() error {
 	return nil
 }
 
+// built is a cog.Builder of a value already built (the Jaeger query).
 type built[T any] struct{ v T }
 
 func (b built[T]) Build() (T, error) { return b.v, nil }
