@@ -173,5 +173,9 @@
 // {error} by amdahl.reason, amdahl.sidecar.rejections {call} by
 // amdahl.reason (the bound reached: total_buffered_bytes,
 // pending_instances, instance_id_bytes; or the bearer token missing or
-// wrong: unauthenticated).
+// wrong: unauthenticated). Every one carries the amdahl.scenario and
+// amdahl.variant of the config's Component. The counters of rare events
+// (retries by each retryable code, oversized rejections, partial buffers,
+// duplicates, protocol errors and rejections by each reason) are created
+// at zero, so that a dashboard's rate reads 0 rather than no data.
 package chunking

@@ -82,6 +82,15 @@ type metrics struct {
 	kindAction metric.AddOption
 	kindResp   metric.AddOption
 	oversized  metric.AddOption
+	plain      metric.MeasurementOption
+	run        []attribute.KeyValue // the component's scenario and variant
+}
+
+// withRun is the attribute set of the component's scenario and variant
+// (run) and kv.
+func withRun(run []attribute.KeyValue, kv ...attribute.KeyValue) attribute.Set {
+	all := make([]attribute.KeyValue, 0, len(run)+len(kv))
+	return attribute.NewSet(append(append(all, run...), kv...)...)
 }
 
 func meter(mp metric.MeterProvider) metric.Meter {
@@ -91,10 +100,12 @@ func meter(mp metric.MeterProvider) metric.Meter {
 	return telemetry.Meter(mp)
 }
 
-func newMetrics(mp metric.MeterProvider) (*metrics, error) {
+// newMetrics creates the chunking instruments; comp (may be nil)
+// contributes its scenario and variant to every attribute set.
+func newMetrics(mp metric.MeterProvider, comp *telemetry.Component) (*metrics, error) {
 	m := meter(mp)
 	var err error
-	x := &metrics{}
+	x := &metrics{run: comp.RunAttributes()}
 	if x.sizing, err = m.Int64Counter(MetricSizingComputations, metric.WithUnit("{call}"),
 		metric.WithDescription("Outer protobuf sizing calls made while planning completions, by kind.")); err != nil {
 		return nil, fmt.Errorf("chunking: create %s: %w", MetricSizingComputations, err)
@@ -116,9 +127,14 @@ func newMetrics(mp metric.MeterProvider) (*metrics, error) {
 		metric.WithDescription("Completions replaced by a failure completion, by reason.")); err != nil {
 		return nil, fmt.Errorf("chunking: create %s: %w", MetricRejections, err)
 	}
-	x.kindAction = metric.WithAttributeSet(attribute.NewSet(attribute.String(AttrSizingKind, "action")))
-	x.kindResp = metric.WithAttributeSet(attribute.NewSet(attribute.String(AttrSizingKind, "response")))
-	x.oversized = metric.WithAttributeSet(attribute.NewSet(attribute.String(AttrReason, ReasonOversizedAction)))
+	x.kindAction = metric.WithAttributeSet(withRun(x.run, attribute.String(AttrSizingKind, "action")))
+	x.kindResp = metric.WithAttributeSet(withRun(x.run, attribute.String(AttrSizingKind, "response")))
+	x.oversized = metric.WithAttributeSet(withRun(x.run, attribute.String(AttrReason, ReasonOversizedAction)))
+	x.plain = metric.WithAttributeSet(withRun(x.run))
+	// Counters of rare events start at zero, so that a dashboard's rate
+	// shows 0 instead of no data until the first one.
+	ctx := context.Background()
+	x.rejections.Add(ctx, 0, x.oversized)
 	return x, nil
 }
 
@@ -130,16 +146,27 @@ func (m *metrics) planned(ctx context.Context, pl *Plan, bytes int) {
 		m.sizing.Add(ctx, int64(pl.ResponseSizings), m.kindResp)
 	}
 	if bytes > 0 {
-		m.bytes.Add(ctx, int64(bytes))
+		m.bytes.Add(ctx, int64(bytes), m.plain)
 	}
-	m.chunks.Record(ctx, int64(len(pl.Chunks)))
+	m.chunks.Record(ctx, int64(len(pl.Chunks)), m.plain)
 	if pl.Oversized != nil {
 		m.rejections.Add(ctx, 1, m.oversized)
 	}
 }
 
 func (m *metrics) retried(ctx context.Context, c codes.Code) {
-	m.retries.Add(ctx, 1, metric.WithAttributes(attribute.String(AttrCode, c.String())))
+	m.retries.Add(ctx, 1, metric.WithAttributeSet(withRun(m.run, attribute.String(AttrCode, c.String()))))
+}
+
+// retryableCodes are the codes retryable accepts, for the zero series.
+var retryableCodes = []codes.Code{codes.Unavailable, codes.Unknown, codes.DeadlineExceeded, codes.Internal}
+
+// zeroRetries starts amdahl.chunking.retries at zero for each retryable
+// code (the sender's; the planner records no retries).
+func (m *metrics) zeroRetries() {
+	for _, c := range retryableCodes {
+		m.retries.Add(context.Background(), 0, metric.WithAttributeSet(withRun(m.run, attribute.String(AttrCode, c.String()))))
+	}
 }
 
 type sidecarMetrics struct {
@@ -147,12 +174,25 @@ type sidecarMetrics struct {
 	dups      metric.Int64Counter
 	protoErrs metric.Int64Counter
 	refusals  metric.Int64Counter
+	run       []attribute.KeyValue // the component's scenario and variant
+	plain     metric.AddOption     // run only: partial buffers, duplicates
 }
 
-func newSidecarMetrics(mp metric.MeterProvider) (*sidecarMetrics, error) {
+// sidecarProtocolReasons and sidecarRefusalReasons are the reasons the
+// sidecar counts, started at zero.
+var (
+	sidecarProtocolReasons = []string{ReasonUnknownToken, ReasonMissingIndex, ReasonGap, ReasonNoBuffer, ReasonOverCap,
+		ReasonMissingToken, ReasonCompleted, ReasonConflict}
+	sidecarRefusalReasons = []string{ReasonTotalBufferedBytes, ReasonPendingInstances, ReasonInstanceIDBytes, ReasonUnauthenticated}
+)
+
+// newSidecarMetrics creates the sidecar's instruments; comp (may be nil)
+// contributes its scenario and variant to every attribute set.
+func newSidecarMetrics(mp metric.MeterProvider, comp *telemetry.Component) (*sidecarMetrics, error) {
 	m := meter(mp)
 	var err error
-	x := &sidecarMetrics{}
+	x := &sidecarMetrics{run: comp.RunAttributes()}
+	x.plain = metric.WithAttributeSet(withRun(x.run))
 	if x.partial, err = m.Int64UpDownCounter(MetricPartialBuffers, metric.WithUnit("{buffer}"),
 		metric.WithDescription("Chunked completions currently buffered by the sidecar.")); err != nil {
 		return nil, fmt.Errorf("chunking: create %s: %w", MetricPartialBuffers, err)
@@ -169,14 +209,25 @@ func newSidecarMetrics(mp metric.MeterProvider) (*sidecarMetrics, error) {
 		metric.WithDescription("Calls refused because a sidecar bound was reached, by the bound (reason).")); err != nil {
 		return nil, fmt.Errorf("chunking: create %s: %w", MetricSidecarRejections, err)
 	}
+	// Rare events start at zero, so that a dashboard's rate shows 0
+	// instead of no data until the first one.
+	ctx := context.Background()
+	x.partial.Add(ctx, 0, x.plain)
+	x.dups.Add(ctx, 0, x.plain)
+	for _, r := range sidecarProtocolReasons {
+		x.protoErrs.Add(ctx, 0, metric.WithAttributeSet(withRun(x.run, attribute.String(AttrReason, r))))
+	}
+	for _, r := range sidecarRefusalReasons {
+		x.refusals.Add(ctx, 0, metric.WithAttributeSet(withRun(x.run, attribute.String(AttrReason, r))))
+	}
 	return x, nil
 }
 
 func (m *sidecarMetrics) protocolError(ctx context.Context, reason string) {
-	m.protoErrs.Add(ctx, 1, metric.WithAttributes(attribute.String(AttrReason, reason)))
+	m.protoErrs.Add(ctx, 1, metric.WithAttributeSet(withRun(m.run, attribute.String(AttrReason, reason))))
 }
 
 // refused counts a call refused by the bound named by reason.
 func (m *sidecarMetrics) refused(ctx context.Context, reason string) {
-	m.refusals.Add(ctx, 1, metric.WithAttributes(attribute.String(AttrReason, reason)))
+	m.refusals.Add(ctx, 1, metric.WithAttributeSet(withRun(m.run, attribute.String(AttrReason, reason))))
 }

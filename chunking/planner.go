@@ -62,7 +62,7 @@ func NewPlanner(cfg PlannerConfig) (*Planner, error) {
 	if cfg.Accounting > Payload {
 		return nil, fmt.Errorf("chunking.accounting: invalid value %v (valid: wire, payload)", cfg.Accounting)
 	}
-	m, err := newMetrics(cfg.MeterProvider)
+	m, err := newMetrics(cfg.MeterProvider, cfg.Component)
 	if err != nil {
 		return nil, err
 	}

@@ -61,10 +61,11 @@ func NewSender(cc grpc.ClientConnInterface, cfg SenderConfig) (*Sender, error) {
 			return nil, err
 		}
 	}
-	m, err := newMetrics(cfg.MeterProvider)
+	m, err := newMetrics(cfg.MeterProvider, cfg.Component)
 	if err != nil {
 		return nil, err
 	}
+	m.zeroRetries()
 	return &Sender{cc: cc, planner: pl, retry: rp, comp: cfg.Component, metrics: m}, nil
 }
 

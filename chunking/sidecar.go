@@ -249,7 +249,7 @@ func NewSidecar(cfg SidecarConfig) (*Sidecar, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	m, err := newSidecarMetrics(cfg.MeterProvider)
+	m, err := newSidecarMetrics(cfg.MeterProvider, cfg.Component)
 	if err != nil {
 		return nil, err
 	}
@@ -478,7 +478,7 @@ func (s *Sidecar) dropLocked(tok string) {
 	if b, ok := s.buffers[tok]; ok {
 		s.buffered -= b.bytes
 		delete(s.buffers, tok)
-		s.metrics.partial.Add(context.Background(), -1)
+		s.metrics.partial.Add(context.Background(), -1, s.metrics.plain)
 	}
 }
 
@@ -664,11 +664,11 @@ func (s *Sidecar) complete(ctx context.Context, req *dtpb.OrchestratorResponse) 
 		last := d.last
 		// The reply to the final message was lost and it was sent again.
 		if !req.IsPartial && idx == last {
-			s.metrics.dups.Add(ctx, 1)
+			s.metrics.dups.Add(ctx, 1, s.metrics.plain)
 			return nil, nil
 		}
 		if req.IsPartial && idx >= 0 && idx < last {
-			s.metrics.dups.Add(ctx, 1)
+			s.metrics.dups.Add(ctx, 1, s.metrics.plain)
 			return nil, nil
 		}
 		return nil, s.reject(ctx, ReasonCompleted, codes.FailedPrecondition, "completion token %q already completed", tok)
@@ -699,7 +699,7 @@ func (s *Sidecar) complete(ctx context.Context, req *dtpb.OrchestratorResponse) 
 						"chunk %d of token %q differs from the chunk %d already accepted; a chunk sent again must be identical "+
 							"(the accepted chunks are kept)", idx, tok, idx)
 				}
-				s.metrics.dups.Add(ctx, 1)
+				s.metrics.dups.Add(ctx, 1, s.metrics.plain)
 				buf.touched = s.cfg.Now()
 				return nil, nil
 			}
@@ -715,7 +715,7 @@ func (s *Sidecar) complete(ctx context.Context, req *dtpb.OrchestratorResponse) 
 		if buf == nil {
 			buf = &buffer{}
 			s.buffers[tok] = buf
-			s.metrics.partial.Add(ctx, 1)
+			s.metrics.partial.Add(ctx, 1, s.metrics.plain)
 		}
 		s.appendLocked(buf, req, n)
 		return nil, nil

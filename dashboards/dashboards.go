@@ -1,8 +1,16 @@
 // Package dashboards builds amdahl's Grafana dashboards as Go code with the
 // Grafana Foundation SDK and writes them as classic (v1) dashboard JSON for
-// file provisioning. Every Prometheus query uses only the metric and label
-// names of the telemetry contract (telemetry/doc.go); the tests run each of
-// them against a real Prometheus scraping a real amdahl /metrics endpoint.
+// file provisioning, with the Grafana provisioning files and a compose file
+// that runs Grafana, Prometheus, Tempo, Jaeger and Pyroscope beside them
+// (provision.go). Every Prometheus query uses only the metric and label
+// names of the telemetry contract (telemetry/doc.go, ipc/metrics.go,
+// chunking/metrics.go); the tests run each of them against a real
+// Prometheus scraping a real amdahl run.
+//
+// Panels never name a datasource uid: each dashboard has datasource
+// variables (ds_prometheus, ds_pyroscope, ds_tempo, ds_jaeger) whose
+// default is the datasource the provisioning files create, so the
+// dashboards also work against datasources a user already has.
 package dashboards
 
 import (
@@ -10,116 +18,449 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sort"
 
 	"github.com/grafana/grafana-foundation-sdk/go/bargauge"
 	"github.com/grafana/grafana-foundation-sdk/go/cog"
+	"github.com/grafana/grafana-foundation-sdk/go/cog/variants"
 	"github.com/grafana/grafana-foundation-sdk/go/common"
 	"github.com/grafana/grafana-foundation-sdk/go/dashboard"
 	"github.com/grafana/grafana-foundation-sdk/go/grafanapyroscope"
 	"github.com/grafana/grafana-foundation-sdk/go/prometheus"
 	"github.com/grafana/grafana-foundation-sdk/go/stat"
 	"github.com/grafana/grafana-foundation-sdk/go/table"
+	"github.com/grafana/grafana-foundation-sdk/go/tempo"
 	"github.com/grafana/grafana-foundation-sdk/go/timeseries"
 )
 
-// Datasource uids the dashboards refer to; provision datasources with these.
+// Uids of the datasources the provisioning files create; the dashboards'
+// datasource variables default to them.
 const (
 	PrometheusUID = "amdahl-prometheus"
 	PyroscopeUID  = "amdahl-pyroscope"
+	TempoUID      = "amdahl-tempo"
+	JaegerUID     = "amdahl-jaeger"
 )
 
-var promDS = dashboard.DataSourceRef{Type: cog.ToPtr("prometheus"), Uid: cog.ToPtr(PrometheusUID)}
+// Plugin ids of the datasource types the dashboards use.
+const (
+	TypePrometheus = "prometheus"
+	TypePyroscope  = "grafana-pyroscope-datasource"
+	TypeTempo      = "tempo"
+	TypeJaeger     = "jaeger"
+)
 
-// sel is the label filter every query applies (Grafana variables).
+// Datasource variables: name, plugin type and default uid.
+var dsVars = []struct{ name, typ, uid, label string }{
+	{"ds_prometheus", TypePrometheus, PrometheusUID, "Prometheus"},
+	{"ds_pyroscope", TypePyroscope, PyroscopeUID, "Pyroscope"},
+	{"ds_tempo", TypeTempo, TempoUID, "Tempo"},
+	{"ds_jaeger", TypeJaeger, JaegerUID, "Jaeger"},
+}
+
+func dsRef(typ, variable string) dashboard.DataSourceRef {
+	return dashboard.DataSourceRef{Type: cog.ToPtr(typ), Uid: cog.ToPtr("${" + variable + "}")}
+}
+
+var (
+	promDS  = dsRef(TypePrometheus, "ds_prometheus")
+	pyroDS  = dsRef(TypePyroscope, "ds_pyroscope")
+	tempoDS = dsRef(TypeTempo, "ds_tempo")
+	jaegDS  = dsRef(TypeJaeger, "ds_jaeger")
+)
+
+// sel is the label filter of every amdahl series (Grafana variables).
 const sel = `amdahl_scenario=~"$scenario", amdahl_variant=~"$variant"`
 
-// Queries of the attribution dashboard, exported so tests and docs use the
-// same text.
-var (
-	// QCritical is each phase's critical-path share q.
-	QCritical = `sum by (amdahl_component, amdahl_phase, amdahl_direction) (rate(amdahl_phase_critical_seconds_sum{` + sel + `}[$__rate_interval]))` +
-		` / ignoring(amdahl_component, amdahl_phase, amdahl_direction) group_left sum(rate(amdahl_work_duration_seconds_sum{` + sel + `}[$__rate_interval]))`
-	// QNaive is each phase's naive share (span time / e2e time).
-	QNaive = `sum by (amdahl_component, amdahl_phase, amdahl_direction) (rate(amdahl_phase_duration_seconds_sum{` + sel + `}[$__rate_interval]))` +
-		` / ignoring(amdahl_component, amdahl_phase, amdahl_direction) group_left sum(rate(amdahl_work_duration_seconds_sum{` + sel + `}[$__rate_interval]))`
-	// QPredicted is q·r for the improvement $r chosen on the dashboard.
-	QPredicted = `(` + QCritical + `) * $r`
-	// QE2EP99 and QE2EP50 are the end-to-end latency quantiles.
-	QE2EP99 = `histogram_quantile(0.99, sum by (le) (rate(amdahl_work_duration_seconds_bucket{` + sel + `}[$__rate_interval])))`
-	QE2EP50 = `histogram_quantile(0.50, sum by (le) (rate(amdahl_work_duration_seconds_bucket{` + sel + `}[$__rate_interval])))`
-	// QPhaseP99 is each phase's p99 duration.
-	QPhaseP99 = `histogram_quantile(0.99, sum by (le, amdahl_component, amdahl_phase, amdahl_direction) (rate(amdahl_phase_duration_seconds_bucket{` + sel + `}[$__rate_interval])))`
-	// QThroughput is units of work completed per second, by outcome.
-	QThroughput = `sum by (amdahl_outcome) (rate(amdahl_work_duration_seconds_count{` + sel + `}[$__rate_interval]))`
-	// QCriticalPerWork is each phase's mean critical time per unit of work,
-	// by variant: the input of r in an A/B run.
-	QCriticalPerWork = `sum by (amdahl_component, amdahl_phase, amdahl_direction, amdahl_variant) (rate(amdahl_phase_critical_seconds_sum{amdahl_scenario=~"$scenario"}[$__rate_interval]))` +
-		` / ignoring(amdahl_component, amdahl_phase, amdahl_direction) group_left sum by (amdahl_variant) (rate(amdahl_work_duration_seconds_count{amdahl_scenario=~"$scenario"}[$__rate_interval]))`
+// svc keeps the series of the processes whose resource service.name is
+// $service_name: the Prometheus exporter puts resource attributes on
+// target_info only, joined by job and instance.
+const svc = ` and on(job, instance) target_info{service_name=~"$service_name"}`
+
+// rate is the per-second rate of the series name{sel, extra} of the
+// selected services.
+func rate(name, extra string) string { return rateOver(name, extra, winSeries) }
+
+// rateOver is rate over the window win.
+func rateOver(name, extra, win string) string {
+	return `(rate(` + name + `{` + sel + extra + `}[` + win + `])` + svc + `)`
+}
+
+// gauge is the series name{sel} of the selected services.
+func gauge(name string) string { return `(` + name + `{` + sel + `}` + svc + `)` }
+
+// Row labels: one attribution row is a component, phase and direction.
+const (
+	row       = `amdahl_component, amdahl_phase, amdahl_direction`
+	rowLegend = `{{amdahl_component}}.{{amdahl_phase}} {{amdahl_direction}}`
 )
 
-// Attribution builds the "amdahl — attribution" dashboard.
-func Attribution() (dashboard.Dashboard, error) {
-	legend := "{{amdahl_component}}.{{amdahl_phase}} {{amdahl_direction}}"
-	b := dashboard.NewDashboardBuilder("amdahl — attribution").
-		Uid("amdahl-attribution").
+// variantRate is the rate of name over the window win for one variant
+// ($baseline or $candidate) instead of the $variant selection.
+func variantRate(name, variant, win string) string {
+	return `(rate(` + name + `{amdahl_scenario=~"$scenario", amdahl_variant="` + variant + `"}[` + win + `])` + svc + `)`
+}
+
+// Windows: $__rate_interval for time series; $__range for the A/B
+// panels, which compare the whole time range, so that two variants run
+// one after the other (amdahl ab with AMDAHL_METRICS_ADDR) meet in it.
+const (
+	winSeries = "$__rate_interval"
+	winRange  = "$__range"
+)
+
+// Attribution queries.
+var (
+	// QCritical is each row's critical-path share q over the time range.
+	QCritical = `sum by (` + row + `) ` + rateOver("amdahl_phase_critical_seconds_sum", "", winRange) +
+		` / ignoring(` + row + `) group_left sum(` + rateOver("amdahl_work_duration_seconds_sum", "", winRange) + `)`
+	// QNaive is each row's naive share (span time / e2e time) over the
+	// time range.
+	QNaive = `sum by (` + row + `) ` + rateOver("amdahl_phase_duration_seconds_sum", "", winRange) +
+		` / ignoring(` + row + `) group_left sum(` + rateOver("amdahl_work_duration_seconds_sum", "", winRange) + `)`
+	// QCriticalPerWork is each row's mean critical time per unit of work,
+	// by variant, over the time range.
+	QCriticalPerWork = `sum by (` + row + `, amdahl_variant) ` + rateOver("amdahl_phase_critical_seconds_sum", "", winRange) +
+		` / ignoring(` + row + `) group_left sum by (amdahl_variant) ` + rateOver("amdahl_work_duration_seconds_count", "", winRange)
+)
+
+// qOf is q of one variant over win.
+func qOf(variant, win string) string {
+	return `sum by (` + row + `) ` + variantRate("amdahl_phase_critical_seconds_sum", variant, win) +
+		` / ignoring(` + row + `) group_left sum(` + variantRate("amdahl_work_duration_seconds_sum", variant, win) + `)`
+}
+
+// rOf is each row's r = 1 − mean span duration in $candidate / in
+// $baseline, from the variant labels (amdahl ab's r).
+func rOf(win string) string {
+	return `1 - (` + meanRow("$candidate", win) + `) / (` + meanRow("$baseline", win) + `)`
+}
+
+// qrOf is q·r per row, q of $baseline.
+func qrOf(win string) string { return `(` + qOf("$baseline", win) + `) * (` + rOf(win) + `)` }
+
+// predicted is Σ q·r over the rows: the predicted e2e gain.
+func predicted(win string) string { return `sum(` + qrOf(win) + `)` }
+
+// measured is the measured e2e gain: 1 − mean e2e in $candidate / in
+// $baseline.
+func measured(win string) string {
+	return `1 - (` + meanE2E("$candidate", win) + `) / (` + meanE2E("$baseline", win) + `)`
+}
+
+func meanRow(variant, win string) string {
+	return `sum by (` + row + `) ` + variantRate("amdahl_phase_duration_seconds_sum", variant, win) +
+		` / sum by (` + row + `) ` + variantRate("amdahl_phase_duration_seconds_count", variant, win)
+}
+
+func meanE2E(variant, win string) string {
+	return `sum(` + variantRate("amdahl_work_duration_seconds_sum", variant, win) + `) / sum(` +
+		variantRate("amdahl_work_duration_seconds_count", variant, win) + `)`
+}
+
+// quantile is histogram_quantile(q) of the histogram name by the labels by.
+func quantile(q, name, by string) string {
+	return `histogram_quantile(` + q + `, sum by (le` + by + `) ` + rate(name+"_bucket", "") + `)`
+}
+
+// variables returns the variables every dashboard has: the datasource
+// variables, service_name (one value when single), scenario and variant.
+func variables(b *dashboard.DashboardBuilder, single bool) *dashboard.DashboardBuilder {
+	for _, v := range dsVars {
+		b = b.WithVariable(dashboard.NewDatasourceVariableBuilder(v.name).Label(v.label + " datasource").Type(v.typ).
+			Current(dashboard.VariableOption{Text: dashboard.StringOrArrayOfString{String: cog.ToPtr(v.uid)},
+				Value: dashboard.StringOrArrayOfString{String: cog.ToPtr(v.uid)}}))
+	}
+	query := func(name, label, q string) *dashboard.QueryVariableBuilder {
+		return dashboard.NewQueryVariableBuilder(name).Label(label).Datasource(promDS).
+			Query(dashboard.StringOrMap{String: cog.ToPtr(q)}).
+			Refresh(dashboard.VariableRefreshOnTimeRangeChanged).IncludeAll(true).Multi(true).AllValue(".*")
+	}
+	service := query("service_name", "service", `label_values(target_info, service_name)`)
+	if single {
+		// Pyroscope and Jaeger take one service name, not a regex.
+		service = dashboard.NewQueryVariableBuilder("service_name").Label("service").Datasource(promDS).
+			Query(dashboard.StringOrMap{String: cog.ToPtr(`label_values(target_info, service_name)`)}).
+			Refresh(dashboard.VariableRefreshOnTimeRangeChanged).
+			Current(dashboard.VariableOption{Text: dashboard.StringOrArrayOfString{String: cog.ToPtr("amdahl")},
+				Value: dashboard.StringOrArrayOfString{String: cog.ToPtr("amdahl")}})
+	}
+	return b.
+		WithVariable(service).
+		WithVariable(query("scenario", "scenario", `label_values(amdahl_work_duration_seconds_count, amdahl_scenario)`)).
+		WithVariable(query("variant", "variant", `label_values(amdahl_work_duration_seconds_count, amdahl_variant)`))
+}
+
+func newDashboard(title, uid string) *dashboard.DashboardBuilder {
+	return newDashboardService(title, uid, false)
+}
+
+// newDashboardService is newDashboard with service_name single-valued
+// when single.
+func newDashboardService(title, uid string, single bool) *dashboard.DashboardBuilder {
+	return variables(dashboard.NewDashboardBuilder(title).
+		Uid(uid).
 		Tags([]string{"amdahl"}).
 		Refresh("10s").
 		Time("now-15m", "now").
 		Timezone(common.TimeZoneUtc).
 		Tooltip(dashboard.DashboardCursorSyncCrosshair).
-		WithVariable(dashboard.NewQueryVariableBuilder("scenario").Label("scenario").Datasource(promDS).
-			Query(dashboard.StringOrMap{String: cog.ToPtr(`label_values(amdahl_work_duration_seconds_count, amdahl_scenario)`)}).
-			Refresh(dashboard.VariableRefreshOnTimeRangeChanged).IncludeAll(true).Multi(true).AllValue(".*")).
-		WithVariable(dashboard.NewQueryVariableBuilder("variant").Label("variant").Datasource(promDS).
+		Link(dashboard.NewDashboardLinkBuilder("amdahl").Type(dashboard.DashboardLinkTypeDashboards).
+			Tags([]string{"amdahl"}).AsDropdown(true).KeepTime(true).IncludeVars(true)), single)
+}
+
+func promQuery(ref, expr, legend string) *prometheus.DataqueryBuilder {
+	return prometheus.NewDataqueryBuilder().RefId(ref).Expr(expr).LegendFormat(legend).Datasource(common.DataSourceRef{
+		Type: promDS.Type, Uid: promDS.Uid})
+}
+
+func series(id uint32, title, unit string) *timeseries.PanelBuilder {
+	return timeseries.NewPanelBuilder().Id(id).Title(title).Unit(unit).Datasource(promDS)
+}
+
+// Attribution builds "amdahl — attribution": where the end-to-end time
+// goes (q, naive share) and what an A/B comparison predicts (q·r) against
+// what it measured.
+func Attribution() (dashboard.Dashboard, error) {
+	pick := func(name, label, def string) *dashboard.QueryVariableBuilder {
+		return dashboard.NewQueryVariableBuilder(name).Label(label).Datasource(promDS).
 			Query(dashboard.StringOrMap{String: cog.ToPtr(`label_values(amdahl_work_duration_seconds_count, amdahl_variant)`)}).
-			Refresh(dashboard.VariableRefreshOnTimeRangeChanged).IncludeAll(true).Multi(true).AllValue(".*")).
-		WithVariable(dashboard.NewCustomVariableBuilder("r").Label("assumed improvement r").
-			Values(dashboard.StringOrMap{String: cog.ToPtr("0.1,0.25,0.5,0.9")})).
-		WithRow(dashboard.NewRowBuilder("End to end")).
-		WithPanel(timeseries.NewPanelBuilder().Id(1).Title("End-to-end latency p50 / p99").Unit("s").Datasource(promDS).
-			WithTarget(prometheus.NewDataqueryBuilder().RefId("A").Expr(QE2EP50).LegendFormat("p50")).
-			WithTarget(prometheus.NewDataqueryBuilder().RefId("B").Expr(QE2EP99).LegendFormat("p99"))).
-		WithPanel(timeseries.NewPanelBuilder().Id(2).Title("Units of work per second").Unit("ops").Datasource(promDS).
-			WithTarget(prometheus.NewDataqueryBuilder().RefId("A").Expr(QThroughput).LegendFormat("{{amdahl_outcome}}"))).
-		WithRow(dashboard.NewRowBuilder("Where the time goes")).
-		WithPanel(bargauge.NewPanelBuilder().Id(3).Title("Critical-path share q per phase").Unit("percentunit").
+			Refresh(dashboard.VariableRefreshOnTimeRangeChanged).
+			Current(dashboard.VariableOption{Text: dashboard.StringOrArrayOfString{String: cog.ToPtr(def)},
+				Value: dashboard.StringOrArrayOfString{String: cog.ToPtr(def)}})
+	}
+	b := newDashboard("amdahl — attribution", "amdahl-attribution").
+		WithVariable(pick("baseline", "baseline variant", "baseline")).
+		WithVariable(pick("candidate", "candidate variant", "candidate")).
+		WithRow(dashboard.NewRowBuilder("Where the time goes: $variant")).
+		WithPanel(bargauge.NewPanelBuilder().Id(1).Title("Critical-path share q per row (time range)").Unit("percentunit").
 			Orientation(common.VizOrientationHorizontal).Datasource(promDS).Min(0).Max(1).
-			WithTarget(prometheus.NewDataqueryBuilder().RefId("A").Instant().Expr(QCritical).LegendFormat(legend))).
-		WithPanel(bargauge.NewPanelBuilder().Id(4).Title("Naive share (span time / e2e; > q where phases overlap)").Unit("percentunit").
+			WithTarget(promQuery("A", QCritical, rowLegend).Instant())).
+		WithPanel(bargauge.NewPanelBuilder().Id(2).Title("Naive share per row (span time / e2e; > q where phases overlap; time range)").Unit("percentunit").
 			Orientation(common.VizOrientationHorizontal).Datasource(promDS).Min(0).
-			WithTarget(prometheus.NewDataqueryBuilder().RefId("A").Instant().Expr(QNaive).LegendFormat(legend))).
-		WithPanel(stat.NewPanelBuilder().Id(5).Title("Predicted e2e gain q·r for r = $r").Unit("percentunit").Datasource(promDS).
-			ReduceOptions(common.NewReduceDataOptionsBuilder().Calcs([]string{"lastNotNull"})).
-			WithTarget(prometheus.NewDataqueryBuilder().RefId("A").Instant().Expr(QPredicted).LegendFormat(legend))).
-		WithPanel(timeseries.NewPanelBuilder().Id(6).Title("Phase p99").Unit("s").Datasource(promDS).
-			WithTarget(prometheus.NewDataqueryBuilder().RefId("A").Expr(QPhaseP99).LegendFormat(legend))).
-		WithRow(dashboard.NewRowBuilder("A/B")).
-		WithPanel(table.NewPanelBuilder().Id(7).Title("Critical time per unit of work, by variant (r = 1 − candidate/baseline)").
-			Unit("s").Datasource(promDS).
+			WithTarget(promQuery("A", QNaive, rowLegend).Instant())).
+		WithPanel(table.NewPanelBuilder().Id(3).Title("Critical time per unit of work, by variant (time range)").Unit("s").Datasource(promDS).
 			// The SDK's default footer has a null reducer, which Grafana's
 			// schema (and the strict decoder) rejects.
 			Footer(common.NewTableFooterOptionsBuilder().Show(false).Reducer([]string{"sum"})).
-			WithTarget(prometheus.NewDataqueryBuilder().RefId("A").Instant().Format(prometheus.PromQueryFormatTable).Expr(QCriticalPerWork))).
-		WithRow(dashboard.NewRowBuilder("Profiles")).
-		WithPanel(dashboard.NewPanelBuilder().Id(8).Type("flamegraph").Title("CPU by phase (pprof label phase)").
-			Datasource(dashboard.DataSourceRef{Type: cog.ToPtr("grafana-pyroscope-datasource"), Uid: cog.ToPtr(PyroscopeUID)}).
+			WithTarget(promQuery("A", QCriticalPerWork, "").Instant().Format(prometheus.PromQueryFormatTable))).
+		WithPanel(series(8, "Critical-path share q over time", "percentunit").
+			WithTarget(promQuery("A", `sum by (`+row+`) `+rate("amdahl_phase_critical_seconds_sum", "")+
+				` / ignoring(`+row+`) group_left sum(`+rate("amdahl_work_duration_seconds_sum", "")+`)`, rowLegend))).
+		WithRow(dashboard.NewRowBuilder("A/B: $candidate against $baseline, over the time range")).
+		WithPanel(bargauge.NewPanelBuilder().Id(4).Title("r per row: 1 − mean span time in $candidate / in $baseline").Unit("percentunit").
+			Orientation(common.VizOrientationHorizontal).Datasource(promDS).
+			WithTarget(promQuery("A", rOf(winRange), rowLegend).Instant())).
+		WithPanel(bargauge.NewPanelBuilder().Id(5).Title("q·r per row (q of $baseline)").Unit("percentunit").
+			Orientation(common.VizOrientationHorizontal).Datasource(promDS).
+			WithTarget(promQuery("A", qrOf(winRange), rowLegend).Instant())).
+		WithPanel(stat.NewPanelBuilder().Id(6).Title("Predicted (Σ q·r) vs measured e2e gain").Unit("percentunit").Datasource(promDS).
+			ReduceOptions(common.NewReduceDataOptionsBuilder().Calcs([]string{"lastNotNull"})).
+			WithTarget(promQuery("A", predicted(winRange), "predicted Σ q·r").Instant()).
+			WithTarget(promQuery("B", measured(winRange), "measured 1 − e2e($candidate)/e2e($baseline)").Instant())).
+		WithPanel(series(7, "Predicted vs measured e2e gain over time (variants running side by side)", "percentunit").
+			WithTarget(promQuery("A", predicted(winSeries), "predicted Σ q·r")).
+			WithTarget(promQuery("B", measured(winSeries), "measured")))
+	return build(b, "attribution")
+}
+
+// Phases builds "amdahl — phases": latency quantiles per row and
+// direction with exemplars, throughput and outcomes.
+func Phases() (dashboard.Dashboard, error) {
+	e2e := "amdahl_work_duration_seconds"
+	ph := "amdahl_phase_duration_seconds"
+	b := newDashboard("amdahl — phases", "amdahl-phases").
+		WithRow(dashboard.NewRowBuilder("End to end")).
+		WithPanel(series(1, "End-to-end latency p50 / p95 / p99 (exemplars link to traces)", "s").
+			WithTarget(promQuery("A", quantile("0.50", e2e, ", amdahl_variant"), "p50 {{amdahl_variant}}").Exemplar(true)).
+			WithTarget(promQuery("B", quantile("0.95", e2e, ", amdahl_variant"), "p95 {{amdahl_variant}}").Exemplar(true)).
+			WithTarget(promQuery("C", quantile("0.99", e2e, ", amdahl_variant"), "p99 {{amdahl_variant}}").Exemplar(true))).
+		WithPanel(series(2, "Throughput: units of work per second", "ops").
+			WithTarget(promQuery("A", `sum by (amdahl_variant) `+rate(e2e+"_count", ""), "{{amdahl_variant}}"))).
+		WithPanel(series(3, "Outcomes per second", "ops").
+			WithTarget(promQuery("A", `sum by (amdahl_variant, amdahl_outcome) `+rate(e2e+"_count", ""), "{{amdahl_variant}} {{amdahl_outcome}}"))).
+		WithRow(dashboard.NewRowBuilder("Per row and direction")).
+		WithPanel(series(4, "Phase p50", "s").
+			WithTarget(promQuery("A", quantile("0.50", ph, ", "+row), rowLegend).Exemplar(true))).
+		WithPanel(series(5, "Phase p95", "s").
+			WithTarget(promQuery("A", quantile("0.95", ph, ", "+row), rowLegend).Exemplar(true))).
+		WithPanel(series(6, "Phase p99", "s").
+			WithTarget(promQuery("A", quantile("0.99", ph, ", "+row), rowLegend).Exemplar(true))).
+		WithPanel(series(7, "Phases per second", "ops").
+			WithTarget(promQuery("A", `sum by (`+row+`) `+rate(ph+"_count", ""), rowLegend))).
+		WithPanel(series(8, "Critical-path p99 per row", "s").
+			WithTarget(promQuery("A", quantile("0.99", "amdahl_phase_critical_seconds", ", "+row), rowLegend).Exemplar(true)))
+	return build(b, "phases")
+}
+
+// IPC builds "amdahl — ipc": the pipe endpoint's backpressure and volume.
+func IPC() (dashboard.Dashboard, error) {
+	const byOp = `amdahl_ipc_op, amdahl_direction, amdahl_transport`
+	b := newDashboard("amdahl — ipc", "amdahl-ipc").
+		WithRow(dashboard.NewRowBuilder("Backpressure")).
+		WithPanel(series(1, "Send blocked: seconds blocked per second, by direction", "percentunit").
+			WithTarget(promQuery("A", `sum by (amdahl_direction, amdahl_transport) `+rate("amdahl_ipc_send_blocked_seconds_sum", ""), "{{amdahl_direction}} {{amdahl_transport}}"))).
+		WithPanel(series(2, "Send blocked p99 per packet", "s").
+			WithTarget(promQuery("A", quantile("0.99", "amdahl_ipc_send_blocked_seconds", ", amdahl_direction"), "{{amdahl_direction}}").Exemplar(true))).
+		WithPanel(series(3, "Async send queue depth (packets)", "short").
+			WithTarget(promQuery("A", `sum by (amdahl_variant, amdahl_transport) `+gauge("amdahl_ipc_queue_depth"), "{{amdahl_variant}} {{amdahl_transport}}"))).
+		WithPanel(series(4, "Async send queue bytes", "bytes").
+			WithTarget(promQuery("A", `sum by (amdahl_variant, amdahl_transport) `+gauge("amdahl_ipc_queue_bytes"), "{{amdahl_variant}} {{amdahl_transport}}"))).
+		WithPanel(table.NewPanelBuilder().Id(5).Title("Send buffer: requested vs effective (last connection)").Unit("bytes").Datasource(promDS).
+			Footer(common.NewTableFooterOptionsBuilder().Show(false).Reducer([]string{"sum"})).
+			WithTarget(promQuery("A", `max by (amdahl_variant, amdahl_transport) `+gauge("amdahl_ipc_buffer_requested_bytes"), "requested").Instant().Format(prometheus.PromQueryFormatTable)).
+			WithTarget(promQuery("B", `max by (amdahl_variant, amdahl_transport) `+gauge("amdahl_ipc_buffer_effective_bytes"), "effective").Instant().Format(prometheus.PromQueryFormatTable))).
+		WithRow(dashboard.NewRowBuilder("Volume")).
+		WithPanel(series(6, "Bytes per second, by op and direction", "Bps").
+			WithTarget(promQuery("A", `sum by (`+byOp+`) `+rate("amdahl_ipc_bytes_total", ""), "{{amdahl_ipc_op}} {{amdahl_direction}} {{amdahl_transport}}"))).
+		WithPanel(series(7, "Packets per second, by op and direction", "pps").
+			WithTarget(promQuery("A", `sum by (`+byOp+`) `+rate("amdahl_ipc_packets_total", ""), "{{amdahl_ipc_op}} {{amdahl_direction}} {{amdahl_transport}}"))).
+		WithPanel(series(8, "Handshakes per second, by outcome", "ops").
+			WithTarget(promQuery("A", `sum by (amdahl_outcome, amdahl_ipc_field) `+rate("amdahl_ipc_handshakes_total", ""), "{{amdahl_outcome}} {{amdahl_ipc_field}}")))
+	return build(b, "ipc")
+}
+
+// Chunking builds "amdahl — chunking": completion planning, retries and
+// the sidecar's reassembly.
+func Chunking() (dashboard.Dashboard, error) {
+	b := newDashboard("amdahl — chunking", "amdahl-chunking").
+		WithRow(dashboard.NewRowBuilder("Planning")).
+		WithPanel(series(1, "Chunks per completion (mean)", "short").
+			WithTarget(promQuery("A", `sum by (amdahl_variant) `+rate("amdahl_chunking_chunks_sum", "")+
+				` / sum by (amdahl_variant) `+rate("amdahl_chunking_chunks_count", ""), "{{amdahl_variant}}"))).
+		WithPanel(series(2, "Sizing computations per completion, by kind", "short").
+			WithTarget(promQuery("A", `sum by (amdahl_variant, amdahl_sizing_kind) `+rate("amdahl_chunking_sizing_computations_total", "")+
+				` / ignoring(amdahl_sizing_kind) group_left sum by (amdahl_variant) `+rate("amdahl_chunking_chunks_count", ""), "{{amdahl_variant}} {{amdahl_sizing_kind}}"))).
+		WithPanel(series(3, "Planned chunk bytes per second", "Bps").
+			WithTarget(promQuery("A", `sum by (amdahl_variant) `+rate("amdahl_chunking_bytes_total", ""), "{{amdahl_variant}}"))).
+		WithPanel(series(4, "Completions per second", "ops").
+			WithTarget(promQuery("A", `sum by (amdahl_variant) `+rate("amdahl_chunking_chunks_count", ""), "{{amdahl_variant}}"))).
+		WithRow(dashboard.NewRowBuilder("Failures")).
+		WithPanel(series(5, "Retries per second, by gRPC code", "ops").
+			WithTarget(promQuery("A", `sum by (amdahl_rpc_code) `+rate("amdahl_chunking_retries_total", ""), "{{amdahl_rpc_code}}"))).
+		WithPanel(series(6, "Rejected completions per second, by reason", "ops").
+			WithTarget(promQuery("A", `sum by (amdahl_reason) `+rate("amdahl_chunking_rejections_total", ""), "{{amdahl_reason}}"))).
+		WithRow(dashboard.NewRowBuilder("Sidecar")).
+		WithPanel(series(7, "Partial buffers held", "short").
+			WithTarget(promQuery("A", `sum by (amdahl_variant) `+gauge("amdahl_sidecar_partial_buffers"), "{{amdahl_variant}}"))).
+		WithPanel(series(8, "Duplicate chunks per second", "ops").
+			WithTarget(promQuery("A", `sum by (amdahl_variant) `+rate("amdahl_sidecar_duplicates_total", ""), "{{amdahl_variant}}"))).
+		WithPanel(series(9, "Protocol errors per second, by reason", "ops").
+			WithTarget(promQuery("A", `sum by (amdahl_reason) `+rate("amdahl_sidecar_protocol_errors_total", ""), "{{amdahl_reason}}"))).
+		WithPanel(series(10, "Refused calls per second, by bound", "ops").
+			WithTarget(promQuery("A", `sum by (amdahl_reason) `+rate("amdahl_sidecar_rejections_total", ""), "{{amdahl_reason}}")))
+	return build(b, "chunking")
+}
+
+// Pyroscope profile types the flame graphs show.
+const (
+	ProfileCPU   = "process_cpu:cpu:nanoseconds:cpu:nanoseconds"
+	ProfileAlloc = "memory:alloc_space:bytes:space:bytes"
+)
+
+// jaegerQuery is a Jaeger search query; the SDK has no Jaeger package.
+type jaegerQuery struct {
+	RefID       string                `json:"refId"`
+	QueryType   string                `json:"queryType"`
+	Service     string                `json:"service"`
+	Operation   string                `json:"operation,omitempty"`
+	MinDuration string                `json:"minDuration,omitempty"`
+	Limit       int                   `json:"limit,omitempty"`
+	Datasource  *common.DataSourceRef `json:"datasource,omitempty"`
+}
+
+func (jaegerQuery) ImplementsDataqueryVariant() {}
+func (q jaegerQuery) Equals(o variants.Dataquery) bool {
+	x, ok := o.(jaegerQuery)
+	return ok && x.RefID == q.RefID && x.Service == q.Service && x.Operation == q.Operation
+}
+func (jaegerQuery) DataqueryType() string { return TypeJaeger }
+func (q jaegerQuery) Validate() error {
+	if q.Service == "" || q.QueryType == "" {
+		return fmt.Errorf("jaeger query: service and queryType are required")
+	}
+	return nil
+}
+
+// built is a cog.Builder of a value already built (the Jaeger query).
+type built[T any] struct{ v T }
+
+func (b built[T]) Build() (T, error) { return b.v, nil }
+
+// Profiles builds "amdahl — profiles and traces": CPU and allocation flame
+// graphs per phase for the parent (service $service_name) and the task
+// hosts ($host_service_name), and the slowest units' traces in Tempo and
+// Jaeger. A trace opens its profile through the Tempo datasource's
+// traces-to-profiles link (provisioning).
+func Profiles() (dashboard.Dashboard, error) {
+	phases := "queue,dispatch,serialize,send,receive,deserialize,execute"
+	flame := func(id uint32, title, unit, profile, service string) *dashboard.PanelBuilder {
+		return dashboard.NewPanelBuilder().Id(id).Type("flamegraph").Title(title).Unit(unit).Datasource(pyroDS).
+			Repeat("phase").RepeatDirection(dashboard.PanelRepeatDirectionH).MaxPerRow(4).
 			WithTarget(grafanapyroscope.NewDataqueryBuilder().RefId("A").QueryType("profile").
-				ProfileTypeId("process_cpu:cpu:nanoseconds:cpu:nanoseconds").
-				LabelSelector(`{service_name="amdahl"}`).GroupBy([]string{"phase"})))
+				ProfileTypeId(profile).
+				LabelSelector(`{service_name="` + service + `", phase=~"$phase"}`).GroupBy([]string{}))
+	}
+	b := newDashboardService("amdahl — profiles and traces", "amdahl-profiles", true).
+		WithVariable(dashboard.NewCustomVariableBuilder("phase").Label("phase (pprof label)").
+			Values(dashboard.StringOrMap{String: cog.ToPtr(phases)}).Multi(true).IncludeAll(true)).
+		WithVariable(dashboard.NewTextBoxVariableBuilder("host_service_name").Label("task host service").
+			DefaultValue(dashboard.StringOrMap{String: cog.ToPtr("amdahl-taskhost")}).
+			Current(dashboard.VariableOption{Text: dashboard.StringOrArrayOfString{String: cog.ToPtr("amdahl-taskhost")},
+				Value: dashboard.StringOrArrayOfString{String: cog.ToPtr("amdahl-taskhost")}})).
+		WithVariable(dashboard.NewTextBoxVariableBuilder("min_duration").Label("slow unit: at least").
+			DefaultValue(dashboard.StringOrMap{String: cog.ToPtr("10ms")}).
+			Current(dashboard.VariableOption{Text: dashboard.StringOrArrayOfString{String: cog.ToPtr("10ms")},
+				Value: dashboard.StringOrArrayOfString{String: cog.ToPtr("10ms")}})).
+		WithRow(dashboard.NewRowBuilder("Parent: CPU by phase")).
+		WithPanel(flame(1, "Parent CPU, phase $phase", "ns", ProfileCPU, "$service_name")).
+		WithRow(dashboard.NewRowBuilder("Task hosts: CPU by phase")).
+		WithPanel(flame(2, "Task host CPU, phase $phase", "ns", ProfileCPU, "$host_service_name")).
+		WithRow(dashboard.NewRowBuilder("Allocations")).
+		WithPanel(dashboard.NewPanelBuilder().Id(3).Type("flamegraph").Title("Parent allocated bytes").Unit("bytes").Datasource(pyroDS).
+			WithTarget(grafanapyroscope.NewDataqueryBuilder().RefId("A").QueryType("profile").ProfileTypeId(ProfileAlloc).
+				LabelSelector(`{service_name="$service_name"}`).GroupBy([]string{}))).
+		WithPanel(dashboard.NewPanelBuilder().Id(4).Type("flamegraph").Title("Task host allocated bytes").Unit("bytes").Datasource(pyroDS).
+			WithTarget(grafanapyroscope.NewDataqueryBuilder().RefId("A").QueryType("profile").ProfileTypeId(ProfileAlloc).
+				LabelSelector(`{service_name="$host_service_name"}`).GroupBy([]string{}))).
+		WithRow(dashboard.NewRowBuilder("Traces")).
+		WithPanel(table.NewPanelBuilder().Id(5).Title("Slow units (Tempo, TraceQL): open a trace, then its profile").Unit("ms").Datasource(tempoDS).
+			Footer(common.NewTableFooterOptionsBuilder().Show(false).Reducer([]string{"sum"})).
+			WithTarget(tempo.NewDataqueryBuilder().RefId("A").QueryType("traceql").Limit(20).
+				Query(`{resource.service.name=~"$service_name" && name="amdahl.work" && span.amdahl.scenario=~"$scenario" && span.amdahl.variant=~"$variant" && duration >= $min_duration}`))).
+		WithPanel(table.NewPanelBuilder().Id(6).Title("Slow units (Jaeger search)").Unit("ms").Datasource(jaegDS).
+			Footer(common.NewTableFooterOptionsBuilder().Show(false).Reducer([]string{"sum"})).
+			WithTarget(built[variants.Dataquery]{jaegerQuery{RefID: "A", QueryType: "search", Service: "$service_name",
+				Operation: "amdahl.work", MinDuration: "$min_duration", Limit: 20,
+				Datasource: &common.DataSourceRef{Type: jaegDS.Type, Uid: jaegDS.Uid}}}))
+	return build(b, "profiles")
+}
+
+func build(b *dashboard.DashboardBuilder, name string) (dashboard.Dashboard, error) {
 	d, err := b.Build()
 	if err != nil {
-		return dashboard.Dashboard{}, fmt.Errorf("build attribution dashboard: %w", err)
+		return dashboard.Dashboard{}, fmt.Errorf("build %s dashboard: %w", name, err)
 	}
 	return d, nil
 }
 
 // All returns every dashboard by file name.
 func All() (map[string]dashboard.Dashboard, error) {
-	a, err := Attribution()
-	if err != nil {
-		return nil, err
+	out := map[string]dashboard.Dashboard{}
+	for name, f := range map[string]func() (dashboard.Dashboard, error){
+		"amdahl-attribution.json": Attribution,
+		"amdahl-phases.json":      Phases,
+		"amdahl-ipc.json":         IPC,
+		"amdahl-chunking.json":    Chunking,
+		"amdahl-profiles.json":    Profiles,
+	} {
+		d, err := f()
+		if err != nil {
+			return nil, err
+		}
+		out[name] = d
 	}
-	return map[string]dashboard.Dashboard{"amdahl-attribution.json": a}, nil
+	return out, nil
 }
 
 // Marshal returns the dashboard as indented classic dashboard JSON.
@@ -131,9 +472,9 @@ func Marshal(d dashboard.Dashboard) ([]byte, error) {
 	return append(b, '\n'), nil
 }
 
-// Write writes every dashboard into dir (created if missing) and returns the
-// paths written.
-func Write(dir string) ([]string, error) {
+// WriteJSON writes every dashboard into dir (created if missing) and
+// returns the paths written, sorted.
+func WriteJSON(dir string) ([]string, error) {
 	all, err := All()
 	if err != nil {
 		return nil, err
@@ -141,9 +482,14 @@ func Write(dir string) ([]string, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("write dashboards: %w", err)
 	}
+	names := make([]string, 0, len(all))
+	for name := range all {
+		names = append(names, name)
+	}
+	sort.Strings(names)
 	var paths []string
-	for name, d := range all {
-		b, err := Marshal(d)
+	for _, name := range names {
+		b, err := Marshal(all[name])
 		if err != nil {
 			return nil, err
 		}

@@ -7,6 +7,8 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/url"
@@ -18,7 +20,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/amdahl-rt/amdahl/telemetry"
+	"github.com/amdahl-rt/amdahl/runtime"
+	"github.com/amdahl-rt/amdahl/runtime/scenario"
 	"github.com/amdahl-rt/amdahl/telemetry/otelsetup"
 	"github.com/grafana/grafana-foundation-sdk/go/cog"
 	"github.com/grafana/grafana-foundation-sdk/go/cog/plugins"
@@ -29,7 +32,19 @@ import (
 
 var update = flag.Bool("update", false, "rewrite the generated dashboards in json/")
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+// envTestHost makes the test binary a task host (runtime.ServeHost).
+const envTestHost = "AMDAHL_DASHBOARDS_TEST_HOST"
+
+func TestMain(m *testing.M) {
+	if os.Getenv(envTestHost) == "1" {
+		if err := runtime.ServeHost(context.Background(), runtime.BuiltinTasks()); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(2)
+		}
+		os.Exit(0)
+	}
+	goleak.VerifyTestMain(m)
+}
 
 // The committed JSON is what the Go code generates (`amdahl dashboards` and
 // `go test ./dashboards -update` write it).
@@ -119,21 +134,141 @@ func promExprs(t *testing.T, d dashboard.Dashboard) map[string]string {
 	if err := json.Unmarshal(raw, &doc); err != nil {
 		t.Fatal(err)
 	}
-	r := strings.NewReplacer("$__rate_interval", "4s", "$__interval", "1s", "$scenario", ".*", "$variant", ".*", "$r", "0.25")
+	// Grafana's $__rate_interval is 4 scrape intervals at least.
+	r := strings.NewReplacer("$__rate_interval", fmt.Sprintf("%ds", 4*scrapeSeconds), "$__range", fmt.Sprintf("%ds", 30*scrapeSeconds),
+		"$__interval", fmt.Sprintf("%ds", scrapeSeconds), "$scenario", testScenario, "$variant", ".*",
+		"$service_name", "amdahl", "$baseline", "baseline", "$candidate", "candidate")
 	out := map[string]string{}
 	for _, p := range doc.Panels {
-		if p.Datasource.Type != "prometheus" {
+		if p.Datasource.Type != TypePrometheus {
 			continue
 		}
 		for i, tg := range p.Targets {
-			out[fmt.Sprintf("%s [%d]", p.Title, i)] = r.Replace(tg.Expr)
+			if strings.TrimSpace(tg.Expr) == "" {
+				t.Errorf("panel %q target %d: empty expr", p.Title, i)
+			}
+			expr := r.Replace(tg.Expr)
+			if strings.Contains(expr, "$") {
+				t.Errorf("panel %q target %d: unreplaced variable in %s", p.Title, i, expr)
+			}
+			out[fmt.Sprintf("%s [%d]", p.Title, i)] = expr
 		}
 	}
 	return out
 }
 
+// testScenario is the run's scenario: task host dispatches over ipc and
+// chunked completions, including one with an oversized first action (a
+// rejection), small enough for a test.
+const testScenario = "dashboards"
+
+const testScenarioYAML = `
+name: dashboards
+seed: 7
+count: 10000000
+workloads:
+  - kind: taskhost
+    weight: 0.7
+    task:
+      config_mean: 8KB
+      config_sigma: 0.5
+      config_cap: 64KB
+      config_min: 256B
+      environment: 2KB
+      parameters: 4
+      execute_passes: 1
+  - kind: fanout
+    weight: 0.3
+    fanout:
+      shapes:
+        - name: 12x128KiB
+          weight: 3
+          actions: 12
+          action_bytes: 128KiB
+        - name: 20x1KiB
+          weight: 2
+          actions: 20
+          action_bytes: 1KiB
+        - name: oversized-first
+          weight: 1
+          actions: 2
+          action_bytes: 1KiB
+          first_action_bytes: 1.5MB
+`
+
+// runBoth runs the test scenario in two runtimes at once, variants
+// baseline and candidate (candidate sends asynchronously), on tel, until
+// ctx ends; the returned function waits for both runtimes to close.
+func runBoth(ctx context.Context, t *testing.T, tel *otelsetup.Telemetry) (wait func()) {
+	t.Helper()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc, err := scenario.Parse("dashboards.yaml", []byte(testScenarioYAML))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	for _, v := range []struct{ name, send string }{{"baseline", "sync"}, {"candidate", "async"}} {
+		set, err := runtime.ResolveSettings([]string{"variant=" + v.name, "ipc.send=" + v.send, "runtime.nodes=1",
+			"runtime.concurrency=2", "chunking.max_chunk_bytes=1MiB", "chunking.large_payloads=off"},
+			func(string) (string, bool) { return "", false })
+		if err != nil {
+			t.Fatal(err)
+		}
+		// A closed loop, one unit in flight per variant: the run must not
+		// starve /metrics of CPU (under -race a unit costs many times
+		// more), or Prometheus's 1 s scrape times out.
+		slot := make(chan struct{}, 1)
+		cfg := runtime.Config{Settings: set, Scenario: testScenario, HostArgv: []string{exe},
+			HostEnv: []string{envTestHost + "=1"}, Logger: slog.New(slog.DiscardHandler),
+			OnResult: func(runtime.Result) {
+				select {
+				case <-slot:
+				default:
+				}
+			}}
+		cfg.UseTelemetry(tel)
+		r, err := runtime.New(ctx, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		gen := sc.NewGenerator()
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			tick := time.NewTicker(10 * time.Millisecond)
+			defer tick.Stop()
+			for ctx.Err() == nil {
+				select {
+				case slot <- struct{}{}:
+				case <-ctx.Done():
+					continue
+				}
+				if err := r.Submit(ctx, gen.Next()); err != nil && ctx.Err() == nil {
+					t.Errorf("%s: submit: %v", v.name, err)
+					break
+				}
+				select {
+				case <-ctx.Done():
+				case <-tick.C:
+				}
+			}
+			cctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			if err := r.Close(cctx); err != nil {
+				t.Errorf("%s: close: %v", v.name, err)
+			}
+		}()
+	}
+	return wg.Wait
+}
+
 // Every Prometheus query of every dashboard returns data from a real
-// Prometheus scraping a real amdahl /metrics endpoint.
+// Prometheus scraping a real amdahl run (task hosts, ipc, chunking, an
+// in-process sidecar) with both variants; and the exemplar of a latency
+// bucket names a trace that is in the run's trace file.
 func TestQueriesAgainstPrometheus(t *testing.T) {
 	bin, err := exec.LookPath("prometheus")
 	if err != nil {
@@ -145,53 +280,31 @@ func TestQueriesAgainstPrometheus(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 
+	dir := t.TempDir()
+	traceFile := filepath.Join(dir, "trace.jsonl")
 	tel, err := otelsetup.Setup(ctx, otelsetup.WithLookupEnv(func(string) (string, bool) { return "", false }),
-		otelsetup.WithMetricsAddr("127.0.0.1:0"))
+		otelsetup.WithMetricsAddr("127.0.0.1:0"), otelsetup.WithTraceFile(traceFile))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer tel.Shutdown(context.Background())
+	shutdown := sync.OnceValue(func() error { return tel.Shutdown(context.Background()) })
+	defer shutdown()
 
-	// A synthetic workload in two variants until the test ends.
-	var wg sync.WaitGroup
-	for _, variant := range []string{"baseline", "candidate"} {
-		c, err := tel.Component("ipc", telemetry.AttrScenario.String("taskhost"), telemetry.AttrVariant.String(variant),
-			telemetry.AttrTransport.String("ipc"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			tick := time.NewTicker(2 * time.Millisecond)
-			defer tick.Stop()
-			for {
-				select {
-				case <-ctx.Done():
-					return
-				case <-tick.C:
-				}
-				wctx, w := c.StartWork(ctx)
-				for _, p := range []telemetry.Phase{telemetry.Dispatch, telemetry.Serialize, telemetry.Send, telemetry.Execute} {
-					_, ph := c.StartPhase(wctx, p, telemetry.Request)
-					c.RecordCritical(wctx, p, telemetry.Request, ph.End())
-				}
-				w.End(telemetry.OK, nil)
-			}
-		}()
-	}
-	defer wg.Wait()
-	defer cancel()
+	runCtx, stopRun := context.WithCancel(ctx)
+	defer stopRun()
+	wait := runBoth(runCtx, t, tel)
+	defer wait()
 
-	dir := t.TempDir()
 	port := freePort(t)
-	cfg := fmt.Sprintf("global: {scrape_interval: 1s, evaluation_interval: 1s}\nscrape_configs:\n  - job_name: amdahl\n    static_configs: [{targets: ['%s']}]\n", tel.MetricsAddr())
+	cfg := fmt.Sprintf("global: {scrape_interval: %[1]ds, scrape_timeout: %[1]ds, evaluation_interval: %[1]ds}\nscrape_configs:\n  - job_name: amdahl\n    static_configs: [{targets: ['%[2]s']}]\n",
+		scrapeSeconds, tel.MetricsAddr())
 	if err := os.WriteFile(filepath.Join(dir, "prom.yml"), []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	addr := fmt.Sprintf("127.0.0.1:%d", port)
 	cmd := exec.CommandContext(ctx, bin, "--config.file="+filepath.Join(dir, "prom.yml"),
-		"--storage.tsdb.path="+filepath.Join(dir, "data"), "--web.listen-address="+addr)
+		"--storage.tsdb.path="+filepath.Join(dir, "data"), "--web.listen-address="+addr,
+		"--enable-feature=exemplar-storage")
 	var logs bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &logs, &logs
 	cmd.WaitDelay = 5 * time.Second
@@ -199,44 +312,141 @@ func TestQueriesAgainstPrometheus(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { cancel(); _ = cmd.Wait() }()
-
 	base := "http://" + addr
-	// Wait until Prometheus has at least 5 scrapes of the work counter, so
-	// 4 s rate windows hold two samples. Bounded: 60 s.
-	deadline := time.Now().Add(60 * time.Second)
-	poll := time.NewTicker(250 * time.Millisecond)
-	defer poll.Stop()
-	for {
-		res, err := query(base, `count_over_time(amdahl_work_duration_seconds_count[1m]) >= 5`)
-		if err == nil && len(res) > 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("prometheus never had 5 scrapes (last error %v); its log:\n%s", err, logs.String())
-		}
-		<-poll.C
-	}
 
 	all, err := All()
 	if err != nil {
 		t.Fatal(err)
 	}
+	type q struct{ name, panel, expr string }
+	var queries []q
 	for name, d := range all {
 		exprs := promExprs(t, d)
-		if len(exprs) < 8 {
+		if name != "amdahl-profiles.json" && len(exprs) < 7 {
 			t.Errorf("%s: only %d prometheus queries found", name, len(exprs))
 		}
 		for panel, expr := range exprs {
-			res, err := query(base, expr)
-			if err != nil {
-				t.Errorf("%s / %s: %v\n%s", name, panel, err, expr)
-				continue
-			}
-			if len(res) == 0 {
-				t.Errorf("%s / %s: no data\n%s", name, panel, expr)
-			}
+			queries = append(queries, q{name, panel, expr})
 		}
 	}
+	// Until every query has had data (both variants must have run long
+	// enough for two samples in a $__rate_interval window); bounded: 60 s. A query passes once it
+	// returns data: on a loaded machine a late scrape can leave a window
+	// with one sample for a moment.
+	began := time.Now()
+	deadline := began.Add(60 * time.Second)
+	poll := time.NewTicker(500 * time.Millisecond)
+	defer poll.Stop()
+	passed := map[int]bool{}
+	var failures []string
+	for {
+		failures = failures[:0]
+		for i, x := range queries {
+			if passed[i] {
+				continue
+			}
+			res, err := query(base, x.expr)
+			if err != nil {
+				failures = append(failures, fmt.Sprintf("%s / %s: %v\n%s", x.name, x.panel, err, x.expr))
+			} else if len(res) == 0 {
+				failures = append(failures, fmt.Sprintf("%s / %s: no data\n%s", x.name, x.panel, x.expr))
+			} else {
+				passed[i] = true
+			}
+		}
+		if len(failures) == 0 || time.Now().After(deadline) {
+			break
+		}
+		<-poll.C
+	}
+	if req, err := http.NewRequest(http.MethodGet, "http://"+tel.MetricsAddr()+"/metrics", nil); err == nil {
+		req.Header.Set("Accept", "application/openmetrics-text;version=1.0.0")
+		start := time.Now()
+		if resp, err := http.DefaultClient.Do(req); err == nil {
+			n, _ := io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			t.Logf("/metrics: %d bytes in %v", n, time.Since(start).Round(time.Millisecond))
+		}
+	}
+	if len(failures) == 0 {
+		t.Logf("%d queries: every one had data after %v", len(queries), time.Since(began).Round(100*time.Millisecond))
+	}
+	for _, f := range failures {
+		t.Error(f)
+	}
+	if len(failures) > 0 {
+		up, _ := query(base, `up`)
+		dur, _ := query(base, `scrape_duration_seconds`)
+		n, _ := query(base, `sum(amdahl_work_duration_seconds_count)`)
+		t.Logf("up %s, scrape duration %s, units %s; prometheus log:\n%s", up, dur, n, logs.String())
+	}
+
+	// Exemplars: stop the run and flush the trace file, then every
+	// exemplar of the latency histograms names a trace in it.
+	stopRun()
+	wait()
+	if err := shutdown(); err != nil {
+		t.Fatal(err)
+	}
+	traces, err := os.ReadFile(traceFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, metric := range []string{"amdahl_work_duration_seconds_bucket", "amdahl_phase_duration_seconds_bucket"} {
+		ids, err := exemplarTraceIDs(base, metric)
+		if err != nil {
+			t.Fatalf("%s exemplars: %v", metric, err)
+		}
+		if len(ids) == 0 {
+			t.Errorf("%s: no exemplars (OpenMetrics on /metrics, --enable-feature=exemplar-storage)", metric)
+		}
+		for _, id := range ids {
+			if len(id) != 32 || !bytes.Contains(traces, []byte(id)) {
+				t.Errorf("%s: exemplar trace_id %q is not in the run's trace file", metric, id)
+			}
+		}
+		if len(ids) > 0 {
+			t.Logf("%s: %d exemplars, every trace_id in the trace file", metric, len(ids))
+		}
+	}
+}
+
+// exemplarTraceIDs returns the trace_id of every exemplar Prometheus holds
+// for metric over the last 10 minutes.
+func exemplarTraceIDs(base, metric string) ([]string, error) {
+	now := time.Now()
+	resp, err := http.PostForm(base+"/api/v1/query_exemplars", url.Values{"query": {metric},
+		"start": {fmt.Sprint(now.Add(-10 * time.Minute).Unix())}, "end": {fmt.Sprint(now.Unix() + 1)}})
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	var body struct {
+		Status string `json:"status"`
+		Error  string `json:"error"`
+		Data   []struct {
+			Exemplars []struct {
+				Labels map[string]string `json:"labels"`
+			} `json:"exemplars"`
+		} `json:"data"`
+	}
+	if err := json.NewDecoder(io.LimitReader(resp.Body, 64<<20)).Decode(&body); err != nil {
+		return nil, err
+	}
+	if body.Status != "success" {
+		return nil, fmt.Errorf("status %s: %s", body.Status, body.Error)
+	}
+	var ids []string
+	for _, s := range body.Data {
+		for _, e := range s.Exemplars {
+			id, ok := e.Labels["trace_id"]
+			if !ok {
+				return nil, fmt.Errorf("exemplar without trace_id: %v", e.Labels)
+			}
+			ids = append(ids, id)
+		}
+	}
+	return ids, nil
 }
 
 func freePort(t *testing.T) int {

@@ -483,7 +483,7 @@ func (c *Conn) watchdog() {
 	var reportedWrite int64
 	reported := map[uint64]bool{}
 	report := func(kind string, args ...any) {
-		c.m.stalls.Add(ctx, 1, metric.WithAttributes(c.m.transport, AttrKind.String(kind)))
+		c.m.stalls.Add(ctx, 1, metric.WithAttributeSet(c.m.set(AttrKind.String(kind))))
 		c.cfg.logger.Warn("ipc: stall: "+kind+" outstanding longer than the stall threshold", append(args, "threshold", c.cfg.stall, "transport", c.cfg.transport)...)
 		if c.cfg.onStall != nil {
 			c.cfg.onStall(kind)

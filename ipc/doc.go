@@ -116,8 +116,11 @@
 // requested and effective buffer, handshakes by outcome and field,
 // protocol errors by kind (truncated, unknown_type, too_large, decode,
 // encode, or the Kind of a Codec's *ProtocolError, such as taskproto's
-// delta), stalls by kind. Only task configurations and results get phase
-// spans; log and shutdown packets are counted, not traced.
+// delta), stalls by kind. Every one carries amdahl.transport (the
+// connection's: socketpair, pipe, …) and the amdahl.scenario and
+// amdahl.variant of the WithTelemetry component. Only task configurations
+// and results get phase spans; log and shutdown packets are counted, not
+// traced.
 //
 // There is no data-phase timeout. A stall watchdog (WithStallThreshold,
 // default 1 minute) logs and counts a write blocked, or a task

@@ -41,6 +41,8 @@ type metrics struct {
 	handshakes, protoErrs metric.Int64Counter
 	stalls                metric.Int64Counter
 	transport             attribute.KeyValue
+	// run holds the component's scenario and variant (telemetry.Component.RunAttributes).
+	run []attribute.KeyValue
 	// [op][direction]
 	ioOpt      [2][telemetry.NumDirections]metric.AddOption
 	blockedOpt [telemetry.NumDirections]metric.RecordOption
@@ -53,12 +55,14 @@ const (
 	opReceive
 )
 
-func newMetrics(mp metric.MeterProvider, transport string) (*metrics, error) {
+// newMetrics creates the instruments; comp (may be nil) contributes its
+// scenario and variant to every attribute set.
+func newMetrics(mp metric.MeterProvider, transport string, comp *telemetry.Component) (*metrics, error) {
 	if mp == nil {
 		mp = noop.NewMeterProvider()
 	}
 	m := telemetry.Meter(mp)
-	x := &metrics{transport: telemetry.AttrTransport.String(transport)}
+	x := &metrics{transport: telemetry.AttrTransport.String(transport), run: comp.RunAttributes()}
 	var errs []error
 	check := func(name string, err error) {
 		if err != nil {
@@ -93,15 +97,22 @@ func newMetrics(mp metric.MeterProvider, transport string) (*metrics, error) {
 	}
 	for op, name := range []string{"send", "receive"} {
 		for d := telemetry.Request; d <= telemetry.Reply; d++ {
-			x.ioOpt[op][d] = metric.WithAttributeSet(attribute.NewSet(x.transport, AttrOp.String(name), telemetry.AttrDirection.String(d.String())))
+			x.ioOpt[op][d] = metric.WithAttributeSet(x.set(AttrOp.String(name), telemetry.AttrDirection.String(d.String())))
 		}
 	}
 	for d := telemetry.Request; d <= telemetry.Reply; d++ {
-		x.blockedOpt[d] = metric.WithAttributeSet(attribute.NewSet(x.transport, telemetry.AttrDirection.String(d.String())))
+		x.blockedOpt[d] = metric.WithAttributeSet(x.set(telemetry.AttrDirection.String(d.String())))
 	}
-	set := metric.WithAttributeSet(attribute.NewSet(x.transport))
+	set := metric.WithAttributeSet(x.set())
 	x.plainAdd, x.plainRec = set, set
 	return x, nil
+}
+
+// set is the attribute set of transport, scenario, variant and kv.
+func (m *metrics) set(kv ...attribute.KeyValue) attribute.Set {
+	all := make([]attribute.KeyValue, 0, 1+len(m.run)+len(kv))
+	all = append(append(append(all, m.transport), m.run...), kv...)
+	return attribute.NewSet(all...)
 }
 
 func (m *metrics) packet(ctx context.Context, op int, d telemetry.Direction, n int) {
@@ -118,9 +129,9 @@ func (m *metrics) handshake(ctx context.Context, err error) {
 			field = he.Field
 		}
 	}
-	m.handshakes.Add(ctx, 1, metric.WithAttributes(m.transport, telemetry.AttrOutcome.String(outcome), AttrField.String(field)))
+	m.handshakes.Add(ctx, 1, metric.WithAttributeSet(m.set(telemetry.AttrOutcome.String(outcome), AttrField.String(field))))
 }
 
 func (m *metrics) protocolError(ctx context.Context, kind string) {
-	m.protoErrs.Add(ctx, 1, metric.WithAttributes(m.transport, AttrKind.String(kind)))
+	m.protoErrs.Add(ctx, 1, metric.WithAttributeSet(m.set(AttrKind.String(kind))))
 }

@@ -203,7 +203,7 @@ func openStream(ctx context.Context, nc stream, setBuffer func(int, *slog.Logger
 		_ = nc.Close()
 		return nil, err
 	}
-	m, err := newMetrics(cfg.mp, cfg.transport)
+	m, err := newMetrics(cfg.mp, cfg.transport, cfg.comp)
 	if err != nil {
 		_ = nc.Close()
 		return nil, err

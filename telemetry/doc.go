@@ -82,8 +82,21 @@
 //	amdahl.sidecar.partial_buffers, .duplicates, .protocol_errors  the reassembling side
 //	amdahl.sidecar.rejections                     counter by reason: a bound refused a call (chunking/doc.go lists the bounds), or a call without the sidecar's bearer token (unauthenticated)
 //
+// The component metrics carry the amdahl.scenario and amdahl.variant of
+// the Component their library was given (Component.RunAttributes), so
+// dashboards filter them like the phase metrics; counters of rare events
+// (retries, rejections, duplicates, protocol errors) start at zero.
+//
 // otelsetup's Prometheus exporter runs on a private registry; resource
-// attributes appear on target_info only.
+// attributes appear on target_info only (service_name: dashboards join it
+// on job and instance). /metrics answers in OpenMetrics when the scraper
+// asks for it, as Prometheus does, and only then carries exemplars: per
+// histogram bucket, one measurement sampled among those made inside a
+// sampled span, with labels trace_id and span_id (the SDK's default
+// exemplar filter, trace_based; OTEL_METRICS_EXEMPLAR_FILTER=always_off
+// turns them off). A phase records in the context it started in, so its
+// exemplar names the unit's trace and the phase's parent span.
+// Prometheus stores exemplars with --enable-feature=exemplar-storage.
 //
 // # Sampling
 //

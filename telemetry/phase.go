@@ -246,6 +246,24 @@ func (c *Component) Name() string {
 	return c.name
 }
 
+// RunAttributes returns the component's amdahl.scenario and amdahl.variant
+// attributes (nil for a disabled component or when it has neither), for a
+// library to put on its own metrics (amdahl.ipc.*, amdahl.chunking.*,
+// amdahl.sidecar.*), so dashboards filter them by scenario and variant like
+// the phase metrics. Call it once, at construction.
+func (c *Component) RunAttributes() []attribute.KeyValue {
+	if c == nil {
+		return nil
+	}
+	var out []attribute.KeyValue
+	for _, kv := range c.attrs {
+		if kv.Key == AttrScenario || kv.Key == AttrVariant {
+			out = append(out, kv)
+		}
+	}
+	return out
+}
+
 // Enabled reports whether the component records anything.
 func (c *Component) Enabled() bool { return c != nil }
 

@@ -161,6 +161,25 @@ func TestDisabledComponent(t *testing.T) {
 	c.RecordCritical(ctx, Send, Request, 1)
 }
 
+// RunAttributes hands a library the component's scenario and variant,
+// not its transport or other attributes; nil for a disabled component.
+func TestRunAttributes(t *testing.T) {
+	c, err := NewComponent("ipc", ComponentConfig{MeterProvider: sdkmetric.NewMeterProvider(), Attributes: []attribute.KeyValue{
+		AttrTransport.String("ipc"), AttrVariant.String("candidate"), attribute.String("other", "x"), AttrScenario.String("s1")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := attribute.NewSet(c.RunAttributes()...)
+	want := attribute.NewSet(AttrScenario.String("s1"), AttrVariant.String("candidate"))
+	if !got.Equals(&want) {
+		t.Errorf("RunAttributes = %v, want %v", got.Encoded(attribute.DefaultEncoder()), want.Encoded(attribute.DefaultEncoder()))
+	}
+	var disabled *Component
+	if a := disabled.RunAttributes(); a != nil {
+		t.Errorf("disabled RunAttributes = %v, want nil", a)
+	}
+}
+
 // A component made without providers uses the otel globals, as an OTel
 // instrumentation library does: a program that set them gets the spans.
 func TestNilProvidersMeanGlobals(t *testing.T) {

@@ -97,7 +97,7 @@ func TestReportCommand(t *testing.T) {
 		{"scenarios validate", []string{"scenarios", "validate", "../../runtime/scenario/builtin/fanout.yaml", "../../docs/scenarios/tiny20k.yaml"}, exitOK, []string{"fanout.yaml: ok: scenario fanout, 48 units", "tiny20k.yaml: ok"}, ""},
 		{"scenarios validate bad", []string{"scenarios", "validate", badScenario}, exitUsage, []string{"bad.yaml: invalid: ", "bad.yaml:2:1: count"}, "1 of 1 scenario files invalid"},
 		{"scenarios validate none", []string{"scenarios", "validate"}, exitUsage, nil, "one scenario file or more"},
-		{"dashboards", []string{"dashboards", "--out", t.TempDir()}, exitOK, []string{"amdahl-attribution.json"}, ""},
+		{"dashboards", []string{"dashboards", "--out", t.TempDir()}, exitOK, []string{"amdahl-attribution.json", "amdahl-phases.json", "compose.yaml", "datasources"}, ""},
 		{"dashboards extra arg", []string{"dashboards", "x"}, exitUsage, nil, "takes no arguments"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

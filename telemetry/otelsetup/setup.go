@@ -546,7 +546,9 @@ func (t *Telemetry) MetricsHandler() http.Handler {
 	if t == nil || t.registry == nil {
 		return http.NotFoundHandler()
 	}
-	return promhttp.HandlerFor(t.registry, promhttp.HandlerOpts{})
+	// OpenMetrics when the scraper asks for it (Prometheus does): only
+	// that format carries the histograms' exemplars (trace_id, span_id).
+	return promhttp.HandlerFor(t.registry, promhttp.HandlerOpts{EnableOpenMetrics: true})
 }
 
 // Component builds the instrumentation of one component with static

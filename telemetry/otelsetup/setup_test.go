@@ -29,6 +29,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace"
 	tracenoop "go.opentelemetry.io/otel/trace/noop"
 	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
 	"google.golang.org/grpc"
@@ -279,6 +280,59 @@ func TestMetricsEndpoint(t *testing.T) {
 		if n := len(fam.Metric[0].GetHistogram().GetBucket()); n != len(telemetry.DurationBuckets)+1 { // + le="+Inf"
 			t.Errorf("%s: %d buckets, want %d", name, n, len(telemetry.DurationBuckets)+1)
 		}
+	}
+}
+
+// A scraper that asks for OpenMetrics (Prometheus does) gets the
+// histograms' exemplars: the trace id of a sampled unit that fell in the
+// bucket. Plain text has none.
+func TestMetricsEndpointExemplars(t *testing.T) {
+	ctx := context.Background()
+	tel, err := Setup(ctx, WithLookupEnv(noEnv), WithMetricsAddr("127.0.0.1:0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tel.Shutdown(ctx)
+	c, _ := tel.Component("ipc", telemetry.AttrScenario.String("taskhost"), telemetry.AttrVariant.String("baseline"))
+	wctx, w := c.StartWork(ctx)
+	_, ph := c.StartPhase(wctx, telemetry.Send, telemetry.Request)
+	ph.End()
+	w.End(telemetry.OK, nil)
+	traceID := trace.SpanContextFromContext(wctx).TraceID().String()
+
+	get := func(accept string) string {
+		req, err := http.NewRequest(http.MethodGet, "http://"+tel.MetricsAddr()+"/metrics", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if accept != "" {
+			req.Header.Set("Accept", accept)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	}
+	om := get("application/openmetrics-text;version=1.0.0")
+	for _, name := range []string{"amdahl_work_duration_seconds_bucket", "amdahl_phase_duration_seconds_bucket"} {
+		found := false
+		for line := range strings.SplitSeq(om, "\n") {
+			if strings.HasPrefix(line, name+"{") && strings.Contains(line, `# {`) && strings.Contains(line, `trace_id="`+traceID+`"`) {
+				found = true
+			}
+		}
+		if !found {
+			t.Errorf("OpenMetrics /metrics: no %s exemplar with trace_id %s", name, traceID)
+		}
+	}
+	if text := get(""); strings.Contains(text, "trace_id") {
+		t.Error("plain-text /metrics carries exemplars")
 	}
 }
 
