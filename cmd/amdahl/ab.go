@@ -103,7 +103,7 @@ attribution (hosts starting, caches filling).`,
 	fl.StringVar(&f.by, "by", "component", "rows by component or by phase")
 	fl.StringVar(&f.progress, "progress", "auto", "progress over runs on stderr: auto (when stderr is a terminal), always or never")
 	fl.Uint64Var(&f.seed, "seed", 1, "seed of the bootstrap resampling")
-	fl.IntVar(&f.block, "block", 10, "units a side runs per turn (the two runs of a pair take turns), 1 to 100000")
+	fl.IntVar(&f.block, "block", 0, "units a side runs per turn (the two runs of a pair take turns), up to 100000; 0: its units in flight (one per task host)")
 	fl.IntVar(&f.inFlight, "in-flight", 0, "units in flight at most (closed loop); 0: runtime.nodes of the side, so that no unit waits for a host")
 	return cmd
 }
@@ -202,7 +202,7 @@ func runAB(ctx context.Context, cmd *cobra.Command, f abFlags) error {
 		return usageError{err}
 	}
 	res := abResult{SchemaVersion: 1, Scenario: sc.Name, Baseline: sides[0].set.Map(), Candidate: sides[1].set.Map(), Differ: differ,
-		Runs: runs, UnitsPerRun: units, Warmup: f.warmup, Block: f.block, Comparison: cmp, Interrupted: interrupted,
+		Runs: runs, UnitsPerRun: units, Warmup: f.warmup, Block: turnUnits(f, sides[0].set), Comparison: cmp, Interrupted: interrupted,
 		WallGain: attribution.MeanGain(bWall, cWall, opt)}
 	// Throughput gain: the candidate's throughput over the baseline's, - 1.
 	thr := attribution.MeanGain(cThr, bThr, opt) // 1 - mean(b)/mean(c)
@@ -247,8 +247,8 @@ func checkABFlags(f abFlags) error {
 	if f.runs < 2 || f.runs > 1000 {
 		return usageError{fmt.Errorf("--runs %d: want 2 to 1000 (intervals are over runs)", f.runs)}
 	}
-	if f.block < 1 || f.block > 100_000 {
-		return usageError{fmt.Errorf("--block %d: want 1 to 100000 units per turn", f.block)}
+	if f.block < 0 || f.block > 100_000 {
+		return usageError{fmt.Errorf("--block %d: want 1 to 100000 units per turn, or 0 for the units in flight", f.block)}
 	}
 	if f.warmup < 0 || f.warmup > 0.5 {
 		return usageError{fmt.Errorf("--warmup %v: want 0 to 0.5", f.warmup)}
@@ -388,6 +388,7 @@ type abSession struct {
 	left   int           // units still to submit
 	active time.Duration // the side's own blocks, first submit to last end
 	slots  chan struct{} // closed loop: a slot per unit in flight
+	per    int           // units per turn
 	block  sync.WaitGroup
 
 	mu    sync.Mutex
@@ -396,7 +397,7 @@ type abSession struct {
 
 // abPair runs baseline run index and candidate run index side by side:
 // both sides' task hosts and sidecars are up for the whole pair, and the
-// sides take turns running f.block units each (the side that goes first
+// sides take turns running --block units each (the side that goes first
 // alternating from turn to turn, starting with sides[first]), so that a
 // change in the machine's speed that lasts longer than a turn — another
 // process's build, a burst of interrupts — falls on both sides of the pair
@@ -425,7 +426,7 @@ func abPair(ctx context.Context, sc *scenario.Scenario, sides [2]abSide, first, 
 	for turn := 0; ss[0].left > 0 || ss[1].left > 0; turn++ {
 		for k := range 2 {
 			s := ss[(first+turn+k)%2]
-			if err := s.turn(ctx, f.block); err != nil {
+			if err := s.turn(ctx, s.per); err != nil {
 				if ctx.Err() != nil {
 					return runs, nil // interrupted: the caller drops the pair
 				}
@@ -458,11 +459,8 @@ func openABSession(ctx context.Context, sc *scenario.Scenario, side abSide, inde
 		return nil, err
 	}
 	s.gen, s.left = sc2.NewGenerator(), sc2.Count
-	inFlight := f.inFlight
-	if inFlight == 0 {
-		inFlight = set.Nodes
-	}
-	s.slots = make(chan struct{}, inFlight)
+	s.slots = make(chan struct{}, inFlightOf(f, set))
+	s.per = turnUnits(f, set)
 	var topts []otelsetup.Option
 	if f.out != "" {
 		s.dir = filepath.Join(f.out, fmt.Sprintf("%s-%d", side.name, index))
@@ -494,6 +492,23 @@ func openABSession(ctx context.Context, sc *scenario.Scenario, side abSide, inde
 		return s, fmt.Errorf("ab: %s run %d: %w", side.name, index, err)
 	}
 	return s, nil
+}
+
+// inFlightOf is a side's bound on units in flight: --in-flight, or one
+// per task host.
+func inFlightOf(f abFlags, set runtime.Settings) int {
+	if f.inFlight > 0 {
+		return f.inFlight
+	}
+	return set.Nodes
+}
+
+// turnUnits is a side's units per turn: --block, or its units in flight.
+func turnUnits(f abFlags, set runtime.Settings) int {
+	if f.block > 0 {
+		return f.block
+	}
+	return inFlightOf(f, set)
 }
 
 // turn submits up to n of the side's units, at most len(slots) in

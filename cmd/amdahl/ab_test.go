@@ -15,7 +15,7 @@ import (
 
 func TestABEndToEnd(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "ab")
-	code, out, errs := runCLI(t, "ab", "--scenario", "taskhost", "--set", "scenario.count=30", "--runs", "2",
+	code, out, errs := runCLI(t, "ab", "--scenario", "taskhost", "--set", "scenario.count=30", "--runs", "2", "--block", "10",
 		"--baseline", "ipc.delta=off", "--candidate", "ipc.delta=on", "--json", "--out", dir, "--progress", "never")
 	if code != exitOK {
 		t.Fatalf("exit %d; stderr %q", code, errs)
@@ -135,7 +135,7 @@ func TestABUsage(t *testing.T) {
 		{[]string{"ab", "--baseline", "nope=1"}, "nope"},
 		{[]string{"ab", "--json", "--markdown"}, "choose one"},
 		{[]string{"ab", "--warmup", "0.9"}, "--warmup"},
-		{[]string{"ab", "--block", "0"}, "--block 0"},
+		{[]string{"ab", "--block", "-1"}, "--block -1"},
 		{[]string{"ab", "--scenario", "nope"}, "nope"},
 	} {
 		code, _, errs := runCLI(t, tc.args...)
