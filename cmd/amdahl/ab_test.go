@@ -32,7 +32,7 @@ func TestABEndToEnd(t *testing.T) {
 	if !slices.Equal(res.Differ, []string{"ipc.delta"}) {
 		t.Errorf("settings that differ %v, want [ipc.delta]", res.Differ)
 	}
-	// Interleaved, the order alternating: A B, then B A.
+	// Pairs in order, the side going first alternating: A B, then B A.
 	var order []string
 	for _, r := range res.Runs {
 		order = append(order, r.Side)
