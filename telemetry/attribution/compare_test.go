@@ -373,11 +373,11 @@ func pairedSim(rng *rand.Rand, pairs, units int, sendScale float64) (Side, Side)
 // pairing cancels, a second time: the intervals then hold 0 every time,
 // far wider than the noise.
 func TestPairedBootstrapCoverage(t *testing.T) {
-	sims := 120
+	sims := 80
 	if testing.Short() {
-		sims = 40
+		sims = 30
 	}
-	const pairs, units = 10, 30
+	const pairs, units = 10, 20
 	truth := 0.5 * 3 / 13
 	var aa, ab int
 	var width float64
