@@ -131,8 +131,8 @@
 // out run-to-run variation. Of paired runs, the measured gain (and a
 // causal weight) has Student's t interval over the pairs instead: the
 // mean of the pairs' log ratios, each pair counted once. A bootstrap of
-// the pooled ratio over 10 pairs held 0 in 77 % of simulated A/A
-// experiments, the t interval in 95 % (TestPairedBootstrapCoverage).
+// the pooled ratio over 10 pairs held 0 in 65 of 80 simulated A/A
+// experiments, the t interval in 77 (TestPairedBootstrapCoverage).
 // The verdict says whether the measured interval holds the replay's
 // prediction; if not, which rows outside the target moved their critical
 // time significantly (each row's shift: its critical time per unit B − C
