@@ -366,9 +366,9 @@ func pairedSim(rng *rand.Rand, pairs, units int, sendScale float64) (Side, Side)
 }
 
 // Paired intervals are honest and no wider than they need be: over many
-// simulated interleaved experiments the 95 % interval of the measured gain
-// holds the truth (0 in A/A, a known gain otherwise) in 90 to 99 % of
-// them. Drawing each side's units again inside a drawn pair (as the
+// simulated interleaved experiments the 95 % intervals of the measured
+// gain, of the replay's prediction and of the target row's r hold the
+// truth (0 in A/A, a known gain otherwise) in 90 to 99 % of them. Drawing each side's units again inside a drawn pair (as the
 // bootstrap over runs does) would count the items' spread, which the
 // pairing cancels, a second time: the intervals then hold 0 every time,
 // far wider than the noise.
@@ -379,7 +379,7 @@ func TestPairedBootstrapCoverage(t *testing.T) {
 	}
 	const pairs, units = 10, 20
 	truth := 0.5 * 3 / 13
-	var aa, ab int
+	var aa, ab, replay, r int
 	var width float64
 	for s := range sims {
 		rng := rand.New(rand.NewPCG(uint64(s), 11))
@@ -393,17 +393,25 @@ func TestPairedBootstrapCoverage(t *testing.T) {
 		}
 		width += cmp.Measured.HalfWidth() / float64(sims)
 		b, c = pairedSim(rng, pairs, units, 0.5)
-		if cmp, err = Compare(b, c, CompareOptions{Paired: true, Iterations: 20, Seed: uint64(s)}); err != nil {
+		if cmp, err = Compare(b, c, CompareOptions{Paired: true, Target: []string{"x.send"}, Iterations: 20, Seed: uint64(s)}); err != nil {
 			t.Fatal(err)
 		}
 		if cmp.Measured.Contains(truth) {
 			ab++
 		}
+		if cmp.Replay.Contains(truth) {
+			replay++
+		}
+		if row(t, cmp, "x.send/request").R.Contains(0.5) {
+			r++
+		}
 	}
-	t.Logf("%d simulations of %d pairs: A/A intervals hold 0 in %d, A/B intervals hold the truth %.3f in %d; mean A/A half-width %.2f pp",
-		sims, pairs, aa, truth, ab, 100*width)
+	t.Logf("%d simulations of %d pairs: A/A intervals hold 0 in %d (mean half-width %.2f pp); A/B intervals hold the truth %.3f in %d, the replay's in %d, send's r = 0.5 in %d",
+		sims, pairs, aa, 100*width, truth, ab, replay, r)
 	lo, hi := sims*90/100, sims*99/100
-	if aa < lo || aa > hi || ab < lo || ab > hi {
-		t.Errorf("coverage: A/A %d, A/B %d of %d; want %d to %d each", aa, ab, sims, lo, hi)
+	for name, n := range map[string]int{"A/A": aa, "A/B": ab, "replay": replay, "r": r} {
+		if n < lo || n > hi {
+			t.Errorf("coverage of %s: %d of %d; want %d to %d", name, n, sims, lo, hi)
+		}
 	}
 }
