@@ -311,8 +311,8 @@ func onlyRun(s *side, r int) []int32 {
 
 // fillPaired sets the figures of paired runs: each one's value per pair
 // (perPair[r], laid out as estimate's), and Student's t interval over the
-// pairs around their mean — the measured gain over the pairs' log ratios
-// (pairedGain). A figure undefined on the pooled runs (est) stays so.
+// pairs around their mean — the measured gain and r over the pairs' log
+// ratios. A figure undefined on the pooled runs (est) stays so.
 func fillPaired(out *Comparison, perPair [][]float64, est []float64, b, c *side, keys []Key, target []bool, level float64) {
 	ci := func(j int) Interval {
 		if math.IsNaN(est[j]) {
@@ -327,7 +327,28 @@ func fillPaired(out *Comparison, perPair [][]float64, est []float64, b, c *side,
 		return meanT(vals, level)
 	}
 	out.Measured, out.FirstOrder, out.Replay = pairedGain(b, c, level), ci(1), ci(2)
-	fillRows(out, b, c, keys, target, ci)
+	// r is a ratio, 1 - own(C)/own(B): like the measured gain, over the
+	// pairs' log ratios, so that one pair's 10× does not outweigh nine
+	// pairs' 0.9×.
+	rci := func(j int) Interval {
+		if math.IsNaN(est[j]) {
+			return undefined
+		}
+		vals := make([]float64, 0, len(perPair))
+		for _, p := range perPair {
+			if x := math.Log(1 - p[j]); !math.IsNaN(x) && !math.IsInf(x, 0) {
+				vals = append(vals, x)
+			}
+		}
+		t := meanT(vals, level)
+		return Interval{Value: 1 - math.Exp(t.Value), Lo: 1 - math.Exp(t.Hi), Hi: 1 - math.Exp(t.Lo)}
+	}
+	fillRows(out, b, c, keys, target, func(j int) Interval {
+		if j >= 3 && (j-3)%4 == 1 {
+			return rci(j)
+		}
+		return ci(j)
+	})
 	slices.SortFunc(out.Rows, func(x, y CompareRow) int { return compareKeys(x.Key, y.Key) })
 }
 
