@@ -43,23 +43,19 @@ func newABCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "ab --baseline name=value... --candidate name=value...",
 		Short: "Run an A/B experiment: interleaved runs of two settings, predicted and measured gain with intervals",
-		Long: `ab runs a scenario under two sets of settings in pairs of runs, each
-run with fresh task hosts and the same seeds (the same units, in the same
-order, on both sides). The two runs of a pair run side by side: both
-sides' task hosts are up, and the sides take turns of --block units each,
-the side that goes first alternating from turn to turn and from pair to
-pair, so that the machine's changes of speed (other processes, a build)
-fall on both sides alike instead of on one run.
+		Long: `ab runs a scenario under two sets of settings in pairs of runs, each run
+with fresh task hosts and the same seeds (the same units on both sides).
+The two runs of a pair run side by side, taking turns of --block units
+(the side going first alternating), so that a change of the machine's
+speed falls on both sides alike.
 
-ab compares the sides as amdahl report does: per row q (the baseline's
-critical-path share), r (1 - the row's own work per unit in the candidate
-/ in the baseline) and q·r; the gain predicted for the target rows (Σ q·r,
-and a critical-path replay of the baseline's units with the target spans
-scaled); the measured e2e gain; and the gain in run wall time and
-throughput. Intervals are 95 %, over the pairs (the independent draws):
-the measured, wall time and throughput gains are the mean log ratio of the
-pairs with Student's t interval; the rows and predictions a bootstrap over
-pairs of runs. Then a verdict.
+ab compares the sides as amdahl report does: per row q (critical-path
+share), r (1 - own work per unit, candidate / baseline) and q·r; the gain
+predicted for the target rows (Σ q·r, and a critical-path replay with the
+target spans scaled); the measured e2e gain; the gain in run wall time and
+throughput; a verdict. Intervals are 95 %, Student's t over the pairs (the
+independent draws), each figure computed per pair; gains and r from the
+pairs' log ratios.
 
 The target rows come from the settings that differ: ipc.* targets the ipc
 rows and the task host's receive, deserialize and serialize; chunking.* the
@@ -70,17 +66,14 @@ A causal experiment: --candidate perturb.ipc.send=200us makes every
 ipc.send phase sleep 200 µs longer (also perturb.ipc.serialize and
 perturb.taskhost.execute); ab then prints the row's causal weight, Δ e2e /
 Δ the row's own work per unit, beside its critical share (q / naive share).
-On a serial phase both are near 1; where they disagree, the critical path
-is wrong or the phase overlaps other work. One perturbation at a time: with
-two, neither weight can be told apart.
+Where they disagree, the critical path is wrong or the phase overlaps
+other work. One perturbation at a time.
 
-Load: each side keeps as many units in flight as it has task hosts (a
-closed loop: the next unit is submitted when one ends; --in-flight
-overrides), so that units do not wait for a host or in the queue and each
-run measures the code, not the queue (what is left of the wait is the
-runtime.queue row). A side's wall time is that of its own turns. The
-first --warmup fraction of each run's units (by start) is left out of the
-attribution (hosts starting, caches filling).`,
+Load: each side keeps one unit in flight per task host (a closed loop;
+--in-flight overrides), so that units do not wait in the queue and a run
+measures the code, not the queue (runtime.queue is its own row). A side's
+wall time is that of its own turns. The first --warmup fraction of each
+run's units is left out (hosts starting, caches filling).`,
 		Example: `  amdahl ab --scenario taskhost --baseline ipc.buffer=128KiB --candidate ipc.buffer=1MiB
   amdahl ab --scenario fanout --baseline chunking.algorithm=legacy --candidate chunking.algorithm=cached --runs 6
   amdahl ab --scenario taskhost --candidate perturb.taskhost.execute=500us   # causal weight of execute
