@@ -431,6 +431,9 @@ func abPair(ctx context.Context, sc *scenario.Scenario, sides [2]abSide, first, 
 		run, err := s.finish(ctx, f)
 		ss[i] = nil
 		if err != nil {
+			if ctx.Err() != nil {
+				return runs, nil // interrupted: the caller drops the pair
+			}
 			return runs, err
 		}
 		runs[i] = run
