@@ -33,6 +33,7 @@ type abFlags struct {
 	progress               string
 	seed                   uint64
 	inFlight               int
+	block                  int
 	hostArgv               []string // tests: the task host program
 }
 
@@ -41,17 +42,19 @@ func newABCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "ab --baseline name=value... --candidate name=value...",
 		Short: "Run an A/B experiment: interleaved runs of two settings, predicted and measured gain with intervals",
-		Long: `ab runs a scenario under two sets of settings, interleaved (A B, then B A,
-alternating, so that both sides see the same machine, and each baseline
-run is paired with the candidate run beside it), each run with fresh
-task hosts and the same seeds, and compares them as amdahl report does: per
-row q (the baseline's critical-path share), r (1 - mean span duration in the
-candidate / in the baseline, from the row's own spans) and q·r; the gain
-predicted for the target rows (Σ q·r, and a critical-path replay of the
-baseline's units with the target spans scaled); the measured e2e gain; and
-the gain in run wall time — each with a 95 % bootstrap interval over pairs
-of runs, so that a drift of the machine's speed cancels out — and a
-verdict.
+		Long: `ab runs a scenario under two sets of settings in pairs of runs, each run
+with fresh task hosts and the same seeds (the same units on both sides).
+The two runs of a pair run side by side, taking turns of --block units
+(the side going first alternating), so that a change of the machine's
+speed falls on both sides alike.
+
+ab compares the sides as amdahl report does: per row q (critical-path
+share), r (1 - own work per unit, candidate / baseline) and q·r; the gain
+predicted for the target rows (Σ q·r, and a critical-path replay with the
+target spans scaled); the measured e2e gain; the gain in run wall time and
+throughput; a verdict. Intervals are 95 %, Student's t over the pairs (the
+independent draws), each figure computed per pair; gains and r from the
+pairs' log ratios.
 
 The target rows come from the settings that differ: ipc.* targets the ipc
 rows and the task host's receive, deserialize and serialize; chunking.* the
@@ -62,15 +65,14 @@ A causal experiment: --candidate perturb.ipc.send=200us makes every
 ipc.send phase sleep 200 µs longer (also perturb.ipc.serialize and
 perturb.taskhost.execute); ab then prints the row's causal weight, Δ e2e /
 Δ the row's own work per unit, beside its critical share (q / naive share).
-On a serial phase both are near 1; where they disagree, the critical path
-is wrong or the phase overlaps other work. One perturbation at a time: with
-two, neither weight can be told apart.
+Where they disagree, the critical path is wrong or the phase overlaps
+other work. One perturbation at a time.
 
-Load: ab keeps as many units in flight as there are task hosts (a closed
-loop: the next unit is submitted when one ends; --in-flight overrides), so
-that units do not wait for a host or in the queue and each run measures the
-code, not the queue (what is left of the wait is the runtime.queue row). The first --warmup fraction of each run's units (by start) is left
-out of the attribution (hosts starting, caches filling).`,
+Load: each side keeps one unit in flight per task host (a closed loop;
+--in-flight overrides), so that units do not wait in the queue and a run
+measures the code, not the queue (runtime.queue is its own row). A side's
+wall time is that of its own turns. The first --warmup fraction of each
+run's units is left out (hosts starting, caches filling).`,
 		Example: `  amdahl ab --scenario taskhost --baseline ipc.buffer=128KiB --candidate ipc.buffer=1MiB
   amdahl ab --scenario fanout --baseline chunking.algorithm=legacy --candidate chunking.algorithm=cached --runs 6
   amdahl ab --scenario taskhost --candidate perturb.taskhost.execute=500us   # causal weight of execute
@@ -93,6 +95,7 @@ out of the attribution (hosts starting, caches filling).`,
 	fl.StringVar(&f.by, "by", "component", "rows by component or by phase")
 	fl.StringVar(&f.progress, "progress", "auto", "progress over runs on stderr: auto (when stderr is a terminal), always or never")
 	fl.Uint64Var(&f.seed, "seed", 1, "seed of the bootstrap resampling")
+	fl.IntVar(&f.block, "block", 0, "units a side runs per turn (the two runs of a pair take turns), up to 100000; 0: its units in flight (one per task host)")
 	fl.IntVar(&f.inFlight, "in-flight", 0, "units in flight at most (closed loop); 0: runtime.nodes of the side, so that no unit waits for a host")
 	return cmd
 }
@@ -120,6 +123,7 @@ type abResult struct {
 	Runs          []abRun                `json:"runs"`
 	UnitsPerRun   int                    `json:"units_per_run"`
 	Warmup        float64                `json:"warmup_fraction"`
+	Block         int                    `json:"units_per_turn"`
 	Comparison    attribution.Comparison `json:"comparison"`
 	WallGain      attribution.Interval   `json:"wall_time_gain"`
 	ThroughputUp  attribution.Interval   `json:"throughput_gain"`
@@ -190,7 +194,7 @@ func runAB(ctx context.Context, cmd *cobra.Command, f abFlags) error {
 		return usageError{err}
 	}
 	res := abResult{SchemaVersion: runtime.SchemaVersion, Scenario: sc.Name, Baseline: sides[0].set.Map(), Candidate: sides[1].set.Map(), Differ: differ,
-		Runs: runs, UnitsPerRun: units, Warmup: f.warmup, Comparison: cmp, Interrupted: interrupted,
+		Runs: runs, UnitsPerRun: units, Warmup: f.warmup, Block: turnUnits(f, sides[0].set), Comparison: cmp, Interrupted: interrupted,
 		WallGain: attribution.MeanGain(bWall, cWall, opt)}
 	// Throughput gain: the candidate's throughput over the baseline's, - 1.
 	thr := attribution.MeanGain(cThr, bThr, opt) // 1 - mean(b)/mean(c)
@@ -235,6 +239,9 @@ func checkABFlags(f abFlags) error {
 	if f.runs < 2 || f.runs > 1000 {
 		return usageError{fmt.Errorf("--runs %d: want 2 to 1000 (intervals are over runs)", f.runs)}
 	}
+	if f.block < 0 || f.block > 100_000 {
+		return usageError{fmt.Errorf("--block %d: want 1 to 100000 units per turn, or 0 for the units in flight", f.block)}
+	}
 	if f.warmup < 0 || f.warmup > 0.5 {
 		return usageError{fmt.Errorf("--warmup %v: want 0 to 0.5", f.warmup)}
 	}
@@ -256,34 +263,30 @@ type abSide struct {
 	set  runtime.Settings
 }
 
-// runABPairs runs f.runs pairs, alternating which side goes first, with a
+// runABPairs runs f.runs pairs (abPair), alternating which side goes first, with a
 // progress bar; on Ctrl-C it stops and reports interrupted, keeping the
 // runs that finished.
 func runABPairs(ctx context.Context, sc *scenario.Scenario, sides [2]abSide, f abFlags, logger *slog.Logger, stderr io.Writer) (runs []abRun, interrupted bool, err error) {
 	bar := newRunProgress(stderr, 2*f.runs, f.progress)
 	bar.start()
 	for i := 0; i < f.runs && !interrupted; i++ {
-		order := []int{0, 1}
-		if i%2 == 1 {
-			order = []int{1, 0}
+		if ctx.Err() != nil {
+			interrupted = true
+			break
 		}
-		for _, s := range order {
-			if ctx.Err() != nil {
-				interrupted = true
-				break
-			}
-			run, err := abOne(ctx, sc, sides[s].set, sides[s].name, i+1, f, logger)
-			if err != nil {
-				bar.stop()
-				return nil, false, err
-			}
-			if ctx.Err() != nil {
-				interrupted = true // a run cut short is not counted
-				break
-			}
-			runs = append(runs, run)
-			bar.add()
+		first := i % 2 // the side that goes first alternates from pair to pair
+		pair, err := abPair(ctx, sc, sides, first, i+1, f, logger)
+		if err != nil {
+			bar.stop()
+			return nil, false, err
 		}
+		if ctx.Err() != nil {
+			interrupted = true // a pair cut short is not counted
+			break
+		}
+		runs = append(runs, pair[first], pair[1-first])
+		bar.add()
+		bar.add()
 	}
 	bar.stop()
 	return runs, interrupted, nil
@@ -362,59 +365,209 @@ func targetsOf(differ []string) []string {
 	return slices.Compact(out)
 }
 
-// abOne runs one side once and keeps its units past the warm-up.
-func abOne(ctx context.Context, sc *scenario.Scenario, set runtime.Settings, side string, index int, f abFlags, logger *slog.Logger) (abRun, error) {
-	var mu sync.Mutex
-	var works []attribution.Work
-	cfg := runtime.Config{Settings: set, Scenario: sc.Name, Logger: logger, HostArgv: f.hostArgv, MaxInFlight: f.inFlight,
-		OnWork: func(w attribution.Work) {
-			mu.Lock()
-			works = append(works, w)
-			mu.Unlock()
-		}}
-	dir := ""
+// abSession is one side of a pair of runs while the pair runs: its
+// runtime (task hosts, sidecar), telemetry, scenario generator and the
+// units it has accounted.
+type abSession struct {
+	name   string
+	index  int
+	dir    string
+	tel    *otelsetup.Telemetry
+	rt     *runtime.Runtime
+	gen    *scenario.Generator
+	left   int           // units still to submit
+	active time.Duration // the side's own blocks, first submit to last end
+	slots  chan struct{} // closed loop: a slot per unit in flight
+	per    int           // units per turn
+	block  sync.WaitGroup
+
+	mu    sync.Mutex
+	works []attribution.Work
+}
+
+// abPair runs baseline run index and candidate run index side by side:
+// both sides' task hosts and sidecars are up for the whole pair, and the
+// sides take turns running --block units each (the side that goes first
+// alternating from turn to turn, starting with sides[first]), so that a
+// change in the machine's speed that lasts longer than a turn — another
+// process's build, a burst of interrupts — falls on both sides of the pair
+// alike. Each side keeps its units in flight at most its in-flight bound
+// and waits for a turn's units to end before the other side's turn.
+func abPair(ctx context.Context, sc *scenario.Scenario, sides [2]abSide, first, index int, f abFlags, logger *slog.Logger) (runs [2]abRun, err error) {
+	var ss [2]*abSession
+	defer func() {
+		// Close whatever is still open (an error part way).
+		for _, s := range ss {
+			if s != nil {
+				err = errors.Join(err, s.close(ctx))
+			}
+		}
+	}()
+	for k := range 2 {
+		i := (first + k) % 2 // the side that goes first starts first
+		s, err := openABSession(ctx, sc, sides[i], index, f, logger)
+		if s != nil {
+			ss[i] = s
+		}
+		if err != nil {
+			return runs, err
+		}
+	}
+	for turn := 0; ss[0].left > 0 || ss[1].left > 0; turn++ {
+		for k := range 2 {
+			s := ss[(first+turn+k)%2]
+			if err := s.turn(ctx, s.per); err != nil {
+				if ctx.Err() != nil {
+					return runs, nil // interrupted: the caller drops the pair
+				}
+				return runs, fmt.Errorf("ab: %s run %d: %w", s.name, index, err)
+			}
+		}
+	}
+	for i, s := range ss {
+		run, err := s.finish(ctx, f)
+		ss[i] = nil
+		if err != nil {
+			if ctx.Err() != nil {
+				return runs, nil // interrupted: the caller drops the pair
+			}
+			return runs, err
+		}
+		runs[i] = run
+	}
+	return runs, nil
+}
+
+func openABSession(ctx context.Context, sc *scenario.Scenario, side abSide, index int, f abFlags, logger *slog.Logger) (*abSession, error) {
+	set := side.set
+	s := &abSession{name: side.name, index: index}
+	sc2 := *sc
+	if set.Count > 0 {
+		sc2.Count = set.Count
+	}
+	if set.SeedSet {
+		sc2.Seed = set.Seed
+	}
+	if err := sc2.Validate(); err != nil {
+		return nil, err
+	}
+	s.gen, s.left = sc2.NewGenerator(), sc2.Count
+	s.slots = make(chan struct{}, inFlightOf(f, set))
+	s.per = turnUnits(f, set)
 	var topts []otelsetup.Option
 	if f.out != "" {
-		dir = filepath.Join(f.out, fmt.Sprintf("%s-%d", side, index))
-		if err := os.MkdirAll(dir, 0o755); err != nil {
-			return abRun{}, fmt.Errorf("--out: %w", err)
+		s.dir = filepath.Join(f.out, fmt.Sprintf("%s-%d", side.name, index))
+		if err := os.MkdirAll(s.dir, 0o755); err != nil {
+			return nil, fmt.Errorf("--out: %w", err)
 		}
-		topts = append(topts, otelsetup.WithTraceFile(filepath.Join(dir, "trace.jsonl")))
-	}
-	if cfg.MaxInFlight == 0 {
-		cfg.MaxInFlight = set.Nodes
+		topts = append(topts, otelsetup.WithTraceFile(filepath.Join(s.dir, "trace.jsonl")))
 	}
 	tel, err := otelsetup.Setup(ctx, topts...)
 	if err != nil {
-		return abRun{}, err
+		return nil, err
 	}
+	s.tel = tel
 	if tel.SDKDisabled() {
-		err := tel.Shutdown(ctx)
-		return abRun{}, errors.Join(fmt.Errorf("ab: %s=true leaves attribution no spans to compare", otelsetup.EnvSDKDisabled), err)
+		return s, fmt.Errorf("ab: %s=true leaves attribution no spans to compare", otelsetup.EnvSDKDisabled)
 	}
+	cfg := runtime.Config{Settings: set, Scenario: sc2.Name, Logger: logger, HostArgv: f.hostArgv,
+		OnResult: func(runtime.Result) {
+			<-s.slots
+			s.block.Done()
+		},
+		OnWork: func(w attribution.Work) {
+			s.mu.Lock()
+			s.works = append(s.works, w)
+			s.mu.Unlock()
+		}}
 	cfg.UseTelemetry(tel)
-	sum, err := runtime.Run(ctx, cfg, sc)
-	shutCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-	err = errors.Join(err, tel.Shutdown(shutCtx))
-	cancel()
-	if err != nil && ctx.Err() == nil {
-		return abRun{}, fmt.Errorf("ab: %s run %d: %w", side, index, err)
+	if s.rt, err = runtime.New(ctx, cfg); err != nil {
+		return s, fmt.Errorf("ab: %s run %d: %w", side.name, index, err)
 	}
-	if dir != "" {
+	return s, nil
+}
+
+// inFlightOf is a side's bound on units in flight: --in-flight, or one
+// per task host.
+func inFlightOf(f abFlags, set runtime.Settings) int {
+	if f.inFlight > 0 {
+		return f.inFlight
+	}
+	return set.Nodes
+}
+
+// turnUnits is a side's units per turn: --block, or its units in flight.
+func turnUnits(f abFlags, set runtime.Settings) int {
+	if f.block > 0 {
+		return f.block
+	}
+	return inFlightOf(f, set)
+}
+
+// turn submits up to n of the side's units, at most len(slots) in
+// flight, and waits until they have ended.
+func (s *abSession) turn(ctx context.Context, n int) error {
+	n = min(n, s.left)
+	if n == 0 {
+		return nil
+	}
+	start := time.Now()
+	var err error
+	for range n {
+		select {
+		case s.slots <- struct{}{}:
+		case <-ctx.Done():
+			err = ctx.Err()
+		}
+		if err != nil {
+			break
+		}
+		s.block.Add(1)
+		if err = s.rt.Submit(ctx, s.gen.Next()); err != nil {
+			s.block.Done()
+			<-s.slots
+			break
+		}
+		s.left--
+	}
+	s.block.Wait()
+	s.active += time.Since(start)
+	return err
+}
+
+// finish waits for the side's last units to be accounted, closes its
+// runtime and telemetry, writes its summary.json, and keeps its units past
+// the warm-up.
+func (s *abSession) finish(ctx context.Context, f abFlags) (abRun, error) {
+	err := s.rt.Wait(ctx)
+	err = errors.Join(err, s.close(ctx))
+	if err != nil {
+		return abRun{}, fmt.Errorf("ab: %s run %d: %w", s.name, s.index, err)
+	}
+	sum := s.rt.Summary()
+	// The run's wall time is its own turns' (the pair's other side ran in
+	// between).
+	sum.Elapsed = s.active
+	sum.Throughput = 0
+	if s.active > 0 {
+		sum.Throughput = float64(sum.Submitted) / s.active.Seconds()
+	}
+	if s.dir != "" {
 		b, err := marshalJSON(sum)
 		if err == nil {
-			err = outfile.WriteFile(filepath.Join(dir, "summary.json"), b)
+			err = outfile.WriteFile(filepath.Join(s.dir, "summary.json"), b)
 		}
 		if err != nil {
 			return abRun{}, fmt.Errorf("write summary.json: %w", err)
 		}
 	}
-	mu.Lock()
-	defer mu.Unlock()
+	s.mu.Lock()
+	works := s.works
+	s.mu.Unlock()
 	slices.SortFunc(works, func(a, b attribution.Work) int { return int(a.Root.Start - b.Root.Start) })
 	skip := int(f.warmup * float64(len(works)))
 	works = works[skip:]
-	run := abRun{Side: side, Index: index, Units: sum.Submitted, OK: sum.OK, Attributed: len(works), Wall: sum.Elapsed,
+	run := abRun{Side: s.name, Index: s.index, Units: sum.Submitted, OK: sum.OK, Attributed: len(works), Wall: sum.Elapsed,
 		Throughput: sum.Throughput, works: works}
 	var total time.Duration
 	for _, w := range works {
@@ -424,6 +577,22 @@ func abOne(ctx context.Context, sc *scenario.Scenario, set runtime.Settings, sid
 		run.E2EMean = total / time.Duration(len(works))
 	}
 	return run, nil
+}
+
+// close closes the side's runtime (stopping its task hosts) and shuts its
+// telemetry down (flushing the trace file); safe to call twice.
+func (s *abSession) close(ctx context.Context) error {
+	shutCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	var err error
+	if s.rt != nil {
+		err = s.rt.Close(shutCtx)
+	}
+	if s.tel != nil {
+		err = errors.Join(err, s.tel.Shutdown(shutCtx))
+		s.tel = nil
+	}
+	return err
 }
 
 func writeABHeader(w io.Writer, r abResult, _ string) error {
@@ -447,8 +616,8 @@ func writeABHeader(w io.Writer, r abResult, _ string) error {
 	if len(r.Comparison.Target) > 0 {
 		target = strings.Join(r.Comparison.Target, ", ")
 	}
-	_, err := fmt.Fprintf(w, "ab: scenario %s, %d baseline and %d candidate runs (interleaved, order alternating), %d units per run, first %.0f %% of each run's units left out as warm-up\nsettings that differ: %s\ntarget rows: %s\n\n",
-		r.Scenario, nb, nc, r.UnitsPerRun, 100*r.Warmup, diff, target)
+	_, err := fmt.Fprintf(w, "ab: scenario %s, %d baseline and %d candidate runs in pairs (side by side, turns of %d units, order alternating), %d units per run, first %.0f %% of each run's units left out as warm-up\nsettings that differ: %s\ntarget rows: %s\n\n",
+		r.Scenario, nb, nc, r.Block, r.UnitsPerRun, 100*r.Warmup, diff, target)
 	return err
 }
 

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"encoding/json"
 	"math"
 	"os"
@@ -14,7 +15,7 @@ import (
 
 func TestABEndToEnd(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "ab")
-	code, out, errs := runCLI(t, "ab", "--scenario", "taskhost", "--set", "scenario.count=30", "--runs", "2",
+	code, out, errs := runCLI(t, "ab", "--scenario", "taskhost", "--set", "scenario.count=30", "--runs", "2", "--block", "10",
 		"--baseline", "ipc.delta=off", "--candidate", "ipc.delta=on", "--json", "--out", dir, "--progress", "never")
 	if code != exitOK {
 		t.Fatalf("exit %d; stderr %q", code, errs)
@@ -31,7 +32,7 @@ func TestABEndToEnd(t *testing.T) {
 	if !slices.Equal(res.Differ, []string{"ipc.delta"}) {
 		t.Errorf("settings that differ %v, want [ipc.delta]", res.Differ)
 	}
-	// Interleaved, the order alternating: A B, then B A.
+	// Pairs in order, the side going first alternating: A B, then B A.
 	var order []string
 	for _, r := range res.Runs {
 		order = append(order, r.Side)
@@ -66,6 +67,33 @@ func TestABEndToEnd(t *testing.T) {
 		if _, err := os.Stat(filepath.Join(dir, name)); err != nil {
 			t.Errorf("--out lacks %s: %v", name, err)
 		}
+	}
+	// The two runs of a pair ran side by side, taking turns of --block (10)
+	// units, the side going first alternating from turn to turn (A B, B A,
+	// A B): by start, 10 baseline units, 20 candidate, 20 baseline, 10
+	// candidate — not one run after the other.
+	type start struct {
+		at   int64
+		side string
+	}
+	var starts []start
+	for _, side := range []string{"baseline", "candidate"} {
+		if _, err := attribution.ReadFile(filepath.Join(dir, side+"-1/trace.jsonl"), attribution.Limits{}, nil, func(w attribution.Work) {
+			starts = append(starts, start{w.Root.Start, side})
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	slices.SortFunc(starts, func(a, b start) int { return cmp.Compare(a.at, b.at) })
+	var turns []int // units per turn
+	for i, s := range starts {
+		if i == 0 || s.side != starts[i-1].side {
+			turns = append(turns, 0)
+		}
+		turns[len(turns)-1]++
+	}
+	if !slices.Equal(turns, []int{10, 20, 20, 10}) || starts[0].side != "baseline" {
+		t.Errorf("pair 1: units per side's turn %v, first %s; want [10 20 20 10], the baseline first", turns, starts[0].side)
 	}
 	// report with the runs' files per side gives the same table as ab.
 	code, rep, errs := runCLI(t, "report", "--json", "--paired", "--warmup", "0.1", "--target", strings.Join(c.Target, ","),
@@ -107,6 +135,7 @@ func TestABUsage(t *testing.T) {
 		{[]string{"ab", "--baseline", "nope=1"}, "nope"},
 		{[]string{"ab", "--json", "--markdown"}, "choose one"},
 		{[]string{"ab", "--warmup", "0.9"}, "--warmup"},
+		{[]string{"ab", "--block", "-1"}, "--block -1"},
 		{[]string{"ab", "--scenario", "nope"}, "nope"},
 	} {
 		code, _, errs := runCLI(t, tc.args...)

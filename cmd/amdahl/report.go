@@ -130,7 +130,7 @@ more files, else over units), and a verdict in words.`,
 	f.IntVar(&maxSpans, "max-spans", 20_000_000, "refuse a trace file with more spans than this (memory bound)")
 	f.IntVar(&iterations, "iterations", 400, "bootstrap resamples for the intervals")
 	f.Float64Var(&warmup, "warmup", 0, "leave out the first fraction (0 to 0.5) of each file's units, by start, as warm-up (amdahl ab leaves out 0.1)")
-	f.BoolVar(&paired, "paired", false, "the i-th baseline and candidate files ran back to back (interleaved, as amdahl ab runs them): resample pairs of runs")
+	f.BoolVar(&paired, "paired", false, "the i-th baseline and candidate files are a pair of runs (as amdahl ab makes them): intervals are Student's t over the pairs")
 	f.StringArrayVar(&whatif, "whatif", nil, "replay the critical path with rows N× as fast: ROWS=Nx, e.g. ipc.send=2x (repeatable; no --baseline)")
 	return cmd
 }

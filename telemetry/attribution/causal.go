@@ -22,8 +22,9 @@ type Causal struct {
 
 // CausalWeight computes the causal weight of the rows sel matches (as a
 // target selector) from a baseline and a perturbed candidate, with a
-// bootstrap interval over pairs of runs (opt.Paired), runs or units as in
-// Compare.
+// bootstrap interval over runs or units as in Compare; of paired runs
+// (opt.Paired), the mean of the pairs' own weights with Student's t
+// interval.
 func CausalWeight(base, cand Side, sel string, opt CompareOptions) (Causal, error) {
 	if opt.Iterations <= 0 {
 		opt.Iterations = 400
@@ -58,6 +59,29 @@ func CausalWeight(base, cand Side, sel string, opt CompareOptions) (Causal, erro
 		return (ct.e2e/ct.n - bt.e2e/bt.n) / added, added, crit / bo
 	}
 	w, added, share := est(ones(b), ones(c))
+	if paired {
+		// Each pair's own weight, Student's t over the pairs (as the
+		// measured gain of paired runs: the pairs are the independent
+		// draws).
+		ws := make([]float64, 0, len(base.Runs))
+		for r := range len(base.Runs) {
+			bs, cs := make([]int32, b.units()), make([]int32, c.units())
+			for u := b.runStart[r]; u < b.runStart[r+1]; u++ {
+				bs[u] = 1
+			}
+			for u := c.runStart[r]; u < c.runStart[r+1]; u++ {
+				cs[u] = 1
+			}
+			if v, _, _ := est(bs, cs); !math.IsNaN(v) && !math.IsInf(v, 0) {
+				ws = append(ws, v)
+			}
+		}
+		name := names[0]
+		if len(names) > 1 {
+			name = sel
+		}
+		return Causal{Row: name, Weight: meanT(ws, opt.Level), Added: added, CriticalShare: share}, nil
+	}
 	vals := make([]float64, 0, opt.Iterations)
 	for it := range opt.Iterations {
 		bs, cs := resamplePair(rand.New(rand.NewPCG(opt.Seed, uint64(it)+1)), b, c, byRuns, paired)

@@ -67,9 +67,11 @@ type CompareOptions struct {
 	// target, so no prediction (the table and the measured gain only).
 	Target []string
 	// Paired: run i of the baseline and run i of the candidate were made
-	// under the same conditions (interleaved, back to back), so the
-	// bootstrap draws pairs of runs: a drift of the machine's speed over
-	// the experiment then cancels out instead of widening the intervals.
+	// under the same conditions (interleaved), on the same items, so the
+	// bootstrap draws pairs of runs, whole: a drift of the machine's speed
+	// over the experiment then cancels out instead of widening the
+	// intervals. The measured gain is then over pairs: the mean log ratio
+	// of the runs' mean e2e with Student's t interval (pairedGain).
 	// Needs the same number of runs (two or more) on both sides.
 	Paired bool
 	// IgnoreUnmatched drops target selectors that match no row instead of
@@ -124,7 +126,8 @@ type Comparison struct {
 	// FirstOrder is Σ q·r over the target rows; Replay is 1 - mean replayed
 	// e2e / mean e2e of the baseline's units with the target rows' spans
 	// scaled by CandMean/BaseMean; Measured is 1 - mean e2e(candidate) /
-	// mean e2e(baseline). None is computed from another.
+	// mean e2e(baseline) (of paired runs: 1 - the geometric mean over
+	// pairs of that ratio per pair). None is computed from another.
 	FirstOrder Interval `json:"predicted_first_order"`
 	Replay     Interval `json:"predicted_replay"`
 	Measured   Interval `json:"measured"`
@@ -242,6 +245,17 @@ func Compare(base, cand Side, opt CompareOptions) (Comparison, error) {
 	}
 	// Point estimates from all units, then the bootstrap.
 	est := estimate(b, c, ones(b), ones(c), keys, target, hasTarget)
+	if paired {
+		// Every figure per pair, then Student's t over the pairs.
+		perPair := make([][]float64, len(base.Runs))
+		for r := range perPair {
+			perPair[r] = estimate(b, c, onlyRun(b, r), onlyRun(c, r), keys, target, hasTarget)
+		}
+		fillPaired(&out, perPair, est, b, c, keys, target, opt.Level)
+		out.Consistent = hasTarget && out.Measured.Contains(out.Replay.Value)
+		out.Verdict = verdict(out)
+		return out, nil
+	}
 	draws := make([][]float64, opt.Iterations)
 	var wg sync.WaitGroup
 	workers := 2
@@ -276,10 +290,72 @@ func Compare(base, cand Side, opt CompareOptions) (Comparison, error) {
 		lo, hi := percentileInterval(vals, opt.Level, clusters)
 		return Interval{v, lo, hi}
 	}
-	nk := len(keys)
 	// Layout of an estimate vector: measured, first order, replay, then per
 	// key q, r, q·r, shift.
 	out.Measured, out.FirstOrder, out.Replay = ci(0), ci(1), ci(2)
+	fillRows(&out, b, c, keys, target, ci)
+	slices.SortFunc(out.Rows, func(x, y CompareRow) int { return compareKeys(x.Key, y.Key) })
+	out.Consistent = hasTarget && out.Measured.Contains(out.Replay.Value)
+	out.Verdict = verdict(out)
+	return out, nil
+}
+
+// onlyRun weighs the units of run r once and the others not at all.
+func onlyRun(s *side, r int) []int32 {
+	c := make([]int32, s.units())
+	for u := s.runStart[r]; u < s.runStart[r+1]; u++ {
+		c[u] = 1
+	}
+	return c
+}
+
+// fillPaired sets the figures of paired runs: each one's value per pair
+// (perPair[r], laid out as estimate's), and Student's t interval over the
+// pairs around their mean — the measured gain and r over the pairs' log
+// ratios. A figure undefined on the pooled runs (est) stays so.
+func fillPaired(out *Comparison, perPair [][]float64, est []float64, b, c *side, keys []Key, target []bool, level float64) {
+	ci := func(j int) Interval {
+		if math.IsNaN(est[j]) {
+			return undefined
+		}
+		vals := make([]float64, 0, len(perPair))
+		for _, p := range perPair {
+			if !math.IsNaN(p[j]) && !math.IsInf(p[j], 0) {
+				vals = append(vals, p[j])
+			}
+		}
+		return meanT(vals, level)
+	}
+	out.Measured, out.FirstOrder, out.Replay = pairedGain(b, c, level), ci(1), ci(2)
+	// r is a ratio, 1 - own(C)/own(B): like the measured gain, over the
+	// pairs' log ratios, so that one pair's 10× does not outweigh nine
+	// pairs' 0.9×.
+	rci := func(j int) Interval {
+		if math.IsNaN(est[j]) {
+			return undefined
+		}
+		vals := make([]float64, 0, len(perPair))
+		for _, p := range perPair {
+			if x := math.Log(1 - p[j]); !math.IsNaN(x) && !math.IsInf(x, 0) {
+				vals = append(vals, x)
+			}
+		}
+		t := meanT(vals, level)
+		return Interval{Value: 1 - math.Exp(t.Value), Lo: 1 - math.Exp(t.Hi), Hi: 1 - math.Exp(t.Lo)}
+	}
+	fillRows(out, b, c, keys, target, func(j int) Interval {
+		if j >= 3 && (j-3)%4 == 1 {
+			return rci(j)
+		}
+		return ci(j)
+	})
+	slices.SortFunc(out.Rows, func(x, y CompareRow) int { return compareKeys(x.Key, y.Key) })
+}
+
+// fillRows sets the rows of a comparison from the pooled sides and ci(j),
+// the interval of figure j of an estimate vector.
+func fillRows(out *Comparison, b, c *side, keys []Key, target []bool, ci func(int) Interval) {
+	nk := len(keys)
 	out.BaseE2E = time.Duration(mean(b.e2e))
 	out.CandE2E = time.Duration(mean(c.e2e))
 	bt, ct := totals(b, ones(b), nk), totals(c, ones(c), nk)
@@ -297,10 +373,56 @@ func Compare(base, cand Side, opt CompareOptions) (Comparison, error) {
 		}
 		out.Rows = append(out.Rows, row)
 	}
-	slices.SortFunc(out.Rows, func(x, y CompareRow) int { return compareKeys(x.Key, y.Key) })
-	out.Consistent = hasTarget && out.Measured.Contains(out.Replay.Value)
-	out.Verdict = verdict(out)
-	return out, nil
+}
+
+// pairedGain is the measured gain of paired runs: the mean over pairs of
+// the log ratio of the runs' mean e2e, d = mean log(candidate/baseline),
+// with Student's t interval over the pairs, as a gain 1 - e^d. Each pair
+// counts once, whatever the machine's speed while it ran (a pooled ratio
+// of means would let the slowest pairs, the noisiest, weigh most); the
+// log makes a pair 10 % faster and one 10 % slower cancel. The pairs are
+// the independent draws: the units of a run share its conditions and are
+// not counted as draws. With every run's mean the same on both sides the
+// interval is a point.
+func pairedGain(b, c *side, level float64) Interval {
+	n := len(b.runStart) - 1
+	bm, cm := make([]float64, n), make([]float64, n)
+	for r := range n {
+		bm[r] = mean(b.e2e[b.runStart[r]:b.runStart[r+1]])
+		cm[r] = mean(c.e2e[c.runStart[r]:c.runStart[r+1]])
+	}
+	return logRatioGain(bm, cm, level)
+}
+
+// logRatioGain is 1 - e^d, d the mean of log(cand[i]/base[i]) over pairs,
+// with Student's t interval; pairs where either value is not positive (a
+// run with no units) are left out; undefined with fewer than two pairs.
+func logRatioGain(base, cand []float64, level float64) Interval {
+	d := make([]float64, 0, len(base))
+	for i := range base {
+		x := math.Log(cand[i] / base[i])
+		if math.IsNaN(x) || math.IsInf(x, 0) {
+			continue
+		}
+		d = append(d, x)
+	}
+	t := meanT(d, level)
+	return Interval{Value: 1 - math.Exp(t.Value), Lo: 1 - math.Exp(t.Hi), Hi: 1 - math.Exp(t.Lo)}
+}
+
+// meanT is the mean of xs with Student's t interval at level; undefined
+// with fewer than two values.
+func meanT(xs []float64, level float64) Interval {
+	if len(xs) < 2 {
+		return undefined
+	}
+	m := mean(xs)
+	ss := 0.0
+	for _, x := range xs {
+		ss += (x - m) * (x - m)
+	}
+	half := studentQuantile(1-(1-level)/2, len(xs)-1) * math.Sqrt(ss/float64(len(xs)-1)/float64(len(xs)))
+	return Interval{Value: m, Lo: m - half, Hi: m + half}
 }
 
 // rowKeys indexes the rows of the sides' units: keys in order of first
@@ -364,10 +486,16 @@ func flatten(s Side, keyIndex map[Key]int, plans bool) *side {
 	return out
 }
 
-// resample draws a bootstrap sample of s as a count per unit: runs with
-// replacement (or the given runs, drawn for both sides of a pair) and, in
-// each drawn run, its units with replacement; or the units of all runs
-// pooled.
+// resample draws a bootstrap sample of s as a count per unit: the given
+// runs (drawn for both sides of a pair) whole; or runs with replacement
+// and, in each drawn run, its units with replacement; or the units of all
+// runs pooled.
+//
+// Pairs are drawn whole: the pair is the independent cluster, and its
+// value already holds the variation of its units. Drawing the units of
+// each side again, independently, would add that variation a second time
+// and undo the pairing of units — the same items, in the same order, on
+// both sides — widening the intervals without cause.
 func resample(rng *rand.Rand, s *side, byRuns bool, runs []int) []int32 {
 	counts := make([]int32, s.units())
 	if !byRuns {
@@ -384,6 +512,12 @@ func resample(rng *rand.Rand, s *side, byRuns bool, runs []int) []int32 {
 			r = runs[i]
 		}
 		lo, hi := s.runStart[r], s.runStart[r+1]
+		if runs != nil {
+			for u := lo; u < hi; u++ {
+				counts[u]++
+			}
+			continue
+		}
 		for range hi - lo {
 			counts[lo+rng.IntN(hi-lo)]++
 		}
@@ -644,6 +778,14 @@ func signedDur(d time.Duration) string {
 	return "-" + round(-d).String()
 }
 
+// intervalsNote says how the intervals were made.
+func (c Comparison) intervalsNote() string {
+	if c.Resampled == "pairs of runs" {
+		return fmt.Sprintf("%.0f %% intervals: Student's t over the %d pairs of runs (each figure per pair; the measured gain from the pairs' log ratios of mean e2e).", 100*c.Level, c.BaseRuns)
+	}
+	return fmt.Sprintf("%.0f %% intervals: bootstrap over %s, %d resamples.", 100*c.Level, c.Resampled, c.Iterations)
+}
+
 // WriteText prints the comparison as an aligned table and the verdict.
 func (c Comparison) WriteText(w io.Writer) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
@@ -677,7 +819,7 @@ func (c Comparison) WriteText(w io.Writer) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	fmt.Fprintf(w, "\n%.0f %% intervals: bootstrap over %s, %d resamples.\n", 100*c.Level, c.Resampled, c.Iterations)
+	fmt.Fprintf(w, "\n%s\n", c.intervalsNote())
 	for _, v := range c.Verdict {
 		if _, err := fmt.Fprintln(w, v); err != nil {
 			return err
@@ -688,9 +830,10 @@ func (c Comparison) WriteText(w io.Writer) error {
 
 // MeanGain returns 1 - mean(cand)/mean(base) (for run wall times: the
 // candidate's gain) with a percentile bootstrap interval, each side's
-// values resampled independently (they are whole runs), or as pairs with
-// opt.Paired (same length). Iterations, Level and Seed are taken from opt;
-// NaN when a side is empty.
+// values resampled independently (they are whole runs); with opt.Paired
+// (same length), the gain over pairs as the measured gain of paired runs
+// is (1 - e^d, d the mean log ratio, Student's t interval). Iterations,
+// Level and Seed are taken from opt; NaN when a side is empty.
 func MeanGain(base, cand []float64, opt CompareOptions) Interval {
 	if len(base) == 0 || len(cand) == 0 || opt.Paired && len(base) != len(cand) {
 		return undefined
@@ -700,6 +843,9 @@ func MeanGain(base, cand []float64, opt CompareOptions) Interval {
 	}
 	if opt.Level <= 0 || opt.Level >= 1 {
 		opt.Level = 0.95
+	}
+	if opt.Paired {
+		return logRatioGain(base, cand, opt.Level)
 	}
 	gain := func(b, c []float64) float64 { return 1 - mean(c)/mean(b) }
 	rng := rand.New(rand.NewPCG(opt.Seed, 0x6a17))
@@ -712,15 +858,6 @@ func MeanGain(base, cand []float64, opt CompareOptions) Interval {
 	}
 	vals := make([]float64, opt.Iterations)
 	for i := range vals {
-		if opt.Paired {
-			b, c := make([]float64, len(base)), make([]float64, len(cand))
-			for j := range b {
-				k := rng.IntN(len(base))
-				b[j], c[j] = base[k], cand[k]
-			}
-			vals[i] = gain(b, c)
-			continue
-		}
 		vals[i] = gain(draw(base), draw(cand))
 	}
 	lo, hi := percentileInterval(vals, opt.Level, min(len(base), len(cand)))
@@ -757,7 +894,7 @@ func (c Comparison) WriteMarkdown(w io.Writer) error {
 		fmt.Fprintf(&b, "| predicted, first order Σq·r (bold rows) | %s |\n| predicted, critical-path replay | %s |\n", cell(c.FirstOrder), cell(c.Replay))
 	}
 	fmt.Fprintf(&b, "| measured (%v → %v) | %s |\n\n", round(c.BaseE2E), round(c.CandE2E), cell(c.Measured))
-	fmt.Fprintf(&b, "%.0f %% intervals: bootstrap over %s, %d resamples.\n\n", 100*c.Level, c.Resampled, c.Iterations)
+	fmt.Fprintf(&b, "%s\n\n", c.intervalsNote())
 	for _, v := range c.Verdict {
 		fmt.Fprintf(&b, "- %s\n", v)
 	}
