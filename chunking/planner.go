@@ -179,8 +179,12 @@ func (p *Planner) record(ctx context.Context, ph telemetry.PhaseSpan, r *dtpb.Or
 	p.metrics.planned(ctx, pl, bytes)
 }
 
-// cachedSize reads sizes left in the size caches by an earlier proto.Size.
-var cachedSize = proto.MarshalOptions{UseCachedSize: true}
+// cachedSize reads sizes left in the size caches by an earlier proto.Size;
+// fullSize computes them (and fills the caches).
+var (
+	cachedSize = proto.MarshalOptions{UseCachedSize: true}
+	fullSize   = proto.MarshalOptions{}
+)
 
 // framed is the size of an action of size s inside its parent: tag byte,
 // length varint, body.
@@ -317,7 +321,7 @@ func (p *Planner) planCached(r *dtpb.OrchestratorResponse) *Plan {
 		// Grow as actions pass, so rejecting an early action allocates
 		// nothing proportional to the response.
 		for _, a := range acts {
-			s := proto.Size(a)
+			s := actionSize(fullSize, a)
 			pl.ActionSizings++
 			if s > p.max {
 				f, e := failure(r, a, s, p.max)
@@ -331,7 +335,12 @@ func (p *Planner) planCached(r *dtpb.OrchestratorResponse) *Plan {
 			total += framed(s)
 		}
 	} else {
-		total = proto.Size(r)
+		// The whole response's size, as proto.Size(r) would compute it,
+		// one action at a time (actionSize: no reflection on the oneof).
+		total = envelopeSize(r)
+		for _, a := range acts {
+			total += framed(actionSize(fullSize, a))
+		}
 		pl.ResponseSizings++
 	}
 	if total <= p.max {
@@ -339,11 +348,11 @@ func (p *Planner) planCached(r *dtpb.OrchestratorResponse) *Plan {
 		return pl
 	}
 	if sizes == nil {
-		// LargePayloads: proto.Size(r) above left every action's size in
-		// its size cache, so these calls do not walk the payloads again.
+		// LargePayloads: the sizing above left every case message's size
+		// in its size cache, so these calls do not walk the payloads again.
 		sizes = make([]int, len(acts))
 		for i, a := range acts {
-			sizes[i] = cachedSize.Size(a)
+			sizes[i] = actionSize(cachedSize, a)
 			pl.ActionSizings++
 		}
 	}
