@@ -158,3 +158,53 @@ func BenchmarkPlanEncodeRatio(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkStepLabels is what the pprof labels (phase=serialize and the
+// step labels inside it) cost planning: each iteration plans with a
+// component that sets labels and one that does not, in alternating order,
+// and on/off is the ratio of their medians. 32x2MiB has 32 chunks of one
+// action (the most label changes per byte); 120000-tiny-1MiB is chunked
+// with many tiny actions per chunk; 20000-tiny is direct.
+func BenchmarkStepLabels(b *testing.B) {
+	cases := []struct {
+		name string
+		r    *dtpb.OrchestratorResponse
+		max  int
+	}{
+		{"20000-tiny", benchCases()[4].r, 0},
+		{"32x2MiB", benchCases()[1].r, 0},
+		{"120000-tiny-1MiB", tinyResponse(120_000), MinMaxChunkBytes},
+	}
+	ctx := context.Background()
+	for _, bc := range cases {
+		for _, alg := range []Algorithm{Legacy, Cached} {
+			cfg := PlannerConfig{Algorithm: alg, Accounting: Payload, MaxChunkBytes: bc.max}
+			cfg.Component = labelledComponent(b, true)
+			on := newPlanner(b, cfg)
+			cfg.Component = labelledComponent(b, false)
+			off := newPlanner(b, cfg)
+			b.Run(fmt.Sprintf("%s/%v", bc.name, alg), func(b *testing.B) {
+				var ton, toff []time.Duration
+				timed := func(p *Planner, into *[]time.Duration) {
+					t := time.Now()
+					if _, err := p.Plan(ctx, bc.r); err != nil {
+						b.Fatal(err)
+					}
+					*into = append(*into, time.Since(t))
+				}
+				i := 0
+				for b.Loop() {
+					if i%2 == 0 {
+						timed(on, &ton)
+						timed(off, &toff)
+					} else {
+						timed(off, &toff)
+						timed(on, &ton)
+					}
+					i++
+				}
+				b.ReportMetric(median(ton)/median(toff), "on/off")
+			})
+		}
+	}
+}

@@ -268,6 +268,9 @@ type PhaseSpan struct {
 	phase Phase
 	dir   Direction
 	label bool
+	// inherit: the parent context carries pprof labels, which the phase's
+	// (and its steps') labels are added to.
+	inherit bool
 }
 
 // StartPhase starts the phase p (direction d) of the component: the span
@@ -300,6 +303,7 @@ func (c *Component) startPhase(ctx context.Context, p Phase, d Direction) (conte
 		if hasLabels(parent) {
 			// Keep the labels already set (span_id from otel-profiling-go,
 			// the caller's own): this path allocates, the common one not.
+			ps.inherit = true
 			lctx := pprof.WithLabels(ctx, c.phaseLbl[p])
 			pprof.SetGoroutineLabels(lctx)
 			return lctx, ps
