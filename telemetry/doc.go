@@ -113,7 +113,10 @@
 // # Profiles
 //
 // Each phase body runs under the pprof label phase=<phase name> (CPU samples
-// only carry labels; ComponentConfig.PhaseLabels). With pyroscope on in otelsetup, root spans also carry span_id,
+// only carry labels; ComponentConfig.PhaseLabels). Inside a phase body a
+// component may mark steps, step=<name> next to the phase label
+// (Component.Steps, PhaseSpan.Step; chunking's serialize: size, validate,
+// pack, encode): set per region, built once, nothing when labels are off. With pyroscope on in otelsetup, root spans also carry span_id,
 // span_name and trace_id labels (otel-profiling-go) and the attribute
 // pyroscope.profile.id. Task hosts profile themselves the same way, as
 // service amdahl-taskhost, when PYROSCOPE_SERVER_ADDRESS reaches them.
