@@ -39,14 +39,21 @@ func tinyResponse(n int) *dtpb.OrchestratorResponse {
 }
 
 // TestStepLabelsInCPUProfile takes a real CPU profile while the legacy
-// planner, with pprof labels on, plans a chunked completion of many tiny
+// planner, with pprof labels on, plans a chunked completion of many small
 // actions, and checks that its sizing is one filter away: samples carry
 // step=size together with phase=serialize, and every sample inside the
 // planner carries a step.
 func TestStepLabelsInCPUProfile(t *testing.T) {
 	comp := labelledComponent(t, true)
 	p := newPlanner(t, PlannerConfig{Algorithm: Legacy, Accounting: Payload, MaxChunkBytes: MinMaxChunkBytes, Component: comp})
-	r := tinyResponse(120_000)
+	// 20,000 actions of about 66 bytes: two chunks at the 1 MiB limit, and
+	// a plan short enough for the loop below to keep its time bound under
+	// the race detector.
+	acts := make([]*dtpb.OrchestratorAction, 20_000)
+	for i := range acts {
+		acts[i] = task(int32(i), 48)
+	}
+	r := response(acts...)
 	ctx := context.Background()
 	if pl, _ := p.Plan(ctx, r); len(pl.Chunks) < 2 {
 		t.Fatalf("%d chunks, want a chunked plan", len(pl.Chunks))
