@@ -21,13 +21,15 @@ type Encoded struct {
 }
 
 // Encode serializes chunk into a buffer of exactly size bytes, where size
-// is the planner's size for it (Plan.Sizes). Every action of a cached plan
-// was sized once by the planner and its size is still in its size cache, so
-// the encoder reuses those sizes (proto.MarshalOptions.UseCachedSize)
-// instead of walking the payloads again. A size < 0 means unknown: the
-// chunk is then marshalled normally. A mismatch between size and the
-// encoded length is reported as an error, since it means the planner's
-// accounting is wrong.
+// is the planner's size for it (Plan.Sizes). The bytes are those of
+// proto.Marshal. Every action of a cached plan was sized once by the
+// planner and the size of its case message (ScheduleTask, CreateTimer, …)
+// is still in that message's size cache, so the encoder reuses those sizes
+// (proto.MarshalOptions.UseCachedSize) instead of walking the payloads
+// again: the chunk and its actions must not change between Plan and
+// Encode. A size < 0 means unknown: the chunk is then marshalled normally.
+// A mismatch between size and the encoded length is reported as an error,
+// since it means the planner's accounting is wrong.
 func Encode(chunk *dtpb.OrchestratorResponse, size int) (Encoded, error) {
 	if size < 0 {
 		b, err := proto.Marshal(chunk)
@@ -36,7 +38,7 @@ func Encode(chunk *dtpb.OrchestratorResponse, size int) (Encoded, error) {
 		}
 		return Encoded{Bytes: b}, nil
 	}
-	b, err := cachedSize.MarshalAppend(make([]byte, 0, size), chunk)
+	b, err := appendResponse(make([]byte, 0, size), chunk)
 	if err != nil {
 		return Encoded{}, fmt.Errorf("chunking: encode: %w", err)
 	}

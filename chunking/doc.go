@@ -32,7 +32,12 @@
 // The Sender marshals each chunk into a buffer of the planned size, reusing
 // the size caches the planner filled (proto.MarshalOptions.UseCachedSize),
 // and passes the bytes to gRPC as Encoded through Codec, so gRPC neither
-// sizes nor marshals them again.
+// sizes nor marshals them again. The two outer levels, the response and
+// its actions, are sized and written field by field (protowire): protobuf-go
+// reaches an action's oneof case by reflection, which is most of the cost
+// of a small action; everything below goes through protobuf-go. The bytes
+// are proto.Marshal's (TestWireMatchesMarshal and the property test compare
+// them).
 //
 // # Sidecar shutdown
 //
@@ -163,6 +168,19 @@
 // and reassembly of each message) and chunking.execute (an applied
 // completion). The trace context travels in gRPC metadata through otelgrpc
 // stats handlers (W3C traceparent).
+//
+// Profiles: when the component sets pprof labels
+// (telemetry.ComponentConfig.PhaseLabels; on by default in amdahl, see
+// AMDAHL_PHASE_LABELS), the serialize phase runs under phase=serialize and
+// each of its steps under step=<name> as well: validate (the fail-fast
+// pass that sizes each action once, without LargePayloads), size (every
+// other sizing: the whole response, the envelope, and the legacy planner's
+// sizing again while it packs, which it does a chunk ahead so that the
+// label changes twice per chunk, not per action), pack (building the
+// chunks) and encode (Sender.Complete's marshalling). The legacy planner's
+// repeated sizing is then the samples with step=size. The labels change
+// once per step region; with labels off nothing is set
+// (BenchmarkStepLabels).
 //
 // Metrics: amdahl.chunking.sizing.computations {call} by amdahl.sizing.kind
 // (action|response), amdahl.chunking.bytes (By), amdahl.chunking.chunks

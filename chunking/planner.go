@@ -43,7 +43,28 @@ type Planner struct {
 	acct    Accounting
 	lp      bool
 	comp    *telemetry.Component
+	steps   *telemetry.Steps
 	metrics *metrics
+}
+
+// The steps of chunking.serialize, as pprof labels step=<name> inside
+// phase=serialize when the component sets pprof labels. validate is the
+// fail-fast pass that sizes each action once and checks it against the
+// limit (without LargePayloads); size is every other sizing: the whole
+// response, the envelope, the sizes packing reads, and the legacy
+// planner's sizing again while packing; pack builds the chunks; encode
+// marshals them (Sender.Complete). So the legacy planner's repeated sizing
+// is the samples with step=size.
+const (
+	stepSize = iota
+	stepValidate
+	stepPack
+	stepEncode
+	stepNone = -1 // back to the phase label alone
+)
+
+func serializeSteps(c *telemetry.Component) *telemetry.Steps {
+	return c.Steps(telemetry.Serialize, "size", "validate", "pack", "encode")
 }
 
 // NewPlanner validates cfg and returns a Planner. An out-of-range limit or
@@ -66,7 +87,8 @@ func NewPlanner(cfg PlannerConfig) (*Planner, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Planner{max: max, alg: cfg.Algorithm, acct: cfg.Accounting, lp: cfg.LargePayloads, comp: cfg.Component, metrics: m}, nil
+	return &Planner{max: max, alg: cfg.Algorithm, acct: cfg.Accounting, lp: cfg.LargePayloads, comp: cfg.Component,
+		steps: serializeSteps(cfg.Component), metrics: m}, nil
 }
 
 // MaxChunkBytes returns the planner's limit.
@@ -143,17 +165,20 @@ func (p *Planner) Plan(ctx context.Context, r *dtpb.OrchestratorResponse) (*Plan
 		return nil, fmt.Errorf("chunking: plan: nil response")
 	}
 	_, ph := p.comp.StartPhase(ctx, telemetry.Serialize, telemetry.Request)
-	pl := p.plan(r)
+	pl := p.plan(r, ph, p.steps)
+	ph.Step(p.steps, stepNone)
 	p.record(ctx, ph, r, pl)
 	ph.End()
 	return pl, nil
 }
 
-func (p *Planner) plan(r *dtpb.OrchestratorResponse) *Plan {
+// plan plans r inside the serialize phase ph, labelling its steps with st
+// (nil: no labels).
+func (p *Planner) plan(r *dtpb.OrchestratorResponse, ph telemetry.PhaseSpan, st *telemetry.Steps) *Plan {
 	if p.alg == Legacy {
-		return p.planLegacy(r)
+		return p.planLegacy(r, ph, st)
 	}
-	return p.planCached(r)
+	return p.planCached(r, ph, st)
 }
 
 func (p *Planner) record(ctx context.Context, ph telemetry.PhaseSpan, r *dtpb.OrchestratorResponse, pl *Plan) {
@@ -179,8 +204,12 @@ func (p *Planner) record(ctx context.Context, ph telemetry.PhaseSpan, r *dtpb.Or
 	p.metrics.planned(ctx, pl, bytes)
 }
 
-// cachedSize reads sizes left in the size caches by an earlier proto.Size.
-var cachedSize = proto.MarshalOptions{UseCachedSize: true}
+// cachedSize reads sizes left in the size caches by an earlier proto.Size;
+// fullSize computes them (and fills the caches).
+var (
+	cachedSize = proto.MarshalOptions{UseCachedSize: true}
+	fullSize   = proto.MarshalOptions{}
+)
 
 // framed is the size of an action of size s inside its parent: tag byte,
 // length varint, body.
@@ -308,16 +337,17 @@ func (p *Planner) cost(s int) int {
 	return s
 }
 
-func (p *Planner) planCached(r *dtpb.OrchestratorResponse) *Plan {
+func (p *Planner) planCached(r *dtpb.OrchestratorResponse, ph telemetry.PhaseSpan, st *telemetry.Steps) *Plan {
 	acts := r.GetActions()
 	pl := &Plan{}
 	var sizes []int
 	total := 0
 	if !p.lp {
+		ph.Step(st, stepValidate)
 		// Grow as actions pass, so rejecting an early action allocates
 		// nothing proportional to the response.
 		for _, a := range acts {
-			s := proto.Size(a)
+			s := actionSize(fullSize, a)
 			pl.ActionSizings++
 			if s > p.max {
 				f, e := failure(r, a, s, p.max)
@@ -326,12 +356,19 @@ func (p *Planner) planCached(r *dtpb.OrchestratorResponse) *Plan {
 			}
 			sizes = append(sizes, s)
 		}
+		ph.Step(st, stepSize)
 		total = envelopeSize(r)
 		for _, s := range sizes {
 			total += framed(s)
 		}
 	} else {
-		total = proto.Size(r)
+		// The whole response's size, as proto.Size(r) would compute it,
+		// one action at a time (actionSize: no reflection on the oneof).
+		ph.Step(st, stepSize)
+		total = envelopeSize(r)
+		for _, a := range acts {
+			total += framed(actionSize(fullSize, a))
+		}
 		pl.ResponseSizings++
 	}
 	if total <= p.max {
@@ -339,14 +376,15 @@ func (p *Planner) planCached(r *dtpb.OrchestratorResponse) *Plan {
 		return pl
 	}
 	if sizes == nil {
-		// LargePayloads: proto.Size(r) above left every action's size in
-		// its size cache, so these calls do not walk the payloads again.
+		// LargePayloads: the sizing above left every case message's size
+		// in its size cache, so these calls do not walk the payloads again.
 		sizes = make([]int, len(acts))
 		for i, a := range acts {
-			sizes[i] = cachedSize.Size(a)
+			sizes[i] = actionSize(cachedSize, a)
 			pl.ActionSizings++
 		}
 	}
+	ph.Step(st, stepPack)
 	chunked := false
 	for i, idx := 0, int32(0); ; idx++ {
 		c := newChunk(r, idx)
@@ -380,9 +418,16 @@ func (p *Planner) planCached(r *dtpb.OrchestratorResponse) *Plan {
 // sizing work: per-action validation sizing, whole-response sizing, a copy
 // of the action list, and sizing every action again while packing, the
 // boundary action once in each of the two chunks it is tried in.
-func (p *Planner) planLegacy(r *dtpb.OrchestratorResponse) *Plan {
+//
+// .NET sizes each action inside its packing loop (TryAddAction); here each
+// chunk is first sized ahead, action by action up to the one that does not
+// fit (the same proto.Size calls, in the same order), then packed, so that
+// the sizing runs under step=size and the packing under step=pack with two
+// label changes per chunk rather than two per action.
+func (p *Planner) planLegacy(r *dtpb.OrchestratorResponse, ph telemetry.PhaseSpan, st *telemetry.Steps) *Plan {
 	pl := &Plan{}
 	if !p.lp {
+		ph.Step(st, stepValidate)
 		for _, a := range r.GetActions() {
 			s := proto.Size(a)
 			pl.ActionSizings++
@@ -393,12 +438,14 @@ func (p *Planner) planLegacy(r *dtpb.OrchestratorResponse) *Plan {
 			}
 		}
 	}
+	ph.Step(st, stepSize)
 	total := proto.Size(r)
 	pl.ResponseSizings++
 	if total <= p.max {
 		pl.Chunks, pl.Direct = []*dtpb.OrchestratorResponse{r}, true
 		return pl
 	}
+	ph.Step(st, stepPack)
 	all := append([]*dtpb.OrchestratorAction(nil), r.GetActions()...) // .ToList()
 	chunked := false
 	for i, idx := 0, int32(0); ; idx++ {
@@ -407,16 +454,23 @@ func (p *Planner) planLegacy(r *dtpb.OrchestratorResponse) *Plan {
 		if p.acct == Wire {
 			s = chunkEnvelopeBound(r, idx)
 		}
-		var part []*dtpb.OrchestratorAction
-		for i < len(all) {
-			a := p.cost(proto.Size(all[i])) // TryAddAction
+		// TryAddAction's sizing: up to and including the first action
+		// that does not fit (the boundary, sized again in the next chunk).
+		ph.Step(st, stepSize)
+		end := i
+		for end < len(all) {
+			a := p.cost(proto.Size(all[end]))
 			pl.ActionSizings++
-			if s+a > p.max && len(part) > 0 {
+			if s+a > p.max && end > i {
 				break
 			}
 			s += a
+			end++
+		}
+		ph.Step(st, stepPack)
+		var part []*dtpb.OrchestratorAction
+		for ; i < end; i++ {
 			part = append(part, all[i])
-			i++
 		}
 		c.Actions = part
 		partial := i < len(all)

@@ -1,6 +1,7 @@
 package chunking
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"math/rand/v2"
@@ -408,6 +409,11 @@ func TestPropertyCachedEqualsLegacy(t *testing.T) {
 			}
 			if s := proto.Size(pc.Chunks[i]); s != pc.Sizes[i] {
 				t.Fatalf("%s: chunk %d planned %d bytes, serialized %d", name, i, pc.Sizes[i], s)
+			}
+			if e, err := Encode(pc.Chunks[i], pc.Sizes[i]); err != nil {
+				t.Fatalf("%s: chunk %d: %v", name, i, err)
+			} else if want, _ := proto.Marshal(pc.Chunks[i]); !bytes.Equal(e.Bytes, want) {
+				t.Fatalf("%s: chunk %d: Encode's bytes differ from proto.Marshal's", name, i)
 			}
 			if acct == Wire && pc.Oversized == nil {
 				c := pc.Chunks[i]

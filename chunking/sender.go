@@ -41,6 +41,7 @@ type Sender struct {
 	planner *Planner
 	retry   RetryPolicy
 	comp    *telemetry.Component
+	steps   *telemetry.Steps
 	metrics *metrics
 }
 
@@ -66,7 +67,7 @@ func NewSender(cc grpc.ClientConnInterface, cfg SenderConfig) (*Sender, error) {
 		return nil, err
 	}
 	m.zeroRetries()
-	return &Sender{cc: cc, planner: pl, retry: rp, comp: cfg.Component, metrics: m}, nil
+	return &Sender{cc: cc, planner: pl, retry: rp, comp: cfg.Component, steps: serializeSteps(cfg.Component), metrics: m}, nil
 }
 
 // retryable are the codes durabletask-dotnet retries.
@@ -103,8 +104,9 @@ func (s *Sender) Complete(ctx context.Context, r *dtpb.OrchestratorResponse) (Re
 	}
 	// Serialize = plan + the one encoding pass.
 	_, ph := s.comp.StartPhase(ctx, telemetry.Serialize, telemetry.Request)
-	pl := s.planner.plan(r)
+	pl := s.planner.plan(r, ph, s.steps)
 	res := Result{Plan: pl}
+	ph.Step(s.steps, stepEncode)
 	enc := make([]Encoded, len(pl.Chunks))
 	for i, c := range pl.Chunks {
 		size := -1
@@ -117,6 +119,7 @@ func (s *Sender) Complete(ctx context.Context, r *dtpb.OrchestratorResponse) (Re
 			return res, err
 		}
 	}
+	ph.Step(s.steps, stepNone)
 	s.planner.record(ctx, ph, r, pl)
 	ph.End()
 

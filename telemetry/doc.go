@@ -126,7 +126,11 @@
 // # Profiles
 //
 // Each phase body runs under the pprof label phase=<phase name> (CPU samples
-// only carry labels; ComponentConfig.PhaseLabels). With pyroscope on in
+// only carry labels; ComponentConfig.PhaseLabels). Inside a phase body a
+// component may mark steps, step=<name> next to the phase label
+// (Component.Steps, PhaseSpan.Step; chunking's serialize: size, validate,
+// pack, encode): set per region, built once, nothing when labels are off.
+// With pyroscope on in
 // otelsetup, the first span of a trace in each process (amdahl.work in the
 // parent, taskhost.execute in a task host) carries the attribute
 // pyroscope.profile.id, and the CPU samples

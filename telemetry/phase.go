@@ -286,6 +286,9 @@ type PhaseSpan struct {
 	phase Phase
 	dir   Direction
 	label bool
+	// inherit: the parent context carries pprof labels, which the phase's
+	// (and its steps') labels are added to.
+	inherit bool
 }
 
 // StartPhase starts the phase p (direction d) of the component: the span
@@ -321,6 +324,7 @@ func (c *Component) startPhase(ctx context.Context, p Phase, d Direction) (conte
 			// it returns for a span that is the first of its trace in this
 			// process (a task host's execute, whose parent is remote). This
 			// path allocates, the common one not.
+			ps.inherit = true
 			lctx := pprof.WithLabels(ctx, c.phaseLbl[p])
 			pprof.SetGoroutineLabels(lctx)
 			return lctx, ps

@@ -1,0 +1,112 @@
+package chunking
+
+import (
+	"bytes"
+	"context"
+	"runtime/pprof"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/google/pprof/profile"
+	metricnoop "go.opentelemetry.io/otel/metric/noop"
+	tracenoop "go.opentelemetry.io/otel/trace/noop"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/amdahl-rt/amdahl/chunking/dtpb"
+	"github.com/amdahl-rt/amdahl/telemetry"
+)
+
+func labelledComponent(t testing.TB, labels bool) *telemetry.Component {
+	t.Helper()
+	c, err := telemetry.NewComponent("chunking", telemetry.ComponentConfig{TracerProvider: tracenoop.NewTracerProvider(),
+		MeterProvider: metricnoop.NewMeterProvider(), PhaseLabels: labels})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// tinyResponse has n CreateTimer actions of a few bytes: sizing them is
+// real work (no payload to copy), the legacy planner's worst case.
+func tinyResponse(n int) *dtpb.OrchestratorResponse {
+	acts := make([]*dtpb.OrchestratorAction, n)
+	for i := range acts {
+		acts[i] = &dtpb.OrchestratorAction{Id: int32(i), OrchestratorActionType: &dtpb.OrchestratorAction_CreateTimer{
+			CreateTimer: &dtpb.CreateTimerAction{FireAt: &timestamppb.Timestamp{Seconds: 1_800_000_000, Nanos: 1}}}}
+	}
+	return response(acts...)
+}
+
+// TestStepLabelsInCPUProfile takes a real CPU profile while the legacy
+// planner, with pprof labels on, plans a chunked completion of many small
+// actions, and checks that its sizing is one filter away: samples carry
+// step=size together with phase=serialize, and every sample inside the
+// planner carries a step.
+func TestStepLabelsInCPUProfile(t *testing.T) {
+	comp := labelledComponent(t, true)
+	p := newPlanner(t, PlannerConfig{Algorithm: Legacy, Accounting: Payload, MaxChunkBytes: MinMaxChunkBytes, Component: comp})
+	// 20,000 actions of about 66 bytes: two chunks at the 1 MiB limit, and
+	// a plan short enough for the loop below to keep its time bound under
+	// the race detector.
+	acts := make([]*dtpb.OrchestratorAction, 20_000)
+	for i := range acts {
+		acts[i] = task(int32(i), 48)
+	}
+	r := response(acts...)
+	ctx := context.Background()
+	if pl, _ := p.Plan(ctx, r); len(pl.Chunks) < 2 {
+		t.Fatalf("%d chunks, want a chunked plan", len(pl.Chunks))
+	}
+
+	// Profile in rounds of 500 ms until enough samples, at most 8 rounds:
+	// on a loaded machine the planner gets less CPU, not fewer labels.
+	steps := map[string]int{}
+	sizeWithPhase, inPlanner, unlabelled := 0, 0, 0
+	for round := 0; round < 8 && sizeWithPhase < 5; round++ {
+		var buf bytes.Buffer
+		if err := pprof.StartCPUProfile(&buf); err != nil {
+			t.Skipf("CPU profile already running (go test -cpuprofile?): %v", err)
+		}
+		for end := time.Now().Add(500 * time.Millisecond); time.Now().Before(end); {
+			if _, err := p.Plan(ctx, r); err != nil {
+				pprof.StopCPUProfile()
+				t.Fatal(err)
+			}
+		}
+		pprof.StopCPUProfile()
+		prof, err := profile.Parse(&buf)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, s := range prof.Sample {
+			planner := slices.ContainsFunc(s.Location, func(l *profile.Location) bool {
+				return slices.ContainsFunc(l.Line, func(ln profile.Line) bool {
+					return ln.Function != nil && ln.Function.Name == "github.com/amdahl-rt/amdahl/chunking.(*Planner).planLegacy"
+				})
+			})
+			if !planner {
+				continue
+			}
+			inPlanner++
+			step := s.Label[telemetry.LabelStep]
+			if len(step) != 1 || !slices.Equal(s.Label[telemetry.LabelPhase], []string{"serialize"}) {
+				unlabelled++
+				continue
+			}
+			steps[step[0]]++
+			if step[0] == "size" {
+				sizeWithPhase++
+			}
+		}
+	}
+	t.Logf("samples in planLegacy: %d, by step %v, without phase and step: %d", inPlanner, steps, unlabelled)
+	if sizeWithPhase < 5 {
+		t.Errorf("%d samples with step=size and phase=serialize, want ≥ 5", sizeWithPhase)
+	}
+	// Only a sample taken in the few instructions before the first label
+	// change of a plan may lack a step.
+	if unlabelled > 2 && unlabelled*20 > inPlanner {
+		t.Errorf("%d of %d samples in the planner lack phase=serialize or a step label", unlabelled, inPlanner)
+	}
+}

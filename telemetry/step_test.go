@@ -1,0 +1,95 @@
+package telemetry
+
+import (
+	"bytes"
+	"context"
+	"runtime/pprof"
+	"strings"
+	"testing"
+
+	metricnoop "go.opentelemetry.io/otel/metric/noop"
+	tracenoop "go.opentelemetry.io/otel/trace/noop"
+)
+
+// goroutineLabels returns the pprof labels of the calling goroutine as the
+// goroutine profile prints them ("" for none): the block of the profile
+// whose stack holds fn.
+func goroutineLabels(t *testing.T, fn string) string {
+	t.Helper()
+	var buf bytes.Buffer
+	if err := pprof.Lookup("goroutine").WriteTo(&buf, 1); err != nil {
+		t.Fatal(err)
+	}
+	for _, block := range strings.Split(buf.String(), "\n\n") {
+		if !strings.Contains(block, fn) {
+			continue
+		}
+		for _, line := range strings.Split(block, "\n") {
+			if l, ok := strings.CutPrefix(line, "# labels: "); ok {
+				return l
+			}
+		}
+		return ""
+	}
+	t.Fatalf("no goroutine running %s in the goroutine profile", fn)
+	return ""
+}
+
+func TestStepLabels(t *testing.T) {
+	const fn = "telemetry.TestStepLabels"
+	mk := func(labels bool) *Component {
+		c, err := NewComponent("chunking", ComponentConfig{TracerProvider: tracenoop.NewTracerProvider(),
+			MeterProvider: metricnoop.NewMeterProvider(), PhaseLabels: labels})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	c := mk(true)
+	st := c.Steps(Serialize, "size", "pack")
+	check := func(when, want string) {
+		t.Helper()
+		if got := goroutineLabels(t, fn); got != want {
+			t.Errorf("%s: labels %s, want %s", when, got, want)
+		}
+	}
+
+	_, ph := c.StartPhase(context.Background(), Serialize, Request)
+	check("phase", `{"phase":"serialize"}`)
+	ph.Step(st, 0)
+	check("step 0", `{"phase":"serialize", "step":"size"}`)
+	ph.Step(st, 1)
+	check("step 1", `{"phase":"serialize", "step":"pack"}`)
+	if a := testing.AllocsPerRun(100, func() { ph.Step(st, 0) }); a != 0 {
+		t.Errorf("Step allocates %v times without parent labels, want 0", a)
+	}
+	ph.Step(st, -1)
+	check("step -1", `{"phase":"serialize"}`)
+	ph.Step(c.Steps(Send, "size"), 0)
+	check("steps of another phase", `{"phase":"serialize"}`)
+	ph.End()
+	check("after End", "")
+
+	// Labels of the parent context are kept, and restored by End.
+	parent := pprof.WithLabels(context.Background(), pprof.Labels("span_id", "abc"))
+	pprof.SetGoroutineLabels(parent)
+	_, ph = c.StartPhase(parent, Serialize, Request)
+	ph.Step(st, 0)
+	check("step under parent labels", `{"phase":"serialize", "span_id":"abc", "step":"size"}`)
+	ph.Step(st, -1)
+	check("step -1 under parent labels", `{"phase":"serialize", "span_id":"abc"}`)
+	ph.End()
+	check("after End under parent labels", `{"span_id":"abc"}`)
+	pprof.SetGoroutineLabels(context.Background())
+
+	// Labels off, or a disabled component: no step labels, nothing set.
+	for _, off := range []*Component{mk(false), nil} {
+		if s := off.Steps(Serialize, "size"); s != nil {
+			t.Errorf("Steps of a component without labels = %v, want nil", s)
+		}
+		_, ph := off.StartPhase(context.Background(), Serialize, Request)
+		ph.Step(st, 0) // st of another component: still nothing, the phase has no labels
+		check("labels off", "")
+		ph.End()
+	}
+}
