@@ -660,21 +660,29 @@ func (r *Runtime) onWork(w attribution.Work, diag attribution.Diagnostics) {
 // endDispatch ends the dispatch phase (span and amdahl.phase.duration).
 func (r *Runtime) endDispatch(u *unit) { u.disp.End() }
 
-// runTask: lease the orchestration, acquire a host, run the task there,
-// then complete the orchestration with the task's outputs.
+// runTask: acquire a host and run the task there; with an orchestration
+// (scenario.TaskItem.Orchestration), lease it first and complete it with
+// the task's outputs (or as failed) after.
 func (r *Runtime) runTask(ctx context.Context, u *unit) (string, error) {
 	dctx := trace.ContextWithSpan(ctx, u.disp.Span())
-	token, err := r.lease.lease(dctx, r.sender, u.id)
-	if err != nil {
-		r.endDispatch(u)
-		return "sidecar", err
+	task := u.item.Task
+	orch := task.Orchestration
+	var token string
+	if orch {
+		var err error
+		if token, err = r.lease.lease(dctx, r.sender, u.id); err != nil {
+			r.endDispatch(u)
+			return "sidecar", err
+		}
 	}
 	h, err := r.pool.acquire(dctx)
 	if err != nil {
 		r.endDispatch(u)
+		if !orch {
+			return "task host start", err
+		}
 		return "task host start", r.failOrchestration(ctx, u, token, err)
 	}
-	task := u.item.Task
 	params := task.Parameters
 	if task.ExecutePasses != 1 {
 		params = make(map[string]string, len(task.Parameters)+1)
@@ -709,6 +717,9 @@ func (r *Runtime) runTask(ctx context.Context, u *unit) (string, error) {
 		case errors.Is(err, context.Canceled):
 			class = "cancelled"
 		}
+		if !orch {
+			return class, err
+		}
 		return class, r.failOrchestration(ctx, u, token, err)
 	}
 	res := in.Msg.(*ipcpb.TaskResult)
@@ -721,6 +732,12 @@ func (r *Runtime) runTask(ctx context.Context, u *unit) (string, error) {
 	if res.GetStatus() != ipcpb.Status_STATUS_SUCCESS {
 		status = dtpb.OrchestrationStatus_ORCHESTRATION_STATUS_FAILED
 		taskErr = fmt.Errorf("task %s failed in host %d: %s", name, h.id, res.GetError())
+	}
+	if !orch {
+		if taskErr != nil {
+			return "task failed", taskErr
+		}
+		return "", nil
 	}
 	out, _ := json.Marshal(res.GetOutputs())
 	resp := &dtpb.OrchestratorResponse{InstanceId: u.id, CompletionToken: token, Actions: []*dtpb.OrchestratorAction{{
