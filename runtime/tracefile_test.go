@@ -2,15 +2,19 @@ package runtime
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
+	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
 	"github.com/amdahl-rt/amdahl/runtime/scenario"
+	"github.com/amdahl-rt/amdahl/telemetry"
 	"github.com/amdahl-rt/amdahl/telemetry/attribution"
 	"github.com/amdahl-rt/amdahl/telemetry/otelsetup"
 )
@@ -95,5 +99,86 @@ func TestTraceFileHoldsEveryUnit(t *testing.T) {
 	fromFile.Diagnostics.Spans, fromFile.Diagnostics.Unrooted = ld.Spans, ld.Unrooted
 	if !reflect.DeepEqual(fromFile, live) {
 		t.Errorf("the report of the trace file differs from the live table:\nfile: %+v\nlive: %+v", fromFile, live)
+	}
+}
+
+// TestAccountRemoteDirectly: with Config.AccountRemoteDirectly the task
+// host's phases make no SDK span, yet the attribution has the same rows,
+// each with a span per unit, and every unit's critical path still adds up
+// to its e2e time. UseTelemetry sets it exactly when the telemetry wants
+// no remote span.
+func TestAccountRemoteDirectly(t *testing.T) {
+	const units = 40
+	sc, err := scenario.Builtin("taskhost")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows := map[bool]map[string]int{}
+	for _, direct := range []bool{false, true} {
+		rec := otelsetup.NewRecorder()
+		cfg := testConfig(t, testSettings(t, fmt.Sprintf("scenario.count=%d", units)), rec)
+		cfg.AccountRemoteDirectly = direct
+		var mu sync.Mutex
+		var works []attribution.Work
+		cfg.OnWork = func(w attribution.Work) {
+			mu.Lock()
+			works = append(works, w)
+			mu.Unlock()
+		}
+		sum, err := Run(context.Background(), cfg, sc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if sum.OK != units || sum.Attribution.Works != units {
+			t.Fatalf("direct=%v: %d ok, %d attributed, want %d (%v)", direct, sum.OK, sum.Attribution.Works, units, sum.Examples)
+		}
+		remote := 0
+		for _, s := range rec.Spans() {
+			if v, ok := attrOf(s, telemetry.AttrRemote); ok && v.AsBool() {
+				remote++
+			}
+		}
+		if want := map[bool]bool{false: true, true: false}[direct]; (remote > 0) != want {
+			t.Errorf("direct=%v: the SDK made %d remote spans", direct, remote)
+		}
+		if d := sum.Attribution.Diagnostics; d.Orphans+d.Duplicates+d.Unplaced != 0 {
+			t.Errorf("direct=%v: diagnostics %+v, want no orphan, duplicate or unplaced span", direct, d)
+		}
+		rows[direct] = map[string]int{}
+		for _, r := range sum.Attribution.Rows {
+			rows[direct][r.Name] = r.Spans
+		}
+		for _, w := range works {
+			var crit time.Duration
+			for _, s := range w.Stats {
+				crit += s.Critical
+			}
+			if e2e := w.Root.Duration(); crit != e2e {
+				t.Errorf("direct=%v: unit %x: critical path %v, e2e %v", direct, w.Root.TraceID, crit, e2e)
+			}
+		}
+	}
+	if !reflect.DeepEqual(rows[false], rows[true]) {
+		t.Errorf("rows (spans) with SDK spans %v, accounted directly %v", rows[false], rows[true])
+	}
+	if rows[true]["taskhost.execute"] != units {
+		t.Errorf("accounted directly: %d taskhost.execute spans, want %d", rows[true]["taskhost.execute"], units)
+	}
+
+	ctx := context.Background()
+	for _, tc := range []struct {
+		opts []otelsetup.Option
+		want bool
+	}{{nil, true}, {[]otelsetup.Option{otelsetup.WithRecorder()}, false}} {
+		tel, err := otelsetup.Setup(ctx, append([]otelsetup.Option{otelsetup.WithLookupEnv(noEnv)}, tc.opts...)...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var cfg Config
+		cfg.UseTelemetry(tel)
+		if cfg.AccountRemoteDirectly != tc.want {
+			t.Errorf("UseTelemetry with %d options: AccountRemoteDirectly %v, want %v", len(tc.opts), cfg.AccountRemoteDirectly, tc.want)
+		}
+		_ = tel.Shutdown(ctx)
 	}
 }
