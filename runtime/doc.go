@@ -116,8 +116,13 @@
 // span once: otelsetup's OTLP exporter leaves out spans with
 // amdahl.remote=true (otelsetup.WithRemoteSpans turns them back on, for
 // hosts that do not call ServeHost). The in-memory recorder, the trace
-// file and attribution keep them. A host that is killed (task timeout,
-// SIGKILL after the grace) loses the spans it had not exported yet.
+// file and attribution keep them. When nothing but attribution would get
+// them (no trace file, recorder or span processor, remote spans not
+// exported: Config.AccountRemoteDirectly, which UseTelemetry sets), the
+// parent makes no SDK span of them at all: it hands the phases to the
+// attribution directly, and still records their amdahl.phase.duration.
+// A host that is killed (task timeout, SIGKILL after the grace) loses the
+// spans it had not exported yet.
 //
 // # Shutdown and cancellation
 //
