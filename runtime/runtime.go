@@ -130,7 +130,7 @@ type Config struct {
 	// synthesises from the host's reply timings, straight to the
 	// attribution (with amdahl.phase.duration recorded as before) instead
 	// of making SDK spans of them (taskhost.<phase>, amdahl.remote=true)
-	// that only the attribution would read: five fewer spans per task.
+	// that only the attribution would read: four fewer spans per task.
 	// Set it only when nothing else on TracerProvider wants those spans;
 	// UseTelemetry sets it when the telemetry's exporters, trace file and
 	// recorder would leave them out (otelsetup's RemoteSpansWanted).
