@@ -310,3 +310,146 @@ func BenchmarkCollector(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkTaskUnit measures a whole task unit against the physical limit
+// of its work, both in the same run and interleaved, so that the noise of
+// a shared machine lands on both alike:
+//
+//	limit  a bare round trip on a two-process socketpair: a hand-written
+//	       client sends the unit's task configuration to a task host, which
+//	       executes it (amdahl.hash, one pass over ~1 KiB) and replies
+//	unit   the same task submitted to a Runtime (runtime.nodes=1, one unit
+//	       at a time, no orchestration): root, dispatch and queue spans,
+//	       the worker, the node pool, the ipc phases, the host's phases
+//	       placed from its reply timings, the result, and the accounting
+//	       (collector, critical path, amdahl.phase.critical)
+//
+// Each iteration runs one of each, in an order alternated per iteration,
+// timed separately. It reports limit-ns and unit-ns (means), x-limit (the
+// ratio of the means) and x-limit-p50 (the median of the per-iteration
+// ratios, the steadier). telemetry=on is amdahl run's default telemetry
+// (otelsetup with no exporter: spans into attribution, metrics into the
+// Prometheus registry); telemetry=off is OTEL_SDK_DISABLED=true.
+//
+//	go test -run '^$' -bench TaskUnit -benchtime 2000x -count 5 ./runtime/
+//
+// orchestration=true wraps each task in a Durable Task orchestration (the
+// lease and the completion through the in-process sidecar, real gRPC), as
+// the mixed scenario's tasks are; the taskhost scenario's are not.
+func BenchmarkTaskUnit(b *testing.B) {
+	for _, tc := range []struct {
+		disabled, orchestration bool
+	}{{false, false}, {true, false}, {false, true}} {
+		name := fmt.Sprintf("telemetry=on/orchestration=%v", tc.orchestration)
+		if tc.disabled {
+			name = fmt.Sprintf("telemetry=off/orchestration=%v", tc.orchestration)
+		}
+		b.Run(name, func(b *testing.B) { benchTaskUnit(b, tc.disabled, tc.orchestration) })
+	}
+}
+
+func benchTaskUnit(b *testing.B, disabled, orchestration bool) {
+	ctx := context.Background()
+	set := testSettings(b, "runtime.nodes=1", "runtime.concurrency=1")
+	cfg := testConfig(b, set, nil)
+	p := newPool(1, &hostConfig{
+		argv: cfg.HostArgv, env: append(slices.Clone(cfg.HostEnv), set.childEnv()...),
+		transport: set.IPCTransport, logger: cfg.Logger, grace: 2 * time.Second,
+		ipcOpts: set.ipcOptions(),
+	})
+	defer func() {
+		if err := p.close(ctx); err != nil {
+			b.Error(err)
+		}
+	}()
+	h, err := p.acquire(ctx)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer p.release(h)
+	limit := func(seq int) time.Duration {
+		task := benchTask(seq)
+		start := time.Now()
+		if err := h.conn.Send(ctx, task); err != nil {
+			b.Fatal(err)
+		}
+		select {
+		case in := <-h.results:
+			d := time.Since(start)
+			if err := checkResult(in.Msg.(*ipcpb.TaskResult), task); err != nil {
+				b.Fatal(err)
+			}
+			return d
+		case <-h.readDone:
+			b.Fatalf("task host died: %v", h.readErr)
+		}
+		return 0
+	}
+
+	tel, err := otelsetup.Setup(ctx, otelsetup.WithLookupEnv(noEnv), otelsetup.WithSDKDisabled(disabled))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer func() { _ = tel.Shutdown(ctx) }()
+	cfg.UseTelemetry(tel)
+	done := make(chan Result, 1)
+	cfg.OnResult = func(r Result) { done <- r }
+	r, err := New(ctx, cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer func() {
+		if err := r.Close(ctx); err != nil {
+			b.Error(err)
+		}
+	}()
+	unit := func(seq int) time.Duration {
+		it := smallUnit(seq)
+		it.Task.Orchestration = orchestration
+		start := time.Now()
+		if err := r.Submit(ctx, it); err != nil {
+			b.Fatal(err)
+		}
+		res := <-done
+		d := time.Since(start)
+		if res.Outcome != telemetry.OK {
+			b.Fatalf("unit %d: %s: %s", seq, res.Class, res.Reason)
+		}
+		return d
+	}
+
+	seq := 0
+	for ; seq < warmup; seq++ { // the first unit spawns the runtime's host
+		limit(seq)
+		unit(seq)
+	}
+	var limitSum, unitSum time.Duration
+	var ratios []float64
+	for b.Loop() {
+		var l, u time.Duration
+		if seq%2 == 0 {
+			l, u = limit(seq), unit(seq)
+		} else {
+			u, l = unit(seq), limit(seq)
+		}
+		seq++
+		limitSum += l
+		unitSum += u
+		ratios = append(ratios, float64(u)/float64(l))
+	}
+	b.StopTimer()
+	if err := r.Wait(ctx); err != nil { // the accounting of the last units
+		b.Fatal(err)
+	}
+	if !disabled {
+		if got := r.Summary().Attribution.Works; got != seq {
+			b.Fatalf("attribution covers %d units, want %d", got, seq)
+		}
+	}
+	n := float64(len(ratios))
+	slices.Sort(ratios)
+	b.ReportMetric(float64(limitSum.Nanoseconds())/n, "limit-ns")
+	b.ReportMetric(float64(unitSum.Nanoseconds())/n, "unit-ns")
+	b.ReportMetric(float64(unitSum)/float64(limitSum), "x-limit")
+	b.ReportMetric(ratios[len(ratios)/2], "x-limit-p50")
+}

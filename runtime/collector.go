@@ -2,8 +2,11 @@ package runtime
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/binary"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
@@ -34,6 +37,9 @@ import (
 // stops the goroutine.
 type collector struct {
 	onWork func(attribution.Work, attribution.Diagnostics)
+
+	idBase uint64        // span ids of spans made without the SDK
+	idNext atomic.Uint64 // (add, newSpanID)
 
 	mu     sync.Mutex
 	traces map[trace.TraceID][]attribution.Span
@@ -67,8 +73,11 @@ const (
 // newCollector starts the collector's accounting goroutine, which calls
 // onWork for each unit; close stops it.
 func newCollector(onWork func(attribution.Work, attribution.Diagnostics)) *collector {
+	var seed [8]byte
+	_, _ = rand.Read(seed[:]) // crypto/rand.Read never fails
 	c := &collector{
 		onWork: onWork,
+		idBase: binary.BigEndian.Uint64(seed[:]),
 		traces: map[trace.TraceID][]attribution.Span{},
 		queue:  make(chan collected, maxQueuedUnits),
 		done:   make(chan struct{}),
@@ -106,6 +115,29 @@ func (c *collector) recycleLocked(spans []attribution.Span) {
 	if len(c.free) < maxFree && cap(spans) <= 4*spansPerUnit {
 		c.free = append(c.free, spans[:0])
 	}
+}
+
+// add keeps spans made without the SDK (a task host's phases, from its
+// reply timings) with the other spans of trace id, if it is a unit's in
+// flight. None of them may be a root.
+func (c *collector) add(id trace.TraceID, spans []attribution.Span) {
+	c.mu.Lock()
+	if kept, ok := c.traces[id]; ok {
+		c.traces[id] = append(kept, spans...)
+	}
+	c.mu.Unlock()
+}
+
+// newSpanID returns a span id for a span made without the SDK: a random
+// base of the collector's plus a counter, so ids are unique in the run and
+// as unlikely as the SDK's random ones to meet another.
+func (c *collector) newSpanID() attribution.SpanID {
+	var id attribution.SpanID
+	binary.BigEndian.PutUint64(id[:], c.idBase+c.idNext.Add(1))
+	if id.IsZero() {
+		binary.BigEndian.PutUint64(id[:], c.idBase+c.idNext.Add(1))
+	}
+	return id
 }
 
 // OnStart implements sdktrace.SpanProcessor.

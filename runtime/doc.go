@@ -12,7 +12,11 @@
 // starts its root span amdahl.work and its dispatch span at once, so queue
 // wait counts. Then:
 //
-//   - lease: StartInstance on the sidecar, then wait for the instance's
+//   - lease (fanout units, and task units whose workload asks for an
+//     orchestration: scenario.Workload.Orchestration, as the mixed
+//     scenario's does; the taskhost scenario's go straight to a host, as
+//     MSBuild dispatches, with no sidecar call on their path):
+//     StartInstance on the sidecar, then wait for the instance's
 //     work item on the GetWorkItems stream (its completion token; bounded
 //     by Config.LeaseTimeout). Instance ids start with a random run id;
 //     a work item of another run sharing the sidecar is abandoned back to
@@ -27,21 +31,26 @@
 //     protocol, package ipc/taskproto, encodes the timings in the host
 //     and decodes and places them in the parent), and ipc.receive and
 //     ipc.deserialize of the reply (a host that exports records its
-//     phases itself: see "Task host telemetry"). The orchestration is
-//     then completed with the task's outputs (a CompleteOrchestration
-//     action);
+//     phases itself: see "Task host telemetry"). An orchestrated task's
+//     orchestration is then completed with the task's outputs (a
+//     CompleteOrchestration action);
 //   - fanout units: dispatch ends at the lease; the actions are completed
 //     through the chunking sender (chunking.serialize, chunking.send with
 //     one chunking.send.chunk per chunk) and, with the in-process
 //     sidecar, reassembled and applied there (chunking.deserialize,
 //     chunking.execute) in the same trace.
 //
+// The in-process sidecar is a real gRPC server on a loopback TCP port:
+// every lease and completion, chunked fanouts included, goes through
+// gRPC's framing, flow control and the chunk-size limits as it would to
+// an external sidecar (seed 000 is about that path), not a function call.
+//
 // Every submitted unit ends in exactly one Result: ok, failed (with a
 // reason and a short class: "task host died", "task timed out", "task
 // failed", "oversized action", "sidecar", "completion", "task host
-// start") or cancelled. A task whose host died or timed out still
-// completes its orchestration as failed, so the sidecar's lease is not
-// left behind. Summary reconciles submitted = ok + failed + cancelled.
+// start") or cancelled. An orchestrated task whose host died or timed out
+// still completes its orchestration as failed, so the sidecar's lease is
+// not left behind. Summary reconciles submitted = ok + failed + cancelled.
 //
 // # Accounting
 //
@@ -107,8 +116,13 @@
 // span once: otelsetup's OTLP exporter leaves out spans with
 // amdahl.remote=true (otelsetup.WithRemoteSpans turns them back on, for
 // hosts that do not call ServeHost). The in-memory recorder, the trace
-// file and attribution keep them. A host that is killed (task timeout,
-// SIGKILL after the grace) loses the spans it had not exported yet.
+// file and attribution keep them. When nothing but attribution would get
+// them (no trace file, recorder or span processor, remote spans not
+// exported: Config.AccountRemoteDirectly, which UseTelemetry sets), the
+// parent makes no SDK span of them at all: it hands the phases to the
+// attribution directly, and still records their amdahl.phase.duration.
+// A host that is killed (task timeout, SIGKILL after the grace) loses the
+// spans it had not exported yet.
 //
 // # Shutdown and cancellation
 //

@@ -174,7 +174,7 @@ func TestLoadWithFaults(t *testing.T) {
 	fanEvery := total / max(fanouts, 1)
 	nf := 0
 	for seq := range total {
-		it := smallUnit(seq)
+		it := orchestratedUnit(seq)
 		if nf < fanouts && seq%fanEvery == fanEvery-1 {
 			it = fanoutUnit(seq, actions, actionSize)
 			nf++

@@ -62,7 +62,7 @@ func TestSidecarRestartedMidRun(t *testing.T) {
 		}
 	}
 	r := startRuntime(t, cfg)
-	submitSmall(t, r, 0, 9)
+	submitUnits(t, r, 0, 9, orchestratedUnit)
 	rs.wantOK(t, 0, 9)
 
 	// Units 10..20 run while the kill comes; 21..29 are submitted after it.
@@ -73,7 +73,7 @@ func TestSidecarRestartedMidRun(t *testing.T) {
 			cancel()
 			stop1(ctx)
 		}
-		if err := r.Submit(context.Background(), smallUnit(i)); err != nil {
+		if err := r.Submit(context.Background(), orchestratedUnit(i)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -109,7 +109,7 @@ func TestSidecarRestartedMidRun(t *testing.T) {
 		if ctx.Err() != nil {
 			t.Fatalf("no unit succeeded within a minute of the restart (%d tried)", seq-30)
 		}
-		if err := r.Submit(ctx, smallUnit(seq)); err != nil {
+		if err := r.Submit(ctx, orchestratedUnit(seq)); err != nil {
 			t.Fatal(err)
 		}
 		if err := r.Wait(ctx); err != nil {
@@ -122,7 +122,7 @@ func TestSidecarRestartedMidRun(t *testing.T) {
 		wantSidecarFailure(seq, res)
 	}
 	first := seq + 1
-	submitSmall(t, r, first, first+19)
+	submitUnits(t, r, first, first+19, orchestratedUnit)
 	rs.wantOK(t, first, first+19)
 	if got := len(side2.Completions()); got < 21 {
 		t.Errorf("the restarted sidecar applied %d completions, want at least the 21 ok units after the restart", got)

@@ -127,6 +127,15 @@ type Config struct {
 	// PhaseLabels runs every phase body under the pprof label
 	// phase=<name> (telemetry.ComponentConfig.PhaseLabels).
 	PhaseLabels bool
+	// AccountRemoteDirectly hands a task host's phases, which the parent
+	// synthesises from the host's reply timings, straight to the
+	// attribution (with amdahl.phase.duration recorded as before) instead
+	// of making SDK spans of them (taskhost.<phase>, amdahl.remote=true)
+	// that only the attribution would read: four fewer spans per task.
+	// Set it only when nothing else on TracerProvider wants those spans;
+	// UseTelemetry sets it when the telemetry's exporters, trace file and
+	// recorder would leave them out (otelsetup's RemoteSpansWanted).
+	AccountRemoteDirectly bool
 	// OnResult, if set, is called once per unit of work as it ends, from
 	// the runtime's goroutines (it must be safe for concurrent use and
 	// quick).
@@ -166,6 +175,7 @@ type SpanProcessorRegistry interface {
 // last units exported.
 func (c *Config) UseTelemetry(tel *otelsetup.Telemetry) {
 	c.TracerProvider, c.MeterProvider, c.Spans, c.PhaseLabels = tel.TracerProvider(), tel.MeterProvider(), tel, tel.PhaseLabels()
+	c.AccountRemoteDirectly = !tel.RemoteSpansWanted()
 }
 
 // Result is how one unit of work ended.
@@ -666,21 +676,29 @@ func (r *Runtime) onWork(w attribution.Work, diag attribution.Diagnostics) {
 // endDispatch ends the dispatch phase (span and amdahl.phase.duration).
 func (r *Runtime) endDispatch(u *unit) { u.disp.End() }
 
-// runTask: lease the orchestration, acquire a host, run the task there,
-// then complete the orchestration with the task's outputs.
+// runTask: acquire a host and run the task there; with an orchestration
+// (scenario.TaskItem.Orchestration), lease it first and complete it with
+// the task's outputs (or as failed) after.
 func (r *Runtime) runTask(ctx context.Context, u *unit) (string, error) {
 	dctx := trace.ContextWithSpan(ctx, u.disp.Span())
-	token, err := r.lease.lease(dctx, r.sender, u.id)
-	if err != nil {
-		r.endDispatch(u)
-		return "sidecar", err
+	task := u.item.Task
+	orch := task.Orchestration
+	var token string
+	if orch {
+		var err error
+		if token, err = r.lease.lease(dctx, r.sender, u.id); err != nil {
+			r.endDispatch(u)
+			return "sidecar", err
+		}
 	}
 	h, err := r.pool.acquire(dctx)
 	if err != nil {
 		r.endDispatch(u)
+		if !orch {
+			return "task host start", err
+		}
 		return "task host start", r.failOrchestration(ctx, u, token, err)
 	}
-	task := u.item.Task
 	params := task.Parameters
 	if task.ExecutePasses != 1 {
 		params = make(map[string]string, len(task.Parameters)+1)
@@ -715,6 +733,9 @@ func (r *Runtime) runTask(ctx context.Context, u *unit) (string, error) {
 		case errors.Is(err, context.Canceled):
 			class = "cancelled"
 		}
+		if !orch {
+			return class, err
+		}
 		return class, r.failOrchestration(ctx, u, token, err)
 	}
 	res := in.Msg.(*ipcpb.TaskResult)
@@ -727,6 +748,12 @@ func (r *Runtime) runTask(ctx context.Context, u *unit) (string, error) {
 	if res.GetStatus() != ipcpb.Status_STATUS_SUCCESS {
 		status = dtpb.OrchestrationStatus_ORCHESTRATION_STATUS_FAILED
 		taskErr = fmt.Errorf("task %s failed in host %d: %s", name, h.id, res.GetError())
+	}
+	if !orch {
+		if taskErr != nil {
+			return "task failed", taskErr
+		}
+		return "", nil
 	}
 	out, _ := json.Marshal(res.GetOutputs())
 	resp := &dtpb.OrchestratorResponse{InstanceId: u.id, CompletionToken: token, Actions: []*dtpb.OrchestratorAction{{
@@ -805,11 +832,36 @@ func (r *Runtime) runFanout(ctx context.Context, u *unit) (string, error) {
 // spans of the parent's trace (amdahl.remote=true) under the host span,
 // placed in the parent's clock within [sendStart, replyStart] (package
 // taskproto decodes and places them).
+//
+// With Config.AccountRemoteDirectly the phases go to the collector as the
+// spans attribution would have read from the SDK's (the same names,
+// component, phase, direction and times, parented to the host span), and
+// to amdahl.phase.duration, without SDK spans.
 func (r *Runtime) childSpans(ctx context.Context, res *ipcpb.TaskResult, sendStart, replyStart time.Time) {
 	var buf [taskproto.NumTimings]taskproto.Timing
-	for _, t := range taskproto.AppendTimings(buf[:0], res, sendStart, replyStart) {
-		r.hostComp.RecordSpan(ctx, t.Phase, t.Direction, t.Start, t.End, telemetry.AttrRemote.Bool(true))
+	timings := taskproto.AppendTimings(buf[:0], res, sendStart, replyStart)
+	host := trace.SpanContextFromContext(ctx)
+	if !r.cfg.AccountRemoteDirectly || !host.IsSampled() || r.hostComp == nil {
+		for _, t := range timings {
+			r.hostComp.RecordSpan(ctx, t.Phase, t.Direction, t.Start, t.End, telemetry.AttrRemote.Bool(true))
+		}
+		return
 	}
+	var spans [taskproto.NumTimings]attribution.Span
+	n := 0
+	for _, t := range timings {
+		if !t.Phase.Valid() || t.Direction > telemetry.Reply {
+			continue // as RecordSpan: what another process sent
+		}
+		r.hostComp.RecordPhase(ctx, t.Phase, t.Direction, t.End.Sub(t.Start))
+		spans[n] = attribution.Span{
+			TraceID: attribution.TraceID(host.TraceID()), SpanID: r.col.newSpanID(), ParentID: attribution.SpanID(host.SpanID()),
+			Name: r.hostComp.SpanName(t.Phase, t.Direction), Component: r.hostComp.Name(),
+			Start: t.Start.UnixNano(), End: t.End.UnixNano(), Phase: t.Phase, Direction: t.Direction, Remote: true,
+		}
+		n++
+	}
+	r.col.add(host.TraceID(), spans[:n])
 }
 
 // Wait blocks until every submitted unit has ended and been accounted

@@ -63,7 +63,7 @@ func TestSidecarTLSAndToken(t *testing.T) {
 	cfg.Sidecar, cfg.SidecarAddr, cfg.SidecarCredentials, cfg.SidecarToken = side, addr, tlsCreds, token
 	r := startRuntime(t, cfg)
 	const n = 4
-	submitSmall(t, r, 0, n-1)
+	submitUnits(t, r, 0, n-1, orchestratedUnit)
 	if sum := r.Summary(); sum.OK != n {
 		t.Fatalf("ok %d of %d over TLS with the token: %v", sum.OK, sum.Submitted, sum.Examples)
 	}

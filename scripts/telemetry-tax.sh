@@ -19,7 +19,12 @@
 # tax of REV ("base") and of the work tree ("cur") are measured under the
 # same load.
 #
-# Usage: scripts/telemetry-tax.sh [-n pairs] [-s scenario] [-r rev] [-- extra amdahl run args]
+# With -o it measures what --out costs instead: both arms run with
+# telemetry on, "on" with --out to a fresh directory (the trace file, the
+# profiles and summary.json written), "off" without; the on run's trace
+# file must hold every unit (amdahl report of it counts them).
+#
+# Usage: scripts/telemetry-tax.sh [-n pairs] [-s scenario] [-r rev] [-o] [-- extra amdahl run args]
 #   e.g. scripts/telemetry-tax.sh -n 10 -s mixed -r HEAD~3
 # Needs go, git and jq.
 set -euo pipefail
@@ -27,12 +32,14 @@ set -euo pipefail
 pairs=10
 scenario=taskhost
 rev=
-while getopts "n:s:r:h" opt; do
+out=
+while getopts "n:s:r:oh" opt; do
 	case $opt in
 	n) pairs=$OPTARG ;;
 	s) scenario=$OPTARG ;;
 	r) rev=$OPTARG ;;
-	*) sed -n '2,27p' "$0"; exit 2 ;;
+	o) out=1 ;;
+	*) sed -n '2,33p' "$0"; exit 2 ;;
 	esac
 done
 shift $((OPTIND - 1))
@@ -60,14 +67,32 @@ fi
 # run BUILD ARM OUT: one run, its --json summary in OUT and its CPU seconds
 # (user + system, children included) in OUT.cpu.
 run() {
-	local build=$1 arm=$2 out=$3 disabled=false
-	[[ $arm == off ]] && disabled=true
+	local build=$1 arm=$2 out=$3 disabled=false args=()
+	if [[ -n $out_mode ]]; then
+		rm -rf "$work/out"
+		[[ $arm == on ]] && args=(--out "$work/out")
+	elif [[ $arm == off ]]; then
+		disabled=true
+	fi
 	local TIMEFORMAT='%U %S'
-	{ time OTEL_SDK_DISABLED=$disabled "$work/$build" run --scenario "$scenario" --json ${extra[@]+"${extra[@]}"} >"$out" 2>"$out.err"; } 2>"$out.time" ||
+	{ time OTEL_SDK_DISABLED=$disabled "$work/$build" run --scenario "$scenario" --json ${args[@]+"${args[@]}"} ${extra[@]+"${extra[@]}"} >"$out" 2>"$out.err"; } 2>"$out.time" ||
 		{ cat "$out.err" >&2; exit 1; }
 	awk '{ print $1 + $2 }' "$out.time" >"$out.cpu"
+	if [[ -n $out_mode && $arm == on ]]; then
+		local want got
+		want=$(jq -r .submitted "$out")
+		got=$("$work/$build" report --json "$work/out/trace.jsonl" | jq -r .report.works)
+		if [[ $got != "$want" ]]; then
+			echo "telemetry-tax: the trace file of a run of $want units holds $got" >&2
+			exit 1
+		fi
+	fi
 }
 
+out_mode=$out
+what="telemetry (on: as configured, off: OTEL_SDK_DISABLED=true)"
+[[ -n $out_mode ]] && what="--out (telemetry on in both; on: with --out, off: without)"
+echo "measuring $what"
 echo "scenario $scenario, $pairs pairs${rev:+, base $rev}; load before: $(cut -d' ' -f1-3 /proc/loadavg)"
 printf '%4s %5s %9s %10s %10s %9s %9s %9s %9s %7s %7s %9s\n' pair build first thr_on thr_off thr_ratio p50_on_us p50_off_us p50_ratio cpu_on cpu_off cpu_ratio
 runs=()

@@ -264,6 +264,16 @@ func (c *Component) RunAttributes() []attribute.KeyValue {
 	return out
 }
 
+// SpanName returns the name of the component's spans of phase p in
+// direction d ("ipc.send"), or "" for a disabled component or an invalid
+// phase or direction.
+func (c *Component) SpanName(p Phase, d Direction) string {
+	if c == nil || !p.Valid() || d > Reply {
+		return ""
+	}
+	return c.spanNames[p][d]
+}
+
 // Enabled reports whether the component records anything.
 func (c *Component) Enabled() bool { return c != nil }
 

@@ -60,7 +60,10 @@ func TestRunCommand(t *testing.T) {
 		t.Fatalf("exit %d; stderr %q", code, errs)
 	}
 	for _, want := range []string{"scenario taskhost", "units 30: ok 30, failed 0, cancelled 0", "throughput", "p50", "p99",
-		"dispatch", "send/request", "execute", "deserialize/reply", "naive share", "30 completions applied"} {
+		"dispatch", "send/request", "execute", "deserialize/reply", "naive share",
+		// taskhost goes straight to the hosts: no orchestration, so nothing
+		// is completed to the sidecar.
+		"sidecar: 0 completions applied"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
 		}
@@ -150,7 +153,7 @@ func TestRunAgainstStandaloneSidecar(t *testing.T) {
 		t.Fatalf("sidecar: %q, %v", line, err)
 	}
 	addr := strings.TrimSpace(line[strings.Index(line, "listening on ")+len("listening on "):])
-	code, out, errs := runCLI(t, "run", "--sidecar", addr, "--scenario", "taskhost", "--set", "scenario.count=12")
+	code, out, errs := runCLI(t, "run", "--sidecar", addr, "--scenario-file", orchestratedTasks(t), "--set", "scenario.count=12")
 	cancel()
 	rest, _ := io.ReadAll(br)
 	if sc := <-done; sc != exitOK {
@@ -162,6 +165,19 @@ func TestRunAgainstStandaloneSidecar(t *testing.T) {
 	if !strings.Contains(string(rest), "12 completions applied") {
 		t.Errorf("sidecar's last words %q, want 12 completions applied", rest)
 	}
+}
+
+// orchestratedTasks writes a scenario of small task units, each in a
+// Durable Task orchestration (a lease before, a completion to the sidecar
+// after), and returns its path.
+func orchestratedTasks(t *testing.T) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "orchestrated.yaml")
+	data := "name: orchestrated\ncount: 10\nworkloads:\n  - kind: taskhost\n    orchestration: true\n    task: {config_mean: 4KB, config_cap: 64KB}\n"
+	if err := os.WriteFile(path, []byte(data), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
 }
 
 func TestRunUsageErrors(t *testing.T) {
@@ -437,7 +453,7 @@ func TestRunExportsOTLP(t *testing.T) {
 	coltracepb.RegisterTraceServiceServer(gs, svc)
 	go gs.Serve(ln)
 	defer gs.Stop()
-	code, _, errs := runCLI(t, "run", "--scenario", "taskhost", "--set", "scenario.count=15", "--otlp-endpoint", "http://"+ln.Addr().String())
+	code, _, errs := runCLI(t, "run", "--scenario-file", orchestratedTasks(t), "--set", "scenario.count=15", "--otlp-endpoint", "http://"+ln.Addr().String())
 	if code != exitOK {
 		t.Fatalf("exit %d; stderr %q", code, errs)
 	}

@@ -74,8 +74,9 @@ func TestRunSidecarTLSToken(t *testing.T) {
 	writeFile(t, wrong, "s3cret-0000\n")
 	addr := startSidecarCLI(t, "--listen", "127.0.0.1:0", "--tls-cert", cert, "--tls-key", key, "--token-file", tok)
 
+	// Orchestrated tasks, so that every unit calls the sidecar over TLS.
 	code, out, errs := runCLI(t, "run", "--sidecar", addr, "--sidecar-ca", cert, "--sidecar-token-file", tok,
-		"--scenario", "taskhost", "--set", "scenario.count=6")
+		"--scenario-file", orchestratedTasks(t), "--set", "scenario.count=6")
 	if code != exitOK || !strings.Contains(out, "units 6: ok 6") {
 		t.Fatalf("run over TLS with the token: exit %d, stderr %q, output:\n%s", code, errs, out)
 	}

@@ -30,7 +30,7 @@ func TestBuiltins(t *testing.T) {
 			{Kind: KindFanout, Weight: 1, Fanout: &fanout},
 		}},
 		"mixed": {Name: "mixed", Seed: 1, Count: 1000, Workloads: []Workload{
-			{Kind: KindTask, Weight: 0.95, Task: &task},
+			{Kind: KindTask, Weight: 0.95, Orchestration: true, Task: &task},
 			{Kind: KindFanout, Weight: 0.05, Fanout: &fanout},
 		}},
 	}

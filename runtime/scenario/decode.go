@@ -21,7 +21,7 @@ import (
 // Keys accepted at each level of a scenario file, in documentation order.
 var (
 	scenarioKeys = []string{"name", "description", "seed", "count", "workloads"}
-	workloadKeys = []string{"kind", "weight", "task", "fanout"}
+	workloadKeys = []string{"kind", "weight", "orchestration", "task", "fanout"}
 	taskKeys     = []string{"config_mean", "config_sigma", "config_cap", "config_min", "environment", "parameters", "execute_passes"}
 	fanoutKeys   = []string{"shapes"}
 	shapeKeys    = []string{"name", "weight", "actions", "action_bytes", "first_action_bytes"}
@@ -398,6 +398,18 @@ func (d *decoder) int(k, v *yaml.Node, field string) (int, error) {
 	return int(n), nil
 }
 
+func (d *decoder) bool(k, v *yaml.Node, field string) (bool, error) {
+	v, err := d.scalar(k, v, field, "true or false")
+	if err != nil {
+		return false, err
+	}
+	var b bool
+	if v.ShortTag() != "!!bool" || v.Decode(&b) != nil {
+		return false, d.errorf(k, field, "want true or false, got %s", describe(v))
+	}
+	return b, nil
+}
+
 func (d *decoder) uint64(k, v *yaml.Node, field string) (uint64, error) {
 	v, err := d.scalar(k, v, field, "a whole number")
 	if err != nil {
@@ -467,6 +479,7 @@ func (d *decoder) scenario(root *yaml.Node) (*Scenario, error) {
 
 func (d *decoder) workload(n *yaml.Node, path string) (Workload, error) {
 	w := Workload{Weight: 1}
+	var orchestration *yaml.Node // the key, if the file sets it
 	err := d.fields(n, path, workloadKeys, func(key string, k, v *yaml.Node, field string) error {
 		var err error
 		switch key {
@@ -480,6 +493,9 @@ func (d *decoder) workload(n *yaml.Node, path string) (Workload, error) {
 			}
 		case "weight":
 			w.Weight, err = d.float(k, v, field)
+		case "orchestration":
+			w.Orchestration, err = d.bool(k, v, field)
+			orchestration = k
 		case "task":
 			t := DefaultTaskSpec()
 			w.Task = &t
@@ -490,6 +506,9 @@ func (d *decoder) workload(n *yaml.Node, path string) (Workload, error) {
 		}
 		return err
 	})
+	if err == nil && w.Kind == KindFanout && orchestration != nil && !w.Orchestration {
+		err = d.errorf(orchestration, join(path, "orchestration"), "false is not allowed for kind fanout (valid: true, or leave it out): a fanout unit is an orchestration completion")
+	}
 	if w.Kind == KindTask && w.Task == nil {
 		t := DefaultTaskSpec()
 		w.Task = &t

@@ -92,6 +92,10 @@ func TestParseErrors(t *testing.T) {
 		{"zero weight", head + "  - kind: taskhost\n    weight: 0\n", "in.yaml:5:5: workloads[0].weight: 0 is out of range (valid: a finite number > 0)"},
 		{"inf weight", head + "  - kind: taskhost\n    weight: .inf\n", "in.yaml:5:5: workloads[0].weight: +Inf is out of range (valid: a finite number > 0)"},
 		{"weight string", head + "  - kind: taskhost\n    weight: heavy\n", `in.yaml:5:5: workloads[0].weight: want a number, got string "heavy"`},
+		{"orchestration string", head + "  - kind: taskhost\n    orchestration: yes please\n", `in.yaml:5:5: workloads[0].orchestration: want true or false, got string "yes please"`},
+		{"orchestration null", head + "  - kind: taskhost\n    orchestration:\n", "in.yaml:5:5: workloads[0].orchestration: want true or false, got null"},
+		{"fanout without orchestration", head + "  - orchestration: false\n    kind: fanout\n    fanout:\n      shapes: [{actions: 1, action_bytes: 1}]\n",
+			"in.yaml:4:5: workloads[0].orchestration: false is not allowed for kind fanout (valid: true, or leave it out): a fanout unit is an orchestration completion"},
 		{"task for fanout", head + "  - kind: fanout\n    task: {}\n", "in.yaml:5:5: workloads[0].task: not allowed for kind fanout (use fanout)"},
 		{"no fanout", head + "  - kind: fanout\n", "in.yaml:4:5: workloads[0].fanout: required for kind fanout"},
 		{"no shapes", head + "  - kind: fanout\n    fanout: {}\n", "in.yaml:5:5: workloads[0].fanout.shapes: at least one shape is required"},
@@ -111,7 +115,7 @@ func TestParseErrors(t *testing.T) {
 		{"too many actions", head + "  - kind: fanout\n    fanout:\n      shapes:\n        - actions: 100001\n          action_bytes: 1\n", "in.yaml:7:11: workloads[0].fanout.shapes[0].actions: 100001 is out of range (valid: 1..100000)"},
 		{"first action too large", head + "  - kind: fanout\n    fanout:\n      shapes:\n        - actions: 3\n          action_bytes: 1\n          first_action_bytes: 8.5MiB\n", "in.yaml:9:11: workloads[0].fanout.shapes[0].first_action_bytes: 8.5MiB is out of range (valid: 0B..8MiB; 0 = same as action_bytes)"},
 		{"duplicate default name", head + "  - kind: fanout\n    fanout:\n      shapes:\n        - {actions: 3, action_bytes: 1KiB}\n        - {actions: 3, action_bytes: 1024}\n", `in.yaml:8:11: workloads[0].fanout.shapes[1].name: duplicate shape name "3x1KiB" (first at shapes[0])`},
-		{"merge key", head + "  - <<: {kind: taskhost}\n", "in.yaml:4:5: workloads[0].<<: unknown key (valid: kind, weight, task, fanout)"},
+		{"merge key", head + "  - <<: {kind: taskhost}\n", "in.yaml:4:5: workloads[0].<<: unknown key (valid: kind, weight, orchestration, task, fanout)"},
 		{"undefined alias", head + "  - *nope\n", "in.yaml:4: invalid YAML: unknown anchor 'nope' referenced"},
 		{"json error", "{\"name\": \"x\",\n \"count\": [1]}\n", "in.yaml:2:2: count: want a whole number, got a list"},
 	} {
@@ -141,8 +145,10 @@ workloads:
       config_mean: 10KB
       execute_passes: 0
   - kind: taskhost
+    orchestration: true
     task: *t
   - kind: fanout
+    orchestration: true
     weight: 0.5
     fanout:
       shapes:
@@ -162,8 +168,8 @@ workloads:
 	task.ExecutePasses = 0
 	want := &Scenario{Name: "from-file", Seed: 3, Count: 5, Workloads: []Workload{
 		{Kind: KindTask, Weight: 1, Task: &task},
-		{Kind: KindTask, Weight: 1, Task: &task},
-		{Kind: KindFanout, Weight: 0.5, Fanout: &FanoutSpec{Shapes: []FanoutShape{
+		{Kind: KindTask, Weight: 1, Orchestration: true, Task: &task},
+		{Kind: KindFanout, Weight: 0.5, Orchestration: true, Fanout: &FanoutSpec{Shapes: []FanoutShape{
 			{Name: "16x64KiB", Weight: 1, Actions: 16, ActionBytes: 64 << 10},
 		}}},
 	}}

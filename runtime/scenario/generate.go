@@ -37,6 +37,10 @@ type TaskItem struct {
 	// workload and must not be modified.
 	Environment   map[string]string
 	ExecutePasses int
+	// Orchestration runs the task inside a Durable Task orchestration
+	// (Workload.Orchestration): lease before, completion after. False
+	// sends it straight to a host.
+	Orchestration bool
 }
 
 // FanoutItem is an orchestration completion.
@@ -257,7 +261,7 @@ func (g *Generator) Next() Item {
 			}
 			params[k] = g.Text(n, salt+j)
 		}
-		it.Task = &TaskItem{ConfigBytes: size, Parameters: params, Environment: gw.env, ExecutePasses: t.ExecutePasses}
+		it.Task = &TaskItem{ConfigBytes: size, Parameters: params, Environment: gw.env, ExecutePasses: t.ExecutePasses, Orchestration: w.Orchestration}
 	case KindFanout:
 		si := gw.shapes.pick(g.rng)
 		it.Shape = w.Fanout.Shapes[si].Name

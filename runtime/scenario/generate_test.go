@@ -86,6 +86,9 @@ func TestGeneratorTask(t *testing.T) {
 			t.Fatalf("item %d: got %+v, want a task of workload 0", i, it)
 		}
 		task := it.Task
+		if task.Orchestration {
+			t.Fatalf("item %d: Orchestration true, want false (taskhost goes straight to hosts)", i)
+		}
 		if task.ConfigBytes < 256 || task.ConfigBytes > 1_500_000 {
 			t.Fatalf("item %d: got ConfigBytes %d, want 256..1500000", i, task.ConfigBytes)
 		}
@@ -293,5 +296,25 @@ func TestFanoutPayload(t *testing.T) {
 	}
 	if hand.Payload(0) != hand.Payload(0) {
 		t.Error("hand-built item: payload not deterministic")
+	}
+}
+
+// TestGeneratorOrchestration: a task item carries its workload's
+// orchestration field (mixed orchestrates its tasks, taskhost does not).
+func TestGeneratorOrchestration(t *testing.T) {
+	for name, want := range map[string]bool{"taskhost": false, "mixed": true} {
+		g := mustBuiltin(t, name).NewGenerator()
+		tasks := 0
+		for range 200 {
+			if it := g.Next(); it.Kind == KindTask {
+				tasks++
+				if it.Task.Orchestration != want {
+					t.Fatalf("%s: item %d: Orchestration %v, want %v", name, it.Seq, it.Task.Orchestration, want)
+				}
+			}
+		}
+		if tasks == 0 {
+			t.Fatalf("%s: no task item among 200", name)
+		}
 	}
 }

@@ -13,6 +13,7 @@
 //	workloads:
 //	  - kind: taskhost        # taskhost | fanout
 //	    weight: 3             # default 1
+//	    orchestration: false  # task units: run inside a Durable Task orchestration (default false)
 //	    task:                 # every key optional; see TaskSpec
 //	      config_mean: 46KB
 //	      config_sigma: 1.0
@@ -115,9 +116,18 @@ type Scenario struct {
 // Workload is one kind of unit of work within a Scenario.
 type Workload struct {
 	Kind   Kind
-	Weight float64     // > 0; 0 means the default, 1
-	Task   *TaskSpec   // set iff Kind == KindTask; nil with KindTask means DefaultTaskSpec
-	Fanout *FanoutSpec // set iff Kind == KindFanout
+	Weight float64 // > 0; 0 means the default, 1
+	// Orchestration, for task workloads, runs each task inside a Durable
+	// Task orchestration: the runtime starts an instance on the sidecar,
+	// leases its work item, and completes it with the task's outputs
+	// (three gRPC calls around the task). False (the default) sends the
+	// task straight to a host, as MSBuild's TaskHost pattern does: no
+	// sidecar on the unit's path. Fanout units are orchestration
+	// completions whatever this says; a scenario file may write only true
+	// for them.
+	Orchestration bool
+	Task          *TaskSpec   // set iff Kind == KindTask; nil with KindTask means DefaultTaskSpec
+	Fanout        *FanoutSpec // set iff Kind == KindFanout
 }
 
 // TaskSpec is the seed-001 (MSBuild TaskHost) shape: configuration packets

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net"
 	"net/http"
+	"path/filepath"
 	"slices"
 	"sync"
 	"testing"
@@ -337,5 +338,42 @@ func TestRemoteSpansNotExported(t *testing.T) {
 				t.Errorf("OTLPSpanCounts: got %+v, want %d ended, none dropped", c, tc.want)
 			}
 		})
+	}
+}
+
+// TestRemoteSpansWanted: remote spans are wanted exactly when something set
+// up here would get them.
+func TestRemoteSpansWanted(t *testing.T) {
+	col := newCollector(t)
+	dir := t.TempDir()
+	for _, tc := range []struct {
+		name string
+		opts []Option
+		want bool
+	}{
+		{"nothing", nil, false},
+		{"OTLP", []Option{WithOTLP(col.addr, "grpc")}, false},
+		{"OTLP with remote spans", []Option{WithOTLP(col.addr, "grpc"), WithRemoteSpans(true)}, true},
+		{"remote spans without an exporter", []Option{WithRemoteSpans(true)}, false},
+		{"trace file", []Option{WithTraceFile(filepath.Join(dir, "trace.jsonl"))}, true},
+		{"recorder", []Option{WithRecorder()}, true},
+		{"span processor", []Option{WithSpanProcessor(tracetest.NewSpanRecorder())}, true},
+		{"SDK disabled", []Option{WithRecorder(), WithSDKDisabled(true)}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			tel, err := Setup(ctx, append([]Option{WithLookupEnv(noEnv)}, tc.opts...)...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer func() { _ = tel.Shutdown(ctx) }()
+			if got := tel.RemoteSpansWanted(); got != tc.want {
+				t.Errorf("RemoteSpansWanted: got %v, want %v", got, tc.want)
+			}
+		})
+	}
+	var nilTel *Telemetry
+	if nilTel.RemoteSpansWanted() {
+		t.Error("a nil Telemetry wants remote spans")
 	}
 }

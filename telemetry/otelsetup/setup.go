@@ -194,6 +194,7 @@ type Telemetry struct {
 	phaseLabels    bool
 	otlpCounts     *spanCounter // nil without OTLP
 	traceFile      bool         // spans go to a trace file
+	remoteWanted   bool         // something set up here gets amdahl.remote=true spans
 
 	metricsLn  net.Listener
 	metricsSrv *http.Server
@@ -307,6 +308,7 @@ func Setup(ctx context.Context, opts ...Option) (*Telemetry, error) {
 	}
 	t.sdkTP = sdktrace.NewTracerProvider(tpOpts...)
 	t.tracerProvider = t.sdkTP
+	t.remoteWanted = c.recorder || c.traceFile != "" || len(c.processors) > 0 || (exp != nil && c.remoteSpans)
 
 	// Metrics: always a private Prometheus registry, so /metrics can be
 	// served on demand (MetricsHandler) even without an address.
@@ -620,6 +622,17 @@ func serviceName(res *resource.Resource) string {
 func (t *Telemetry) Exporting() bool {
 	return t != nil && t.sdkTP != nil && (t.otlpCounts != nil || t.traceFile || t.profiles != nil)
 }
+
+// RemoteSpansWanted reports whether anything set up here would get the
+// spans a parent synthesises from a child's reply timings
+// (amdahl.remote=true): the recorder (WithRecorder), the trace file, a
+// span processor given to Setup (WithSpanProcessor), or the OTLP or
+// console exporter with WithRemoteSpans. When false, such spans would
+// reach only the span processors registered later (a runtime's own
+// attribution), so a runtime may account those phases without making
+// SDK spans of them (runtime.Config.UseTelemetry does). False for a nil
+// Telemetry or with the SDK disabled.
+func (t *Telemetry) RemoteSpansWanted() bool { return t != nil && t.sdkTP != nil && t.remoteWanted }
 
 // PhaseLabels reports whether phase bodies run under the pprof phase label
 // (AMDAHL_PHASE_LABELS, WithPhaseLabels; default true).
