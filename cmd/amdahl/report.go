@@ -46,7 +46,11 @@ baseline runs), the FILEs are the candidate and the report compares the two:
           of every baseline unit with the target rows' spans scaled by r
   measured gain: 1 - mean e2e (candidate) / mean e2e (baseline)
 each with a bootstrap 95 % interval (over runs when both sides have two or
-more files, else over units), and a verdict in words.`,
+more files, else over units), and a verdict in words.
+
+--html FILE also writes the report as one self-contained page: the table,
+a bar chart of q (and r, q·r with their intervals for an A/B), the e2e
+distribution and a flame graph of the critical paths of all units.`,
 		Example: `  amdahl report out/trace.jsonl
   amdahl report --by phase out/trace.jsonl
   amdahl report --html report.html out/trace.jsonl        # also a self-contained page
