@@ -215,3 +215,41 @@ func TestSketchHistogram(t *testing.T) {
 		t.Errorf("equal values: %+v, want one bin of 2 at 5ns", h)
 	}
 }
+
+// BenchmarkFlameAdd: the cost of filing a unit's critical path in a Flame
+// (amdahl run --out does it for every unit, on the runtime's accounting
+// goroutine) as a ratio to the Accumulator's Add of the same units, in
+// the same run.
+func BenchmarkFlameAdd(b *testing.B) {
+	rng := rand.New(rand.NewPCG(7, 8))
+	var works []Work
+	for n := 0; n < 200; n++ {
+		// A unit shaped like a task unit: dispatch holding queue, request
+		// phases, a far-side group under the send, reply phases.
+		spans := []sp{{"w", "", 0, 0, 0, 100, false}, {"d", "w", D, 0, 0, 30, false}, {"q", "d", telemetry.Queue, 0, 0, 25, false},
+			{"s", "w", S, req, 30, 32, false}, {"se", "w", Se, req, 32, 40, false},
+			{"r", "se", R, req, 41, 43, true}, {"de", "se", De, req, 43, 45, true}, {"e", "se", E, 0, 45, 80, true}, {"s2", "se", S, rep, 80, 82, true},
+			{"r2", "w", R, rep, 84, 90, false}, {"de2", "w", De, rep, 90, 95, false}}
+		for i := range spans {
+			spans[i].end += float64(rng.IntN(3))
+		}
+		w, _ := Trees(build(fmt.Sprint("b", n), spans))
+		works = append(works, w...)
+	}
+	var tAcc, tFlame time.Duration
+	for b.Loop() {
+		var a Accumulator
+		var f Flame
+		t0 := time.Now()
+		for _, w := range works {
+			a.Add(w)
+		}
+		t1 := time.Now()
+		for _, w := range works {
+			f.Add(w)
+		}
+		tAcc, tFlame = tAcc+t1.Sub(t0), tFlame+time.Since(t1)
+	}
+	b.ReportMetric(float64(tFlame)/float64(tAcc), "flame/accumulator")
+	b.ReportMetric(float64(tFlame)/float64(b.N*len(works)), "flame-ns/unit")
+}
