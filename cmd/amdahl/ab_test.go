@@ -159,7 +159,7 @@ func checkABPage(t *testing.T, dir string, runs []abRun) {
 	if err := json.Unmarshal(abj.Comparison, &c); err != nil {
 		t.Fatal(err)
 	}
-	dom := browse(t, filepath.Join(dir, "report.html"))
+	dom := browse(t, newBrowser(t), filepath.Join(dir, "report.html"))
 	for _, r := range c.Rows {
 		rawEq(t, r.Name+" q", dom.ABRows[r.Name]["q"].V, r.Q.Value)
 		if want := fmt.Sprintf("±%.1f", 100*r.Q.HalfWidth()); !strings.HasSuffix(dom.ABRows[r.Name]["q"].Text, want) {

@@ -82,11 +82,9 @@ const domScript = `(() => {
     resources: performance.getEntriesByType("resource").length, detail: detail ? detail.textContent : ""};
 })()`
 
-// browse loads file in headless Chromium, clicks the first frame below the
-// root of the first flame graph, fails on any console error or uncaught
-// exception, writes a screenshot into the test's temp dir and returns
-// what the page shows.
-func browse(t *testing.T, file string) pageDOM {
+// newBrowser starts headless Chromium for the test (closed at its end):
+// no sandbox or GPU, nothing fetched in the background, a fresh profile.
+func newBrowser(t *testing.T) context.Context {
 	t.Helper()
 	exe := chromium(t)
 	opts := append(chromedp.DefaultExecAllocatorOptions[:],
@@ -94,13 +92,25 @@ func browse(t *testing.T, file string) pageDOM {
 		chromedp.Flag("disable-quic", true), chromedp.Flag("disable-background-networking", true),
 		chromedp.Flag("disable-component-update", true), chromedp.Flag("disable-sync", true),
 		chromedp.UserDataDir(t.TempDir()), chromedp.WindowSize(1300, 1000))
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	actx, acancel := chromedp.NewExecAllocator(ctx, opts...)
-	defer acancel()
+	bctx, bcancel := chromedp.NewContext(actx)
+	t.Cleanup(func() { bcancel(); acancel(); cancel() })
+	if err := chromedp.Do(bctx); err != nil {
+		t.Fatalf("chromium: start: %v", err)
+	}
+	return bctx
+}
+
+// browse loads file in a new tab of browser, clicks the first frame below
+// the root of the first flame graph, fails on any console error or
+// uncaught exception, writes a screenshot into the test's temp dir and
+// returns what the page shows.
+func browse(t *testing.T, browser context.Context, file string) pageDOM {
+	t.Helper()
 	var mu sync.Mutex
 	var problems []string
-	bctx, bcancel := chromedp.NewContext(actx, chromedp.WithListener(func(ev any) {
+	tctx, tcancel := chromedp.NewContext(browser, chromedp.WithListener(func(ev any) {
 		mu.Lock()
 		defer mu.Unlock()
 		switch e := ev.(type) {
@@ -124,7 +134,8 @@ func browse(t *testing.T, file string) pageDOM {
 			}
 		}
 	}))
-	defer bcancel()
+	defer tcancel()
+	bctx := tctx
 	abs, err := filepath.Abs(file)
 	if err != nil {
 		t.Fatal(err)
@@ -265,7 +276,8 @@ func TestReportHTMLInChromium(t *testing.T) {
 		t.Fatal(err)
 	}
 	page := filepath.Join(dir, "report.html")
-	dom := browse(t, page)
+	browser := newBrowser(t)
+	dom := browse(t, browser, page)
 
 	a := sum.Attribution
 	lines := tableLines(out)
@@ -345,7 +357,7 @@ func TestReportHTMLInChromium(t *testing.T) {
 	if code != exitOK {
 		t.Fatalf("report: exit %d; stderr %q", code, errs)
 	}
-	dom = browse(t, abPage)
+	dom = browse(t, browser, abPage)
 	c := rep.Comparison
 	if len(c.Rows) < 5 || len(dom.ABRows) != len(c.Rows)+3 { // and the three gain lines
 		t.Fatalf("page shows %d A/B rows, report --json %d (+3 gains)", len(dom.ABRows), len(c.Rows))
