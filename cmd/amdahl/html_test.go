@@ -54,6 +54,7 @@ type pageDOM struct {
 	HistCounts map[string]int             `json:"hist_counts"`  // set → Σ bin counts
 	Resources  int                        `json:"resources"`    // subresources the page fetched
 	Detail     string                     `json:"detail"`       // the flame detail line after a click
+	Hidden     int                        `json:"hidden"`       // flame frames hidden by the click's zoom
 }
 
 const domScript = `(() => {
@@ -79,7 +80,8 @@ const domScript = `(() => {
   const detail = document.querySelector(".flame-detail");
   return {rows: rows("#attribution-table"), e2e: e2e, ab_rows: rows("#comparison-table"), flames: flames,
     flame_frames: document.querySelectorAll("g.frame").length, hist_counts: hist,
-    resources: performance.getEntriesByType("resource").length, detail: detail ? detail.textContent : ""};
+    resources: performance.getEntriesByType("resource").length, detail: detail ? detail.textContent : "",
+    hidden: document.querySelectorAll("figure.flame g.frame.hidden").length};
 })()`
 
 // newBrowser starts headless Chromium for the test (closed at its end):
@@ -170,6 +172,9 @@ func browse(t *testing.T, browser context.Context, file string) pageDOM {
 	}
 	if !strings.Contains(dom.Detail, "per unit on the critical path") {
 		t.Errorf("flame detail after a click %q: the page's script did not run", dom.Detail)
+	}
+	if dom.Hidden == 0 {
+		t.Errorf("no flame frame hidden after a click on a frame narrower than the root: no zoom")
 	}
 	return dom
 }

@@ -1,5 +1,5 @@
 // report.html's script: the flame graphs zoom on click; frame labels are
-// shown where they fit. The page reads nothing from outside itself.
+// cut to what fits (in the SVG's own units, so a resize changes nothing). The page reads nothing from outside itself.
 (function () {
   "use strict";
   var data = JSON.parse(document.getElementById("amdahl-data").textContent);
@@ -70,7 +70,4 @@
       layout(svg, 0, 1, 0);
     })(flames[f]);
   }
-  window.addEventListener("resize", function () {
-    for (var f = 0; f < flames.length; f++) layout(flames[f].querySelector("svg"), 0, 1, 0);
-  });
 })();
