@@ -14,6 +14,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/amdahl-rt/amdahl/internal/htmlreport"
 	"github.com/amdahl-rt/amdahl/runtime"
 	"github.com/amdahl-rt/amdahl/runtime/scenario"
 	"github.com/amdahl-rt/amdahl/telemetry/attribution"
@@ -89,7 +90,7 @@ run's units is left out (hosts starting, caches filling).`,
 	fl.StringSliceVar(&f.target, "target", nil, "rows the change is about (default: from the settings that differ); see amdahl report --help")
 	fl.IntVar(&f.runs, "runs", 10, "runs per side")
 	fl.Float64Var(&f.warmup, "warmup", 0.1, "fraction of each run's units (the first to start) left out as warm-up, 0 to 0.5")
-	fl.StringVar(&f.out, "out", "", "write each run's trace.jsonl and summary.json under DIR/baseline-N/ and DIR/candidate-N/, and ab.json")
+	fl.StringVar(&f.out, "out", "", "write each run's trace.jsonl and summary.json under DIR/baseline-N/ and DIR/candidate-N/, and ab.json and report.html")
 	fl.BoolVar(&f.asJSON, "json", false, "print JSON (docs/json.md; the same as --out's ab.json) instead of a table")
 	fl.BoolVar(&f.markdown, "markdown", false, "print Markdown instead of a table")
 	fl.StringVar(&f.by, "by", "component", "rows by component or by phase")
@@ -223,6 +224,9 @@ func runAB(ctx context.Context, cmd *cobra.Command, f abFlags) error {
 		}
 		if err != nil {
 			return fmt.Errorf("write ab.json: %w", err)
+		}
+		if err := htmlreport.WriteFile(filepath.Join(f.out, "report.html"), abPage(res, base, cand, opt.ByPhase)); err != nil {
+			return fmt.Errorf("write report.html: %w", err)
 		}
 	}
 	if err := writeAB(stdout, res, f, len(bWall), len(cWall)); err != nil {

@@ -1,11 +1,15 @@
 package main
 
 import (
+	"bytes"
 	"cmp"
 	"encoding/json"
+	"fmt"
 	"math"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -95,6 +99,7 @@ func TestABEndToEnd(t *testing.T) {
 	if !slices.Equal(turns, []int{10, 20, 20, 10}) || starts[0].side != "baseline" {
 		t.Errorf("pair 1: units per side's turn %v, first %s; want [10 20 20 10], the baseline first", turns, starts[0].side)
 	}
+	checkABPage(t, dir, res.Runs)
 	// report with the runs' files per side gives the same table as ab.
 	code, rep, errs := runCLI(t, "report", "--json", "--paired", "--warmup", "0.1", "--target", strings.Join(c.Target, ","),
 		"--baseline", filepath.Join(dir, "baseline-1/trace.jsonl")+","+filepath.Join(dir, "baseline-2/trace.jsonl"),
@@ -123,6 +128,71 @@ func TestABEndToEnd(t *testing.T) {
 	}
 	if m, fm := c.Measured, fromFiles.Comparison.Measured; math.Abs(m.Value-fm.Value) > 1e-6 {
 		t.Errorf("measured: report %+v, ab %+v", fm, m)
+	}
+}
+
+// checkABPage: ab --out's report.html holds ab.json's comparison, and
+// each side's critical paths over its attributed units; in Chromium
+// (when there is one, always in CI) it loads with no console error and
+// shows the comparison's numbers.
+func checkABPage(t *testing.T, dir string, runs []abRun) {
+	t.Helper()
+	page, err := os.ReadFile(filepath.Join(dir, "report.html"))
+	if err != nil {
+		t.Fatalf("--out lacks report.html: %v", err)
+	}
+	m := regexp.MustCompile(`(?s)<script type="application/json" id="amdahl-data">(.*?)</script>`).FindSubmatch(page)
+	if m == nil {
+		t.Fatal("report.html has no data block")
+	}
+	var data struct {
+		Comparison json.RawMessage `json:"comparison"`
+		Sets       []struct {
+			Name  string `json:"name"`
+			Flame struct {
+				Units int `json:"units"`
+			} `json:"flame"`
+		} `json:"sets"`
+	}
+	if err := json.Unmarshal(m[1], &data); err != nil {
+		t.Fatalf("report.html's data block: %v", err)
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "ab.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var abj struct {
+		Comparison json.RawMessage `json:"comparison"`
+	}
+	if err := json.Unmarshal(b, &abj); err != nil {
+		t.Fatal(err)
+	}
+	var x, y bytes.Buffer
+	if json.Compact(&x, data.Comparison) != nil || json.Compact(&y, abj.Comparison) != nil || x.String() != y.String() {
+		t.Errorf("report.html's comparison differs from ab.json's:\n%s\n%s", x.String(), y.String())
+	}
+	attributed := map[string]int{}
+	for _, r := range runs {
+		attributed[r.Side] += r.Attributed
+	}
+	if len(data.Sets) != 2 || data.Sets[0].Name != "baseline" || data.Sets[0].Flame.Units != attributed["baseline"] ||
+		data.Sets[1].Name != "candidate" || data.Sets[1].Flame.Units != attributed["candidate"] {
+		t.Errorf("report.html's sets %+v, want baseline and candidate over %v attributed units", data.Sets, attributed)
+	}
+	if _, err := exec.LookPath("chromium"); err != nil && os.Getenv("CI") != "true" {
+		t.Log("chromium not on PATH: report.html not loaded in a browser")
+		return
+	}
+	var c attribution.Comparison
+	if err := json.Unmarshal(abj.Comparison, &c); err != nil {
+		t.Fatal(err)
+	}
+	dom := browse(t, newBrowser(t), filepath.Join(dir, "report.html"))
+	for _, r := range c.Rows {
+		rawEq(t, r.Name+" q", dom.ABRows[r.Name]["q"].V, r.Q.Value)
+		if want := fmt.Sprintf("±%.1f", 100*r.Q.HalfWidth()); !strings.HasSuffix(dom.ABRows[r.Name]["q"].Text, want) {
+			t.Errorf("%s q shown %q, want the half-width %s", r.Name, dom.ABRows[r.Name]["q"].Text, want)
+		}
 	}
 }
 

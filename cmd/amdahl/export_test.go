@@ -213,7 +213,8 @@ func labelled(profs []*profile.Profile, key, value string) int {
 
 // exportScenario has both kinds of unit: hashing in the hosts' execute
 // phase long enough for the hosts' CPU profiles to sample it, and chunked
-// completions for the parent's chunking serialize.
+// completions of many tiny actions for the parent's chunking serialize
+// (with the legacy planner, run below, sizing is most of it: step=size).
 const exportScenario = `name: exported
 seed: 3
 count: 16
@@ -230,9 +231,9 @@ workloads:
     weight: 0.5
     fanout:
       shapes:
-        - name: 400x8KiB
-          actions: 400
-          action_bytes: 8KiB
+        - name: 20000x64B
+          actions: 20000
+          action_bytes: 64B
 `
 
 // TestRunProfilesReachPyroscope: with --pyroscope and --otlp-endpoint, the
@@ -247,7 +248,7 @@ func TestRunProfilesReachPyroscope(t *testing.T) {
 	if err := os.WriteFile(scen, []byte(exportScenario), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	code, _, errs := runCLI(t, "run", "--scenario-file", scen, "--pyroscope", ps.URL, "--otlp-endpoint", col.addr)
+	code, _, errs := runCLI(t, "run", "--scenario-file", scen, "--set", "chunking.algorithm=legacy", "--pyroscope", ps.URL, "--otlp-endpoint", col.addr)
 	if code != exitOK {
 		t.Fatalf("exit %d; stderr %q", code, errs)
 	}
@@ -304,19 +305,14 @@ func TestRunProfilesReachPyroscope(t *testing.T) {
 		profs []*profile.Profile
 		key   string
 		value string
-		// optional: skipped while the code sets no such label key at all
-		optional bool
 	}{
-		{"host", hostCPU, telemetry.LabelPhase, telemetry.Execute.String(), false},
-		{"parent", parentCPU, telemetry.LabelPhase, telemetry.Serialize.String(), false},
-		{"parent", parentCPU, "step", "size", true},
+		{"host", hostCPU, telemetry.LabelPhase, telemetry.Execute.String()},
+		{"parent", parentCPU, telemetry.LabelPhase, telemetry.Serialize.String()},
+		{"parent", parentCPU, telemetry.LabelStep, "size"},
 	} {
 		t.Run(want.who+"/"+want.key+"="+want.value, func(t *testing.T) {
 			if labelled(want.profs, want.key, want.value) > 0 {
 				return
-			}
-			if want.optional && labelled(want.profs, want.key, "") == 0 {
-				t.Skipf("no CPU sample labelled %s=… at all in the %s's profiles: the code sets no %s label yet", want.key, want.who, want.key)
 			}
 			t.Errorf("no CPU sample labelled %s=%s in the %s's profiles", want.key, want.value, want.who)
 		})

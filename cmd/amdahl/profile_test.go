@@ -118,6 +118,19 @@ func funcIn(pt profiles.PhaseTop, name string) (profiles.Func, bool) {
 func TestProfileCommand(t *testing.T) {
 	dir := runOut(t)
 
+	// report.html of the same run lists them too.
+	t.Run("report.html", func(t *testing.T) {
+		page, err := os.ReadFile(filepath.Join(dir, "report.html"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, want := range []string{`<section id="profiles">`, `data-phase="execute"`, "sha256"} {
+			if !strings.Contains(string(page), want) {
+				t.Errorf("report.html lacks %q: the top functions per phase of the run's CPU profiles", want)
+			}
+		}
+	})
+
 	t.Run("cpu", func(t *testing.T) {
 		p := profileOf(t, dir, "--top", "0")
 		hosts := 0

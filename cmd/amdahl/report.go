@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/amdahl-rt/amdahl/internal/htmlreport"
 	"github.com/amdahl-rt/amdahl/runtime"
 	"github.com/amdahl-rt/amdahl/telemetry/attribution"
 	"github.com/spf13/cobra"
@@ -22,6 +23,7 @@ func newReportCmd() *cobra.Command {
 		whatif     []string
 		paired     bool
 		warmup     float64
+		htmlOut    string
 	)
 	cmd := &cobra.Command{
 		Use:   "report FILE... [--baseline BASE...]",
@@ -42,9 +44,14 @@ baseline runs), the FILEs are the candidate and the report compares the two:
           of every baseline unit with the target rows' spans scaled by r
   measured gain: 1 - mean e2e (candidate) / mean e2e (baseline)
 each with a bootstrap 95 % interval (over runs when both sides have two or
-more files, else over units), and a verdict in words.`,
+more files, else over units), and a verdict in words.
+
+--html FILE also writes the report as one self-contained page: the table,
+a bar chart of q (and r, q·r with their intervals for an A/B), the e2e
+distribution and a flame graph of the critical paths of all units.`,
 		Example: `  amdahl report out/trace.jsonl
   amdahl report --by phase out/trace.jsonl
+  amdahl report --html report.html out/trace.jsonl        # also a self-contained page
   amdahl report --whatif ipc.send=2x out/trace.jsonl      # no run: replay with ipc.send twice as fast
   amdahl report --baseline a/trace.jsonl --target ipc b/trace.jsonl
   amdahl report --baseline a1.jsonl,a2.jsonl,a3.jsonl --target ipc.send/request b1.jsonl b2.jsonl b3.jsonl`,
@@ -81,13 +88,22 @@ more files, else over units), and a verdict in words.`,
 			if len(factors) > 0 && len(baseline) > 0 {
 				return usageError{fmt.Errorf("--whatif replays one set of runs: use it without --baseline")}
 			}
-			cand, cacc, err := readSide(args, lim, in, len(baseline) > 0 || len(factors) > 0, len(factors) > 0, warmup)
+			var cfl, bfl *attribution.Flame // report.html's critical paths
+			if htmlOut != "" {
+				cfl, bfl = &attribution.Flame{}, &attribution.Flame{}
+			}
+			cand, cacc, err := readSide(args, lim, in, len(baseline) > 0 || len(factors) > 0, len(factors) > 0, warmup, cfl)
 			if err != nil {
 				return err
 			}
 			out := cmd.OutOrStdout()
 			if len(baseline) == 0 {
 				rep := cacc.Report(byPhase)
+				if htmlOut != "" {
+					if err := htmlreport.WriteFile(htmlOut, reportPage(args, nil, &rep, nil, cfl, nil, byPhase)); err != nil {
+						return fmt.Errorf("--html: %w", err)
+					}
+				}
 				var wi *attribution.WhatIf
 				if len(factors) > 0 {
 					w, err := attribution.Replay(cand, factors, attribution.CompareOptions{ByPhase: byPhase, Iterations: iterations})
@@ -107,13 +123,18 @@ more files, else over units), and a verdict in words.`,
 				}
 				return err
 			}
-			base, bacc, err := readSide(baseline, lim, in, true, true, warmup)
+			base, bacc, err := readSide(baseline, lim, in, true, true, warmup, bfl)
 			if err != nil {
 				return err
 			}
 			cmp, err := attribution.Compare(base, cand, attribution.CompareOptions{Target: target, ByPhase: byPhase, Iterations: iterations, Paired: paired})
 			if err != nil {
 				return usageError{err}
+			}
+			if htmlOut != "" {
+				if err := htmlreport.WriteFile(htmlOut, reportPage(args, baseline, nil, &cmp, cfl, bfl, byPhase)); err != nil {
+					return fmt.Errorf("--html: %w", err)
+				}
 			}
 			if asJSON {
 				return writeJSON(out, compareJSON{SchemaVersion: runtime.SchemaVersion,
@@ -131,6 +152,7 @@ more files, else over units), and a verdict in words.`,
 	f.IntVar(&iterations, "iterations", 400, "bootstrap resamples for the intervals")
 	f.Float64Var(&warmup, "warmup", 0, "leave out the first fraction (0 to 0.5) of each file's units, by start, as warm-up (amdahl ab leaves out 0.1)")
 	f.BoolVar(&paired, "paired", false, "the i-th baseline and candidate files are a pair of runs (as amdahl ab makes them): intervals are Student's t over the pairs")
+	f.StringVar(&htmlOut, "html", "", "also write the report as one self-contained HTML page (table, charts, e2e distribution, critical-path flame graph) to this file")
 	f.StringArrayVar(&whatif, "whatif", nil, "replay the critical path with rows N× as fast: ROWS=Nx, e.g. ipc.send=2x (repeatable; no --baseline)")
 	return cmd
 }
@@ -156,7 +178,8 @@ type compareJSON struct {
 // keeps its units for a comparison (with their trees when nodes: the
 // baseline's, for the replay). With warmup, the first fraction of each
 // file's units (by start) is left out, as amdahl ab does.
-func readSide(paths []string, lim attribution.Limits, in *attribution.Interner, keep, nodes bool, warmup float64) (attribution.Side, *attribution.Accumulator, error) {
+// fl, when not nil, also gets every unit (for report.html).
+func readSide(paths []string, lim attribution.Limits, in *attribution.Interner, keep, nodes bool, warmup float64, fl *attribution.Flame) (attribution.Side, *attribution.Accumulator, error) {
 	var side attribution.Side
 	acc := &attribution.Accumulator{}
 	for _, p := range paths {
@@ -170,6 +193,9 @@ func readSide(paths []string, lim attribution.Limits, in *attribution.Interner, 
 				works = append(works, w)
 			} else {
 				acc.Add(w)
+				if fl != nil {
+					fl.Add(w)
+				}
 			}
 		})
 		if err != nil {
@@ -182,6 +208,9 @@ func readSide(paths []string, lim attribution.Limits, in *attribution.Interner, 
 		if keep || warmup > 0 {
 			for i := range works {
 				acc.Add(works[i])
+				if fl != nil {
+					fl.Add(works[i])
+				}
 				if !nodes {
 					works[i].Nodes = nil
 				}

@@ -22,6 +22,7 @@ import (
 	"github.com/amdahl-rt/amdahl/runtime"
 	"github.com/amdahl-rt/amdahl/runtime/scenario"
 	"github.com/amdahl-rt/amdahl/telemetry"
+	"github.com/amdahl-rt/amdahl/telemetry/attribution"
 	"github.com/amdahl-rt/amdahl/telemetry/otelsetup"
 )
 
@@ -89,7 +90,7 @@ Exit status: 0 when the run completed (failed units are reported, not fatal),
 	fl.StringArrayVar(&f.sets, "set", nil, "setting name=value (repeatable; amdahl help settings lists them)")
 	fl.BoolVar(&f.asJSON, "json", false, "print the summary as JSON (docs/json.md; the same as --out's summary.json) instead of a table")
 	fl.StringVar(&f.by, "by", "component", "attribution rows by component (ipc.send/request) or by phase (send/request: components folded)")
-	fl.StringVar(&f.out, "out", "", "write trace.jsonl (OTLP JSON), cpu.pprof, heap.pprof (and hosts/host-N/ for each task host) and summary.json into this directory")
+	fl.StringVar(&f.out, "out", "", "write trace.jsonl (OTLP JSON), cpu.pprof, heap.pprof (and hosts/host-N/ for each task host), summary.json and report.html into this directory")
 	fl.StringVar(&f.metricsAddr, "metrics-addr", "", "serve Prometheus /metrics on host:port (AMDAHL_METRICS_ADDR)")
 	fl.StringVar(&f.sidecar, "sidecar", "", "complete to the sidecar at host:port (e.g. one started with amdahl sidecar) instead of an in-process one")
 	f.sidecarSec.register(cmd)
@@ -167,13 +168,18 @@ func runRun(ctx context.Context, cmd *cobra.Command, f runFlags) error {
 	if err != nil {
 		return err
 	}
-	wrote := "trace.jsonl, summary.json, profiles"
+	wrote := "trace.jsonl, summary.json, profiles, report.html"
 	if tel.SDKDisabled() {
 		logger.Warn(otelsetup.EnvSDKDisabled + "=true: no spans, metrics or profiles are recorded; the summary has no phase rows")
 		cfg.HostProfileDir = ""
-		wrote = "summary.json"
+		wrote = "summary.json, report.html"
 	}
 	cfg.UseTelemetry(tel)
+	var flame *attribution.Flame // report.html's critical paths
+	if f.out != "" {
+		flame = &attribution.Flame{}
+		cfg.OnWork = flame.Add
+	}
 
 	total := sc.Count
 	if set.Count > 0 {
@@ -204,6 +210,9 @@ func runRun(ctx context.Context, cmd *cobra.Command, f runFlags) error {
 		}
 		if err != nil {
 			runErr = errors.Join(runErr, fmt.Errorf("write summary.json: %w", err))
+		}
+		if err := writeRunPage(f.out, sum, flame, f.by == "phase"); err != nil {
+			runErr = errors.Join(runErr, err)
 		}
 	}
 	if f.asJSON {

@@ -105,6 +105,9 @@ func TestRunJSONAndOut(t *testing.T) {
 		}
 		f.Close()
 	}
+	if b, err := os.ReadFile(filepath.Join(dir, "report.html")); err != nil || !bytes.Contains(b, []byte(`id="attribution-table"`)) {
+		t.Errorf("--out lacks report.html with the attribution table: %v", err)
+	}
 	// The trace file is OTLP JSON that amdahl report attributes the same way.
 	code, rep, errs := runCLI(t, "report", filepath.Join(dir, "trace.jsonl"))
 	if code != exitOK || !strings.Contains(rep, "work items 40") {

@@ -39,6 +39,9 @@ var allowed = map[string][]string{
 	"telemetry/attribution": {"telemetry"},
 	"internal/profiles":     {"telemetry"},
 
+	// The report page: renders attribution's results.
+	"internal/htmlreport": {"telemetry", "telemetry/attribution", "internal/outfile"},
+
 	// The host that ties it together.
 	"runtime/scenario": {"internal/bytesize"},
 	"runtime": {"chunking", "chunking/dtpb", "internal/bytesize", "internal/features", "ipc", "ipc/ipcpb", "ipc/taskproto",

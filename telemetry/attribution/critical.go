@@ -586,7 +586,7 @@ func (t *tree) attribute() []KeyStat {
 			add(n.Key, 0, n.Dur, 1)
 		}
 	}
-	t.walk(0, Key{}, func(k Key, d time.Duration) { add(k, d, 0, 0) })
+	t.walk(0, Key{}, func(_ int32, k Key, d time.Duration) { add(k, d, 0, 0) })
 	slices.SortFunc(stats, func(a, b KeyStat) int { return compareKeys(a.Key, b.Key) })
 	return stats
 }
@@ -597,8 +597,9 @@ func (t *tree) attribute() []KeyStat {
 // the cursor is the node's own time; recurse into it and move the cursor
 // to its start; repeat. A node that is not a phase (a gRPC span, a
 // per-chunk span, a nested amdahl.work) counts toward the phase that
-// encloses it: inherit is the key of the nearest phase ancestor.
-func (t *tree) walk(i int32, inherit Key, emit func(Key, time.Duration)) {
+// encloses it: inherit is the key of the nearest phase ancestor. emit
+// receives the node whose own time it is, its row, and the time.
+func (t *tree) walk(i int32, inherit Key, emit func(int32, Key, time.Duration)) {
 	n := t.nodes[i]
 	own := n.Key
 	if !own.Phase.Valid() {
@@ -620,13 +621,13 @@ func (t *tree) walk(i int32, inherit Key, emit func(Key, time.Duration)) {
 			continue // empty, or overlaps a child already on the path
 		}
 		if cursor > cn.End {
-			emit(own, time.Duration(cursor-cn.End))
+			emit(i, own, time.Duration(cursor-cn.End))
 		}
 		t.walk(c, own, emit)
 		cursor = cn.Start
 	}
 	if cursor > n.Start {
-		emit(own, time.Duration(cursor-n.Start))
+		emit(i, own, time.Duration(cursor-n.Start))
 	}
 }
 

@@ -41,6 +41,13 @@
 //	q(row) = Σ critical time of the row / Σ e2e     (over units; Σ q = 1)
 //	naive(row) = Σ span durations of the row / Σ e2e (≥ q where spans overlap)
 //
+// Flame keeps where on the path each part of that time was, as CRISP
+// summarises critical paths: each piece of critical time is filed under
+// the stack of phase rows that enclose it (runtime.dispatch, then
+// runtime.queue inside it, …), summed over units into a FlameGraph whose
+// frames of a row add up to the row's critical time (report.html draws
+// it).
+//
 // # Two clocks
 //
 // Spans measured in another process (amdahl.remote=true, or a span whose
