@@ -63,8 +63,13 @@ const (
 	stepNone = -1 // back to the phase label alone
 )
 
+// SerializeSteps returns the values of the step pprof label inside
+// chunking's serialize phase, in the order of the step constants: size,
+// validate, pack, encode (for dashboards and profile queries).
+func SerializeSteps() []string { return []string{"size", "validate", "pack", "encode"} }
+
 func serializeSteps(c *telemetry.Component) *telemetry.Steps {
-	return c.Steps(telemetry.Serialize, "size", "validate", "pack", "encode")
+	return c.Steps(telemetry.Serialize, SerializeSteps()...)
 }
 
 // NewPlanner validates cfg and returns a Planner. An out-of-range limit or

@@ -19,6 +19,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 
 	"github.com/grafana/grafana-foundation-sdk/go/bargauge"
 	"github.com/grafana/grafana-foundation-sdk/go/cog"
@@ -31,6 +32,8 @@ import (
 	"github.com/grafana/grafana-foundation-sdk/go/table"
 	"github.com/grafana/grafana-foundation-sdk/go/tempo"
 	"github.com/grafana/grafana-foundation-sdk/go/timeseries"
+
+	"github.com/amdahl-rt/amdahl/chunking"
 )
 
 // Uids of the datasources the provisioning files create; the dashboards'
@@ -389,7 +392,9 @@ func (b built[T]) Build() (T, error) { return b.v, nil }
 
 // Profiles builds "amdahl — profiles and traces": CPU and allocation flame
 // graphs per phase for the parent (service $service_name) and the task
-// hosts ($host_service_name), and the slowest units' traces in Tempo and
+// hosts ($host_service_name), the parent's chunking serialize per step
+// (the step pprof label: size, validate, pack, encode; the legacy
+// planner's repeated sizing is step=size), and the slowest units' traces in Tempo and
 // Jaeger. A trace opens its profile through the Tempo datasource's
 // traces-to-profiles link (provisioning).
 func Profiles() (dashboard.Dashboard, error) {
@@ -401,9 +406,12 @@ func Profiles() (dashboard.Dashboard, error) {
 				ProfileTypeId(profile).
 				LabelSelector(`{service_name="` + service + `", phase=~"$phase"}`).GroupBy([]string{}))
 	}
+	steps := strings.Join(chunking.SerializeSteps(), ",")
 	b := newDashboardService("amdahl — profiles and traces", "amdahl-profiles", true).
 		WithVariable(dashboard.NewCustomVariableBuilder("phase").Label("phase (pprof label)").
 			Values(dashboard.StringOrMap{String: cog.ToPtr(phases)}).Multi(true).IncludeAll(true)).
+		WithVariable(dashboard.NewCustomVariableBuilder("step").Label("chunking serialize step (pprof label)").
+			Values(dashboard.StringOrMap{String: cog.ToPtr(steps)}).Multi(true).IncludeAll(true)).
 		WithVariable(dashboard.NewTextBoxVariableBuilder("host_service_name").Label("task host service").
 			DefaultValue(dashboard.StringOrMap{String: cog.ToPtr("amdahl-taskhost")}).
 			Current(dashboard.VariableOption{Text: dashboard.StringOrArrayOfString{String: cog.ToPtr("amdahl-taskhost")},
@@ -416,6 +424,11 @@ func Profiles() (dashboard.Dashboard, error) {
 		WithPanel(flame(1, "Parent CPU, phase $phase", "ns", ProfileCPU, "$service_name")).
 		WithRow(dashboard.NewRowBuilder("Task hosts: CPU by phase")).
 		WithPanel(flame(2, "Task host CPU, phase $phase", "ns", ProfileCPU, "$host_service_name")).
+		WithRow(dashboard.NewRowBuilder("Parent: chunking serialize by step")).
+		WithPanel(dashboard.NewPanelBuilder().Id(7).Type("flamegraph").Title("Parent CPU, serialize step $step").Unit("ns").Datasource(pyroDS).
+			Repeat("step").RepeatDirection(dashboard.PanelRepeatDirectionH).MaxPerRow(4).
+			WithTarget(grafanapyroscope.NewDataqueryBuilder().RefId("A").QueryType("profile").ProfileTypeId(ProfileCPU).
+				LabelSelector(`{service_name="$service_name", phase="serialize", step=~"$step"}`).GroupBy([]string{}))).
 		WithRow(dashboard.NewRowBuilder("Allocations")).
 		WithPanel(dashboard.NewPanelBuilder().Id(3).Type("flamegraph").Title("Parent allocated bytes").Unit("bytes").Datasource(pyroDS).
 			WithTarget(grafanapyroscope.NewDataqueryBuilder().RefId("A").QueryType("profile").ProfileTypeId(ProfileAlloc).

@@ -55,7 +55,7 @@ var allowed = map[string][]string{
 	"examples/pipe-buffer":          {"*"},
 	"scripts/report1m":              {"*"},
 	"scripts/housestats":            {"*"},
-	"dashboards":                    {"telemetry"},
+	"dashboards":                    {"telemetry", "chunking"},
 	"internal/architecture":         nil,
 }
 
