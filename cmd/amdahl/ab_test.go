@@ -231,3 +231,26 @@ func TestTargetsOf(t *testing.T) {
 		}
 	}
 }
+
+// TestABCtrlC: Ctrl-C during amdahl ab stops the runs, prints the
+// comparison of the pairs that finished and exits 1 saying so.
+func TestABCtrlC(t *testing.T) {
+	code, out, rest := interruptAfter(t, 4, "ab", "--scenario", "taskhost", "--set", "scenario.count=40", "--runs", "200",
+		"--candidate", "perturb.taskhost.execute=200us", "--progress", "always", "--json")
+	if code != exitFail {
+		t.Fatalf("exit %d, want %d; stderr %q", code, exitFail, rest)
+	}
+	if !strings.Contains(rest, "ab: interrupted after") {
+		t.Errorf("stderr %q lacks the reason", rest)
+	}
+	var res abResult
+	if err := json.Unmarshal([]byte(out), &res); err != nil {
+		t.Fatalf("stdout is not ab's JSON: %v\n%s", err, out)
+	}
+	if !res.Interrupted || len(res.Runs) < 4 || len(res.Runs) >= 400 || len(res.Runs)%2 != 0 {
+		t.Errorf("interrupted %v after %d runs; want true, an even number from 4 (pairs whole) and well short of 400", res.Interrupted, len(res.Runs))
+	}
+	if m := res.Comparison.Measured; !(m.Lo <= m.Value && m.Value <= m.Hi) {
+		t.Errorf("measured gain %v: want an interval over the finished pairs", m)
+	}
+}
