@@ -75,18 +75,7 @@ const warmup = 20
 // the same process.
 func BenchmarkTaskOverhead(b *testing.B) {
 	ctx := context.Background()
-	set := testSettings(b, "runtime.nodes=1", "runtime.concurrency=1")
-	cfg := testConfig(b, set, nil)
-	p := newPool(1, &hostConfig{
-		argv: cfg.HostArgv, env: append(slices.Clone(cfg.HostEnv), set.childEnv()...),
-		transport: set.IPCTransport, logger: cfg.Logger, grace: 2 * time.Second,
-		ipcOpts: set.ipcOptions(),
-	})
-	defer func() {
-		if err := p.close(ctx); err != nil {
-			b.Error(err)
-		}
-	}()
+	p, set, _ := benchPool(b)
 	// Spawn the host outside every timed loop.
 	h, err := p.acquire(ctx)
 	if err != nil {
@@ -350,18 +339,7 @@ func BenchmarkTaskUnit(b *testing.B) {
 
 func benchTaskUnit(b *testing.B, disabled, orchestration bool) {
 	ctx := context.Background()
-	set := testSettings(b, "runtime.nodes=1", "runtime.concurrency=1")
-	cfg := testConfig(b, set, nil)
-	p := newPool(1, &hostConfig{
-		argv: cfg.HostArgv, env: append(slices.Clone(cfg.HostEnv), set.childEnv()...),
-		transport: set.IPCTransport, logger: cfg.Logger, grace: 2 * time.Second,
-		ipcOpts: set.ipcOptions(),
-	})
-	defer func() {
-		if err := p.close(ctx); err != nil {
-			b.Error(err)
-		}
-	}()
+	p, _, cfg := benchPool(b)
 	h, err := p.acquire(ctx)
 	if err != nil {
 		b.Fatal(err)
@@ -452,4 +430,23 @@ func benchTaskUnit(b *testing.B, disabled, orchestration bool) {
 	b.ReportMetric(float64(unitSum.Nanoseconds())/n, "unit-ns")
 	b.ReportMetric(float64(unitSum)/float64(limitSum), "x-limit")
 	b.ReportMetric(ratios[len(ratios)/2], "x-limit-p50")
+}
+
+// benchPool is a pool of one task host for the benchmarks (runtime.nodes=1,
+// runtime.concurrency=1), closed when b ends, with its settings and config.
+func benchPool(b *testing.B) (*pool, Settings, Config) {
+	b.Helper()
+	set := testSettings(b, "runtime.nodes=1", "runtime.concurrency=1")
+	cfg := testConfig(b, set, nil)
+	p := newPool(1, &hostConfig{
+		argv: cfg.HostArgv, env: append(slices.Clone(cfg.HostEnv), set.childEnv()...),
+		transport: set.IPCTransport, logger: cfg.Logger, grace: 2 * time.Second,
+		ipcOpts: set.ipcOptions(),
+	})
+	b.Cleanup(func() {
+		if err := p.close(context.Background()); err != nil {
+			b.Error(err)
+		}
+	})
+	return p, set, cfg
 }

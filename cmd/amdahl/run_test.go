@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -21,8 +20,6 @@ import (
 	"testing"
 
 	"github.com/google/pprof/profile"
-	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
-	"google.golang.org/grpc"
 
 	"github.com/amdahl-rt/amdahl/internal/features"
 	"github.com/amdahl-rt/amdahl/runtime"
@@ -429,62 +426,30 @@ func TestRunPushesToPyroscope(t *testing.T) {
 	}
 }
 
-// traceService is a real OTLP/gRPC trace service on loopback that counts
-// spans by name, and by service.name and span name.
-type traceService struct {
-	coltracepb.UnimplementedTraceServiceServer
-	mu      sync.Mutex
-	names   map[string]int
-	service map[string]int // "<service.name> <span name>"
-}
-
-func (s *traceService) Export(_ context.Context, req *coltracepb.ExportTraceServiceRequest) (*coltracepb.ExportTraceServiceResponse, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for _, rs := range req.GetResourceSpans() {
-		service := ""
-		for _, kv := range rs.GetResource().GetAttributes() {
-			if kv.GetKey() == "service.name" {
-				service = kv.GetValue().GetStringValue()
-			}
-		}
-		for _, ss := range rs.GetScopeSpans() {
-			for _, sp := range ss.GetSpans() {
-				s.names[sp.GetName()]++
-				s.service[service+" "+sp.GetName()]++
-			}
-		}
-	}
-	return &coltracepb.ExportTraceServiceResponse{}, nil
-}
-
 // TestRunExportsOTLP: --otlp-endpoint sends the run's spans to an OTLP
 // collector; the task hosts send their own, once each (the parent's
 // synthesised copies stay home).
 func TestRunExportsOTLP(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	svc := &traceService{names: map[string]int{}, service: map[string]int{}}
-	gs := grpc.NewServer()
-	coltracepb.RegisterTraceServiceServer(gs, svc)
-	go gs.Serve(ln)
-	defer gs.Stop()
-	code, _, errs := runCLI(t, "run", "--scenario-file", orchestratedTasks(t), "--set", "scenario.count=15", "--otlp-endpoint", "http://"+ln.Addr().String())
+	col := newSpanStore(t)
+	code, _, errs := runCLI(t, "run", "--scenario-file", orchestratedTasks(t), "--set", "scenario.count=15", "--otlp-endpoint", col.addr)
 	if code != exitOK {
 		t.Fatalf("exit %d; stderr %q", code, errs)
 	}
-	svc.mu.Lock()
-	defer svc.mu.Unlock()
+	names, service := map[string]int{}, map[string]int{} // by span name; by "<service.name> <span name>"
+	col.mu.Lock()
+	for _, sp := range col.spans {
+		names[sp.GetName()]++
+		service[sp.service+" "+sp.GetName()]++
+	}
+	col.mu.Unlock()
 	for name, want := range map[string]int{"amdahl.work": 15, "runtime.dispatch": 15, "runtime.host": 15, "taskhost.execute": 15, "ipc.send": 15, "chunking.send": 15} {
-		if got := svc.names[name]; got != want {
-			t.Errorf("collector got %d %s spans, want %d (all: %v)", got, name, want, svc.names)
+		if got := names[name]; got != want {
+			t.Errorf("collector got %d %s spans, want %d (all: %v)", got, name, want, names)
 		}
 	}
 	for _, name := range []string{"taskhost.receive", "taskhost.deserialize", "taskhost.execute", "taskhost.serialize"} {
-		if got := svc.service[runtime.HostServiceName+" "+name]; got != 15 {
-			t.Errorf("collector got %d %s spans from %s, want 15 (all: %v)", got, name, runtime.HostServiceName, svc.service)
+		if got := service[runtime.HostServiceName+" "+name]; got != 15 {
+			t.Errorf("collector got %d %s spans from %s, want 15 (all: %v)", got, name, runtime.HostServiceName, service)
 		}
 	}
 }
