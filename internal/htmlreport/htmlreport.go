@@ -174,46 +174,14 @@ type setView struct {
 }
 
 // Formatting: as attribution's text tables.
+var (
+	pct       = attribution.FormatPercent
+	pctSigned = attribution.FormatSignedPercent
+	ival      = attribution.FormatInterval
+	signedDur = attribution.FormatSignedDuration
+	round     = attribution.RoundDuration
+)
 
-func pct(f float64) string { return fmt.Sprintf("%.1f%%", 100*f) }
-
-func pctSigned(f float64) string {
-	if math.IsNaN(f) {
-		return "-"
-	}
-	if math.Abs(100*f) < 0.05 {
-		f = 0 // no "-0.0%"
-	}
-	return fmt.Sprintf("%.1f%%", 100*f)
-}
-
-// ival is an interval as the A/B table prints it: "12.3% ±1.2".
-func ival(i attribution.Interval) string {
-	if !i.Defined() {
-		return "-"
-	}
-	return fmt.Sprintf("%s ±%.1f", pctSigned(i.Value), 100*i.HalfWidth())
-}
-
-func signedDur(d time.Duration) string {
-	if d >= 0 {
-		return "+" + round(d).String()
-	}
-	return "-" + round(-d).String()
-}
-
-func round(d time.Duration) time.Duration {
-	switch {
-	case d >= time.Second || d <= -time.Second:
-		return d.Round(time.Millisecond)
-	case d >= time.Millisecond || d <= -time.Millisecond:
-		return d.Round(10 * time.Microsecond)
-	default:
-		return d.Round(100 * time.Nanosecond)
-	}
-}
-
-// raw is a number as its JSON has it, for data-v ("" when undefined).
 func raw(v any) string {
 	switch x := v.(type) {
 	case float64:

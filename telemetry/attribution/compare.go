@@ -790,12 +790,7 @@ func (c Comparison) intervalsNote() string {
 func (c Comparison) WriteText(w io.Writer) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "row\tbaseline own/work\tcandidate own/work\tq\tr\tq·r\tcritical/work Δ\t")
-	cell := func(i Interval) string {
-		if !i.Defined() {
-			return "-"
-		}
-		return fmt.Sprintf("%s ±%.1f", pctSigned(i.Value), 100*i.HalfWidth())
-	}
+	cell := FormatInterval
 	dur := func(d time.Duration, n int) string {
 		if n == 0 {
 			return "-"
