@@ -143,7 +143,7 @@ func TestCodecHook(t *testing.T) {
 	}
 	// The serialize spans measure what the codec produced.
 	var spans int
-	for _, s := range tel.spans.Ended() {
+	for _, s := range tel.Spans.Ended() {
 		if s.Name() != "ipc.serialize" {
 			continue
 		}
@@ -192,7 +192,7 @@ func TestTraceContextCarried(t *testing.T) {
 	ctx := context.Background()
 	ptel, ctel := newTel(t), newTel(t)
 	parent, child := inProcessPair(t, ptel.opts(), ctel.opts())
-	dctx, dispatch := ptel.tp.Tracer("test").Start(ctx, "runtime.dispatch")
+	dctx, dispatch := ptel.TP.Tracer("test").Start(ctx, "runtime.dispatch")
 	// What a packet carries is the codec's protocol (package taskproto
 	// fills it in); the Conn parents its receive-side spans on it.
 	cfg := taskConfig(1, nil)
@@ -208,7 +208,7 @@ func TestTraceContextCarried(t *testing.T) {
 	}
 	want := dispatch.SpanContext()
 	names := map[string]bool{}
-	for _, s := range ctel.spans.Ended() {
+	for _, s := range ctel.Spans.Ended() {
 		names[s.Name()] = true
 		if s.SpanContext().TraceID() != want.TraceID() || s.Parent().SpanID() != want.SpanID() {
 			t.Fatalf("child span %s: trace %s parent %s, want trace %s parent %s", s.Name(),
@@ -218,7 +218,7 @@ func TestTraceContextCarried(t *testing.T) {
 	if !names["ipc.receive"] || !names["ipc.deserialize"] {
 		t.Fatalf("child spans %v, want ipc.receive and ipc.deserialize", names)
 	}
-	for _, s := range ptel.spans.Ended() {
+	for _, s := range ptel.Spans.Ended() {
 		names[s.Name()] = true
 	}
 	if !names["ipc.serialize"] || !names["ipc.send"] {

@@ -111,7 +111,7 @@ func childEcho(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	defer tel.shutdown()
+	defer tel.Shutdown()
 	inh, err := LookupInherited(os.LookupEnv)
 	if err != nil {
 		return err
@@ -144,7 +144,7 @@ func childEcho(ctx context.Context) error {
 		if sc := traceSpanContext(in.Context(ctx)); sc.IsValid() {
 			out["trace_id"] = sc.TraceID().String()
 			out["parent_span_id"] = sc.SpanID().String()
-			for _, s := range tel.spans.Ended() {
+			for _, s := range tel.Spans.Ended() {
 				if s.Name() == "ipc.receive" && s.SpanContext().TraceID() == sc.TraceID() {
 					out["receive_parent"] = s.Parent().SpanID().String()
 				}
@@ -334,7 +334,7 @@ func TestChildSpansUnderDispatch(t *testing.T) {
 		t.Fatalf("connect: %v (child stderr: %s)", err, ch.stderr)
 	}
 	defer conn.Close()
-	dctx, dispatch := tel.tp.Tracer("test").Start(ctx, "runtime.dispatch")
+	dctx, dispatch := tel.TP.Tracer("test").Start(ctx, "runtime.dispatch")
 	cfg := &ipcpb.TaskConfiguration{Id: 1, TraceContext: map[string]string{}}
 	propagation.TraceContext{}.Inject(dctx, propagation.MapCarrier(cfg.TraceContext))
 	if err := conn.Send(dctx, cfg); err != nil {

@@ -35,9 +35,10 @@ var allowed = map[string][]string{
 	"chunking":      {"chunking/dtpb", "telemetry"},
 
 	// Telemetry beside the libraries: the SDK wiring, and attribution.
-	"telemetry/otelsetup":   {"telemetry", "internal/outfile"},
-	"telemetry/attribution": {"telemetry"},
-	"internal/profiles":     {"telemetry"},
+	"telemetry/otelsetup":    {"telemetry", "internal/outfile"},
+	"telemetry/attribution":  {"telemetry"},
+	"internal/profiles":      {"telemetry"},
+	"internal/telemetrytest": {"telemetry"},
 
 	// The report page: renders attribution's results.
 	"internal/htmlreport": {"telemetry", "telemetry/attribution", "internal/outfile"},

@@ -166,7 +166,7 @@ func TestTraceContext(t *testing.T) {
 	ctx := context.Background()
 	ptel, ctel := newTel(t), newTel(t)
 	parent, child := pair(t, append(ptel.opts(), WithCodec()), append(ctel.opts(), WithCodec()))
-	dctx, dispatch := ptel.tp.Tracer("test").Start(ctx, "runtime.dispatch")
+	dctx, dispatch := ptel.TP.Tracer("test").Start(ctx, "runtime.dispatch")
 	cfg := taskConfig(1, nil)
 	if err := parent.Send(dctx, cfg); err != nil {
 		t.Fatal(err)
@@ -183,7 +183,7 @@ func TestTraceContext(t *testing.T) {
 	if sc := trace.SpanContextFromContext(in.Context(ctx)); sc.SpanID() != want.SpanID() || !sc.IsRemote() {
 		t.Fatalf("request context span %v, want remote %v", sc.SpanID(), want.SpanID())
 	}
-	for _, s := range ctel.spans.Ended() {
+	for _, s := range ctel.Spans.Ended() {
 		if s.SpanContext().TraceID() != want.TraceID() || s.Parent().SpanID() != want.SpanID() {
 			t.Fatalf("child span %s: trace %s parent %s, want trace %s parent %s", s.Name(),
 				s.SpanContext().TraceID(), s.Parent().SpanID(), want.TraceID(), want.SpanID())
@@ -191,7 +191,7 @@ func TestTraceContext(t *testing.T) {
 	}
 	// The host's own span, started from the request, must not leak into
 	// the reply: the reply names the request.
-	hctx, hs := ctel.tp.Tracer("test").Start(in.Context(ctx), "taskhost.execute")
+	hctx, hs := ctel.TP.Tracer("test").Start(in.Context(ctx), "taskhost.execute")
 	if err := Reply(hctx, child, in, &ipcpb.TaskResult{Id: 1}, time.Now(), 0); err != nil {
 		t.Fatal(err)
 	}
@@ -204,7 +204,7 @@ func TestTraceContext(t *testing.T) {
 		t.Fatalf("reply context span %v, want the request's %v", sc.SpanID(), want.SpanID())
 	}
 	var names []string
-	for _, s := range ptel.spans.Ended() {
+	for _, s := range ptel.Spans.Ended() {
 		names = append(names, s.Name())
 		if (s.Name() == "ipc.receive" || s.Name() == "ipc.deserialize") && s.Parent().SpanID() != want.SpanID() {
 			t.Fatalf("parent %s: parent span %s, want %s", s.Name(), s.Parent().SpanID(), want.SpanID())

@@ -6,84 +6,29 @@ import (
 	"strings"
 	"testing"
 
-	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/sdk/metric"
-	"go.opentelemetry.io/otel/sdk/metric/metricdata"
-	sdktrace "go.opentelemetry.io/otel/sdk/trace"
-	"go.opentelemetry.io/otel/sdk/trace/tracetest"
-
+	"github.com/amdahl-rt/amdahl/internal/telemetrytest"
 	"github.com/amdahl-rt/amdahl/ipc"
 	"github.com/amdahl-rt/amdahl/ipc/ipcpb"
-	"github.com/amdahl-rt/amdahl/telemetry"
 )
 
 // tel is in-memory telemetry for one end of a connection.
-type tel struct {
-	comp   *telemetry.Component
-	spans  *tracetest.SpanRecorder
-	reader *metric.ManualReader
-	mp     *metric.MeterProvider
-	tp     *sdktrace.TracerProvider
-}
+type tel struct{ *telemetrytest.Memory }
 
+// newTelemetry builds it; the child process uses it directly, tests
+// through newTel.
 func newTelemetry() (*tel, error) {
-	x := &tel{spans: tracetest.NewSpanRecorder(), reader: metric.NewManualReader()}
-	x.tp = sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(x.spans))
-	x.mp = metric.NewMeterProvider(metric.WithReader(x.reader))
-	comp, err := telemetry.NewComponent("ipc", telemetry.ComponentConfig{TracerProvider: x.tp, MeterProvider: x.mp})
-	if err != nil {
-		return nil, err
-	}
-	x.comp = comp
-	return x, nil
+	m, err := telemetrytest.New("ipc")
+	return &tel{m}, err
 }
 
-func (x *tel) shutdown() {
-	_ = x.tp.Shutdown(context.Background())
-	_ = x.mp.Shutdown(context.Background())
-}
-
-func newTel(t testing.TB) *tel {
-	t.Helper()
-	x, err := newTelemetry()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(x.shutdown)
-	return x
-}
+func newTel(t testing.TB) *tel { return &tel{telemetrytest.NewT(t, "ipc")} }
 
 func (x *tel) opts() []ipc.Option {
-	return []ipc.Option{ipc.WithTelemetry(x.comp), ipc.WithMeterProvider(x.mp)}
+	return []ipc.Option{ipc.WithTelemetry(x.Comp), ipc.WithMeterProvider(x.MP)}
 }
 
-// sum returns the sum of the Int64 sum metric name over the data points
-// whose attributes include every attr (key=value).
 func (x *tel) sum(t *testing.T, name string, attrs map[string]string) int64 {
-	t.Helper()
-	var rm metricdata.ResourceMetrics
-	if err := x.reader.Collect(context.Background(), &rm); err != nil {
-		t.Fatal(err)
-	}
-	var total int64
-	for _, sm := range rm.ScopeMetrics {
-		for _, m := range sm.Metrics {
-			d, ok := m.Data.(metricdata.Sum[int64])
-			if m.Name != name || !ok {
-				continue
-			}
-		next:
-			for _, p := range d.DataPoints {
-				for k, v := range attrs {
-					if got, ok := p.Attributes.Value(attribute.Key(k)); !ok || got.Emit() != v {
-						continue next
-					}
-				}
-				total += p.Value
-			}
-		}
-	}
-	return total
+	return x.Sum(t, name, attrs)
 }
 
 // pair returns both ends of a socketpair after the handshake, parent

@@ -62,7 +62,7 @@ func childEcho(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	defer tel.shutdown()
+	defer tel.Shutdown()
 	inh, err := ipc.LookupInherited(os.LookupEnv)
 	if err != nil {
 		return err
@@ -91,7 +91,7 @@ func childEcho(ctx context.Context) error {
 		out := map[string]string{"payload": hashOf(cfg.Payload), "environment": mapHash(cfg.Environment)}
 		if sc := trace.SpanContextFromContext(in.Context(ctx)); sc.IsValid() {
 			out["trace_id"] = sc.TraceID().String()
-			for _, s := range tel.spans.Ended() {
+			for _, s := range tel.Spans.Ended() {
 				if s.Name() == "ipc.receive" && s.SpanContext().TraceID() == sc.TraceID() {
 					out["receive_parent"] = s.Parent().SpanID().String()
 				}
@@ -180,7 +180,7 @@ func TestChildRoundTrip(t *testing.T) {
 					payload[j] = byte(r.Uint32())
 				}
 				payloads += int64(len(payload))
-				dctx, dispatch := tel.tp.Tracer("test").Start(ctx, "runtime.dispatch")
+				dctx, dispatch := tel.TP.Tracer("test").Start(ctx, "runtime.dispatch")
 				sendStart := time.Now()
 				if err := conn.Send(dctx, &ipcpb.TaskConfiguration{Id: uint64(i), Environment: env, Payload: payload}); err != nil {
 					t.Fatalf("send %d: %v (child stderr: %s)", i, err, stderr)
