@@ -296,9 +296,11 @@ type PhaseSpan struct {
 	phase Phase
 	dir   Direction
 	label bool
-	// inherit: the parent context carries pprof labels, which the phase's
-	// (and its steps') labels are added to.
+	// inherit: the span's context carries pprof labels (the caller's, or
+	// span_id from the tracer), which the phase's and its steps' labels are
+	// added to; base is that context.
 	inherit bool
+	base    context.Context
 }
 
 // StartPhase starts the phase p (direction d) of the component: the span
@@ -334,7 +336,7 @@ func (c *Component) startPhase(ctx context.Context, p Phase, d Direction) (conte
 			// it returns for a span that is the first of its trace in this
 			// process (a task host's execute, whose parent is remote). This
 			// path allocates, the common one not.
-			ps.inherit = true
+			ps.inherit, ps.base = true, ctx
 			lctx := pprof.WithLabels(ctx, c.phaseLbl[p])
 			pprof.SetGoroutineLabels(lctx)
 			return lctx, ps

@@ -63,14 +63,14 @@ func (ps PhaseSpan) step(st *Steps, i int) {
 	}
 	if i < 0 || i >= len(st.ctx) {
 		if ps.inherit {
-			pprof.SetGoroutineLabels(pprof.WithLabels(ps.ctx, ps.c.phaseLbl[ps.phase]))
+			pprof.SetGoroutineLabels(pprof.WithLabels(ps.base, ps.c.phaseLbl[ps.phase]))
 		} else {
 			pprof.SetGoroutineLabels(ps.c.labelCtx[ps.phase])
 		}
 		return
 	}
 	if ps.inherit {
-		pprof.SetGoroutineLabels(pprof.WithLabels(ps.ctx, st.set[i]))
+		pprof.SetGoroutineLabels(pprof.WithLabels(ps.base, st.set[i]))
 		return
 	}
 	pprof.SetGoroutineLabels(st.ctx[i])

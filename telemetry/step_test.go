@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	metricnoop "go.opentelemetry.io/otel/metric/noop"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	tracenoop "go.opentelemetry.io/otel/trace/noop"
 )
 
@@ -91,5 +92,28 @@ func TestStepLabels(t *testing.T) {
 		ph.Step(st, 0) // st of another component: still nothing, the phase has no labels
 		check("labels off", "")
 		ph.End()
+	}
+}
+
+// TestStepKeepsSpanLabels: a step of a phase that is the first span of its
+// trace in the process keeps the span_id label its tracer set, beside phase
+// and step (the labels are on the span's context, not on the parent's).
+func TestStepKeepsSpanLabels(t *testing.T) {
+	tp := sdktrace.NewTracerProvider()
+	defer tp.Shutdown(context.Background())
+	c, err := NewComponent("chunking", ComponentConfig{TracerProvider: labellingProvider{tp}, PhaseLabels: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := c.Steps(Serialize, "size")
+	_, ph := c.StartPhase(context.Background(), Serialize, Request)
+	ph.Step(st, 0)
+	got := goroutineLabels(t, "TestStepKeepsSpanLabels")
+	ph.End()
+	want := ph.Span().SpanContext().SpanID().String()
+	for _, l := range []string{`"span_id":"` + want + `"`, `"step":"size"`, `"phase":"serialize"`} {
+		if !strings.Contains(got, l) {
+			t.Errorf("goroutine labels %s, want %s among them", got, l)
+		}
 	}
 }
