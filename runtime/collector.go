@@ -38,8 +38,10 @@ import (
 type collector struct {
 	onWork func(attribution.Work, attribution.Diagnostics)
 
-	idBase uint64        // span ids of spans made without the SDK
-	idNext atomic.Uint64 // (add, newSpanID)
+	idBase    uint64        // span ids of spans made without the SDK
+	idNext    atomic.Uint64 // (add, newSpanID, the accountingTracer)
+	traceBase uint64        // trace ids of the accountingTracer's roots
+	traceNext atomic.Uint64
 
 	mu     sync.Mutex
 	traces map[trace.TraceID][]attribution.Span
@@ -73,14 +75,15 @@ const (
 // newCollector starts the collector's accounting goroutine, which calls
 // onWork for each unit; close stops it.
 func newCollector(onWork func(attribution.Work, attribution.Diagnostics)) *collector {
-	var seed [8]byte
+	var seed [16]byte
 	_, _ = rand.Read(seed[:]) // crypto/rand.Read never fails
 	c := &collector{
-		onWork: onWork,
-		idBase: binary.BigEndian.Uint64(seed[:]),
-		traces: map[trace.TraceID][]attribution.Span{},
-		queue:  make(chan collected, maxQueuedUnits),
-		done:   make(chan struct{}),
+		onWork:    onWork,
+		idBase:    binary.BigEndian.Uint64(seed[:8]),
+		traceBase: binary.BigEndian.Uint64(seed[8:]),
+		traces:    map[trace.TraceID][]attribution.Span{},
+		queue:     make(chan collected, maxQueuedUnits),
+		done:      make(chan struct{}),
 	}
 	go c.account()
 	return c
@@ -128,6 +131,16 @@ func (c *collector) add(id trace.TraceID, spans []attribution.Span) {
 	c.mu.Unlock()
 }
 
+// newTraceID returns a trace id for a root of the accountingTracer: the
+// collector's random base, a second random half, and a counter, unique in
+// the run and as unlikely as the SDK's to meet another.
+func (c *collector) newTraceID() attribution.TraceID {
+	var id attribution.TraceID
+	binary.BigEndian.PutUint64(id[:8], c.traceBase)
+	binary.BigEndian.PutUint64(id[8:], c.idBase+c.traceNext.Add(1))
+	return id
+}
+
 // newSpanID returns a span id for a span made without the SDK: a random
 // base of the collector's plus a counter, so ids are unique in the run and
 // as unlikely as the SDK's random ones to meet another.
@@ -146,8 +159,12 @@ func (c *collector) OnStart(context.Context, sdktrace.ReadWriteSpan) {}
 // OnEnd implements sdktrace.SpanProcessor: it keeps the span if its trace
 // is a unit's, and hands the unit's spans to the accounting goroutine when
 // it is the unit's root.
-func (c *collector) OnEnd(s sdktrace.ReadOnlySpan) {
-	sp := attribution.FromSDKSpan(s)
+func (c *collector) OnEnd(s sdktrace.ReadOnlySpan) { c.ended(attribution.FromSDKSpan(s)) }
+
+// ended keeps an ended span (from the SDK, through OnEnd, or from the
+// runtime's accountingTracer) if its trace is a unit's, and hands the
+// unit's spans to the accounting goroutine when it is the unit's root.
+func (c *collector) ended(sp attribution.Span) {
 	id := trace.TraceID(sp.TraceID)
 	c.mu.Lock()
 	spans, ok := c.traces[id]

@@ -119,8 +119,10 @@ type Config struct {
 	// of the run: New registers its span processor on Spans, or on
 	// TracerProvider when that is an *sdktrace.TracerProvider, and
 	// unregisters it at Close. With no TracerProvider the runtime traces
-	// into a private SDK provider that feeds attribution and exports
-	// nothing. A nil MeterProvider is the otel global one.
+	// with its own tracer, which hands its spans straight to attribution
+	// and exports nothing: no SDK span is made (UseTelemetry leaves it nil
+	// when nothing set up would read the spans but attribution). A nil
+	// MeterProvider is the otel global one.
 	TracerProvider trace.TracerProvider
 	MeterProvider  metric.MeterProvider
 	Spans          SpanProcessorRegistry
@@ -173,9 +175,18 @@ type SpanProcessorRegistry interface {
 // phase-label setting, and register its span processor on it. The caller
 // keeps owning tel: shut it down after Close, which flushes what the run's
 // last units exported.
+//
+// When nothing tel set up would read the run's spans but the attribution
+// (tel.SpansOnlyForAttribution: no exporter, trace file, recorder, span
+// processor, sampler of the program's or Pyroscope), the runtime records
+// them with its own tracer rather than tel's SDK (TracerProvider nil):
+// the attribution is the same and costs a fraction of the SDK's.
 func (c *Config) UseTelemetry(tel *otelsetup.Telemetry) {
 	c.TracerProvider, c.MeterProvider, c.Spans, c.PhaseLabels = tel.TracerProvider(), tel.MeterProvider(), tel, tel.PhaseLabels()
 	c.AccountRemoteDirectly = !tel.RemoteSpansWanted()
+	if tel.SpansOnlyForAttribution() {
+		c.TracerProvider, c.Spans = nil, nil
+	}
 }
 
 // Result is how one unit of work ended.
@@ -197,20 +208,19 @@ type Result struct {
 // workers, a node pool of task hosts and a chunking sender to a sidecar.
 // Submit, Wait and Close are safe for concurrent use.
 type Runtime struct {
-	cfg       Config
-	set       Settings
-	log       *slog.Logger
-	spans     SpanProcessorRegistry    // where col is registered
-	privateTP *sdktrace.TracerProvider // without Config.TracerProvider
-	col       *collector
-	pool      *pool
-	runID     string
-	sender    *chunking.Sender
-	cc        *grpc.ClientConn
-	side      *chunking.Sidecar // the sidecar this process serves, or nil
-	ownSide   bool              // side was started by New: Close closes it
-	sideCh    chan error
-	lease     *leaser
+	cfg     Config
+	set     Settings
+	log     *slog.Logger
+	spans   SpanProcessorRegistry // where col is registered, if on an SDK
+	col     *collector
+	pool    *pool
+	runID   string
+	sender  *chunking.Sender
+	cc      *grpc.ClientConn
+	side    *chunking.Sidecar // the sidecar this process serves, or nil
+	ownSide bool              // side was started by New: Close closes it
+	sideCh  chan error
+	lease   *leaser
 
 	rt, rtChunk, hostComp *telemetry.Component
 	tracer                trace.Tracer
@@ -348,8 +358,9 @@ func (r *Runtime) instrument(cfg Config) (tp trace.TracerProvider, mp metric.Met
 	}
 	spans := cfg.Spans
 	if tp == nil {
-		private := sdktrace.NewTracerProvider()
-		r.privateTP, tp, spans = private, private, private
+		// Nothing but attribution reads the spans: the runtime's own
+		// tracer hands them to the collector without the SDK.
+		tp, spans = newAccountingProvider(r.col), nil
 	} else if spans == nil {
 		sdk, ok := tp.(*sdktrace.TracerProvider)
 		if !ok {
@@ -357,8 +368,10 @@ func (r *Runtime) instrument(cfg Config) (tp trace.TracerProvider, mp metric.Met
 		}
 		spans = sdk
 	}
-	spans.RegisterSpanProcessor(r.col)
-	r.spans = spans
+	if spans != nil {
+		spans.RegisterSpanProcessor(r.col)
+		r.spans = spans
+	}
 	attrs := func(transport string) []attribute.KeyValue {
 		return []attribute.KeyValue{telemetry.AttrTransport.String(transport),
 			telemetry.AttrScenario.String(cfg.Scenario), telemetry.AttrVariant.String(cfg.Settings.Variant)}
@@ -924,9 +937,6 @@ func (r *Runtime) shutdownParts(ctx context.Context) error {
 		r.spans.UnregisterSpanProcessor(r.col)
 	}
 	r.col.close() // accounts for every unit ended
-	if r.privateTP != nil {
-		errs = append(errs, r.privateTP.Shutdown(ctx))
-	}
 	return errors.Join(errs...)
 }
 

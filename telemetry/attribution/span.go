@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/amdahl-rt/amdahl/telemetry"
+	"go.opentelemetry.io/otel/attribute"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 )
 
@@ -142,16 +143,27 @@ func FromSDKSpan(s sdktrace.ReadOnlySpan) Span {
 		sp.ParentID = SpanID(p.SpanID())
 	}
 	for _, kv := range s.Attributes() {
-		switch kv.Key {
-		case telemetry.AttrRemote:
-			sp.Remote = kv.Value.AsBool()
-		case telemetry.AttrPhase, telemetry.AttrDirection, telemetry.AttrComponent, telemetry.AttrOutcome:
-			// Only the keys setAttr reads: Emit formats (and allocates for)
-			// any value that is not a string, such as amdahl.bytes.
-			sp.setAttr(string(kv.Key), kv.Value.Emit(), nil)
-		}
+		sp.SetAttribute(kv)
 	}
 	return sp
+}
+
+// SetAttribute applies one span attribute, if it is one attribution reads
+// (amdahl.component, amdahl.phase, amdahl.direction, amdahl.outcome,
+// amdahl.remote); any other is ignored. It does not allocate: a tracer
+// that builds Spans itself (the runtime's, when nothing exports its
+// spans) calls it for each attribute a span is given.
+func (s *Span) SetAttribute(kv attribute.KeyValue) {
+	switch kv.Key {
+	case telemetry.AttrRemote:
+		s.Remote = kv.Value.AsBool()
+	case telemetry.AttrPhase, telemetry.AttrDirection, telemetry.AttrComponent, telemetry.AttrOutcome:
+		// Only string values: Emit would format (and allocate for) any
+		// other, and these keys are strings.
+		if kv.Value.Type() == attribute.STRING {
+			s.setAttr(string(kv.Key), kv.Value.AsString(), nil)
+		}
+	}
 }
 
 // setAttr applies one string attribute; in, if not nil, interns the value.

@@ -67,24 +67,25 @@ const (
 type Option func(*config)
 
 type config struct {
-	disabled      bool
-	serviceName   string
-	recorder      bool
-	traceFile     string
-	otlpEndpoint  string // WithOTLP only
-	otlpProtocol  string
-	traces        signalEnv
-	metrics       signalEnv
-	processors    []sdktrace.SpanProcessor
-	sampler       sdktrace.Sampler
-	metricsAddr   string
-	readers       []sdkmetric.Reader
-	profileDir    string
-	pyroscope     PyroscopeConfig
-	phaseLabels   bool
-	resourceAttrs []attribute.KeyValue
-	lookupEnv     func(string) (string, bool)
-	remoteSpans   bool // export amdahl.remote=true spans to OTLP/console
+	disabled       bool
+	serviceName    string
+	recorder       bool
+	traceFile      string
+	otlpEndpoint   string // WithOTLP only
+	otlpProtocol   string
+	traces         signalEnv
+	metrics        signalEnv
+	processors     []sdktrace.SpanProcessor
+	sampler        sdktrace.Sampler
+	metricsAddr    string
+	metricsHandler bool
+	readers        []sdkmetric.Reader
+	profileDir     string
+	pyroscope      PyroscopeConfig
+	phaseLabels    bool
+	resourceAttrs  []attribute.KeyValue
+	lookupEnv      func(string) (string, bool)
+	remoteSpans    bool // export amdahl.remote=true spans to OTLP/console
 }
 
 // WithSDKDisabled turns the OpenTelemetry SDK off (true) or on (false),
@@ -143,6 +144,12 @@ func WithSampler(s sdktrace.Sampler) Option { return func(c *config) { c.sampler
 // ("127.0.0.1:0" picks a free port; see (*Telemetry).MetricsAddr).
 func WithMetricsAddr(addr string) Option { return func(c *config) { c.metricsAddr = addr } }
 
+// WithMetricsHandler records metrics for MetricsHandler, which the program
+// serves itself. Without it, an address (WithMetricsAddr, AMDAHL_METRICS_ADDR),
+// an OTLP or console metrics exporter or a reader (WithMetricReader),
+// nothing would read the metrics, and none is recorded.
+func WithMetricsHandler() Option { return func(c *config) { c.metricsHandler = true } }
+
 // WithMetricReader adds a metric reader (tests: sdkmetric.NewManualReader).
 func WithMetricReader(r sdkmetric.Reader) Option {
 	return func(c *config) { c.readers = append(c.readers, r) }
@@ -195,6 +202,9 @@ type Telemetry struct {
 	otlpCounts     *spanCounter // nil without OTLP
 	traceFile      bool         // spans go to a trace file
 	remoteWanted   bool         // something set up here gets amdahl.remote=true spans
+	// spansOnlyRegistered: only span processors registered after Setup
+	// would see a span (SpansOnlyForAttribution).
+	spansOnlyRegistered bool
 
 	metricsLn  net.Listener
 	metricsSrv *http.Server
@@ -309,31 +319,42 @@ func Setup(ctx context.Context, opts ...Option) (*Telemetry, error) {
 	t.sdkTP = sdktrace.NewTracerProvider(tpOpts...)
 	t.tracerProvider = t.sdkTP
 	t.remoteWanted = c.recorder || c.traceFile != "" || len(c.processors) > 0 || (exp != nil && c.remoteSpans)
+	_, samplerEnv := c.env("OTEL_TRACES_SAMPLER")
+	t.spansOnlyRegistered = !c.recorder && c.traceFile == "" && len(c.processors) == 0 && exp == nil &&
+		c.sampler == nil && !samplerEnv && c.pyroscope.ServerAddress == ""
 
-	// Metrics: always a private Prometheus registry, so /metrics can be
-	// served on demand (MetricsHandler) even without an address.
-	t.registry = prometheus.NewRegistry()
-	pexp, err := otelprom.New(otelprom.WithRegisterer(t.registry))
-	if err != nil {
-		return nil, fmt.Errorf("telemetry: prometheus exporter: %w", err)
-	}
-	mpOpts := []sdkmetric.Option{sdkmetric.WithResource(res), sdkmetric.WithReader(pexp)}
-	// OTLP (or console) beside Prometheus: a periodic reader, exported
-	// every OTEL_METRIC_EXPORT_INTERVAL and once more by Shutdown. The
-	// histograms' explicit buckets are advisory boundaries on the
-	// instruments, which every reader's default aggregation keeps.
+	// Metrics: recorded when something reads them: /metrics (served at
+	// an address, or by the program through MetricsHandler), an OTLP or
+	// console exporter, or a reader given to Setup. With none of them the
+	// meter provider is a no-op: a metric nobody reads costs every phase
+	// its recording and nothing else.
 	mr, err := c.metricReader(ctx)
 	if err != nil {
 		return nil, err
 	}
-	if mr != nil {
-		mpOpts = append(mpOpts, sdkmetric.WithReader(mr))
+	if c.metricsAddr != "" || c.metricsHandler || mr != nil || len(c.readers) > 0 {
+		// A private Prometheus registry, served by MetricsHandler.
+		t.registry = prometheus.NewRegistry()
+		pexp, err := otelprom.New(otelprom.WithRegisterer(t.registry))
+		if err != nil {
+			return nil, fmt.Errorf("telemetry: prometheus exporter: %w", err)
+		}
+		mpOpts := []sdkmetric.Option{sdkmetric.WithResource(res), sdkmetric.WithReader(pexp)}
+		// OTLP (or console) beside Prometheus: a periodic reader, exported
+		// every OTEL_METRIC_EXPORT_INTERVAL and once more by Shutdown. The
+		// histograms' explicit buckets are advisory boundaries on the
+		// instruments, which every reader's default aggregation keeps.
+		if mr != nil {
+			mpOpts = append(mpOpts, sdkmetric.WithReader(mr))
+		}
+		for _, r := range c.readers {
+			mpOpts = append(mpOpts, sdkmetric.WithReader(r))
+		}
+		t.mp = sdkmetric.NewMeterProvider(mpOpts...)
+		t.meterProvider = t.mp
+	} else {
+		t.meterProvider = metricnoop.NewMeterProvider()
 	}
-	for _, r := range c.readers {
-		mpOpts = append(mpOpts, sdkmetric.WithReader(r))
-	}
-	t.mp = sdkmetric.NewMeterProvider(mpOpts...)
-	t.meterProvider = t.mp
 	if c.metricsAddr != "" {
 		if err := t.serveMetrics(c.metricsAddr); err != nil {
 			return nil, err
@@ -543,7 +564,9 @@ func (t *Telemetry) MetricsAddr() string {
 }
 
 // MetricsHandler returns the Prometheus exposition handler of the private
-// registry.
+// registry. Metrics are recorded only when something reads them: serve
+// this handler yourself only with WithMetricsHandler (or an address,
+// WithMetricsAddr); otherwise it answers 404.
 func (t *Telemetry) MetricsHandler() http.Handler {
 	if t == nil || t.registry == nil {
 		return http.NotFoundHandler()
@@ -570,7 +593,11 @@ func (t *Telemetry) ForceFlush(ctx context.Context) error {
 	if t == nil || t.sdkTP == nil {
 		return nil
 	}
-	return errors.Join(t.sdkTP.ForceFlush(ctx), t.mp.ForceFlush(ctx))
+	err := t.sdkTP.ForceFlush(ctx)
+	if t.mp != nil {
+		err = errors.Join(err, t.mp.ForceFlush(ctx))
+	}
+	return err
 }
 
 // Shutdown flushes and stops everything: spans, metrics, the /metrics server,
@@ -633,6 +660,20 @@ func (t *Telemetry) Exporting() bool {
 // SDK spans of them (runtime.Config.UseTelemetry does). False for a nil
 // Telemetry or with the SDK disabled.
 func (t *Telemetry) RemoteSpansWanted() bool { return t != nil && t.sdkTP != nil && t.remoteWanted }
+
+// SpansOnlyForAttribution reports whether the spans recorded on
+// TracerProvider would reach nothing but the span processors registered
+// after Setup (RegisterSpanProcessor: a runtime's attribution): no
+// exporter (OTLP or console), no trace file, no recorder, no span
+// processor given to Setup, no sampler of the program's (WithSampler,
+// OTEL_TRACES_SAMPLER) and no Pyroscope (whose span_id labels come from
+// the SDK's spans). A runtime then records its spans with its own tracer,
+// straight into its attribution, instead of the SDK's
+// (runtime.Config.UseTelemetry). False for a nil Telemetry or with the
+// SDK disabled.
+func (t *Telemetry) SpansOnlyForAttribution() bool {
+	return t != nil && t.sdkTP != nil && t.spansOnlyRegistered
+}
 
 // PhaseLabels reports whether phase bodies run under the pprof phase label
 // (AMDAHL_PHASE_LABELS, WithPhaseLabels; default true).
