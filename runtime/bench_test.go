@@ -7,7 +7,10 @@ import (
 	"testing"
 	"time"
 
+	metricnoop "go.opentelemetry.io/otel/metric/noop"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/trace"
+	"golang.org/x/sys/unix"
 
 	"github.com/amdahl-rt/amdahl/ipc/ipcpb"
 	"github.com/amdahl-rt/amdahl/runtime/scenario"
@@ -39,6 +42,15 @@ func benchTask(seq int) *ipcpb.TaskConfiguration {
 // a single bare run; the median of this process's bare runs is the
 // same-run baseline.
 var bareRuns []float64
+
+// processCPU returns the CPU time (user and system) the process has used.
+func processCPU() time.Duration {
+	var ru unix.Rusage
+	if err := unix.Getrusage(unix.RUSAGE_SELF, &ru); err != nil {
+		panic(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
 
 func nsPerOp(b *testing.B) float64 {
 	return float64(b.Elapsed().Nanoseconds()) / float64(b.N)
@@ -236,62 +248,87 @@ func BenchmarkRun(b *testing.B) {
 	}
 }
 
-// BenchmarkCollector measures the accounting's cost per unit of work: the
-// 20 spans of a taskhost-like unit replayed through the collector's OnEnd
-// (what runs inside each span's End), then, with -bench .../account, the
-// accounting goroutine's share too (flushed every unit). ns/op is per unit.
+// BenchmarkUnitTelemetry measures what telemetry costs the parent per
+// task unit, outside any process: the spans of one unit of the taskhost
+// shape (amdahl.work, runtime.dispatch and runtime.queue, runtime.host,
+// the ipc phases of both directions, the host's four phases from its
+// reply) made with the Components the runtime uses, and the unit's
+// accounting (collector, critical path), waited for every 256 units.
+// cpu-ns/op is the process's CPU time per unit (every goroutine's, the
+// accounting's and the GC's included): the cost, where ns/op is the wall
+// time of two goroutines that may overlap or wait for each other. path=sdk records the spans with the OTel SDK and the collector as
+// its span processor (a run with an exporter, a trace file or a
+// recorder); path=accounting with the runtime's accountingTracer (amdahl
+// run's default, where only attribution reads the spans). Metrics are
+// off in both (no reader): they are what a run records only when
+// something reads them.
 //
-//	go test -run '^$' -bench Collector -benchmem -count 6 ./runtime/
-func BenchmarkCollector(b *testing.B) {
-	rec := otelsetup.NewRecorder()
-	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
-	defer func() { _ = tp.Shutdown(context.Background()) }()
-	comp, err := telemetry.NewComponent("runtime", telemetry.ComponentConfig{TracerProvider: tp})
-	if err != nil {
-		b.Fatal(err)
-	}
-	ipcComp, _ := telemetry.NewComponent("ipc", telemetry.ComponentConfig{TracerProvider: tp})
-	hostComp, _ := telemetry.NewComponent("taskhost", telemetry.ComponentConfig{TracerProvider: tp})
-	ctx, work := comp.StartWork(context.Background())
-	dctx, disp := comp.StartDetached(ctx, telemetry.Dispatch, telemetry.None)
-	_, q := comp.StartDetached(dctx, telemetry.Queue, telemetry.None)
-	q.End()
-	disp.End()
-	hctx, hs := comp.Tracer().Start(ctx, SpanHost)
-	for _, d := range []telemetry.Direction{telemetry.Request, telemetry.Reply} {
-		for _, p := range []telemetry.Phase{telemetry.Serialize, telemetry.Send, telemetry.Receive, telemetry.Deserialize} {
-			_, ps := ipcComp.StartPhase(hctx, p, d)
-			ps.End()
-			now := time.Now()
-			hostComp.RecordSpan(hctx, p, d, now, now.Add(time.Microsecond), telemetry.AttrRemote.Bool(true))
-		}
-	}
-	now := time.Now()
-	hostComp.RecordSpan(hctx, telemetry.Execute, telemetry.None, now, now.Add(time.Microsecond), telemetry.AttrRemote.Bool(true))
-	hs.End()
-	work.End(telemetry.OK, nil)
-	spans := rec.Spans()
-	tid := spans[0].SpanContext().TraceID()
-	for _, account := range []bool{false, true} {
-		name := "onend"
-		if account {
-			name = "account"
-		}
-		b.Run(fmt.Sprintf("%s/spans=%d", name, len(spans)), func(b *testing.B) {
+//	go test -run '^$' -bench UnitTelemetry -benchmem -count 5 ./runtime/
+func BenchmarkUnitTelemetry(b *testing.B) {
+	for _, path := range []string{"sdk", "accounting"} {
+		b.Run("path="+path, func(b *testing.B) {
 			var works int
 			c := newCollector(func(attribution.Work, attribution.Diagnostics) { works++ })
 			defer c.close()
-			b.ReportAllocs()
-			for b.Loop() {
-				c.track(tid)
-				for _, s := range spans {
-					c.OnEnd(s)
+			var tp trace.TracerProvider
+			if path == "sdk" {
+				sdk := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(c))
+				defer func() { _ = sdk.Shutdown(context.Background()) }()
+				tp = sdk
+			} else {
+				tp = newAccountingProvider(c)
+			}
+			comps := map[string]*telemetry.Component{}
+			for _, name := range []string{"runtime", "ipc", "taskhost"} {
+				comp, err := telemetry.NewComponent(name, telemetry.ComponentConfig{TracerProvider: tp, MeterProvider: metricnoop.NewMeterProvider(), PhaseLabels: true})
+				if err != nil {
+					b.Fatal(err)
 				}
-				if account {
+				comps[name] = comp
+			}
+			rt, ipcComp, hostComp := comps["runtime"], comps["ipc"], comps["taskhost"]
+			root := trace.ContextWithSpanContext(context.Background(), trace.SpanContext{})
+			b.ReportAllocs()
+			b.ResetTimer()
+			cpu0 := processCPU()
+			for i := range b.N {
+				ctx, work := rt.StartWork(root)
+				c.track(work.Span().SpanContext().TraceID())
+				dctx, disp := rt.StartDetached(ctx, telemetry.Dispatch, telemetry.None)
+				_, q := rt.StartDetached(dctx, telemetry.Queue, telemetry.None)
+				q.End()
+				disp.End()
+				hctx, hs := rt.Tracer().Start(ctx, SpanHost, trace.WithAttributes(AttrHostID.Int(1), AttrHostPID.Int(2)))
+				for _, p := range []telemetry.Phase{telemetry.Serialize, telemetry.Send} {
+					_, ps := ipcComp.StartPhase(hctx, p, telemetry.Request)
+					ps.End()
+				}
+				now := time.Now()
+				for _, p := range []telemetry.Phase{telemetry.Receive, telemetry.Deserialize} {
+					ipcComp.RecordSpan(hctx, p, telemetry.Reply, now, now.Add(time.Microsecond), telemetry.AttrBytes.Int(100))
+				}
+				host := hs.SpanContext()
+				var spans [4]attribution.Span
+				for i, p := range []telemetry.Phase{telemetry.Receive, telemetry.Deserialize, telemetry.Execute, telemetry.Serialize} {
+					d := telemetry.Request
+					switch p {
+					case telemetry.Execute:
+						d = telemetry.None
+					case telemetry.Serialize:
+						d = telemetry.Reply
+					}
+					spans[i] = attribution.Span{TraceID: attribution.TraceID(host.TraceID()), SpanID: c.newSpanID(), ParentID: attribution.SpanID(host.SpanID()),
+						Name: hostComp.SpanName(p, d), Component: "taskhost", Start: now.UnixNano(), End: now.UnixNano() + 1000, Phase: p, Direction: d, Remote: true}
+				}
+				c.add(host.TraceID(), spans[:])
+				hs.End()
+				work.End(telemetry.OK, nil)
+				if i%256 == 255 || i == b.N-1 {
 					_ = c.flush(context.Background())
 				}
 			}
 			b.StopTimer()
+			b.ReportMetric(float64(processCPU()-cpu0)/float64(b.N), "cpu-ns/op")
 			c.close()
 			if works != b.N {
 				b.Fatalf("accounted %d units, want %d", works, b.N)

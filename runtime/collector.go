@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/binary"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -25,16 +24,20 @@ import (
 // the result to the runtime, which folds it into bounded accumulators.
 // Spans of other traces are ignored, so the spans it holds are bounded by
 // the units in flight; nothing is kept per unit once it has been
-// accounted.
+// accounted. Spans reach it from the SDK (OnEnd, a span processor) or
+// from the runtime's accountingTracer (ended).
 //
-// OnEnd runs inside every span's End, on the goroutine of the code being
-// measured, so it only copies the few fields attribution needs into a
-// compact attribution.Span under one lock; the tree and critical-path work
-// happens on the accounting goroutine. The hand-off is a bounded channel:
-// when the accounting falls behind by maxQueuedUnits units, the goroutine
+// Ending a span runs on the goroutine of the code being measured, so it
+// only files the few fields attribution needs, as a compact
+// attribution.Span, under one lock; the tree and critical-path work
+// happens on the accounting goroutine. Waking that goroutine costs more
+// than accounting a unit, so it is not woken per unit: the first unit
+// handed to it while it is idle wakes it, and it lets the units of the
+// next gatherDelay gather before it takes them all in one pass. The
+// hand-off is bounded: when maxQueuedUnits units wait, the goroutine
 // ending a root waits, and no unit is dropped. flush waits until every
-// root ended before it has been accounted; close accounts for the rest and
-// stops the goroutine.
+// root ended before it has been accounted (without the gathering delay);
+// close accounts for the rest and stops the goroutine.
 type collector struct {
 	onWork func(attribution.Work, attribution.Diagnostics)
 
@@ -47,29 +50,34 @@ type collector struct {
 	traces map[trace.TraceID][]attribution.Span
 	free   [][]attribution.Span // emptied span slices, for reuse
 
-	// smu orders hand-offs (read-locked) before close (write-locked);
-	// closed is set once the accounting goroutine has been told to stop.
-	smu    sync.RWMutex
-	closed bool
-	queue  chan collected
-	done   chan struct{} // closed when the accounting goroutine returns
+	// The hand-off, guarded by qmu.
+	qmu       sync.Mutex
+	room      sync.Cond            // on qmu: pending has room, or closed
+	pending   [][]attribution.Span // units ended, not taken yet
+	handed    uint64               // units handed off so far
+	accounted uint64               // of them, accounted
+	waiters   []flushWaiter        // flush calls waiting
+	idle      bool                 // the goroutine waits for wake
+	closed    bool                 // no more hand-offs: close was called
+	wake      chan struct{}        // capacity 1: wakes an idle goroutine
+	hurry     chan struct{}        // capacity 1: ends the gathering delay
+	done      chan struct{}        // closed when the accounting goroutine returns
 }
 
-// collected is one item for the accounting goroutine: a unit's spans, or
-// (with flushed set) a marker to acknowledge once every unit queued before
-// it has been accounted.
-type collected struct {
-	spans   []attribution.Span
-	flushed chan struct{}
+// flushWaiter is a flush waiting for the first upTo units handed off.
+type flushWaiter struct {
+	upTo uint64
+	ch   chan struct{}
 }
 
 // maxQueuedUnits bounds the units ended and not yet accounted; maxFree the
-// span slices kept for reuse, maxBatch the units accounted in one pass.
+// span slices kept for reuse; gatherDelay is how long the woken goroutine
+// lets units gather.
 const (
 	maxQueuedUnits = 1024
 	maxFree        = 256
-	maxBatch       = 64
 	spansPerUnit   = 32 // a taskhost unit has about 20
+	gatherDelay    = 2 * time.Millisecond
 )
 
 // newCollector starts the collector's accounting goroutine, which calls
@@ -82,9 +90,11 @@ func newCollector(onWork func(attribution.Work, attribution.Diagnostics)) *colle
 		idBase:    binary.BigEndian.Uint64(seed[:8]),
 		traceBase: binary.BigEndian.Uint64(seed[8:]),
 		traces:    map[trace.TraceID][]attribution.Span{},
-		queue:     make(chan collected, maxQueuedUnits),
+		wake:      make(chan struct{}, 1),
+		hurry:     make(chan struct{}, 1),
 		done:      make(chan struct{}),
 	}
+	c.room.L = &c.qmu
 	go c.account()
 	return c
 }
@@ -180,62 +190,101 @@ func (c *collector) ended(sp attribution.Span) {
 	}
 	delete(c.traces, id)
 	c.mu.Unlock()
-	c.smu.RLock()
-	defer c.smu.RUnlock()
+
+	c.qmu.Lock()
+	for len(c.pending) >= maxQueuedUnits && !c.closed {
+		c.room.Wait()
+	}
 	if c.closed {
 		// Only after close, when every unit has ended: account here.
-		c.accountBatch([]attribution.Span(nil), spans)
+		c.qmu.Unlock()
+		var b attribution.Builder
+		c.accountUnit(&b, spans)
 		return
 	}
-	c.queue <- collected{spans: spans}
+	c.pending = append(c.pending, spans)
+	c.handed++
+	c.wakeLocked()
+	c.qmu.Unlock()
 }
 
-// account is the accounting goroutine: it takes the units handed off, a
-// batch at a time, until close.
+// wakeLocked wakes the accounting goroutine if it is idle. qmu is held.
+func (c *collector) wakeLocked() {
+	if c.idle {
+		c.idle = false
+		c.wake <- struct{}{} // never blocks: only an idle goroutine is woken, once
+	}
+}
+
+// hurryUp ends the goroutine's gathering delay, if it is in one.
+func (c *collector) hurryUp() {
+	select {
+	case c.hurry <- struct{}{}:
+	default:
+	}
+}
+
+// account is the accounting goroutine: it takes the units handed off,
+// all that are waiting at a time, until close.
 func (c *collector) account() {
 	defer close(c.done)
-	var batch []attribution.Span
-	var ids []attribution.TraceID // of the units in batch
-	var held *collected           // taken from the queue, for the next batch
+	var took [][]attribution.Span
+	var b attribution.Builder
+	gather := time.NewTimer(time.Hour)
+	gather.Stop()
 	for {
-		var it collected
-		if held != nil {
-			it, held = *held, nil
-		} else {
-			var ok bool
-			if it, ok = <-c.queue; !ok {
+		c.qmu.Lock()
+		if len(c.pending) == 0 {
+			if c.closed {
+				c.releaseLocked(true)
+				c.qmu.Unlock()
 				return
 			}
-		}
-		if it.flushed != nil {
-			close(it.flushed)
+			c.idle = true
+			c.qmu.Unlock()
+			<-c.wake
+			c.qmu.Lock()
+			hurry := len(c.waiters) > 0 || c.closed
+			c.qmu.Unlock()
+			if !hurry {
+				gather.Reset(gatherDelay)
+				select {
+				case <-gather.C:
+				case <-c.hurry: // a flush, or close
+					gather.Stop()
+				}
+			}
 			continue
 		}
-		batch, ids = append(batch[:0], it.spans...), append(ids[:0], it.spans[0].TraceID)
-		c.recycle(it.spans)
-		// Take what else is queued: one pass over many units reuses
-		// attribution's scratch space. A flush marker, or a unit of a
-		// trace already in the batch (EachTree would make one unit of
-		// them), starts the next batch.
-	more:
-		for len(ids) < maxBatch {
-			select {
-			case next, ok := <-c.queue:
-				if !ok {
-					break more
-				}
-				if next.flushed != nil || slices.Contains(ids, next.spans[0].TraceID) {
-					held = &next
-					break more
-				}
-				batch, ids = append(batch, next.spans...), append(ids, next.spans[0].TraceID)
-				c.recycle(next.spans)
-			default:
-				break more
-			}
+		took, c.pending = c.pending, took[:0]
+		c.room.Broadcast()
+		c.qmu.Unlock()
+		for _, spans := range took {
+			c.accountUnit(&b, spans)
+			clear(spans) // drop the strings the spans hold
+			c.recycle(spans)
 		}
-		batch = c.accountBatch(batch, nil)
+		clear(took) // drop the slices, now recycled
+		c.qmu.Lock()
+		c.accounted += uint64(len(took))
+		c.releaseLocked(false)
+		c.qmu.Unlock()
 	}
+}
+
+// releaseLocked wakes the flush calls whose units are all accounted, or
+// every one (all: the goroutine is stopping). qmu is held.
+func (c *collector) releaseLocked(all bool) {
+	kept := c.waiters[:0]
+	for _, w := range c.waiters {
+		if all || w.upTo <= c.accounted {
+			close(w.ch)
+		} else {
+			kept = append(kept, w)
+		}
+	}
+	clear(c.waiters[len(kept):])
+	c.waiters = kept
 }
 
 func (c *collector) recycle(spans []attribution.Span) {
@@ -244,43 +293,37 @@ func (c *collector) recycle(spans []attribution.Span) {
 	c.mu.Unlock()
 }
 
-// accountBatch attributes the units whose spans are in batch (and extra),
-// each trace a unit, and returns batch emptied for reuse. The batch's
-// diagnostics go with its first unit.
-func (c *collector) accountBatch(batch, extra []attribution.Span) []attribution.Span {
-	batch = append(batch, extra...)
-	first := true
-	var works []attribution.Work
-	diag := attribution.EachTree(batch, func(w attribution.Work) { works = append(works, w) })
-	for _, w := range works {
+// accountUnit attributes the unit whose spans are spans (one trace; it
+// may hold more than one unit only if a unit was nested in another's
+// trace), with b's scratch space. Its diagnostics go with its first unit.
+func (c *collector) accountUnit(b *attribution.Builder, spans []attribution.Span) {
+	var works [1]attribution.Work
+	got := works[:0]
+	diag := b.EachTree(spans, func(w attribution.Work) { got = append(got, w) })
+	for i, w := range got {
 		d := attribution.Diagnostics{}
-		if first {
-			d, first = diag, false
+		if i == 0 {
+			d = diag
 		}
 		c.onWork(w, d)
 	}
-	clear(batch) // drop the strings the spans hold
-	return batch[:0]
 }
 
 // flush waits until every unit whose root ended before the call has been
 // accounted, or ctx ends.
 func (c *collector) flush(ctx context.Context) error {
-	c.smu.RLock()
-	if c.closed {
-		c.smu.RUnlock()
+	c.qmu.Lock()
+	if c.closed || c.accounted == c.handed {
+		c.qmu.Unlock()
 		return nil
 	}
-	ack := make(chan struct{})
+	w := flushWaiter{upTo: c.handed, ch: make(chan struct{})}
+	c.waiters = append(c.waiters, w)
+	c.wakeLocked()
+	c.hurryUp()
+	c.qmu.Unlock()
 	select {
-	case c.queue <- collected{flushed: ack}:
-	case <-ctx.Done():
-		c.smu.RUnlock()
-		return ctx.Err()
-	}
-	c.smu.RUnlock()
-	select {
-	case <-ack:
+	case <-w.ch:
 		return nil
 	case <-ctx.Done():
 		return ctx.Err()
@@ -290,12 +333,12 @@ func (c *collector) flush(ctx context.Context) error {
 // close accounts for every unit handed off and stops the accounting
 // goroutine. Safe to call more than once.
 func (c *collector) close() {
-	c.smu.Lock()
-	if !c.closed {
-		c.closed = true
-		close(c.queue)
-	}
-	c.smu.Unlock()
+	c.qmu.Lock()
+	c.closed = true
+	c.wakeLocked()
+	c.hurryUp()
+	c.room.Broadcast()
+	c.qmu.Unlock()
 	<-c.done
 }
 

@@ -10,6 +10,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	"go.opentelemetry.io/otel/trace/embedded"
 
+	"github.com/amdahl-rt/amdahl/telemetry"
 	"github.com/amdahl-rt/amdahl/telemetry/attribution"
 )
 
@@ -51,8 +52,38 @@ func newAccountingProvider(col *collector) *accountingProvider {
 	return p
 }
 
+var _ telemetry.PhaseTracer = (*accountingProvider)(nil)
+
 // Tracer implements trace.TracerProvider: every tracer is the same one.
 func (p *accountingProvider) Tracer(string, ...trace.TracerOption) trace.Tracer { return &p.tracer }
+
+// StartPhaseSpan implements telemetry.PhaseTracer: Start without the
+// options.
+func (p *accountingProvider) StartPhaseSpan(ctx context.Context, name, component string, ph telemetry.Phase, d telemetry.Direction, start time.Time) (context.Context, trace.Span) {
+	s := p.tracer.newSpan(trace.SpanContextFromContext(ctx))
+	s.sp.Name, s.sp.Component, s.sp.Phase, s.sp.Direction, s.sp.Start = name, component, ph, d, start.UnixNano()
+	return trace.ContextWithSpan(ctx, s), s
+}
+
+// RecordPhaseSpan implements telemetry.PhaseTracer: the span goes to the
+// collector as it is made, with no trace.Span around it.
+func (p *accountingProvider) RecordPhaseSpan(ctx context.Context, name, component string, ph telemetry.Phase, d telemetry.Direction, start, end time.Time, attrs []attribute.KeyValue) {
+	parent := trace.SpanContextFromContext(ctx)
+	if parent.IsValid() && !parent.IsSampled() {
+		return
+	}
+	sp := attribution.Span{SpanID: p.tracer.col.newSpanID(), Name: name, Component: component, Phase: ph, Direction: d,
+		Start: start.UnixNano(), End: end.UnixNano()}
+	if parent.IsValid() {
+		sp.TraceID, sp.ParentID = attribution.TraceID(parent.TraceID()), attribution.SpanID(parent.SpanID())
+	} else {
+		sp.TraceID = p.tracer.col.newTraceID()
+	}
+	for _, kv := range attrs {
+		sp.SetAttribute(kv)
+	}
+	p.tracer.col.ended(sp)
+}
 
 // Start implements trace.Tracer.
 func (t *accountingTracer) Start(ctx context.Context, name string, opts ...trace.SpanStartOption) (context.Context, trace.Span) {
@@ -61,6 +92,21 @@ func (t *accountingTracer) Start(ctx context.Context, name string, opts ...trace
 	if cfg.NewRoot() {
 		parent = trace.SpanContext{}
 	}
+	s := t.newSpan(parent)
+	start := cfg.Timestamp()
+	if start.IsZero() {
+		start = time.Now()
+	}
+	s.sp.Start, s.sp.Name = start.UnixNano(), name
+	for _, kv := range cfg.Attributes() {
+		s.sp.SetAttribute(kv)
+	}
+	return trace.ContextWithSpan(ctx, s), s
+}
+
+// newSpan returns a span, not started yet, as a child of parent (a root
+// if parent is not valid).
+func (t *accountingTracer) newSpan(parent trace.SpanContext) *accountingSpan {
 	s := &accountingSpan{tracer: t}
 	if parent.IsValid() {
 		s.sp.TraceID, s.sp.ParentID = attribution.TraceID(parent.TraceID()), attribution.SpanID(parent.SpanID())
@@ -75,15 +121,7 @@ func (t *accountingTracer) Start(ctx context.Context, name string, opts ...trace
 	s.sc = trace.NewSpanContext(trace.SpanContextConfig{
 		TraceID: trace.TraceID(s.sp.TraceID), SpanID: trace.SpanID(s.sp.SpanID), TraceFlags: flags,
 	})
-	start := cfg.Timestamp()
-	if start.IsZero() {
-		start = time.Now()
-	}
-	s.sp.Start, s.sp.Name = start.UnixNano(), name
-	for _, kv := range cfg.Attributes() {
-		s.sp.SetAttribute(kv)
-	}
-	return trace.ContextWithSpan(ctx, s), s
+	return s
 }
 
 // accountingSpan is a span of the accountingTracer. Like every span, it is

@@ -11,6 +11,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/metric"
+	metricnoop "go.opentelemetry.io/otel/metric/noop"
 	"go.opentelemetry.io/otel/trace"
 )
 
@@ -130,7 +131,12 @@ func (o Outcome) String() string {
 type Component struct {
 	name   string
 	tracer trace.Tracer
+	fast   PhaseTracer // the TracerProvider, if it is one
 	labels bool
+	// metrics is false when the MeterProvider is a no-op: no record is
+	// made (a variadic option passed to an interface escapes: one
+	// allocation per record, for nothing).
+	metrics bool
 
 	phaseHist    metric.Float64Histogram
 	criticalHist metric.Float64Histogram
@@ -197,6 +203,9 @@ func NewComponent(name string, cfg ComponentConfig) (*Component, error) {
 		tracer: cfg.TracerProvider.Tracer(ScopeName, trace.WithInstrumentationVersion(Version)),
 		labels: cfg.PhaseLabels,
 	}
+	c.fast, _ = cfg.TracerProvider.(PhaseTracer)
+	_, noMetrics := cfg.MeterProvider.(metricnoop.MeterProvider)
+	c.metrics = !noMetrics
 	for p, d := range cfg.Delay {
 		if !p.Valid() || d < 0 {
 			return nil, fmt.Errorf("telemetry: component %s: delay %v for %v: want a phase and a duration ≥ 0", name, d, p)
@@ -325,9 +334,7 @@ func (c *Component) startPhase(ctx context.Context, p Phase, d Direction) (conte
 	if !p.Valid() || d > Reply {
 		panic(fmt.Sprintf("telemetry: StartPhase(%v, %v): invalid phase or direction", p, d))
 	}
-	parent := ctx
-	ctx, span := c.tracer.Start(ctx, c.spanNames[p][d], c.spanOpts[p][d]...)
-	ps := PhaseSpan{c: c, ctx: parent, span: span, start: time.Now(), phase: p, dir: d}
+	ctx, ps := c.start(ctx, p, d)
 	if c.labels {
 		ps.label = true
 		if hasLabels(ctx) {
@@ -357,7 +364,17 @@ func (c *Component) StartDetached(ctx context.Context, p Phase, d Direction) (co
 	if !p.Valid() || d > Reply {
 		panic(fmt.Sprintf("telemetry: StartDetached(%v, %v): invalid phase or direction", p, d))
 	}
+	return c.start(ctx, p, d)
+}
+
+// start starts the span of phase p (direction d) as a child of the span in ctx.
+func (c *Component) start(ctx context.Context, p Phase, d Direction) (context.Context, PhaseSpan) {
 	parent := ctx
+	if c.fast != nil {
+		now := time.Now()
+		ctx, span := c.fast.StartPhaseSpan(ctx, c.spanNames[p][d], c.name, p, d, now)
+		return ctx, PhaseSpan{c: c, ctx: parent, span: span, start: now, phase: p, dir: d}
+	}
 	ctx, span := c.tracer.Start(ctx, c.spanNames[p][d], c.spanOpts[p][d]...)
 	return ctx, PhaseSpan{c: c, ctx: parent, span: span, start: time.Now(), phase: p, dir: d}
 }
@@ -417,7 +434,9 @@ func (ps PhaseSpan) end(err error) time.Duration {
 		ps.span.SetStatus(codes.Error, err.Error())
 	}
 	ps.span.End()
-	ps.c.phaseHist.Record(ps.ctx, d.Seconds(), ps.c.metricOpt[ps.phase][ps.dir])
+	if ps.c.metrics {
+		ps.c.phaseHist.Record(ps.ctx, d.Seconds(), ps.c.metricOpt[ps.phase][ps.dir])
+	}
 	if ps.label {
 		pprof.SetGoroutineLabels(ps.ctx)
 	}
@@ -428,7 +447,7 @@ func (ps PhaseSpan) end(err error) time.Duration {
 // one unit of work (amdahl.phase.critical). The attribution code calls it once
 // per phase per unit of work.
 func (c *Component) RecordCritical(ctx context.Context, p Phase, d Direction, dur time.Duration) {
-	if c == nil || !p.Valid() || d > Reply {
+	if c == nil || !c.metrics || !p.Valid() || d > Reply {
 		return
 	}
 	c.criticalHist.Record(ctx, dur.Seconds(), c.metricOpt[p][d])
@@ -439,7 +458,7 @@ func (c *Component) RecordCritical(ctx context.Context, p Phase, d Direction, du
 // amdahl.component is component, the other attributes are c's. The
 // attribute sets are built once per row and cached.
 func (c *Component) RecordCriticalOf(ctx context.Context, component string, p Phase, d Direction, dur time.Duration) {
-	if c == nil || !p.Valid() || d > Reply {
+	if c == nil || !c.metrics || !p.Valid() || d > Reply {
 		return
 	}
 	if component == c.name {
@@ -463,7 +482,7 @@ func (c *Component) RecordCriticalOf(ctx context.Context, component string, p Ph
 // process's phase timings returned in its reply) into amdahl.phase.duration
 // without a span.
 func (c *Component) RecordPhase(ctx context.Context, p Phase, d Direction, dur time.Duration) {
-	if c == nil || !p.Valid() || d > Reply {
+	if c == nil || !c.metrics || !p.Valid() || d > Reply {
 		return
 	}
 	c.phaseHist.Record(ctx, dur.Seconds(), c.metricOpt[p][d])
@@ -480,6 +499,13 @@ func (c *Component) RecordSpan(ctx context.Context, p Phase, d Direction, start,
 	if c == nil || !p.Valid() || d > Reply {
 		return
 	}
+	if c.metrics {
+		c.phaseHist.Record(ctx, end.Sub(start).Seconds(), c.metricOpt[p][d])
+	}
+	if c.fast != nil {
+		c.fast.RecordPhaseSpan(ctx, c.spanNames[p][d], c.name, p, d, start, end, attrs)
+		return
+	}
 	base := c.spanOpts[p][d]
 	opts := make([]trace.SpanStartOption, len(base), len(base)+2)
 	copy(opts, base)
@@ -489,7 +515,6 @@ func (c *Component) RecordSpan(ctx context.Context, p Phase, d Direction, start,
 	}
 	_, span := c.tracer.Start(ctx, c.spanNames[p][d], opts...)
 	span.End(trace.WithTimestamp(end))
-	c.phaseHist.Record(ctx, end.Sub(start).Seconds(), c.metricOpt[p][d])
 }
 
 // WorkSpan is one running unit of work, returned by StartWork.
@@ -542,6 +567,8 @@ func (w WorkSpan) End(o Outcome, err error) time.Duration {
 		w.span.SetStatus(codes.Error, err.Error())
 	}
 	w.span.End()
-	w.c.workHist.Record(w.ctx, d.Seconds(), w.c.workMetric[o])
+	if w.c.metrics {
+		w.c.workHist.Record(w.ctx, d.Seconds(), w.c.workMetric[o])
+	}
 	return d
 }

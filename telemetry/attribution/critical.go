@@ -1,7 +1,6 @@
 package attribution
 
 import (
-	"bytes"
 	"cmp"
 	"math"
 	"slices"
@@ -148,21 +147,38 @@ func Trees(spans []Span) ([]Work, Diagnostics) {
 // it is built (grouped by trace, not in time order) and may keep it or
 // fold it into an Accumulator. spans is not modified.
 func EachTree(spans []Span, fn func(Work)) Diagnostics {
+	var b Builder
+	return b.EachTree(spans, fn)
+}
+
+// Builder is EachTree with scratch space kept from one call to the next:
+// a caller that attributes units one or a few at a time (the runtime's
+// accounting) allocates only what it is handed (each Work's Stats and
+// Nodes). The zero value is ready to use; a Builder is not safe for
+// concurrent use.
+type Builder struct {
+	idx []int32
+	b   treeBuilder
+}
+
+// EachTree is the package's EachTree, reusing b's scratch space.
+func (bd *Builder) EachTree(spans []Span, fn func(Work)) Diagnostics {
 	var d Diagnostics
 	d.Spans = len(spans)
 	// Group by trace, keeping input order inside a trace so the first copy
 	// of a duplicate wins.
-	idx := make([]int32, len(spans))
+	idx := resize(bd.idx, len(spans))
+	bd.idx = idx
 	for i := range idx {
 		idx[i] = int32(i)
 	}
 	slices.SortFunc(idx, func(a, b int32) int {
-		if c := bytes.Compare(spans[a].TraceID[:], spans[b].TraceID[:]); c != 0 {
+		if c := spans[a].TraceID.compare(spans[b].TraceID); c != 0 {
 			return c
 		}
 		return cmp.Compare(a, b)
 	})
-	var b treeBuilder
+	b := &bd.b
 	for lo := 0; lo < len(idx); {
 		hi := lo + 1
 		for hi < len(idx) && spans[idx[hi]].TraceID == spans[idx[lo]].TraceID {
@@ -183,7 +199,13 @@ type treeBuilder struct {
 	state  []uint8
 	kids   [][]int32
 	stack  []int32
+	roots  []int32
+	frames []frame
+	tree   tree // the unit's, rebuilt for each
 }
+
+// frame is a span to visit in treeBuilder.work and its parent node.
+type frame struct{ span, node int32 }
 
 const (
 	noParent      = -1
@@ -194,12 +216,14 @@ const (
 )
 
 func (b *treeBuilder) trace(all []Span, group []int32, fn func(Work), d *Diagnostics) {
+	// Stable by span id, so the first copy of a duplicate comes first:
+	// the indices are sorted (group is in input order), then the spans
+	// copied once, in that order.
+	slices.SortStableFunc(group, func(x, y int32) int { return cmp.Compare(all[x].SpanID.u64(), all[y].SpanID.u64()) })
 	b.sp = slices.Grow(b.sp[:0], len(group))
 	for _, i := range group {
 		b.sp = append(b.sp, all[i])
 	}
-	// Stable by span id, so the first copy of a duplicate comes first.
-	slices.SortStableFunc(b.sp, func(x, y Span) int { return bytes.Compare(x.SpanID[:], y.SpanID[:]) })
 	n := 0
 	for i := range b.sp {
 		if n > 0 && b.sp[n-1].SpanID == b.sp[i].SpanID {
@@ -217,17 +241,21 @@ func (b *treeBuilder) trace(all []Span, group []int32, fn func(Work), d *Diagnos
 	b.units()
 	// Orphans: attach to the trace's unit when there is one (the unit
 	// whose window holds the orphan's start, else the first).
-	var roots []int32
+	roots := b.roots[:0]
 	for i := range b.sp {
 		if b.unit[i] == int32(i) {
 			roots = append(roots, int32(i))
 		}
 	}
+	b.roots = roots
 	// An orphan above a root (an upstream caller's span whose own parent
 	// is not in the input) is not attached: that would make a loop.
-	above := map[int32]bool{}
+	var above map[int32]bool // rare: most roots have no parent
 	for _, r := range roots {
 		for p, n := b.parent[r], 0; p >= 0 && n <= len(b.sp); p, n = b.parent[p], n+1 {
+			if above == nil {
+				above = map[int32]bool{}
+			}
 			above[p] = true
 		}
 	}
@@ -299,7 +327,8 @@ func (b *treeBuilder) find(id SpanID) int32 {
 	if id.IsZero() {
 		return noParent
 	}
-	i, ok := slices.BinarySearchFunc(b.sp, id, func(s Span, id SpanID) int { return bytes.Compare(s.SpanID[:], id[:]) })
+	v := id.u64()
+	i, ok := slices.BinarySearchFunc(b.sp, v, func(s Span, v uint64) int { return cmp.Compare(s.SpanID.u64(), v) })
 	if !ok {
 		return missingParent
 	}
@@ -375,8 +404,8 @@ func (b *treeBuilder) work(r int32, d *Diagnostics) Work {
 	w := Work{Root: root, Nodes: make([]Node, 0, len(b.sp))}
 	// Nodes in pre-order; far-side spans whose parent is a near-side send
 	// hang under the send's parent, beside the send (placement below).
-	type frame struct{ span, node int32 }
-	stack := []frame{{r, -1}}
+	stack := append(b.frames[:0], frame{r, -1})
+	defer func() { b.frames = stack[:0] }()
 	for len(stack) > 0 {
 		f := stack[len(stack)-1]
 		stack = stack[:len(stack)-1]
@@ -400,27 +429,55 @@ func (b *treeBuilder) work(r int32, d *Diagnostics) Work {
 			stack = append(stack, frame{kids[k], me})
 		}
 	}
-	t := newTree(w.Nodes)
+	t := &b.tree
+	t.reset(w.Nodes)
 	t.place(d)
 	t.clip()
 	w.Stats = t.attribute()
 	return w
 }
 
-// tree is a unit's nodes with children lists.
+// tree is a unit's nodes with children lists. Its slices are reused by
+// reset: a treeBuilder keeps one for all its units.
 type tree struct {
 	nodes []Node
-	kids  [][]int32
+	first []int32 // node i's children are kid[first[i]:first[i+1]], in index order
+	kid   []int32
+	sc    []int32 // walk's stack of sorted children
+	at    []int32 // attribute's index in stats of each row, by search
 }
 
 func newTree(nodes []Node) *tree {
-	t := &tree{nodes: nodes, kids: make([][]int32, len(nodes))}
-	for i := 1; i < len(nodes); i++ {
-		p := nodes[i].Parent
-		t.kids[p] = append(t.kids[p], int32(i))
-	}
+	t := &tree{}
+	t.reset(nodes)
 	return t
 }
+
+// reset makes t the tree of nodes (parents before children).
+func (t *tree) reset(nodes []Node) {
+	n := len(nodes)
+	t.nodes = nodes
+	t.first = resize(t.first, n+1)
+	clear(t.first)
+	for i := 1; i < n; i++ {
+		t.first[nodes[i].Parent+1]++
+	}
+	for i := 1; i <= n; i++ {
+		t.first[i] += t.first[i-1]
+	}
+	t.kid = resize(t.kid, max(n-1, 0))
+	fill := resize(t.sc, n) // next free slot of each parent
+	copy(fill, t.first[:n])
+	for i := 1; i < n; i++ {
+		p := nodes[i].Parent
+		t.kid[fill[p]] = int32(i)
+		fill[p]++
+	}
+	t.sc = fill[:0]
+}
+
+// kids returns node i's children, in index order.
+func (t *tree) kids(i int32) []int32 { return t.kid[t.first[i]:t.first[i+1]] }
 
 // place puts far-side spans causally (attribution's doc.go, "Two
 // clocks"). For every near-side parent with far-side children, the far
@@ -434,7 +491,7 @@ func newTree(nodes []Node) *tree {
 func (t *tree) place(d *Diagnostics) {
 	for p := range t.nodes {
 		var far []int32
-		for _, c := range t.kids[p] {
+		for _, c := range t.kids(int32(p)) {
 			if t.nodes[c].Far {
 				far = append(far, c)
 			}
@@ -446,7 +503,7 @@ func (t *tree) place(d *Diagnostics) {
 		l, lh := pn.Start, int64(-1)
 		u, uh := pn.End, int64(-1)
 		haveReq, haveRep := false, false
-		for _, c := range t.kids[p] {
+		for _, c := range t.kids(int32(p)) {
 			n := t.nodes[c]
 			if n.Far {
 				continue
@@ -501,7 +558,7 @@ func (t *tree) place(d *Diagnostics) {
 			}
 			g0, g1 = g0+delta, g1+delta
 		}
-		for _, c := range t.kids[p] {
+		for _, c := range t.kids(int32(p)) {
 			n := &t.nodes[c]
 			if n.Far {
 				continue
@@ -522,7 +579,7 @@ func (t *tree) place(d *Diagnostics) {
 // every request span starts before every reply span.
 func oneRoundTrip(t *tree, p int) bool {
 	lastReq, firstRep := int64(math.MinInt64), int64(math.MaxInt64)
-	for _, c := range t.kids[p] {
+	for _, c := range t.kids(int32(p)) {
 		n := t.nodes[c]
 		if n.Far {
 			continue
@@ -550,7 +607,7 @@ func clampShift(lo, hi int64) int64 {
 func (t *tree) shift(i int32, delta int64) {
 	t.nodes[i].Start += delta
 	t.nodes[i].End += delta
-	for _, c := range t.kids[i] {
+	for _, c := range t.kids(i) {
 		t.shift(c, delta)
 	}
 }
@@ -569,13 +626,36 @@ func (t *tree) clip() {
 // attribute walks the critical path and sums the rows.
 func (t *tree) attribute() []KeyStat {
 	stats := make([]KeyStat, 0, min(len(t.nodes), 16))
-	at := make(map[Key]int, min(len(t.nodes), 16))
+	// Rows are few (components × phases × directions): a linear search
+	// beats a map up to a few dozen; past that (hostile input with many
+	// components) a map keeps it linear.
+	const maxLinear = 32
+	var at map[Key]int
 	add := func(k Key, crit, naive time.Duration, count int) {
-		i, ok := at[k]
-		if !ok {
+		i := -1
+		if at != nil {
+			if j, ok := at[k]; ok {
+				i = j
+			}
+		} else {
+			for j := range stats {
+				if stats[j].Key == k {
+					i = j
+					break
+				}
+			}
+		}
+		if i < 0 {
 			i = len(stats)
-			at[k] = i
 			stats = append(stats, KeyStat{Key: k})
+			if at != nil {
+				at[k] = i
+			} else if len(stats) > maxLinear {
+				at = make(map[Key]int, 2*len(stats))
+				for j, s := range stats {
+					at[s.Key] = j
+				}
+			}
 		}
 		stats[i].Critical += crit
 		stats[i].Naive += naive
@@ -605,17 +685,23 @@ func (t *tree) walk(i int32, inherit Key, emit func(int32, Key, time.Duration)) 
 	if !own.Phase.Valid() {
 		own = inherit
 	}
-	kids := slices.Clone(t.kids[i])
+	// The children, sorted, on t.sc: the walks below push theirs after
+	// them and pop them before returning.
+	base := len(t.sc)
+	t.sc = append(t.sc, t.kids(i)...)
+	nk := len(t.sc) - base
+	defer func() { t.sc = t.sc[:base] }()
 	// Latest end first; among equal ends the later start (the replay
 	// breaks ties the same way).
-	slices.SortStableFunc(kids, func(a, b int32) int {
+	slices.SortStableFunc(t.sc[base:], func(a, b int32) int {
 		if c := cmp.Compare(t.nodes[b].End, t.nodes[a].End); c != 0 {
 			return c
 		}
 		return cmp.Compare(t.nodes[b].Start, t.nodes[a].Start)
 	})
 	cursor := n.End
-	for _, c := range kids {
+	for k := range nk {
+		c := t.sc[base+k]
 		cn := t.nodes[c]
 		if cn.End <= cn.Start || cn.End > cursor {
 			continue // empty, or overlaps a child already on the path

@@ -1,6 +1,8 @@
 package attribution
 
 import (
+	"cmp"
+	"encoding/binary"
 	"encoding/hex"
 	"sync"
 	"time"
@@ -22,6 +24,17 @@ func (t TraceID) String() string { return hex.EncodeToString(t[:]) }
 
 // String returns the id in lowercase hex.
 func (s SpanID) String() string { return hex.EncodeToString(s[:]) }
+
+// u64 is s as a number, in the order of its bytes.
+func (s SpanID) u64() uint64 { return binary.BigEndian.Uint64(s[:]) }
+
+// compare orders trace ids as their bytes.
+func (t TraceID) compare(o TraceID) int {
+	if c := cmp.Compare(binary.BigEndian.Uint64(t[:8]), binary.BigEndian.Uint64(o[:8])); c != 0 {
+		return c
+	}
+	return cmp.Compare(binary.BigEndian.Uint64(t[8:]), binary.BigEndian.Uint64(o[8:]))
+}
 
 // IsZero reports whether s is the zero id (no parent).
 func (s SpanID) IsZero() bool { return s == SpanID{} }
