@@ -136,6 +136,15 @@ type accountingSpan struct {
 	ended bool
 }
 
+// EndPhaseSpan implements telemetry.PhaseTracer.
+func (p *accountingProvider) EndPhaseSpan(span trace.Span, end time.Time) {
+	if s, ok := span.(*accountingSpan); ok {
+		s.endAt(end)
+		return
+	}
+	span.End(trace.WithTimestamp(end)) // not ours: cannot happen through a Component
+}
+
 // End hands the span to the collector, once.
 func (s *accountingSpan) End(opts ...trace.SpanEndOption) {
 	end := time.Now()
@@ -145,6 +154,11 @@ func (s *accountingSpan) End(opts ...trace.SpanEndOption) {
 			end = ts
 		}
 	}
+	s.endAt(end)
+}
+
+// endAt ends the span at end, once.
+func (s *accountingSpan) endAt(end time.Time) {
 	s.mu.Lock()
 	if s.ended {
 		s.mu.Unlock()

@@ -428,12 +428,17 @@ func (ps PhaseSpan) end(err error) time.Duration {
 	if dl := ps.c.delay[ps.phase]; dl > 0 {
 		time.Sleep(dl)
 	}
-	d := time.Since(ps.start)
+	now := time.Now()
+	d := now.Sub(ps.start)
 	if err != nil {
 		ps.span.RecordError(err)
 		ps.span.SetStatus(codes.Error, err.Error())
 	}
-	ps.span.End()
+	if ps.c.fast != nil {
+		ps.c.fast.EndPhaseSpan(ps.span, now)
+	} else {
+		ps.span.End()
+	}
 	if ps.c.metrics {
 		ps.c.phaseHist.Record(ps.ctx, d.Seconds(), ps.c.metricOpt[ps.phase][ps.dir])
 	}
@@ -532,6 +537,12 @@ func (c *Component) StartWork(ctx context.Context, attrs ...attribute.KeyValue) 
 	if c == nil {
 		return ctx, WorkSpan{start: time.Now()}
 	}
+	if c.fast != nil {
+		// The attributes reach only exporters, which a PhaseTracer has not.
+		now := time.Now()
+		ctx, span := c.fast.StartPhaseSpan(ctx, SpanWork, "", 0, None, now)
+		return ctx, WorkSpan{c: c, ctx: ctx, span: span, start: now}
+	}
 	ctx, span := c.tracer.Start(ctx, SpanWork, c.workOpts...)
 	if len(attrs) > 0 {
 		span.SetAttributes(attrs...)
@@ -554,7 +565,8 @@ func (w WorkSpan) Start() time.Time { return w.start }
 // error status), records amdahl.work.duration and returns the end-to-end
 // duration.
 func (w WorkSpan) End(o Outcome, err error) time.Duration {
-	d := time.Since(w.start)
+	now := time.Now()
+	d := now.Sub(w.start)
 	if w.c == nil {
 		return d
 	}
@@ -566,7 +578,11 @@ func (w WorkSpan) End(o Outcome, err error) time.Duration {
 		w.span.RecordError(err)
 		w.span.SetStatus(codes.Error, err.Error())
 	}
-	w.span.End()
+	if w.c.fast != nil {
+		w.c.fast.EndPhaseSpan(w.span, now)
+	} else {
+		w.span.End()
+	}
 	if w.c.metrics {
 		w.c.workHist.Record(w.ctx, d.Seconds(), w.c.workMetric[o])
 	}

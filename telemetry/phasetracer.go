@@ -21,8 +21,12 @@ type PhaseTracer interface {
 	// StartPhaseSpan starts the span name of component's phase p
 	// (direction d), begun at start, as a child of the span in ctx, and
 	// returns the context carrying it. The span carries amdahl.component,
-	// amdahl.phase and amdahl.direction (for d other than None).
+	// amdahl.phase and amdahl.direction (for d other than None); p zero
+	// is a span that is not a phase (amdahl.work, with component "").
 	StartPhaseSpan(ctx context.Context, name, component string, p Phase, d Direction, start time.Time) (context.Context, trace.Span)
+	// EndPhaseSpan ends span, which StartPhaseSpan returned, at end: the
+	// time the Component read for the phase's duration.
+	EndPhaseSpan(span trace.Span, end time.Time)
 	// RecordPhaseSpan records such a span of a phase measured elsewhere,
 	// from start to end, as a child of the span in ctx, with attrs
 	// besides (amdahl.remote, amdahl.bytes).

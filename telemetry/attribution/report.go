@@ -52,8 +52,21 @@ type Accumulator struct {
 	e2eTotal time.Duration
 	e2e      Sketch
 	rows     map[Key]*rowSum
+	recent   []keyedRow // the rows looked up last, searched before rows
 	diag     Diagnostics
 }
+
+// keyedRow is a row of an Accumulator with its key: a unit's few rows are
+// found by comparing keys (whose strings are mostly shared, so the
+// comparison is a pointer's) rather than by hashing them.
+type keyedRow struct {
+	key Key
+	row *rowSum
+}
+
+// maxRecent bounds Accumulator.recent: more than the rows of a unit of
+// the built-in scenarios, few enough for a linear search.
+const maxRecent = 24
 
 type rowSum struct {
 	critical, naive time.Duration
@@ -90,6 +103,22 @@ func (a *Accumulator) Add(w Work) {
 }
 
 func (a *Accumulator) row(k Key) *rowSum {
+	for _, kr := range a.recent {
+		if kr.key == k {
+			return kr.row
+		}
+	}
+	r := a.lookup(k)
+	if len(a.recent) < maxRecent {
+		a.recent = append(a.recent, keyedRow{k, r})
+	} else {
+		a.recent[int(uint(len(a.rows))%maxRecent)] = keyedRow{k, r}
+	}
+	return r
+}
+
+// lookup returns row k, creating it (or its overflow row) if needed.
+func (a *Accumulator) lookup(k Key) *rowSum {
 	r := a.rows[k]
 	if r == nil {
 		if len(a.rows) >= MaxRows {
