@@ -656,30 +656,31 @@ func (r *Runtime) finish(u *unit, o telemetry.Outcome, class string, err error) 
 }
 
 // onWork receives each unit's attribution from the collector's
-// accounting goroutine.
+// accounting goroutine. A unit is added to its kind's accumulator only:
+// Summary merges them (adding each unit twice, to the run's and to its
+// kind's, cost as much again as its tree).
 func (r *Runtime) onWork(w attribution.Work, diag attribution.Diagnostics) {
 	tid := trace.TraceID(w.Root.TraceID)
 	r.mu.Lock()
 	u := r.units[tid]
 	delete(r.units, tid)
-	var kind *attribution.Accumulator
+	acc := &r.acc // units of no known kind, and the diagnostics
 	if u != nil {
-		kind = r.byKind[u.item.Kind]
-		if kind == nil {
-			kind = &attribution.Accumulator{}
-			r.byKind[u.item.Kind] = kind
+		acc = r.byKind[u.item.Kind]
+		if acc == nil {
+			acc = &attribution.Accumulator{}
+			r.byKind[u.item.Kind] = acc
 		}
 	}
 	r.mu.Unlock()
-	r.acc.Add(w)
+	acc.Add(w)
 	r.acc.AddDiagnostics(diag)
 	if r.cfg.OnWork != nil {
 		r.cfg.OnWork(w)
 	}
-	if u == nil {
+	if u == nil || !u.comp.RecordsMetrics() {
 		return
 	}
-	kind.Add(w)
 	ctx := u.rootContext()
 	for _, s := range w.Stats {
 		u.comp.RecordCriticalOf(ctx, s.Key.Component, s.Key.Phase, s.Key.Direction, s.Critical)
@@ -1027,7 +1028,12 @@ func (r *Runtime) Summary() Summary {
 	if r.side != nil {
 		s.SidecarApplied = r.side.Applied() - r.appliedBase
 	}
-	s.Attribution = r.acc.Report(r.cfg.ByPhase)
+	var all attribution.Accumulator
+	all.Merge(&r.acc)
+	for _, a := range byKind {
+		all.Merge(a)
+	}
+	s.Attribution = all.Report(r.cfg.ByPhase)
 	if len(byKind) > 1 {
 		s.Kinds = map[string]attribution.Report{}
 		for k, a := range byKind {

@@ -283,6 +283,11 @@ func (c *Component) SpanName(p Phase, d Direction) string {
 	return c.spanNames[p][d]
 }
 
+// RecordsMetrics reports whether the component records metrics: false
+// when disabled or when its MeterProvider is a no-op, where a caller may
+// skip preparing what it would record.
+func (c *Component) RecordsMetrics() bool { return c != nil && c.metrics }
+
 // Enabled reports whether the component records anything.
 func (c *Component) Enabled() bool { return c != nil }
 

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -343,6 +344,61 @@ func TestReportRowsByComponent(t *testing.T) {
 	for _, want := range []string{"work items 1", "x.send/request", "40.0%", "far.send/request", "60.0%"} {
 		if !strings.Contains(buf.String(), want) {
 			t.Errorf("report lacks %q:\n%s", want, buf.String())
+		}
+	}
+}
+
+// TestAccumulatorMerge: merging accumulators gives the report of adding
+// every unit to one; the rows of units found by key (Accumulator's recent
+// rows) are the rows a map lookup finds, across many keys.
+func TestAccumulatorMerge(t *testing.T) {
+	var all, even, odd Accumulator
+	for i := range 60 {
+		// Units with different components, so that rows come and go
+		// from the recent rows.
+		comp := fmt.Sprintf("c%d", i%37)
+		w, _ := one(t, build(fmt.Sprint(i), []sp{{"w", "", 0, 0, 0, 100 + float64(i), false},
+			{"a", "w", Se, req, 0, 40, false}, {"b", "w", Se, req, 40, 90, true}}))
+		for j := range w.Stats {
+			if w.Stats[j].Key.Component == "x" {
+				w.Stats[j].Key.Component = comp
+			}
+		}
+		for j := range w.Nodes {
+			if w.Nodes[j].Key.Component == "x" {
+				w.Nodes[j].Key.Component = comp
+			}
+		}
+		all.Add(w)
+		if i%2 == 0 {
+			even.Add(w)
+		} else {
+			odd.Add(w)
+		}
+	}
+	all.AddDiagnostics(Diagnostics{Spans: 7, Orphans: 2})
+	odd.AddDiagnostics(Diagnostics{Spans: 7, Orphans: 2})
+	var merged Accumulator
+	merged.Merge(&even)
+	merged.Merge(&odd)
+	want, got := all.Report(false), merged.Report(false)
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("merged report differs from one accumulator's:\n got %+v\nwant %+v", got, want)
+	}
+	if len(want.Rows) != 37+2 {
+		t.Errorf("%d rows, want 39 (37 components, far, other)", len(want.Rows))
+	}
+	for _, r := range want.Rows {
+		var k int
+		if _, err := fmt.Sscanf(r.Key.Component, "c%d", &k); err != nil {
+			continue
+		}
+		n := 1 // units i < 60 with i%37 == k
+		if k < 60-37 {
+			n = 2
+		}
+		if r.Spans != n {
+			t.Errorf("row %s: %d spans, want %d", r.Name, r.Spans, n)
 		}
 	}
 }

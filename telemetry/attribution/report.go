@@ -149,6 +149,30 @@ func overflowKey(k Key) Key {
 	return Key{Component: OverflowComponent, Phase: k.Phase, Direction: k.Direction}
 }
 
+// Merge adds everything added to o (units and diagnostics) to a, as if
+// it had been added to a; o is unchanged. a and o must differ.
+func (a *Accumulator) Merge(o *Accumulator) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.works += o.works
+	a.failed += o.failed
+	a.e2eTotal += o.e2eTotal
+	a.e2e.Merge(&o.e2e)
+	a.diag.Add(o.diag)
+	if len(o.rows) > 0 && a.rows == nil {
+		a.rows = map[Key]*rowSum{}
+	}
+	for k, v := range o.rows {
+		r := a.lookup(k)
+		r.critical += v.critical
+		r.naive += v.naive
+		r.count += v.count
+		r.dur.Merge(&v.dur)
+	}
+}
+
 // AddDiagnostics adds counts about the input to the report.
 func (a *Accumulator) AddDiagnostics(d Diagnostics) {
 	a.mu.Lock()
