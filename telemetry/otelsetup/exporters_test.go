@@ -5,8 +5,10 @@ import (
 	"errors"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -14,6 +16,9 @@ import (
 	"github.com/amdahl-rt/amdahl/telemetry"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
+	metricnoop "go.opentelemetry.io/otel/metric/noop"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	colmetricpb "go.opentelemetry.io/proto/otlp/collector/metrics/v1"
 	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
@@ -375,5 +380,86 @@ func TestRemoteSpansWanted(t *testing.T) {
 	var nilTel *Telemetry
 	if nilTel.RemoteSpansWanted() {
 		t.Error("a nil Telemetry wants remote spans")
+	}
+}
+
+// TestSpansOnlyForAttribution: true exactly when nothing set up here would
+// see a span but the processors registered later: no exporter, trace file,
+// recorder, span processor, sampler or Pyroscope.
+func TestSpansOnlyForAttribution(t *testing.T) {
+	col := newCollector(t)
+	dir := t.TempDir()
+	for _, tc := range []struct {
+		name string
+		env  map[string]string
+		opts []Option
+		want bool
+	}{
+		{"nothing", nil, nil, true},
+		{"profile files only", nil, []Option{WithProfileDir(filepath.Join(dir, "prof"))}, true},
+		{"metrics only", nil, []Option{WithMetricsAddr("127.0.0.1:0")}, true},
+		{"OTLP", nil, []Option{WithOTLP(col.addr, "grpc")}, false},
+		{"trace file", nil, []Option{WithTraceFile(filepath.Join(dir, "trace.jsonl"))}, false},
+		{"recorder", nil, []Option{WithRecorder()}, false},
+		{"span processor", nil, []Option{WithSpanProcessor(tracetest.NewSpanRecorder())}, false},
+		{"sampler", nil, []Option{WithSampler(sdktrace.TraceIDRatioBased(0.5))}, false},
+		{"sampler from the environment", map[string]string{EnvTracesSampler: "traceidratio"}, nil, false},
+		{"SDK disabled", nil, []Option{WithSDKDisabled(true)}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			lookup := processEnv(t, tc.env)
+			tel, err := Setup(ctx, append([]Option{WithLookupEnv(lookup)}, tc.opts...)...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer func() { _ = tel.Shutdown(ctx) }()
+			if got := tel.SpansOnlyForAttribution(); got != tc.want {
+				t.Errorf("SpansOnlyForAttribution: got %v, want %v", got, tc.want)
+			}
+		})
+	}
+	var nilTel *Telemetry
+	if nilTel.SpansOnlyForAttribution() {
+		t.Error("a nil Telemetry says yes")
+	}
+}
+
+// TestMetricsOnlyWhenRead: with nothing to read them, metrics are not
+// recorded (a no-op meter provider, /metrics answers 404); an address, a
+// reader or WithMetricsHandler turns them on.
+func TestMetricsOnlyWhenRead(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name string
+		opts []Option
+		want bool
+	}{
+		{"nothing", nil, false},
+		{"address", []Option{WithMetricsAddr("127.0.0.1:0")}, true},
+		{"handler", []Option{WithMetricsHandler()}, true},
+		{"reader", []Option{WithMetricReader(sdkmetric.NewManualReader())}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tel, err := Setup(ctx, append([]Option{WithLookupEnv(noEnv)}, tc.opts...)...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer func() { _ = tel.Shutdown(ctx) }()
+			_, noop := tel.MeterProvider().(metricnoop.MeterProvider)
+			if noop == tc.want {
+				t.Fatalf("meter provider %T: recording %v, want %v", tel.MeterProvider(), !noop, tc.want)
+			}
+			record(t, tel)
+			resp := httptest.NewRecorder()
+			tel.MetricsHandler().ServeHTTP(resp, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+			served := resp.Code == http.StatusOK && strings.Contains(resp.Body.String(), "amdahl_phase_duration")
+			if served != tc.want {
+				t.Errorf("MetricsHandler: status %d, phase metric served %v, want %v", resp.Code, served, tc.want)
+			}
+			if err := tel.ForceFlush(ctx); err != nil {
+				t.Errorf("ForceFlush: %v", err)
+			}
+		})
 	}
 }

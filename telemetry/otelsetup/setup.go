@@ -51,6 +51,9 @@ const (
 	EnvPhaseLabels         = "AMDAHL_PHASE_LABELS"
 	EnvPyroscopeAddress    = "PYROSCOPE_SERVER_ADDRESS"
 	EnvPyroscopeAppName    = "PYROSCOPE_APPLICATION_NAME"
+	// EnvTracesSampler is read by the SDK itself; Setup reads it only to
+	// know whether the program chose a sampler (SpansOnlyForAttribution).
+	EnvTracesSampler = "OTEL_TRACES_SAMPLER"
 )
 
 // The trace file's batch processor: a queue deep enough that bursts of span
@@ -319,7 +322,12 @@ func Setup(ctx context.Context, opts ...Option) (*Telemetry, error) {
 	t.sdkTP = sdktrace.NewTracerProvider(tpOpts...)
 	t.tracerProvider = t.sdkTP
 	t.remoteWanted = c.recorder || c.traceFile != "" || len(c.processors) > 0 || (exp != nil && c.remoteSpans)
-	_, samplerEnv := c.env("OTEL_TRACES_SAMPLER")
+	// The SDK reads its sampler from the process environment, whatever
+	// WithLookupEnv says.
+	_, samplerEnv := c.env(EnvTracesSampler)
+	if v, ok := os.LookupEnv(EnvTracesSampler); ok && strings.TrimSpace(v) != "" {
+		samplerEnv = true
+	}
 	t.spansOnlyRegistered = !c.recorder && c.traceFile == "" && len(c.processors) == 0 && exp == nil &&
 		c.sampler == nil && !samplerEnv && c.pyroscope.ServerAddress == ""
 

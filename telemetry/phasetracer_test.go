@@ -1,0 +1,105 @@
+package telemetry
+
+import (
+	"context"
+	"slices"
+	"testing"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	metricnoop "go.opentelemetry.io/otel/metric/noop"
+	"go.opentelemetry.io/otel/trace"
+	tracenoop "go.opentelemetry.io/otel/trace/noop"
+)
+
+// fakePhaseTracer records what a Component hands a PhaseTracer.
+type fakePhaseTracer struct {
+	tracenoop.TracerProvider
+	started  []string
+	ended    []time.Time
+	recorded []string
+	attrs    [][]attribute.KeyValue
+}
+
+func (f *fakePhaseTracer) StartPhaseSpan(ctx context.Context, name, component string, p Phase, d Direction, start time.Time) (context.Context, trace.Span) {
+	f.started = append(f.started, name+" "+component+" "+p.String()+" "+d.String())
+	return ctx, noopSpan
+}
+
+func (f *fakePhaseTracer) EndPhaseSpan(_ trace.Span, end time.Time) { f.ended = append(f.ended, end) }
+
+func (f *fakePhaseTracer) RecordPhaseSpan(_ context.Context, name, component string, p Phase, d Direction, start, end time.Time, attrs []attribute.KeyValue) {
+	f.recorded = append(f.recorded, name+" "+component+" "+p.String()+" "+d.String()+" "+end.Sub(start).String())
+	f.attrs = append(f.attrs, attrs)
+}
+
+// TestPhaseTracerPath: a Component whose TracerProvider is a PhaseTracer
+// hands it its phases whole (names, component, phase, direction, the times
+// it read), and with a no-op MeterProvider records no metric.
+func TestPhaseTracerPath(t *testing.T) {
+	f := &fakePhaseTracer{}
+	c, err := NewComponent("ipc", ComponentConfig{TracerProvider: f, MeterProvider: metricnoop.NewMeterProvider()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.RecordsMetrics() {
+		t.Error("RecordsMetrics with a no-op meter provider")
+	}
+	ctx, w := c.StartWork(context.Background(), AttrWorkID.String("u"))
+	_, ph := c.StartPhase(ctx, Serialize, Request)
+	d := ph.End()
+	_, q := c.StartDetached(ctx, Queue, None)
+	q.End()
+	t0 := time.Unix(100, 0)
+	c.RecordSpan(ctx, Receive, Reply, t0, t0.Add(time.Millisecond), AttrRemote.Bool(true))
+	e2e := w.End(OK, nil)
+
+	wantStarted := []string{"amdahl.work  phase(0) ", "ipc.serialize ipc serialize request", "ipc.queue ipc queue "}
+	if !slices.Equal(f.started, wantStarted) {
+		t.Errorf("started %q, want %q", f.started, wantStarted)
+	}
+	if len(f.ended) != 3 {
+		t.Fatalf("ended %d spans, want 3", len(f.ended))
+	}
+	if got := f.ended[2].Sub(w.Start()); got != e2e {
+		t.Errorf("root ended %v after its start, End returned %v: want the time End read", got, e2e)
+	}
+	if got := f.ended[0].Sub(ph.Start()); got != d {
+		t.Errorf("phase ended %v after its start, End returned %v: want the time End read", got, d)
+	}
+	wantRec := []string{"ipc.receive ipc receive reply 1ms"}
+	if !slices.Equal(f.recorded, wantRec) || len(f.attrs[0]) != 1 || f.attrs[0][0] != AttrRemote.Bool(true) {
+		t.Errorf("recorded %q with %v, want %q with amdahl.remote", f.recorded, f.attrs, wantRec)
+	}
+}
+
+// nullPhaseTracer takes phases and keeps nothing, allocating nothing.
+type nullPhaseTracer struct{ tracenoop.TracerProvider }
+
+func (nullPhaseTracer) StartPhaseSpan(ctx context.Context, _, _ string, _ Phase, _ Direction, _ time.Time) (context.Context, trace.Span) {
+	return ctx, noopSpan
+}
+func (nullPhaseTracer) EndPhaseSpan(trace.Span, time.Time) {}
+func (nullPhaseTracer) RecordPhaseSpan(context.Context, string, string, Phase, Direction, time.Time, time.Time, []attribute.KeyValue) {
+}
+
+// TestNoMetricsNoAllocation: with a no-op MeterProvider a phase records
+// no metric: the Component itself allocates nothing (a record's variadic
+// option would escape).
+func TestNoMetricsNoAllocation(t *testing.T) {
+	c, err := NewComponent("ipc", ComponentConfig{TracerProvider: nullPhaseTracer{}, MeterProvider: metricnoop.NewMeterProvider()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	t0 := time.Unix(100, 0)
+	if n := testing.AllocsPerRun(100, func() {
+		_, ph := c.StartPhase(ctx, Send, Request)
+		ph.End()
+		c.RecordSpan(ctx, Receive, Reply, t0, t0)
+		c.RecordCritical(ctx, Send, Request, time.Millisecond)
+		c.RecordPhase(ctx, Send, Request, time.Millisecond)
+	}); n != 0 {
+		t.Errorf("a phase allocates %v times with no metrics, want 0", n)
+	}
+}
