@@ -77,7 +77,7 @@ const (
 	maxQueuedUnits = 1024
 	maxFree        = 256
 	spansPerUnit   = 32 // a taskhost unit has about 20
-	gatherDelay    = 2 * time.Millisecond
+	gatherDelay    = 10 * time.Millisecond
 )
 
 // newCollector starts the collector's accounting goroutine, which calls

@@ -690,15 +690,16 @@ func (t *tree) walk(i int32, inherit Key, emit func(int32, Key, time.Duration)) 
 	base := len(t.sc)
 	t.sc = append(t.sc, t.kids(i)...)
 	nk := len(t.sc) - base
-	defer func() { t.sc = t.sc[:base] }()
 	// Latest end first; among equal ends the later start (the replay
 	// breaks ties the same way).
-	slices.SortStableFunc(t.sc[base:], func(a, b int32) int {
-		if c := cmp.Compare(t.nodes[b].End, t.nodes[a].End); c != 0 {
-			return c
-		}
-		return cmp.Compare(t.nodes[b].Start, t.nodes[a].Start)
-	})
+	if nk > 1 {
+		slices.SortStableFunc(t.sc[base:], func(a, b int32) int {
+			if c := cmp.Compare(t.nodes[b].End, t.nodes[a].End); c != 0 {
+				return c
+			}
+			return cmp.Compare(t.nodes[b].Start, t.nodes[a].Start)
+		})
+	}
 	cursor := n.End
 	for k := range nk {
 		c := t.sc[base+k]
@@ -715,6 +716,7 @@ func (t *tree) walk(i int32, inherit Key, emit func(int32, Key, time.Duration)) 
 	if cursor > n.Start {
 		emit(i, own, time.Duration(cursor-n.Start))
 	}
+	t.sc = t.sc[:base]
 }
 
 // compareKeys orders rows in pipeline order: by phase, then direction,
