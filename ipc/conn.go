@@ -220,7 +220,9 @@ func (c *Conn) putBuf(b *[]byte) {
 
 // serialize runs under sendMu: the Codec sees packets in wire order.
 func (c *Conn) serialize(ctx context.Context, t Type, m proto.Message) (*item, error) {
-	_, ph := c.phases(t).StartPhase(ctx, telemetry.Serialize, c.role)
+	// A leaf: no span starts under serialize or send (the codec's work
+	// is theirs), so their spans are made when they end.
+	ph := c.phases(t).StartLeaf(ctx, telemetry.Serialize, c.role)
 	buf := c.getBuf()
 	frame, err := appendFrame(ctx, *buf, c.codec, t, m, c.cfg.maxPacket)
 	if err != nil {
@@ -230,8 +232,7 @@ func (c *Conn) serialize(ctx context.Context, t Type, m proto.Message) (*item, e
 		return nil, err
 	}
 	*buf = frame
-	ph.Span().SetAttributes(telemetry.AttrBytes.Int(len(frame) - HeaderSize))
-	ph.End()
+	ph.EndWith(telemetry.AttrBytes.Int(len(frame) - HeaderSize))
 	return &item{frame: frame, buf: buf, t: t, sc: trace.SpanContextFromContext(ctx)}, nil
 }
 
@@ -338,7 +339,7 @@ func (c *Conn) write(ctx context.Context, it *item) error {
 	if it.sc.IsValid() {
 		ctx = trace.ContextWithSpanContext(ctx, it.sc)
 	}
-	_, ph := c.phases(it.t).StartPhase(ctx, telemetry.Send, c.role)
+	ph := c.phases(it.t).StartLeaf(ctx, telemetry.Send, c.role)
 	start := time.Now()
 	c.writeStart.Store(start.UnixNano())
 	if c.cfg.onWrite != nil {
@@ -354,8 +355,7 @@ func (c *Conn) write(ctx context.Context, it *item) error {
 		return err
 	}
 	c.m.packet(ctx, opSend, c.role, len(it.frame))
-	ph.Span().SetAttributes(telemetry.AttrBytes.Int(len(it.frame)), AttrBuffer.Int(c.bufEf))
-	ph.End()
+	ph.EndWith(telemetry.AttrBytes.Int(len(it.frame)), AttrBuffer.Int(c.bufEf))
 	return nil
 }
 

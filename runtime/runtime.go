@@ -260,14 +260,16 @@ func (u *unit) rootContext() context.Context {
 
 // unit is one unit of work in flight.
 type unit struct {
-	item    scenario.Item
-	id      string
-	work    telemetry.WorkSpan
-	disp    telemetry.PhaseSpan // runtime.dispatch
-	queued  telemetry.PhaseSpan // runtime.queue, ended when a worker takes the unit
-	comp    *telemetry.Component
-	start   time.Time
-	outputs map[string]string // the task's, once its host replied
+	item   scenario.Item
+	id     string
+	work   telemetry.WorkSpan
+	disp   telemetry.PhaseSpan // runtime.dispatch
+	queued telemetry.PhaseSpan // runtime.queue, ended when a worker takes the unit
+	// queueEnded: queued has ended (a leaf: its span is made then).
+	queueEnded bool
+	comp       *telemetry.Component
+	start      time.Time
+	outputs    map[string]string // the task's, once its host replied
 }
 
 // New starts a Runtime: its instrumentation on the given providers, the sidecar connection (and the
@@ -524,7 +526,7 @@ func (r *Runtime) Submit(ctx context.Context, it scenario.Item) error {
 	u.disp = disp
 	// The wait for a worker (Submit blocked on a full queue, then queued)
 	// is its own row: load, not code.
-	_, u.queued = u.comp.StartDetached(dctx, telemetry.Queue, telemetry.None)
+	u.queued = u.comp.StartDetachedLeaf(dctx, telemetry.Queue, telemetry.None)
 	select {
 	case <-r.stopping:
 		r.finish(u, telemetry.Cancelled, "cancelled", ErrClosed)
@@ -541,7 +543,7 @@ func (r *Runtime) Submit(ctx context.Context, it scenario.Item) error {
 		// Not submitted: forget the unit before ending its spans, so it is
 		// neither attributed nor counted in amdahl.work.duration.
 		r.dropUnit(u)
-		u.queued.Span().End()
+		u.queueEnded = true // its span is never made
 		u.disp.Span().End()
 		u.work.Span().End()
 		r.inflight.Done()
@@ -593,7 +595,7 @@ func (r *Runtime) cancelQueued() {
 
 // runUnit runs one unit of work on the worker's goroutine.
 func (r *Runtime) runUnit(drain context.Context, u *unit) {
-	u.queued.End()
+	r.endQueue(u)
 	// The unit's context carries its root span and ends with the drain.
 	ctx := trace.ContextWithSpan(drain, u.work.Span())
 	var err error
@@ -621,9 +623,7 @@ func (r *Runtime) runUnit(drain context.Context, u *unit) {
 
 // finish ends the unit's spans (once) and records its result.
 func (r *Runtime) finish(u *unit, o telemetry.Outcome, class string, err error) {
-	if u.queued.Span().IsRecording() {
-		u.queued.End()
-	}
+	r.endQueue(u)
 	if u.disp.Span().IsRecording() {
 		u.disp.End()
 	}
@@ -684,6 +684,15 @@ func (r *Runtime) onWork(w attribution.Work, diag attribution.Diagnostics) {
 	ctx := u.rootContext()
 	for _, s := range w.Stats {
 		u.comp.RecordCriticalOf(ctx, s.Key.Component, s.Key.Phase, s.Key.Direction, s.Critical)
+	}
+}
+
+// endQueue ends the queue phase, once: when a worker takes the unit, or
+// when the unit ends without having run.
+func (r *Runtime) endQueue(u *unit) {
+	if !u.queueEnded {
+		u.queueEnded = true
+		u.queued.End()
 	}
 }
 

@@ -9,7 +9,8 @@
 #   CPU ratio         on/off  (user+system seconds of amdahl and its task
 #                              hosts: the cost, less sensitive to other load)
 #
-# then the median and min–max of each. Both arms read the runtime's own
+# then the median and min–max of each, and the geometric mean with its
+# 95 % interval. Both arms read the runtime's own
 # measurements (Summary.throughput_per_s, Summary.e2e_p50_ns), which do not
 # depend on telemetry. The load average is printed before and after: on a
 # shared machine, quote it with the ratios.
@@ -120,12 +121,29 @@ for ((i = 1; i <= pairs; i++)); do
 	unset first
 done
 echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)"
+# Per ratio: the median, min and max of the pairs, and the geometric mean
+# with its 95 % interval (Student's t over the pairs' log ratios, as amdahl
+# ab computes its intervals): an interval that holds 1 does not tell the
+# tax from noise.
 for b in "${builds[@]}"; do
 	for col in 1 2 3; do
 		names=(throughput "e2e p50" CPU)
-		cut -d' ' -f"$col" "$work/$b.ratios" | sort -g | awk -v name="$b ${names[col - 1]}" '{ v[NR] = $1 } END {
+		cut -d' ' -f"$col" "$work/$b.ratios" | sort -g | awk -v name="$b ${names[col - 1]}" '
+		function t975(df) { # two-sided 95 % quantile of Student t
+			split("12.706 4.303 3.182 2.776 2.571 2.447 2.365 2.306 2.262 2.228 2.201 2.179 2.160 2.145 2.131 2.120 2.110 2.101 2.093 2.086 2.080 2.074 2.069 2.064 2.060 2.056 2.052 2.048 2.045 2.042", t, " ")
+			return df <= 30 ? t[df] : 1.96 + 2.4 / df
+		}
+		{ v[NR] = $1; l = log($1); s += l; ss += l * l }
+		END {
 			m = (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2
-			printf "%-16s on/off: median %.3f  min %.3f  max %.3f  (n=%d)\n", name, m, v[1], v[NR], NR
+			mean = s / NR
+			lo = hi = exp(mean)
+			if (NR > 1) {
+				sd = sqrt((ss - NR * mean * mean) / (NR - 1))
+				h = t975(NR - 1) * sd / sqrt(NR)
+				lo = exp(mean - h); hi = exp(mean + h)
+			}
+			printf "%-16s on/off: median %.3f  min %.3f  max %.3f  geomean %.3f [%.3f, %.3f] 95%%  (n=%d)\n", name, m, v[1], v[NR], exp(mean), lo, hi, NR
 		}'
 	done
 done

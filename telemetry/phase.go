@@ -315,6 +315,8 @@ type PhaseSpan struct {
 	// added to; base is that context.
 	inherit bool
 	base    context.Context
+	// leaf: started by StartLeaf, no span yet; End records it.
+	leaf bool
 }
 
 // StartPhase starts the phase p (direction d) of the component: the span
@@ -341,21 +343,63 @@ func (c *Component) startPhase(ctx context.Context, p Phase, d Direction) (conte
 	}
 	ctx, ps := c.start(ctx, p, d)
 	if c.labels {
-		ps.label = true
-		if hasLabels(ctx) {
-			// Keep the labels already set: the caller's own, and span_id
-			// from otel-profiling-go, whose tracer puts them in the context
-			// it returns for a span that is the first of its trace in this
-			// process (a task host's execute, whose parent is remote). This
-			// path allocates, the common one not.
-			ps.inherit, ps.base = true, ctx
-			lctx := pprof.WithLabels(ctx, c.phaseLbl[p])
-			pprof.SetGoroutineLabels(lctx)
-			return lctx, ps
-		}
-		pprof.SetGoroutineLabels(c.labelCtx[p])
+		return ps.setLabels(ctx)
 	}
 	return ctx, ps
+}
+
+// setLabels puts the phase's pprof label on the goroutine, over the
+// labels ctx carries, and returns the context carrying them.
+func (ps PhaseSpan) setLabels(ctx context.Context) (context.Context, PhaseSpan) {
+	ps.label = true
+	if hasLabels(ctx) {
+		// Keep the labels already set: the caller's own, and span_id from
+		// otel-profiling-go, whose tracer puts them in the context it
+		// returns for a span that is the first of its trace in this
+		// process (a task host's execute, whose parent is remote). This
+		// path allocates, the common one not.
+		ps.inherit, ps.base = true, ctx
+		lctx := pprof.WithLabels(ctx, ps.c.phaseLbl[ps.phase])
+		pprof.SetGoroutineLabels(lctx)
+		return lctx, ps
+	}
+	pprof.SetGoroutineLabels(ps.c.labelCtx[ps.phase])
+	return ctx, ps
+}
+
+// StartLeaf starts phase p like StartPhase, for a leaf of the unit's tree:
+// a phase under which no span starts (ipc's serialize and send). It
+// returns no context, and makes the phase's span when it ends, from its
+// start and end times, as RecordSpan does: through the SDK the same span
+// StartPhase would make; through a PhaseTracer (the runtime's own tracer)
+// no span object and no context at all. Until then Span is a no-op: give
+// the span's attributes to EndWith.
+func (c *Component) StartLeaf(ctx context.Context, p Phase, d Direction) PhaseSpan {
+	if c == nil {
+		return PhaseSpan{}
+	}
+	return c.startLeaf(ctx, p, d, c.labels)
+}
+
+// StartDetachedLeaf is StartLeaf for a phase that ends on another
+// goroutine than the one that started it: it sets no pprof label (a
+// unit's queue wait).
+func (c *Component) StartDetachedLeaf(ctx context.Context, p Phase, d Direction) PhaseSpan {
+	if c == nil {
+		return PhaseSpan{}
+	}
+	return c.startLeaf(ctx, p, d, false)
+}
+
+func (c *Component) startLeaf(ctx context.Context, p Phase, d Direction, labels bool) PhaseSpan {
+	if !p.Valid() || d > Reply {
+		panic(fmt.Sprintf("telemetry: StartLeaf(%v, %v): invalid phase or direction", p, d))
+	}
+	ps := PhaseSpan{c: c, ctx: ctx, start: time.Now(), phase: p, dir: d, leaf: true}
+	if labels {
+		_, ps = ps.setLabels(ctx)
+	}
+	return ps
 }
 
 // StartDetached starts phase p like StartPhase, but sets no pprof label:
@@ -417,16 +461,25 @@ func (ps PhaseSpan) End() time.Duration {
 	if ps.c == nil {
 		return 0
 	}
-	return ps.end(nil)
+	return ps.end(nil, nil)
+}
+
+// EndWith is End with attributes for the phase's span (sizes, counts):
+// the way to give them to a phase started by StartLeaf.
+func (ps PhaseSpan) EndWith(attrs ...attribute.KeyValue) time.Duration {
+	if ps.c == nil {
+		return 0
+	}
+	return ps.end(nil, attrs)
 }
 
 // Fail is End for a phase that failed: the span's status is set to Error with
 // err's message and err is recorded as an event.
 func (ps PhaseSpan) Fail(err error) time.Duration {
-	return ps.end(err)
+	return ps.end(err, nil)
 }
 
-func (ps PhaseSpan) end(err error) time.Duration {
+func (ps PhaseSpan) end(err error, attrs []attribute.KeyValue) time.Duration {
 	if ps.c == nil {
 		return 0
 	}
@@ -435,17 +488,24 @@ func (ps PhaseSpan) end(err error) time.Duration {
 	}
 	now := time.Now()
 	d := now.Sub(ps.start)
-	if err != nil {
-		ps.span.RecordError(err)
-		ps.span.SetStatus(codes.Error, err.Error())
-	}
-	if ps.c.fast != nil {
-		ps.c.fast.EndPhaseSpan(ps.span, now)
+	if ps.leaf {
+		ps.c.recordSpan(ps.ctx, ps.phase, ps.dir, ps.start, now, err, attrs)
 	} else {
-		ps.span.End()
-	}
-	if ps.c.metrics {
-		ps.c.phaseHist.Record(ps.ctx, d.Seconds(), ps.c.metricOpt[ps.phase][ps.dir])
+		if len(attrs) > 0 {
+			ps.span.SetAttributes(attrs...)
+		}
+		if err != nil {
+			ps.span.RecordError(err)
+			ps.span.SetStatus(codes.Error, err.Error())
+		}
+		if ps.c.fast != nil {
+			ps.c.fast.EndPhaseSpan(ps.span, now)
+		} else {
+			ps.span.End()
+		}
+		if ps.c.metrics {
+			ps.c.phaseHist.Record(ps.ctx, d.Seconds(), ps.c.metricOpt[ps.phase][ps.dir])
+		}
 	}
 	if ps.label {
 		pprof.SetGoroutineLabels(ps.ctx)
@@ -509,10 +569,16 @@ func (c *Component) RecordSpan(ctx context.Context, p Phase, d Direction, start,
 	if c == nil || !p.Valid() || d > Reply {
 		return
 	}
+	c.recordSpan(ctx, p, d, start, end, nil, attrs)
+}
+
+// recordSpan is RecordSpan, with err (if not nil) as the span's error.
+func (c *Component) recordSpan(ctx context.Context, p Phase, d Direction, start, end time.Time, err error, attrs []attribute.KeyValue) {
 	if c.metrics {
 		c.phaseHist.Record(ctx, end.Sub(start).Seconds(), c.metricOpt[p][d])
 	}
 	if c.fast != nil {
+		// A failure reaches attribution through the unit's outcome.
 		c.fast.RecordPhaseSpan(ctx, c.spanNames[p][d], c.name, p, d, start, end, attrs)
 		return
 	}
@@ -524,6 +590,10 @@ func (c *Component) RecordSpan(ctx context.Context, p Phase, d Direction, start,
 		opts = append(opts, trace.WithAttributes(attrs...))
 	}
 	_, span := c.tracer.Start(ctx, c.spanNames[p][d], opts...)
+	if err != nil {
+		span.RecordError(err)
+		span.SetStatus(codes.Error, err.Error())
+	}
 	span.End(trace.WithTimestamp(end))
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"runtime/pprof"
+	"strings"
 	"testing"
 	"time"
 
@@ -365,3 +366,64 @@ func TestPhaseKeepsSpanLabels(t *testing.T) {
 	}
 	ph.End()
 }
+
+// TestLeafSpanLikePhase: a leaf (StartLeaf, EndWith or Fail) makes the
+// span StartPhase would have made: name, parent, attributes plus those
+// given at the end, error status, times; it records the phase metric
+// once, and holds the phase's pprof label while it runs.
+func TestLeafSpanLikePhase(t *testing.T) {
+	c, sr, reader := newTestComponent(t, "ipc", AttrTransport.String("ipc"))
+	ctx, work := c.StartWork(context.Background())
+	_, ph := c.StartPhase(ctx, Send, Request)
+	ph.Span().SetAttributes(AttrBytes.Int(10))
+	ph.End()
+	before := time.Now()
+	leaf := c.StartLeaf(ctx, Send, Request)
+	const fn = "telemetry.TestLeafSpanLikePhase"
+	if got := goroutineLabels(t, fn); !strings.Contains(got, `"phase":"send"`) {
+		t.Errorf("goroutine labels during a leaf %s, want phase send", got)
+	}
+	d := leaf.EndWith(AttrBytes.Int(10))
+	if got := goroutineLabels(t, fn); strings.Contains(got, "phase") {
+		t.Errorf("goroutine labels after the leaf ended %s, want no phase", got)
+	}
+	failed := c.StartLeaf(ctx, Send, Request)
+	failed.Fail(errors.New("broken pipe"))
+	work.End(OK, nil)
+
+	spans := sr.Ended()
+	if len(spans) != 4 {
+		t.Fatalf("%d spans, want 4", len(spans))
+	}
+	want, got, bad := spans[0], spans[1], spans[2]
+	if got.Name() != want.Name() || got.Parent().SpanID() != want.Parent().SpanID() || got.SpanKind() != want.SpanKind() {
+		t.Errorf("leaf span %s under %s, want %s under %s", got.Name(), got.Parent().SpanID(), want.Name(), want.Parent().SpanID())
+	}
+	if g, w := attrMap(got.Attributes()), attrMap(want.Attributes()); len(g) != len(w) || g[AttrBytes] != "10" || g[AttrPhase] != "send" || g[AttrDirection] != "request" {
+		t.Errorf("leaf attributes %v, want %v", g, w)
+	}
+	if got.StartTime().Before(before) || got.EndTime().Sub(got.StartTime()) != d {
+		t.Errorf("leaf span %v–%v, End returned %v: want its own start and the duration End measured", got.StartTime(), got.EndTime(), d)
+	}
+	if bad.Status().Code.String() != "Error" || bad.Status().Description != "broken pipe" {
+		t.Errorf("failed leaf status %+v, want Error broken pipe", bad.Status())
+	}
+	var rm metricdata.ResourceMetrics
+	if err := reader.Collect(context.Background(), &rm); err != nil {
+		t.Fatal(err)
+	}
+	var n uint64
+	for _, sm := range rm.ScopeMetrics {
+		for _, m := range sm.Metrics {
+			if h, ok := m.Data.(metricdata.Histogram[float64]); ok && m.Name == MetricPhaseDuration {
+				for _, dp := range h.DataPoints {
+					n += dp.Count
+				}
+			}
+		}
+	}
+	if n != 3 {
+		t.Errorf("%s recorded %d times, want 3 (a phase and two leaves)", MetricPhaseDuration, n)
+	}
+}
+

@@ -3,6 +3,7 @@ package telemetry
 import (
 	"context"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -52,6 +53,8 @@ func TestPhaseTracerPath(t *testing.T) {
 	q.End()
 	t0 := time.Unix(100, 0)
 	c.RecordSpan(ctx, Receive, Reply, t0, t0.Add(time.Millisecond), AttrRemote.Bool(true))
+	lf := c.StartLeaf(ctx, Send, Request)
+	lf.EndWith(AttrBytes.Int(5))
 	e2e := w.End(OK, nil)
 
 	wantStarted := []string{"amdahl.work  phase(0) ", "ipc.serialize ipc serialize request", "ipc.queue ipc queue "}
@@ -67,9 +70,12 @@ func TestPhaseTracerPath(t *testing.T) {
 	if got := f.ended[0].Sub(ph.Start()); got != d {
 		t.Errorf("phase ended %v after its start, End returned %v: want the time End read", got, d)
 	}
-	wantRec := []string{"ipc.receive ipc receive reply 1ms"}
-	if !slices.Equal(f.recorded, wantRec) || len(f.attrs[0]) != 1 || f.attrs[0][0] != AttrRemote.Bool(true) {
-		t.Errorf("recorded %q with %v, want %q with amdahl.remote", f.recorded, f.attrs, wantRec)
+	if len(f.recorded) != 2 || f.recorded[0] != "ipc.receive ipc receive reply 1ms" || len(f.attrs[0]) != 1 || f.attrs[0][0] != AttrRemote.Bool(true) {
+		t.Errorf("recorded %q with %v, want ipc.receive with amdahl.remote first", f.recorded, f.attrs)
+	}
+	// A leaf is recorded whole at its end: no span started for it.
+	if len(f.recorded) == 2 && (!strings.HasPrefix(f.recorded[1], "ipc.send ipc send request ") || len(f.attrs[1]) != 1 || f.attrs[1][0] != AttrBytes.Int(5)) {
+		t.Errorf("leaf recorded as %q with %v, want ipc.send/request with amdahl.bytes", f.recorded[1], f.attrs[1])
 	}
 }
 
