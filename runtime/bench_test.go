@@ -295,13 +295,13 @@ func BenchmarkUnitTelemetry(b *testing.B) {
 				ctx, work := rt.StartWork(root)
 				c.track(work.Span().SpanContext().TraceID())
 				dctx, disp := rt.StartDetached(ctx, telemetry.Dispatch, telemetry.None)
-				_, q := rt.StartDetached(dctx, telemetry.Queue, telemetry.None)
+				q := rt.StartDetachedLeaf(dctx, telemetry.Queue, telemetry.None)
 				q.End()
 				disp.End()
 				hctx, hs := rt.Tracer().Start(ctx, SpanHost, trace.WithAttributes(AttrHostID.Int(1), AttrHostPID.Int(2)))
 				for _, p := range []telemetry.Phase{telemetry.Serialize, telemetry.Send} {
-					_, ps := ipcComp.StartPhase(hctx, p, telemetry.Request)
-					ps.End()
+					ps := ipcComp.StartLeaf(hctx, p, telemetry.Request)
+					ps.EndWith(telemetry.AttrBytes.Int(100))
 				}
 				now := time.Now()
 				for _, p := range []telemetry.Phase{telemetry.Receive, telemetry.Deserialize} {
