@@ -10,7 +10,6 @@ import (
 	metricnoop "go.opentelemetry.io/otel/metric/noop"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
-	"golang.org/x/sys/unix"
 
 	"github.com/amdahl-rt/amdahl/ipc/ipcpb"
 	"github.com/amdahl-rt/amdahl/runtime/scenario"
@@ -42,15 +41,6 @@ func benchTask(seq int) *ipcpb.TaskConfiguration {
 // a single bare run; the median of this process's bare runs is the
 // same-run baseline.
 var bareRuns []float64
-
-// processCPU returns the CPU time (user and system) the process has used.
-func processCPU() time.Duration {
-	var ru unix.Rusage
-	if err := unix.Getrusage(unix.RUSAGE_SELF, &ru); err != nil {
-		panic(err)
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
 
 func nsPerOp(b *testing.B) float64 {
 	return float64(b.Elapsed().Nanoseconds()) / float64(b.N)

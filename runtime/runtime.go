@@ -241,8 +241,9 @@ type Runtime struct {
 	appliedBase int64 // the sidecar's Applied when the runtime started
 	seq         atomic.Int64
 	start       time.Time
-	lastEnd     time.Time // when the last unit ended
-	e2e         e2eStats  // every ended unit's, measured without telemetry
+	lastEnd     time.Time     // when the last unit ended
+	startCPU    time.Duration // the process's CPU time at start
+	e2e         e2eStats      // every ended unit's, measured without telemetry
 
 	smu     sync.Mutex // guards closed; orders Submit against Close
 	closed  bool
@@ -315,7 +316,7 @@ func New(ctx context.Context, cfg Config) (_ *Runtime, err error) {
 		profileDir: cfg.HostProfileDir,
 		ipcOpts:    append(cfg.Settings.ipcOptions(), ipc.WithTelemetry(ipcComp), ipc.WithMeterProvider(mp), ipc.WithLogger(r.log)),
 	})
-	r.start = time.Now()
+	r.start, r.startCPU = time.Now(), processCPU()
 	for range cfg.Settings.Concurrency {
 		r.workers.Add(1)
 		go r.worker(drain)
@@ -991,6 +992,12 @@ type Summary struct {
 	// SidecarApplied counts completions the in-process sidecar applied
 	// (-1 with an external sidecar).
 	SidecarApplied int64 `json:"sidecar_applied"`
+	// ProcessCPU is the CPU time (user and system) this process used from
+	// New to the summary: the runtime's own cost (its workers, ipc,
+	// accounting and telemetry, and whatever else the process runs), the
+	// task hosts' not included. Over Submitted it is the runtime's CPU per
+	// unit, which telemetry-tax.sh compares with telemetry on and off.
+	ProcessCPU time.Duration `json:"process_cpu_ns"`
 	// Attribution: e2e quantiles and, per phase and direction, mean, p99,
 	// critical-path share q and naive share, over the units whose traces
 	// were sampled.
@@ -1033,6 +1040,9 @@ func (r *Runtime) Summary() Summary {
 		s.Throughput = float64(s.Submitted) / s.Elapsed.Seconds()
 	}
 	s.HostsSpawned, s.HostsReplaced = r.pool.spawned.Load(), r.pool.replaced.Load()
+	if cpu := processCPU(); cpu > r.startCPU {
+		s.ProcessCPU = cpu - r.startCPU
+	}
 	s.SidecarApplied = -1
 	if r.side != nil {
 		s.SidecarApplied = r.side.Applied() - r.appliedBase

@@ -8,6 +8,9 @@
 #   e2e p50 ratio     on/off  (above 1: telemetry lengthens units)
 #   CPU ratio         on/off  (user+system seconds of amdahl and its task
 #                              hosts: the cost, less sensitive to other load)
+#   runtime CPU ratio on/off  (the amdahl process's own CPU per unit,
+#                              Summary.process_cpu_ns: where telemetry
+#                              runs, without the hosts' noise)
 #
 # then the median and min–max of each, and the geometric mean with its
 # 95 % interval. Both arms read the runtime's own
@@ -40,7 +43,7 @@ while getopts "n:s:r:oh" opt; do
 	s) scenario=$OPTARG ;;
 	r) rev=$OPTARG ;;
 	o) out=1 ;;
-	*) sed -n '2,33p' "$0"; exit 2 ;;
+	*) sed -n '2,/^set -euo/{/^set -euo/!p}' "$0"; exit 2 ;;
 	esac
 done
 shift $((OPTIND - 1))
@@ -95,7 +98,7 @@ what="telemetry (on: as configured, off: OTEL_SDK_DISABLED=true)"
 [[ -n $out_mode ]] && what="--out (telemetry on in both; on: with --out, off: without)"
 echo "measuring $what"
 echo "scenario $scenario, $pairs pairs${rev:+, base $rev}; load before: $(cut -d' ' -f1-3 /proc/loadavg)"
-printf '%4s %5s %9s %10s %10s %9s %9s %9s %9s %7s %7s %9s\n' pair build first thr_on thr_off thr_ratio p50_on_us p50_off_us p50_ratio cpu_on cpu_off cpu_ratio
+printf '%4s %5s %9s %10s %10s %9s %9s %9s %9s %7s %7s %9s %8s %8s %9s\n' pair build first thr_on thr_off thr_ratio p50_on_us p50_off_us p50_ratio cpu_on cpu_off cpu_ratio rt_on_us rt_off_us rt_ratio
 runs=()
 for b in "${builds[@]}"; do runs+=("$b on" "$b off"); done
 for ((i = 1; i <= pairs; i++)); do
@@ -106,16 +109,19 @@ for ((i = 1; i <= pairs; i++)); do
 		run "$b" "$arm" "$work/$b.$arm.json"
 	done
 	for b in "${builds[@]}"; do
-		read -r ton pon < <(jq -r '"\(.throughput_per_s) \(.e2e_p50_ns)"' "$work/$b.on.json")
-		read -r toff poff < <(jq -r '"\(.throughput_per_s) \(.e2e_p50_ns)"' "$work/$b.off.json")
+		# process_cpu_ns: the amdahl process's own CPU (builds before it
+		# was in the summary give 0, and no runtime CPU ratio).
+		read -r ton pon ron < <(jq -r '"\(.throughput_per_s) \(.e2e_p50_ns) \((.process_cpu_ns // 0) / .submitted)"' "$work/$b.on.json")
+		read -r toff poff roff < <(jq -r '"\(.throughput_per_s) \(.e2e_p50_ns) \((.process_cpu_ns // 0) / .submitted)"' "$work/$b.off.json")
 		if [[ $(jq -r .attribution.works "$work/$b.on.json") == 0 ]]; then
 			echo "telemetry-tax: the telemetry-on run attributed no unit: is OTEL_SDK_DISABLED or sampling set?" >&2
 			exit 1
 		fi
 		awk -v i="$i" -v b="$b" -v f="${first[$b]}" -v ton="$ton" -v toff="$toff" -v pon="$pon" -v poff="$poff" \
-			-v con="$(cat "$work/$b.on.json.cpu")" -v coff="$(cat "$work/$b.off.json.cpu")" 'BEGIN {
-			printf "%4d %5s %9s %10.1f %10.1f %9.3f %9.0f %9.0f %9.3f %7.2f %7.2f %9.3f\n", i, b, f, ton, toff, ton/toff, pon/1000, poff/1000, pon/poff, con, coff, con/coff
-			printf "%.6f %.6f %.6f\n", ton/toff, pon/poff, con/coff >> "/dev/stderr"
+			-v con="$(cat "$work/$b.on.json.cpu")" -v coff="$(cat "$work/$b.off.json.cpu")" -v ron="$ron" -v roff="$roff" 'BEGIN {
+			rr = (ron > 0 && roff > 0) ? ron / roff : 0
+			printf "%4d %5s %9s %10.1f %10.1f %9.3f %9.0f %9.0f %9.3f %7.2f %7.2f %9.3f %8.1f %8.1f %9.3f\n", i, b, f, ton, toff, ton/toff, pon/1000, poff/1000, pon/poff, con, coff, con/coff, ron/1000, roff/1000, rr
+			printf "%.6f %.6f %.6f %.6f\n", ton/toff, pon/poff, con/coff, rr >> "/dev/stderr"
 		}' 2>>"$work/$b.ratios"
 	done
 	unset first
@@ -126,8 +132,9 @@ echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)"
 # ab computes its intervals): an interval that holds 1 does not tell the
 # tax from noise.
 for b in "${builds[@]}"; do
-	for col in 1 2 3; do
-		names=(throughput "e2e p50" CPU)
+	for col in 1 2 3 4; do
+		names=(throughput "e2e p50" CPU "runtime CPU")
+		[[ $col == 4 ]] && awk '$4 == 0 { z = 1 } END { exit !z }' "$work/$b.ratios" && continue
 		cut -d' ' -f"$col" "$work/$b.ratios" | sort -g | awk -v name="$b ${names[col - 1]}" '
 		function t975(df) { # two-sided 95 % quantile of Student t
 			split("12.706 4.303 3.182 2.776 2.571 2.447 2.365 2.306 2.262 2.228 2.201 2.179 2.160 2.145 2.131 2.120 2.110 2.101 2.093 2.086 2.080 2.074 2.069 2.064 2.060 2.056 2.052 2.048 2.045 2.042", t, " ")

@@ -279,7 +279,12 @@ func writeSummary(w io.Writer, s runtime.Summary, out, wrote string) error {
 	fmt.Fprintf(w, "units %d: ok %d, failed %d, cancelled %d   elapsed %v   throughput %.1f/s   e2e p50 %v  p99 %v\n",
 		s.Submitted, s.OK, s.Failed, s.Cancelled, s.Elapsed.Round(time.Millisecond), s.Throughput,
 		s.E2EP50.Round(time.Microsecond), s.E2EP99.Round(time.Microsecond))
-	fmt.Fprintf(w, "task hosts: %d spawned, %d replaced   sidecar: %s\n", s.HostsSpawned, s.HostsReplaced, sidecar)
+	fmt.Fprintf(w, "task hosts: %d spawned, %d replaced   sidecar: %s", s.HostsSpawned, s.HostsReplaced, sidecar)
+	if s.ProcessCPU > 0 && s.Submitted > 0 {
+		fmt.Fprintf(w, "   runtime CPU %v (%v per unit)", s.ProcessCPU.Round(time.Millisecond),
+			(s.ProcessCPU / time.Duration(s.Submitted)).Round(100*time.Nanosecond))
+	}
+	fmt.Fprintln(w)
 	if len(s.Failures) > 0 {
 		classes := make([]string, 0, len(s.Failures))
 		for c := range s.Failures {
