@@ -420,8 +420,11 @@ func errorKind(err error) string {
 	return "io"
 }
 
-// traceCarrier is a packet with a trace_context field.
-type traceCarrier interface{ GetTraceContext() map[string]string }
+// traceCarrier is a packet with trace_parent and trace_context fields.
+type traceCarrier interface {
+	GetTraceParent() []byte
+	GetTraceContext() map[string]string
+}
 
 func (c *Conn) readOne(ctx context.Context, rd *Reader) (*Incoming, error) {
 	t, n, err := rd.ReadHeader()
@@ -449,7 +452,7 @@ func (c *Conn) readOne(ctx context.Context, rd *Reader) (*Incoming, error) {
 		c.outMu.Unlock()
 	}
 	if p, ok := m.(traceCarrier); ok {
-		in.remote = remoteContext(ctx, p.GetTraceContext())
+		in.remote = remoteContext(ctx, p.GetTraceParent(), p.GetTraceContext())
 	}
 	c.m.packet(ctx, opReceive, c.peer, n+HeaderSize)
 	if c.phases(t).Enabled() {
@@ -462,12 +465,22 @@ func (c *Conn) readOne(ctx context.Context, rd *Reader) (*Incoming, error) {
 	return in, nil
 }
 
-func remoteContext(ctx context.Context, carrier map[string]string) trace.SpanContext {
+// remoteContext returns the span context a packet carries: its binary
+// traceparent with the tracestate of the map, or (from a peer that sends
+// the text headers) the map's traceparent.
+func remoteContext(ctx context.Context, parent []byte, carrier map[string]string) trace.SpanContext {
+	if len(parent) > 0 {
+		return ParseTraceParent(parent, carrier[tracestateKey])
+	}
 	if len(carrier) == 0 {
 		return trace.SpanContext{}
 	}
 	return trace.SpanContextFromContext(propagator.Extract(ctx, propagation.MapCarrier(carrier)))
 }
+
+// tracestateKey is the W3C tracestate header's name, the key of a packet's
+// trace_context map that a binary traceparent leaves.
+const tracestateKey = "tracestate"
 
 func (c *Conn) pastPhase(ctx context.Context, p telemetry.Phase, start, end time.Time, n int) {
 	c.cfg.comp.RecordSpan(ctx, p, c.peer, start, end, telemetry.AttrBytes.Int(n))

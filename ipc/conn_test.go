@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 
@@ -350,5 +351,39 @@ func TestCloseIdempotent(t *testing.T) {
 	}
 	if err := child.Shutdown(ctx); err != nil {
 		t.Fatalf("Shutdown = %v", err)
+	}
+}
+
+// TestTraceParentBinary: the binary traceparent round-trips a span
+// context (ids, sampled flag, tracestate), and refuses what is not one.
+func TestTraceParentBinary(t *testing.T) {
+	ts, err := trace.ParseTraceState("vendor=abc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc := trace.NewSpanContext(trace.SpanContextConfig{TraceID: trace.TraceID{1, 2, 3}, SpanID: trace.SpanID{4, 5}, TraceFlags: trace.FlagsSampled, TraceState: ts})
+	b := AppendTraceParent(nil, sc)
+	if len(b) != TraceParentSize {
+		t.Fatalf("%d bytes, want %d", len(b), TraceParentSize)
+	}
+	got := ParseTraceParent(b, sc.TraceState().String())
+	if got.TraceID() != sc.TraceID() || got.SpanID() != sc.SpanID() || !got.IsSampled() || !got.IsRemote() || got.TraceState().String() != "vendor=abc" {
+		t.Errorf("round trip: got %+v, want %+v (remote)", got, sc)
+	}
+	if b := AppendTraceParent([]byte("x"), trace.SpanContext{}); string(b) != "x" {
+		t.Errorf("an invalid span context appended %q", b[1:])
+	}
+	bad := func(mut func([]byte) []byte) []byte { return mut(AppendTraceParent(nil, sc)) }
+	for name, in := range map[string][]byte{
+		"short":        bad(func(b []byte) []byte { return b[:len(b)-1] }),
+		"long":         bad(func(b []byte) []byte { return append(b, 0) }),
+		"version 1":    bad(func(b []byte) []byte { b[0] = 1; return b }),
+		"zero trace":   bad(func(b []byte) []byte { clear(b[1:17]); return b }),
+		"zero span":    bad(func(b []byte) []byte { clear(b[17:25]); return b }),
+		"unknown flag": bad(func(b []byte) []byte { b[25] |= 0x80; return b }),
+	} {
+		if got := ParseTraceParent(in, ""); got.IsValid() {
+			t.Errorf("%s: parsed %+v, want nothing", name, got)
+		}
 	}
 }

@@ -303,8 +303,13 @@ type TaskConfiguration struct {
 	GlobalPropertiesMode DeltaMode              `protobuf:"varint,10,opt,name=global_properties_mode,json=globalPropertiesMode,proto3,enum=amdahl.ipc.v1.DeltaMode" json:"global_properties_mode,omitempty"`
 	Payload              []byte                 `protobuf:"bytes,11,opt,name=payload,proto3" json:"payload,omitempty"`
 	ContinueOnError      bool                   `protobuf:"varint,12,opt,name=continue_on_error,json=continueOnError,proto3" json:"continue_on_error,omitempty"`
-	// W3C trace context (traceparent, tracestate) of the dispatching span.
+	// W3C trace context of the dispatching span: trace_parent carries its
+	// traceparent in binary (ipc.AppendTraceParent: version 0, the 16-byte
+	// trace id, the 8-byte span id, the flags); trace_context its
+	// tracestate, when it has one ("tracestate" key). A packet from an
+	// older peer may carry the traceparent in trace_context instead.
 	TraceContext  map[string]string `protobuf:"bytes,13,rep,name=trace_context,json=traceContext,proto3" json:"trace_context,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	TraceParent   []byte            `protobuf:"bytes,14,opt,name=trace_parent,json=traceParent,proto3" json:"trace_parent,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -430,6 +435,13 @@ func (x *TaskConfiguration) GetTraceContext() map[string]string {
 	return nil
 }
 
+func (x *TaskConfiguration) GetTraceParent() []byte {
+	if x != nil {
+		return x.TraceParent
+	}
+	return nil
+}
+
 // PhaseTiming is one phase measured by the child, relative to the moment the
 // child started receiving the request.
 type PhaseTiming struct {
@@ -503,8 +515,11 @@ type TaskResult struct {
 	EnvironmentMode DeltaMode              `protobuf:"varint,6,opt,name=environment_mode,json=environmentMode,proto3,enum=amdahl.ipc.v1.DeltaMode" json:"environment_mode,omitempty"`
 	Timings         []*PhaseTiming         `protobuf:"bytes,7,rep,name=timings,proto3" json:"timings,omitempty"`
 	// W3C trace context of the request this result answers, copied by the
-	// child, so the parent's receive spans join the request's trace.
+	// child, so the parent's receive spans join the request's trace: as in
+	// TaskConfiguration, trace_parent in binary and trace_context for the
+	// tracestate.
 	TraceContext map[string]string `protobuf:"bytes,8,rep,name=trace_context,json=traceContext,proto3" json:"trace_context,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	TraceParent  []byte            `protobuf:"bytes,10,opt,name=trace_parent,json=traceParent,proto3" json:"trace_parent,omitempty"`
 	// Wall-clock time (Unix ns) at which the child started receiving the
 	// request: the anchor of the timings' offsets in the parent's clock.
 	ReceiveStartUnixNano int64 `protobuf:"varint,9,opt,name=receive_start_unix_nano,json=receiveStartUnixNano,proto3" json:"receive_start_unix_nano,omitempty"`
@@ -594,6 +609,13 @@ func (x *TaskResult) GetTimings() []*PhaseTiming {
 func (x *TaskResult) GetTraceContext() map[string]string {
 	if x != nil {
 		return x.TraceContext
+	}
+	return nil
+}
+
+func (x *TaskResult) GetTraceParent() []byte {
+	if x != nil {
+		return x.TraceParent
 	}
 	return nil
 }
@@ -731,7 +753,7 @@ var File_ipc_proto protoreflect.FileDescriptor
 
 const file_ipc_proto_rawDesc = "" +
 	"\n" +
-	"\tipc.proto\x12\ramdahl.ipc.v1\"\xfa\a\n" +
+	"\tipc.proto\x12\ramdahl.ipc.v1\"\x9d\b\n" +
 	"\x11TaskConfiguration\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x1b\n" +
 	"\ttask_name\x18\x02 \x01(\tR\btaskName\x12#\n" +
@@ -748,7 +770,8 @@ const file_ipc_proto_rawDesc = "" +
 	" \x01(\x0e2\x18.amdahl.ipc.v1.DeltaModeR\x14globalPropertiesMode\x12\x18\n" +
 	"\apayload\x18\v \x01(\fR\apayload\x12*\n" +
 	"\x11continue_on_error\x18\f \x01(\bR\x0fcontinueOnError\x12W\n" +
-	"\rtrace_context\x18\r \x03(\v22.amdahl.ipc.v1.TaskConfiguration.TraceContextEntryR\ftraceContext\x1a=\n" +
+	"\rtrace_context\x18\r \x03(\v22.amdahl.ipc.v1.TaskConfiguration.TraceContextEntryR\ftraceContext\x12!\n" +
+	"\ftrace_parent\x18\x0e \x01(\fR\vtraceParent\x1a=\n" +
 	"\x0fParametersEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1a>\n" +
@@ -765,7 +788,7 @@ const file_ipc_proto_rawDesc = "" +
 	"\x05phase\x18\x01 \x01(\x0e2\x14.amdahl.ipc.v1.PhaseR\x05phase\x12&\n" +
 	"\x0fstart_offset_ns\x18\x02 \x01(\x03R\rstartOffsetNs\x12\x1f\n" +
 	"\vduration_ns\x18\x03 \x01(\x03R\n" +
-	"durationNs\"\xb2\x05\n" +
+	"durationNs\"\xd5\x05\n" +
 	"\n" +
 	"TaskResult\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12-\n" +
@@ -775,7 +798,9 @@ const file_ipc_proto_rawDesc = "" +
 	"\venvironment\x18\x05 \x03(\v2*.amdahl.ipc.v1.TaskResult.EnvironmentEntryR\venvironment\x12C\n" +
 	"\x10environment_mode\x18\x06 \x01(\x0e2\x18.amdahl.ipc.v1.DeltaModeR\x0fenvironmentMode\x124\n" +
 	"\atimings\x18\a \x03(\v2\x1a.amdahl.ipc.v1.PhaseTimingR\atimings\x12P\n" +
-	"\rtrace_context\x18\b \x03(\v2+.amdahl.ipc.v1.TaskResult.TraceContextEntryR\ftraceContext\x125\n" +
+	"\rtrace_context\x18\b \x03(\v2+.amdahl.ipc.v1.TaskResult.TraceContextEntryR\ftraceContext\x12!\n" +
+	"\ftrace_parent\x18\n" +
+	" \x01(\fR\vtraceParent\x125\n" +
 	"\x17receive_start_unix_nano\x18\t \x01(\x03R\x14receiveStartUnixNano\x1a:\n" +
 	"\fOutputsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +

@@ -8,7 +8,7 @@ import (
 	"sync"
 	"time"
 
-	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 
@@ -19,8 +19,6 @@ import (
 // KindDelta is the amdahl.ipc.kind of the protocol error a map marked
 // identical before any full copy causes.
 const KindDelta = "delta"
-
-var propagator = propagation.TraceContext{}
 
 // timingsField is TaskResult.timings' field number, read from the schema:
 // the reply's own serialize timing is appended to the encoded result as
@@ -63,6 +61,21 @@ type codec struct {
 	anchors map[*ipcpb.TaskResult]time.Time
 }
 
+// setTraceContext sets a packet's trace_parent to sc in binary
+// (ipc.AppendTraceParent) and its trace_context to sc's tracestate alone,
+// or clears both for an invalid sc. The map is made only for a
+// tracestate: most spans have none.
+func setTraceContext(parent *[]byte, carrier *map[string]string, sc trace.SpanContext) {
+	*parent = ipc.AppendTraceParent((*parent)[:0], sc)
+	clear(*carrier)
+	if ts := sc.TraceState().String(); ts != "" && sc.IsValid() {
+		if *carrier == nil {
+			*carrier = make(map[string]string, 1)
+		}
+		(*carrier)["tracestate"] = ts
+	}
+}
+
 // baseline holds, for one direction, the last maps sent or received in
 // full.
 type baseline struct {
@@ -85,11 +98,7 @@ func (c *codec) AppendBody(ctx context.Context, dst []byte, t ipc.Type, m proto.
 }
 
 func (c *codec) appendConfiguration(ctx context.Context, dst []byte, p *ipcpb.TaskConfiguration) ([]byte, error) {
-	if p.TraceContext == nil {
-		p.TraceContext = make(map[string]string, 2)
-	}
-	clear(p.TraceContext)
-	propagator.Inject(ctx, propagation.MapCarrier(p.TraceContext))
+	setTraceContext(&p.TraceParent, &p.TraceContext, trace.SpanContextFromContext(ctx))
 	env, envMode := p.Environment, p.EnvironmentMode
 	props, propsMode := p.GlobalProperties, p.GlobalPropertiesMode
 	p.EnvironmentMode, p.GlobalPropertiesMode = ipcpb.DeltaMode_DELTA_MODE_FULL, ipcpb.DeltaMode_DELTA_MODE_FULL

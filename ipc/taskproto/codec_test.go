@@ -173,8 +173,9 @@ func TestTraceContext(t *testing.T) {
 	}
 	dispatch.End()
 	want := dispatch.SpanContext()
-	if len(cfg.TraceContext) == 0 {
-		t.Fatal("Send left no trace context on the configuration")
+	if sc := ipc.ParseTraceParent(cfg.TraceParent, ""); sc.SpanID() != want.SpanID() || sc.TraceID() != want.TraceID() || len(cfg.TraceContext) != 0 {
+		t.Fatalf("Send left trace_parent %x and trace_context %v on the configuration, want the span %v in binary and no map (no tracestate)",
+			cfg.TraceParent, cfg.TraceContext, want.SpanID())
 	}
 	in, err := child.Recv(ctx)
 	if err != nil {

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"time"
 
-	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/amdahl-rt/amdahl/ipc"
@@ -20,8 +19,8 @@ var ErrNoCodec = errors.New("taskproto: the connection does not speak the task-h
 // to place the host's phases. It sets res.Timings to the receive and
 // deserialize phases of in and the execute phase (execStart, execDur), as
 // offsets from in.ReceiveStart; res.ReceiveStartUnixNano to that anchor in
-// this host's wall clock; and res.TraceContext to the request's trace
-// context. The reply's own serialize phase is measured while the codec
+// this host's wall clock; and res.TraceParent (and res.TraceContext, for
+// a tracestate) to the request's trace context. The reply's own serialize phase is measured while the codec
 // encodes it and appended to the encoded packet as a fourth timing (it is
 // not added to res.Timings). The reply's serialize and send spans, when
 // conn records them, are children of the request's span (in.Context).
@@ -36,13 +35,7 @@ func Reply(ctx context.Context, conn *ipc.Conn, in *ipc.Incoming, res *ipcpb.Tas
 	}
 	base := in.ReceiveStart
 	res.ReceiveStartUnixNano = base.UnixNano()
-	clear(res.TraceContext)
-	if rctx := in.Context(context.Background()); trace.SpanContextFromContext(rctx).IsValid() {
-		if res.TraceContext == nil {
-			res.TraceContext = make(map[string]string, 2)
-		}
-		propagator.Inject(rctx, propagation.MapCarrier(res.TraceContext))
-	}
+	setTraceContext(&res.TraceParent, &res.TraceContext, trace.SpanContextFromContext(in.Context(context.Background())))
 	res.Timings = append(res.Timings[:0],
 		&ipcpb.PhaseTiming{Phase: ipcpb.Phase_PHASE_RECEIVE, StartOffsetNs: 0, DurationNs: int64(in.ReceiveDuration)},
 		&ipcpb.PhaseTiming{Phase: ipcpb.Phase_PHASE_DESERIALIZE, StartOffsetNs: int64(in.ReceiveDuration), DurationNs: int64(in.DeserializeDuration)},
