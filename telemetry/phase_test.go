@@ -426,4 +426,3 @@ func TestLeafSpanLikePhase(t *testing.T) {
 		t.Errorf("%s recorded %d times, want 3 (a phase and two leaves)", MetricPhaseDuration, n)
 	}
 }
-
