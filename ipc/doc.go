@@ -70,8 +70,10 @@
 // whatever its protocol adds), and a codec may keep per-direction state
 // without locking. Each Conn gets its own codec from the constructor given
 // to WithCodec; Conn.Codec returns it. The Conn reads the W3C trace context
-// a packet carries (the trace_context field of task configurations and
-// results) to parent its receive-side spans, and tracks task
+// a packet carries (the trace_parent field of task configurations and
+// results, a binary traceparent: AppendTraceParent, ParseTraceParent; the
+// trace_context map holds a tracestate, or an older peer's text headers)
+// to parent its receive-side spans, and tracks task
 // configurations awaiting a result by id for the stall watchdog; what a
 // packet carries is the codec's protocol.
 //

@@ -54,15 +54,27 @@
 //
 // # Accounting
 //
-// The runtime installs a span processor that keeps the spans of units in
-// flight (a compact copy of each, taken inside the span's End); when a
-// root ends it hands the unit to the runtime's accounting goroutine
-// (through a bounded queue: a unit is never dropped; Wait and Close return
-// once every ended unit is accounted), which computes the unit's critical path (package
+// The runtime keeps the spans of units in flight as compact
+// attribution.Spans. When nothing but the attribution reads the spans (no
+// exporter, trace file, recorder, span processor, sampler or Pyroscope:
+// Config.TracerProvider nil, which UseTelemetry leaves so when
+// otelsetup's SpansOnlyForAttribution says so), the runtime traces with
+// its own tracer (tracer.go), whose spans are those compact records from
+// the start, with real W3C span contexts, and go to the accounting when
+// they end: no SDK span is made, and the phase API hands it its phases
+// whole (telemetry.PhaseTracer: no span options, and no span at all for a
+// leaf such as ipc's serialize and send). Otherwise it installs a span
+// processor on the SDK that takes the same compact copy inside each
+// span's End. When a unit's root ends it is handed to the runtime's
+// accounting goroutine (through a bounded queue: a unit is never dropped;
+// the goroutine, woken by the first unit after it idled, lets units
+// gather for 10 ms and takes them all at once; Wait and Close return once
+// every ended unit is accounted), which computes the unit's critical path (package
 // attribution: the last-finishing-child walk, with the host's spans placed
 // causally within the round trip that contains them) and records
 // amdahl.phase.critical per row (amdahl.component is the row's component:
-// ipc, taskhost, chunking, runtime), beside amdahl.work.duration. The
+// ipc, taskhost, chunking, runtime), beside amdahl.work.duration, when a
+// metric reader reads them (otelsetup records metrics only then). The
 // Summary's attribution comes from bounded accumulators (per-row sums and
 // a log-bucket quantile sketch, within 1 % for p50 and p99): nothing is
 // kept per unit once it has ended. Units whose root span was not sampled

@@ -155,5 +155,16 @@
 // A nil *Component is disabled: StartPhase/End read no clock and allocate
 // nothing. Enabled, the phase API adds no allocation to what the SDK itself
 // does for one span and one histogram record with the same attributes
-// (BenchmarkPhase).
+// (BenchmarkPhase). With a no-op MeterProvider (otelsetup's when nothing
+// reads the metrics) it makes no record at all.
+//
+// A TracerProvider that implements PhaseTracer takes the phases whole:
+// component, phase and direction as values, times as times, without the
+// OTel API's span options. The runtime's own tracer, which feeds its
+// attribution when nothing exports the spans, is one: through it a phase
+// is a compact record, not an SDK span. A phase under which no span
+// starts can say so (StartLeaf, StartDetachedLeaf; attributes at EndWith):
+// its span is made whole when it ends, the same span through the SDK, and
+// through a PhaseTracer no span object or context at all. ipc's serialize
+// and send and the runtime's queue wait are leaves.
 package telemetry

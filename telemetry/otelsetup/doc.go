@@ -86,6 +86,18 @@
 // (runtime.ServeHost); WithRemoteSpans(true) exports them too. The
 // recorder, the trace file and other span processors get every span.
 //
+// What nobody reads is not recorded. Metrics are recorded only when
+// something reads them: /metrics served (AMDAHL_METRICS_ADDR,
+// WithMetricsAddr, or by the program through MetricsHandler with
+// WithMetricsHandler), an OTLP or console metrics exporter, or a reader
+// given to Setup; otherwise MeterProvider is a no-op, and a
+// telemetry.Component built on it skips its records. When no exporter,
+// trace file, recorder, span processor, sampler of the program's or
+// Pyroscope would see a span, SpansOnlyForAttribution is true: a runtime
+// then traces with its own tracer straight into its attribution
+// (runtime.Config.UseTelemetry), and the SDK's tracer provider goes
+// unused.
+//
 // OTEL_SDK_DISABLED=true (the OpenTelemetry specification's variable; only
 // true and false are accepted, any other value is a *ConfigError, where the
 // specification would read it as false) turns the SDK off for all signals:
