@@ -13,6 +13,9 @@ import (
 	"strconv"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+	tracenoop "go.opentelemetry.io/otel/trace/noop"
+
 	"github.com/amdahl-rt/amdahl/ipc"
 	"github.com/amdahl-rt/amdahl/ipc/ipcpb"
 	"github.com/amdahl-rt/amdahl/ipc/taskproto"
@@ -128,6 +131,22 @@ func hostTelemetry(ctx context.Context, lookupEnv func(string) (string, bool)) (
 	return tel, nil
 }
 
+// hostComponent is the task host's instrumentation: nil without
+// telemetry; with spans only when something exports them (a host that
+// only takes profiles keeps its phase labels and makes no span nobody
+// would read).
+func hostComponent(tel *otelsetup.Telemetry) (*telemetry.Component, error) {
+	if tel == nil {
+		return nil, nil
+	}
+	tp := tel.TracerProvider()
+	if tel.SpansOnlyForAttribution() {
+		tp = tracenoop.NewTracerProvider()
+	}
+	return telemetry.NewComponent("taskhost", telemetry.ComponentConfig{TracerProvider: tp, MeterProvider: tel.MeterProvider(),
+		PhaseLabels: tel.PhaseLabels(), Attributes: []attribute.KeyValue{telemetry.AttrTransport.String("ipc")}})
+}
+
 // ServeHost is the child side of a task host: it takes the connection its
 // amdahl parent handed it (ipc.LookupInherited on the process environment,
 // then ipc.AcceptInherited), then runs every
@@ -158,7 +177,7 @@ func ServeHost(ctx context.Context, tasks map[string]TaskFunc, opts ...ipc.Optio
 		return fmt.Errorf("taskhost: %w", err)
 	}
 	defer func() { err = errors.Join(err, tel.Shutdown(context.WithoutCancel(ctx))) }()
-	comp, err := tel.Component("taskhost", telemetry.AttrTransport.String("ipc"))
+	comp, err := hostComponent(tel)
 	if err != nil {
 		return fmt.Errorf("taskhost: %w", err)
 	}

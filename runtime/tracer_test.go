@@ -241,3 +241,38 @@ func TestUseTelemetryChoosesTracer(t *testing.T) {
 		})
 	}
 }
+
+// TestHostComponentSpans: a task host makes spans only when something
+// exports them; one that only takes profiles keeps its phases (labels,
+// timings) without spans.
+func TestHostComponentSpans(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name string
+		opt  otelsetup.Option
+		want bool
+	}{
+		{"profiles only", otelsetup.WithProfileDir(t.TempDir()), false},
+		{"spans recorded", otelsetup.WithRecorder(), true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tel, err := otelsetup.Setup(ctx, otelsetup.WithLookupEnv(noEnv), tc.opt)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer func() { _ = tel.Shutdown(ctx) }()
+			comp, err := hostComponent(tel)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, ph := comp.StartPhase(ctx, telemetry.Execute, telemetry.None)
+			if got := ph.Span().IsRecording(); got != tc.want {
+				t.Errorf("the host's execute span recording %v, want %v", got, tc.want)
+			}
+			ph.End()
+		})
+	}
+	if c, err := hostComponent(nil); c != nil || err != nil {
+		t.Errorf("no telemetry: got %v, %v, want a disabled component", c, err)
+	}
+}
