@@ -281,8 +281,8 @@ func writeSummary(w io.Writer, s runtime.Summary, out, wrote string) error {
 		s.E2EP50.Round(time.Microsecond), s.E2EP99.Round(time.Microsecond))
 	fmt.Fprintf(w, "task hosts: %d spawned, %d replaced   sidecar: %s", s.HostsSpawned, s.HostsReplaced, sidecar)
 	if s.ProcessCPU > 0 && s.Submitted > 0 {
-		fmt.Fprintf(w, "   runtime CPU %v (%v per unit)", s.ProcessCPU.Round(time.Millisecond),
-			(s.ProcessCPU / time.Duration(s.Submitted)).Round(100*time.Nanosecond))
+		fmt.Fprintf(w, "   runtime CPU %v (%v per unit)", attribution.RoundDuration(s.ProcessCPU),
+			attribution.RoundDuration(s.ProcessCPU/time.Duration(s.Submitted)))
 	}
 	fmt.Fprintln(w)
 	if len(s.Failures) > 0 {
