@@ -217,7 +217,7 @@ func labelled(profs []*profile.Profile, key, value string) int {
 // (with the legacy planner, run below, sizing is most of it: step=size).
 const exportScenario = `name: exported
 seed: 3
-count: 16
+count: 24
 workloads:
   - kind: taskhost
     weight: 0.5
@@ -231,8 +231,8 @@ workloads:
     weight: 0.5
     fanout:
       shapes:
-        - name: 20000x64B
-          actions: 20000
+        - name: 30000x64B
+          actions: 30000
           action_bytes: 64B
 `
 
