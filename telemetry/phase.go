@@ -494,15 +494,7 @@ func (ps PhaseSpan) end(err error, attrs []attribute.KeyValue) time.Duration {
 		if len(attrs) > 0 {
 			ps.span.SetAttributes(attrs...)
 		}
-		if err != nil {
-			ps.span.RecordError(err)
-			ps.span.SetStatus(codes.Error, err.Error())
-		}
-		if ps.c.fast != nil {
-			ps.c.fast.EndPhaseSpan(ps.span, now)
-		} else {
-			ps.span.End()
-		}
+		ps.c.endSpan(ps.span, now, err)
 		if ps.c.metrics {
 			ps.c.phaseHist.Record(ps.ctx, d.Seconds(), ps.c.metricOpt[ps.phase][ps.dir])
 		}
@@ -511,6 +503,20 @@ func (ps PhaseSpan) end(err error, attrs []attribute.KeyValue) time.Duration {
 		pprof.SetGoroutineLabels(ps.ctx)
 	}
 	return d
+}
+
+// endSpan ends span at now (through the PhaseTracer, if there is one),
+// with err as its error status if not nil.
+func (c *Component) endSpan(span trace.Span, now time.Time, err error) {
+	if err != nil {
+		span.RecordError(err)
+		span.SetStatus(codes.Error, err.Error())
+	}
+	if c.fast != nil {
+		c.fast.EndPhaseSpan(span, now)
+	} else {
+		span.End()
+	}
 }
 
 // RecordCritical records d as phase p's exclusive time on the critical path of
@@ -649,15 +655,7 @@ func (w WorkSpan) End(o Outcome, err error) time.Duration {
 		o = Failed
 	}
 	w.span.SetAttributes(AttrOutcome.String(o.String()))
-	if err != nil {
-		w.span.RecordError(err)
-		w.span.SetStatus(codes.Error, err.Error())
-	}
-	if w.c.fast != nil {
-		w.c.fast.EndPhaseSpan(w.span, now)
-	} else {
-		w.span.End()
-	}
+	w.c.endSpan(w.span, now, err)
 	if w.c.metrics {
 		w.c.workHist.Record(w.ctx, d.Seconds(), w.c.workMetric[o])
 	}

@@ -346,82 +346,51 @@ func TestRemoteSpansNotExported(t *testing.T) {
 	}
 }
 
-// TestRemoteSpansWanted: remote spans are wanted exactly when something set
-// up here would get them.
-func TestRemoteSpansWanted(t *testing.T) {
+// TestSpanConsumers: remote spans are wanted exactly when something set
+// up here would get them (RemoteSpansWanted), and the spans go to nothing
+// but later-registered processors exactly when no exporter, trace file,
+// recorder, span processor, sampler or Pyroscope would see one
+// (SpansOnlyForAttribution).
+func TestSpanConsumers(t *testing.T) {
 	col := newCollector(t)
 	dir := t.TempDir()
 	for _, tc := range []struct {
-		name string
-		opts []Option
-		want bool
+		name         string
+		env          map[string]string
+		opts         []Option
+		remote, only bool
 	}{
-		{"nothing", nil, false},
-		{"OTLP", []Option{WithOTLP(col.addr, "grpc")}, false},
-		{"OTLP with remote spans", []Option{WithOTLP(col.addr, "grpc"), WithRemoteSpans(true)}, true},
-		{"remote spans without an exporter", []Option{WithRemoteSpans(true)}, false},
-		{"trace file", []Option{WithTraceFile(filepath.Join(dir, "trace.jsonl"))}, true},
-		{"recorder", []Option{WithRecorder()}, true},
-		{"span processor", []Option{WithSpanProcessor(tracetest.NewSpanRecorder())}, true},
-		{"SDK disabled", []Option{WithRecorder(), WithSDKDisabled(true)}, false},
+		{"nothing", nil, nil, false, true},
+		{"profile files only", nil, []Option{WithProfileDir(filepath.Join(dir, "prof"))}, false, true},
+		{"metrics only", nil, []Option{WithMetricsAddr("127.0.0.1:0")}, false, true},
+		{"OTLP", nil, []Option{WithOTLP(col.addr, "grpc")}, false, false},
+		{"OTLP with remote spans", nil, []Option{WithOTLP(col.addr, "grpc"), WithRemoteSpans(true)}, true, false},
+		{"remote spans without an exporter", nil, []Option{WithRemoteSpans(true)}, false, true},
+		{"trace file", nil, []Option{WithTraceFile(filepath.Join(dir, "trace.jsonl"))}, true, false},
+		{"recorder", nil, []Option{WithRecorder()}, true, false},
+		{"span processor", nil, []Option{WithSpanProcessor(tracetest.NewSpanRecorder())}, true, false},
+		{"sampler", nil, []Option{WithSampler(sdktrace.TraceIDRatioBased(0.5))}, false, false},
+		{"sampler from the environment", map[string]string{EnvTracesSampler: "traceidratio"}, nil, false, false},
+		{"SDK disabled", nil, []Option{WithRecorder(), WithSDKDisabled(true)}, false, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := context.Background()
-			tel, err := Setup(ctx, append([]Option{WithLookupEnv(noEnv)}, tc.opts...)...)
+			tel, err := Setup(ctx, append([]Option{WithLookupEnv(processEnv(t, tc.env))}, tc.opts...)...)
 			if err != nil {
 				t.Fatal(err)
 			}
 			defer func() { _ = tel.Shutdown(ctx) }()
-			if got := tel.RemoteSpansWanted(); got != tc.want {
-				t.Errorf("RemoteSpansWanted: got %v, want %v", got, tc.want)
+			if got := tel.RemoteSpansWanted(); got != tc.remote {
+				t.Errorf("RemoteSpansWanted: got %v, want %v", got, tc.remote)
+			}
+			if got := tel.SpansOnlyForAttribution(); got != tc.only {
+				t.Errorf("SpansOnlyForAttribution: got %v, want %v", got, tc.only)
 			}
 		})
 	}
 	var nilTel *Telemetry
-	if nilTel.RemoteSpansWanted() {
-		t.Error("a nil Telemetry wants remote spans")
-	}
-}
-
-// TestSpansOnlyForAttribution: true exactly when nothing set up here would
-// see a span but the processors registered later: no exporter, trace file,
-// recorder, span processor, sampler or Pyroscope.
-func TestSpansOnlyForAttribution(t *testing.T) {
-	col := newCollector(t)
-	dir := t.TempDir()
-	for _, tc := range []struct {
-		name string
-		env  map[string]string
-		opts []Option
-		want bool
-	}{
-		{"nothing", nil, nil, true},
-		{"profile files only", nil, []Option{WithProfileDir(filepath.Join(dir, "prof"))}, true},
-		{"metrics only", nil, []Option{WithMetricsAddr("127.0.0.1:0")}, true},
-		{"OTLP", nil, []Option{WithOTLP(col.addr, "grpc")}, false},
-		{"trace file", nil, []Option{WithTraceFile(filepath.Join(dir, "trace.jsonl"))}, false},
-		{"recorder", nil, []Option{WithRecorder()}, false},
-		{"span processor", nil, []Option{WithSpanProcessor(tracetest.NewSpanRecorder())}, false},
-		{"sampler", nil, []Option{WithSampler(sdktrace.TraceIDRatioBased(0.5))}, false},
-		{"sampler from the environment", map[string]string{EnvTracesSampler: "traceidratio"}, nil, false},
-		{"SDK disabled", nil, []Option{WithSDKDisabled(true)}, false},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			ctx := context.Background()
-			lookup := processEnv(t, tc.env)
-			tel, err := Setup(ctx, append([]Option{WithLookupEnv(lookup)}, tc.opts...)...)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer func() { _ = tel.Shutdown(ctx) }()
-			if got := tel.SpansOnlyForAttribution(); got != tc.want {
-				t.Errorf("SpansOnlyForAttribution: got %v, want %v", got, tc.want)
-			}
-		})
-	}
-	var nilTel *Telemetry
-	if nilTel.SpansOnlyForAttribution() {
-		t.Error("a nil Telemetry says yes")
+	if nilTel.RemoteSpansWanted() || nilTel.SpansOnlyForAttribution() {
+		t.Error("a nil Telemetry wants remote spans or says its spans are only for attribution")
 	}
 }
 
