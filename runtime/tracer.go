@@ -68,17 +68,11 @@ func (p *accountingProvider) StartPhaseSpan(ctx context.Context, name, component
 // RecordPhaseSpan implements telemetry.PhaseTracer: the span goes to the
 // collector as it is made, with no trace.Span around it.
 func (p *accountingProvider) RecordPhaseSpan(ctx context.Context, name, component string, ph telemetry.Phase, d telemetry.Direction, start, end time.Time, attrs []attribute.KeyValue) {
-	parent := trace.SpanContextFromContext(ctx)
-	if parent.IsValid() && !parent.IsSampled() {
+	sp, sampled := p.tracer.child(trace.SpanContextFromContext(ctx))
+	if !sampled {
 		return
 	}
-	sp := attribution.Span{SpanID: p.tracer.col.newSpanID(), Name: name, Component: component, Phase: ph, Direction: d,
-		Start: start.UnixNano(), End: end.UnixNano()}
-	if parent.IsValid() {
-		sp.TraceID, sp.ParentID = attribution.TraceID(parent.TraceID()), attribution.SpanID(parent.SpanID())
-	} else {
-		sp.TraceID = p.tracer.col.newTraceID()
-	}
+	sp.Name, sp.Component, sp.Phase, sp.Direction, sp.Start, sp.End = name, component, ph, d, start.UnixNano(), end.UnixNano()
 	for _, kv := range attrs {
 		sp.SetAttribute(kv)
 	}
@@ -108,20 +102,30 @@ func (t *accountingTracer) Start(ctx context.Context, name string, opts ...trace
 // if parent is not valid).
 func (t *accountingTracer) newSpan(parent trace.SpanContext) *accountingSpan {
 	s := &accountingSpan{tracer: t}
-	if parent.IsValid() {
-		s.sp.TraceID, s.sp.ParentID = attribution.TraceID(parent.TraceID()), attribution.SpanID(parent.SpanID())
-	} else {
-		s.sp.TraceID = t.col.newTraceID()
-	}
-	s.sp.SpanID = t.col.newSpanID()
+	var sampled bool
+	s.sp, sampled = t.child(parent)
 	flags := trace.FlagsSampled
-	if parent.IsValid() && !parent.IsSampled() {
-		flags, s.ended = 0, true // not recording, as the SDK's ParentBased sampler
+	if !sampled {
+		flags, s.ended = 0, true // not recording
 	}
 	s.sc = trace.NewSpanContext(trace.SpanContextConfig{
 		TraceID: trace.TraceID(s.sp.TraceID), SpanID: trace.SpanID(s.sp.SpanID), TraceFlags: flags,
 	})
 	return s
+}
+
+// child returns the ids of a new span under parent (a root, in a new
+// trace, if parent is not valid), and whether it is sampled: as the SDK's
+// default sampler (parent-based, always on) decides, a root is, a child
+// is if its parent is.
+func (t *accountingTracer) child(parent trace.SpanContext) (attribution.Span, bool) {
+	sp := attribution.Span{SpanID: t.col.newSpanID()}
+	if !parent.IsValid() {
+		sp.TraceID = t.col.newTraceID()
+		return sp, true
+	}
+	sp.TraceID, sp.ParentID = attribution.TraceID(parent.TraceID()), attribution.SpanID(parent.SpanID())
+	return sp, parent.IsSampled()
 }
 
 // accountingSpan is a span of the accountingTracer. Like every span, it is
