@@ -225,12 +225,20 @@ func TestParseNames(t *testing.T) {
 
 func TestInvalidPhasePanics(t *testing.T) {
 	c, _, _ := newTestComponent(t, "ipc")
-	defer func() {
-		if recover() == nil {
-			t.Error("StartPhase(0) did not panic")
-		}
-	}()
-	c.StartPhase(context.Background(), 0, None)
+	for name, start := range map[string]func(){
+		"StartPhase(0)":              func() { c.StartPhase(context.Background(), 0, None) },
+		"StartLeaf(0)":               func() { c.StartLeaf(context.Background(), 0, None) },
+		"StartDetachedLeaf(send, 9)": func() { c.StartDetachedLeaf(context.Background(), Send, 9) },
+	} {
+		func() {
+			defer func() {
+				if recover() == nil {
+					t.Errorf("%s did not panic", name)
+				}
+			}()
+			start()
+		}()
+	}
 }
 
 func TestRecordSpanMeasuredElsewhere(t *testing.T) {
