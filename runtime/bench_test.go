@@ -258,15 +258,17 @@ func BenchmarkUnitTelemetry(b *testing.B) {
 	for _, path := range []string{"sdk", "accounting"} {
 		b.Run("path="+path, func(b *testing.B) {
 			var works int
-			c := newCollector(func(attribution.Work, attribution.Diagnostics) { works++ })
+			c := newCollector(func(attribution.Work) { works++ }, nil)
 			defer c.close()
 			var tp trace.TracerProvider
+			var own *accountingProvider
 			if path == "sdk" {
 				sdk := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(c))
 				defer func() { _ = sdk.Shutdown(context.Background()) }()
 				tp = sdk
 			} else {
-				tp = newAccountingProvider(c)
+				own = newAccountingProvider(c)
+				tp = own
 			}
 			comps := map[string]*telemetry.Component{}
 			for _, name := range []string{"runtime", "ipc", "taskhost"} {
@@ -288,7 +290,7 @@ func BenchmarkUnitTelemetry(b *testing.B) {
 				q := rt.StartDetachedLeaf(dctx, telemetry.Queue, telemetry.None)
 				q.End()
 				disp.End()
-				hctx, hs := rt.Tracer().Start(ctx, SpanHost, trace.WithAttributes(AttrHostID.Int(1), AttrHostPID.Int(2)))
+				hctx, hs := startHostSpan(ctx, own, rt.Tracer(), 1, 2)
 				for _, p := range []telemetry.Phase{telemetry.Serialize, telemetry.Send} {
 					ps := ipcComp.StartLeaf(hctx, p, telemetry.Request)
 					ps.EndWith(telemetry.AttrBytes.Int(100))

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -224,6 +225,7 @@ type Runtime struct {
 
 	rt, rtChunk, hostComp *telemetry.Component
 	tracer                trace.Tracer
+	own                   *accountingProvider // the runtime's own tracer, when it is the run's
 
 	queue    chan *unit
 	stopping chan struct{}      // closed when no more work is accepted
@@ -295,7 +297,7 @@ func New(ctx context.Context, cfg Config) (_ *Runtime, err error) {
 	}
 	drain, drainEnd := context.WithCancel(context.Background())
 	r.drainEnd = drainEnd
-	r.col = newCollector(r.onWork)
+	r.col = newCollector(r.onWork, r.acc.AddDiagnostics)
 	defer func() {
 		if err != nil {
 			r.drainEnd()
@@ -363,7 +365,8 @@ func (r *Runtime) instrument(cfg Config) (tp trace.TracerProvider, mp metric.Met
 	if tp == nil {
 		// Nothing but attribution reads the spans: the runtime's own
 		// tracer hands them to the collector without the SDK.
-		tp, spans = newAccountingProvider(r.col), nil
+		r.own = newAccountingProvider(r.col)
+		tp, spans = r.own, nil
 	} else if spans == nil {
 		sdk, ok := tp.(*sdktrace.TracerProvider)
 		if !ok {
@@ -656,11 +659,11 @@ func (r *Runtime) finish(u *unit, o telemetry.Outcome, class string, err error) 
 	r.inflight.Done()
 }
 
-// onWork receives each unit's attribution from the collector's
-// accounting goroutine. A unit is added to its kind's accumulator only:
+// onWork receives each unit's attribution from the collector, on the
+// goroutine that ended the unit's root. A unit is added to its kind's accumulator only:
 // Summary merges them (adding each unit twice, to the run's and to its
 // kind's, cost as much again as its tree).
-func (r *Runtime) onWork(w attribution.Work, diag attribution.Diagnostics) {
+func (r *Runtime) onWork(w attribution.Work) {
 	tid := trace.TraceID(w.Root.TraceID)
 	r.mu.Lock()
 	u := r.units[tid]
@@ -675,9 +678,9 @@ func (r *Runtime) onWork(w attribution.Work, diag attribution.Diagnostics) {
 	}
 	r.mu.Unlock()
 	acc.Add(w)
-	r.acc.AddDiagnostics(diag)
 	if r.cfg.OnWork != nil {
-		r.cfg.OnWork(w)
+		// w's Stats and Nodes are the collector's scratch space.
+		r.cfg.OnWork(attribution.Work{Root: w.Root, Stats: slices.Clone(w.Stats), Nodes: slices.Clone(w.Nodes)})
 	}
 	if u == nil || !u.comp.RecordsMetrics() {
 		return
@@ -743,7 +746,7 @@ func (r *Runtime) runTask(ctx context.Context, u *unit) (string, error) {
 	// its own span beside it, so the gaps between the ipc phases of both
 	// processes (kernel transit, wake-ups) are not charged to dispatch.
 	r.endDispatch(u)
-	hctx, hs := r.tracer.Start(ctx, SpanHost, trace.WithAttributes(AttrHostID.Int(h.id), AttrHostPID.Int(h.pid)))
+	hctx, hs := startHostSpan(ctx, r.own, r.tracer, h.id, h.pid)
 	sendStart := time.Now()
 	in, err := h.run(hctx, cfg, r.set.TaskTimeout)
 	r.pool.release(h)
@@ -792,6 +795,17 @@ func (r *Runtime) runTask(ctx context.Context, u *unit) (string, error) {
 		return "task failed", taskErr
 	}
 	return "", nil
+}
+
+// startHostSpan starts the runtime.host span of a round trip on the host
+// with id and pid: with the runtime's own tracer (own) if it is the
+// run's, else with tracer. own keeps no attribute attribution does not
+// read, so its span is started without the host's (options allocate).
+func startHostSpan(ctx context.Context, own *accountingProvider, tracer trace.Tracer, id, pid int) (context.Context, trace.Span) {
+	if own != nil {
+		return own.StartPhaseSpan(ctx, SpanHost, "", 0, telemetry.None, time.Now())
+	}
+	return tracer.Start(ctx, SpanHost, trace.WithAttributes(AttrHostID.Int(id), AttrHostPID.Int(pid)))
 }
 
 // failOrchestration completes the orchestration as failed with cause (so

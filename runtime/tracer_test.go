@@ -33,11 +33,11 @@ func keptSpans(c *collector, id trace.TraceID) []attribution.Span {
 func TestAccountingTracerSpans(t *testing.T) {
 	var works []attribution.Work
 	var mu sync.Mutex
-	col := newCollector(func(w attribution.Work, _ attribution.Diagnostics) {
+	col := newCollector(func(w attribution.Work) {
 		mu.Lock()
-		works = append(works, w)
+		works = append(works, attribution.Work{Root: w.Root, Stats: slices.Clone(w.Stats), Nodes: slices.Clone(w.Nodes)})
 		mu.Unlock()
-	})
+	}, nil)
 	defer col.close()
 	tp := newAccountingProvider(col)
 	comp, err := telemetry.NewComponent("ipc", telemetry.ComponentConfig{TracerProvider: tp})
@@ -134,7 +134,7 @@ func TestAccountingTracerSpans(t *testing.T) {
 // TestAccountingTracerConcurrent: a span is safe for concurrent use (run
 // with -race).
 func TestAccountingTracerConcurrent(t *testing.T) {
-	col := newCollector(func(attribution.Work, attribution.Diagnostics) {})
+	col := newCollector(func(attribution.Work) {}, nil)
 	defer col.close()
 	_, s := newAccountingProvider(col).Tracer("").Start(context.Background(), "s")
 	var wg sync.WaitGroup

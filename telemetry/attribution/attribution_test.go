@@ -7,6 +7,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -400,5 +401,46 @@ func TestAccumulatorMerge(t *testing.T) {
 		if r.Spans != n {
 			t.Errorf("row %s: %d spans, want %d", r.Name, r.Spans, n)
 		}
+	}
+}
+
+// TestBuilderReuse: a Builder with Reuse, handed one unit at a time as
+// the runtime's accounting does, gives every unit the same Work as a
+// fresh EachTree, though its Works share scratch space; and a copy taken
+// inside fn is not overwritten by the next unit.
+func TestBuilderReuse(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	b := Builder{Reuse: true}
+	var kept []Work // copies, as fn must take them
+	var want []Work
+	for n := range 300 {
+		total := 1 + rng.IntN(1000)
+		spans := []sp{{"w", "", 0, 0, 0, float64(total), false}}
+		for i := range rng.IntN(25) {
+			parent := spans[rng.IntN(len(spans))]
+			a, c := rng.IntN(total+50), rng.IntN(total+50)
+			if a > c {
+				a, c = c, a
+			}
+			spans = append(spans, sp{fmt.Sprint(i), parent.id, telemetry.Phase(1 + rng.IntN(telemetry.NumPhases)), telemetry.Direction(rng.IntN(3)),
+				float64(a), float64(c), rng.IntN(4) == 0})
+		}
+		in := build(fmt.Sprint("r", n), spans)
+		fresh, wantDiag := Trees(in)
+		want = append(want, fresh...)
+		got := 0
+		diag := b.EachTree(in, func(w Work) {
+			got++
+			if !reflect.DeepEqual(w, fresh[0]) {
+				t.Fatalf("unit %d: reused builder gives %+v, want %+v", n, w, fresh[0])
+			}
+			kept = append(kept, Work{Root: w.Root, Stats: slices.Clone(w.Stats), Nodes: slices.Clone(w.Nodes)})
+		})
+		if got != len(fresh) || diag != wantDiag {
+			t.Fatalf("unit %d: %d works, diagnostics %+v; want %d, %+v", n, got, diag, len(fresh), wantDiag)
+		}
+	}
+	if !reflect.DeepEqual(kept, want) {
+		t.Fatal("a Work copied inside fn changed after later units")
 	}
 }

@@ -154,9 +154,14 @@ func EachTree(spans []Span, fn func(Work)) Diagnostics {
 // Builder is EachTree with scratch space kept from one call to the next:
 // a caller that attributes units one or a few at a time (the runtime's
 // accounting) allocates only what it is handed (each Work's Stats and
-// Nodes). The zero value is ready to use; a Builder is not safe for
-// concurrent use.
+// Nodes), or, with Reuse, nothing. The zero value is ready to use; a
+// Builder is not safe for concurrent use.
 type Builder struct {
+	// Reuse hands fn Works whose Stats and Nodes are the Builder's
+	// scratch space too: valid only until fn returns, so fn must copy
+	// what it keeps (slices.Clone).
+	Reuse bool
+
 	idx []int32
 	b   treeBuilder
 }
@@ -179,6 +184,7 @@ func (bd *Builder) EachTree(spans []Span, fn func(Work)) Diagnostics {
 		return cmp.Compare(a, b)
 	})
 	b := &bd.b
+	b.reuse = bd.Reuse
 	for lo := 0; lo < len(idx); {
 		hi := lo + 1
 		for hi < len(idx) && spans[idx[hi]].TraceID == spans[idx[lo]].TraceID {
@@ -202,6 +208,9 @@ type treeBuilder struct {
 	roots  []int32
 	frames []frame
 	tree   tree // the unit's, rebuilt for each
+
+	reuse bool   // Builder.Reuse: Works' Nodes and Stats are scratch space
+	nodes []Node // with reuse, every Work's Nodes
 }
 
 // frame is a span to visit in treeBuilder.work and its parent node.
@@ -401,7 +410,12 @@ func (b *treeBuilder) work(r int32, d *Diagnostics) Work {
 	root := b.sp[r]
 	// At most every span of the trace is a node: one allocation, not a
 	// growing slice's several.
-	w := Work{Root: root, Nodes: make([]Node, 0, len(b.sp))}
+	var w Work
+	if b.reuse {
+		w = Work{Root: root, Nodes: slices.Grow(b.nodes[:0], len(b.sp))}
+	} else {
+		w = Work{Root: root, Nodes: make([]Node, 0, len(b.sp))}
+	}
 	// Nodes in pre-order; far-side spans whose parent is a near-side send
 	// hang under the send's parent, beside the send (placement below).
 	stack := append(b.frames[:0], frame{r, -1})
@@ -433,7 +447,10 @@ func (b *treeBuilder) work(r int32, d *Diagnostics) Work {
 	t.reset(w.Nodes)
 	t.place(d)
 	t.clip()
-	w.Stats = t.attribute()
+	w.Stats = t.attribute(b.reuse)
+	if b.reuse {
+		b.nodes = w.Nodes
+	}
 	return w
 }
 
@@ -443,8 +460,8 @@ type tree struct {
 	nodes []Node
 	first []int32 // node i's children are kid[first[i]:first[i+1]], in index order
 	kid   []int32
-	sc    []int32 // walk's stack of sorted children
-	at    []int32 // attribute's index in stats of each row, by search
+	sc    []int32   // walk's stack of sorted children
+	stats []KeyStat // attribute's, with reuse
 }
 
 func newTree(nodes []Node) *tree {
@@ -623,9 +640,15 @@ func (t *tree) clip() {
 	}
 }
 
-// attribute walks the critical path and sums the rows.
-func (t *tree) attribute() []KeyStat {
-	stats := make([]KeyStat, 0, min(len(t.nodes), 16))
+// attribute walks the critical path and sums the rows; with reuse, into
+// t's scratch space (valid until the next call).
+func (t *tree) attribute(reuse bool) []KeyStat {
+	var stats []KeyStat
+	if reuse {
+		stats = t.stats[:0]
+	} else {
+		stats = make([]KeyStat, 0, min(len(t.nodes), 16))
+	}
 	// Rows are few (components × phases × directions): a linear search
 	// beats a map up to a few dozen; past that (hostile input with many
 	// components) a map keeps it linear.
@@ -668,6 +691,9 @@ func (t *tree) attribute() []KeyStat {
 	}
 	t.walk(0, Key{}, func(_ int32, k Key, d time.Duration) { add(k, d, 0, 0) })
 	slices.SortFunc(stats, func(a, b KeyStat) int { return compareKeys(a.Key, b.Key) })
+	if reuse {
+		t.stats = stats
+	}
 	return stats
 }
 
