@@ -30,15 +30,15 @@ import (
 // Ending a span that is not a root only files the few fields attribution
 // needs, as a compact attribution.Span, under one lock. Ending a root
 // accounts for its unit there and then, on the goroutine that ended it,
-// once per unit: its spans are still in that core's cache, and the
-// accounting (a few µs for a task unit) costs less than handing it to
-// another goroutine did. That hand-off (a goroutine woken after a
-// gathering delay, which found the spans gone cold) cost the parent
-// about 2 µs more per taskhost unit (runtime/README.md, "Telemetry
-// cost"). Units are accounted one at a time (amu), so the Builder's
-// scratch space is shared; at a few thousand units a second the lock is
-// free almost always. flush waits until every root ended before it has
-// been accounted.
+// once per unit (a few µs for a task unit), while its spans are still in
+// that core's cache. Handing units to an accounting goroutine instead
+// (woken by the first after it idled, then letting units gather for
+// 10 ms) cost more: its wake-ups, its queue, and spans gone cold by the
+// time it read them (runtime/README.md, "Telemetry cost"). Units are
+// accounted one at a time (amu), so the Builder's scratch space is
+// shared; at a few thousand units a second the lock is free almost
+// always. flush waits until every root ended before it has been
+// accounted.
 type collector struct {
 	onWork func(attribution.Work)        // each unit's; Stats and Nodes valid only during the call
 	onDiag func(attribution.Diagnostics) // each trace's, after its units; may be nil
@@ -159,13 +159,12 @@ func (c *collector) newSpanID() attribution.SpanID {
 func (c *collector) OnStart(context.Context, sdktrace.ReadWriteSpan) {}
 
 // OnEnd implements sdktrace.SpanProcessor: it keeps the span if its trace
-// is a unit's, and hands the unit's spans to the accounting goroutine when
-// it is the unit's root.
+// is a unit's, and accounts for the unit when it is the unit's root.
 func (c *collector) OnEnd(s sdktrace.ReadOnlySpan) { c.ended(attribution.FromSDKSpan(s)) }
 
 // ended keeps an ended span (from the SDK, through OnEnd, or from the
-// runtime's accountingTracer) if its trace is a unit's, and hands the
-// unit's spans to the accounting goroutine when it is the unit's root.
+// runtime's accountingTracer) if its trace is a unit's, and accounts for
+// the unit when it is the unit's root.
 func (c *collector) ended(sp attribution.Span) {
 	id := trace.TraceID(sp.TraceID)
 	c.mu.Lock()
