@@ -177,12 +177,14 @@ func (bd *Builder) EachTree(spans []Span, fn func(Work)) Diagnostics {
 	for i := range idx {
 		idx[i] = int32(i)
 	}
-	slices.SortFunc(idx, func(a, b int32) int {
-		if c := spans[a].TraceID.compare(spans[b].TraceID); c != 0 {
-			return c
-		}
-		return cmp.Compare(a, b)
-	})
+	if !oneTrace(spans) { // a unit's spans, as the runtime hands them, are
+		slices.SortFunc(idx, func(a, b int32) int {
+			if c := spans[a].TraceID.compare(spans[b].TraceID); c != 0 {
+				return c
+			}
+			return cmp.Compare(a, b)
+		})
+	}
 	b := &bd.b
 	b.reuse = bd.Reuse
 	for lo := 0; lo < len(idx); {
@@ -321,6 +323,16 @@ func (b *treeBuilder) trace(all []Span, group []int32, fn func(Work), d *Diagnos
 	for _, r := range roots {
 		fn(b.work(r, d))
 	}
+}
+
+// oneTrace reports whether every span is of the same trace.
+func oneTrace(spans []Span) bool {
+	for i := 1; i < len(spans); i++ {
+		if spans[i].TraceID != spans[0].TraceID {
+			return false
+		}
+	}
+	return true
 }
 
 func resize(s []int32, n int) []int32 {
