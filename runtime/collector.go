@@ -29,15 +29,17 @@ import (
 //
 // Ending a span that is not a root only files the few fields attribution
 // needs, as a compact attribution.Span, under one lock. Ending a root
-// accounts for its unit there and then, on the goroutine that ended it,
-// once per unit (a few µs for a task unit), while its spans are still in
-// that core's cache. Handing units to an accounting goroutine instead
-// (woken by the first after it idled, then letting units gather for
-// 10 ms) cost more: its wake-ups, its queue, and spans gone cold by the
-// time it read them (runtime/README.md, "Telemetry cost"). Units are
-// accounted one at a time (amu), so the Builder's scratch space is
-// shared; at a few thousand units a second the lock is free almost
-// always. flush waits until every root ended before it has been
+// accounts for its unit there and then, on the goroutine that ended it
+// (a few µs for a task unit), while its spans are still in that core's
+// cache. Units are accounted one at a time (amu, so the Builder's scratch
+// space is shared), but no goroutine waits for another's accounting: one
+// that finds it under way leaves its unit ready, and the goroutine
+// accounting takes it before it stops (drain). Handing every unit to an
+// accounting goroutine instead (woken by the first after it idled, then
+// letting units gather for 10 ms) cost more: its wake-ups, its queue, and
+// spans gone cold by the time it read them; and a goroutine sleeping on a
+// contended lock costs a context switch (runtime/README.md, "Telemetry
+// cost"). flush waits until every root ended before it has been
 // accounted.
 type collector struct {
 	onWork func(attribution.Work)        // each unit's; Stats and Nodes valid only during the call
@@ -54,7 +56,10 @@ type collector struct {
 	epoch  *epoch               // counts the roots ended since the last flush, not accounted yet
 	sealed []*epoch             // earlier epochs, some of their units not accounted yet
 
-	amu sync.Mutex          // one unit accounted at a time
+	ready []readyUnit // under mu: roots ended, their units not taken for accounting yet
+	spare []readyUnit // under mu: an emptied ready, for reuse
+
+	amu sync.Mutex          // held by the goroutine accounting (drain)
 	b   attribution.Builder // scratch space, under amu
 }
 
@@ -180,22 +185,53 @@ func (c *collector) ended(sp attribution.Span) {
 		return
 	}
 	delete(c.traces, id)
-	e := c.epoch
-	e.n++
+	c.epoch.n++
+	c.ready = append(c.ready, readyUnit{spans, c.epoch})
 	c.mu.Unlock()
+	c.drain()
+}
 
-	c.amu.Lock()
-	c.accountUnit(&c.b, spans)
-	c.amu.Unlock()
-	clear(spans) // drop the strings the spans hold
+// readyUnit is a unit whose root has ended, waiting to be accounted, and
+// the epoch that counts it.
+type readyUnit struct {
+	spans []attribution.Span
+	e     *epoch
+}
 
-	c.mu.Lock()
-	c.recycleLocked(spans)
-	if e.n--; e.n == 0 && e.done != nil {
-		close(e.done)
-		c.sealed = slices.DeleteFunc(c.sealed, func(o *epoch) bool { return o == e })
+// drain accounts for the units ready, unless another goroutine is doing
+// so: that one then takes them too, so no goroutine ending a root waits
+// for another's accounting. Whoever accounts looks again after it lets go
+// of amu, so a unit made ready meanwhile is not left behind.
+func (c *collector) drain() {
+	for c.amu.TryLock() {
+		c.mu.Lock()
+		batch := c.ready
+		c.ready = c.spare[:0]
+		c.mu.Unlock()
+		for _, u := range batch {
+			c.accountUnit(&c.b, u.spans)
+			clear(u.spans) // drop the strings the spans hold
+		}
+		c.mu.Lock()
+		for _, u := range batch {
+			c.recycleLocked(u.spans)
+			if u.e.n--; u.e.n == 0 && u.e.done != nil {
+				close(u.e.done)
+				c.sealed = slices.DeleteFunc(c.sealed, func(o *epoch) bool { return o == u.e })
+			}
+		}
+		clear(batch)
+		c.spare = batch[:0]
+		c.mu.Unlock()
+		c.amu.Unlock()
+
+		c.mu.Lock()
+		more := len(c.ready) > 0
+		c.mu.Unlock()
+		if !more {
+			return
+		}
 	}
-	c.mu.Unlock()
 }
 
 // accountUnit attributes the unit whose spans are spans (one trace; it

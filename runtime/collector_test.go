@@ -3,6 +3,7 @@ package runtime
 import (
 	"context"
 	"errors"
+	"sync"
 	"testing"
 	"time"
 
@@ -12,29 +13,31 @@ import (
 	"github.com/amdahl-rt/amdahl/telemetry/attribution"
 )
 
-// TestCollectorFlush: a unit is accounted on the goroutine that ends its
-// root; flush waits for the units whose roots ended before it (one still
-// being accounted holds it), but not for units ending after it, so a
-// busy run cannot keep it waiting; and every unit is accounted once.
+// TestCollectorFlush: a unit is accounted when its root ends, one unit at
+// a time; a goroutine that ends a root while another is accounting does
+// not wait for it: the one accounting takes its unit too. flush waits for
+// the units whose roots ended before it (one still being accounted holds
+// it), but not for units ending after it, so a busy run cannot keep it
+// waiting; and every unit is accounted once.
 func TestCollectorFlush(t *testing.T) {
 	release := map[string]chan struct{}{"a": make(chan struct{}), "b": make(chan struct{})}
 	entered := make(chan string, 2)
 	accounted := map[string]int{}
 	var c *collector
 	c = newCollector(func(w attribution.Work) {
-		name := string(w.Root.Component) // the test's name for the unit
+		name := w.Root.Component // the test's name for the unit
 		entered <- name
 		<-release[name]
-		accounted[name]++ // under the collector's amu
+		accounted[name]++ // one unit at a time: no lock needed
 	}, nil)
-	root := func(name string, id byte) (attribution.Span, trace.TraceID) {
+	root := func(name string, id byte) attribution.Span {
 		tid := trace.TraceID{id}
 		c.track(tid)
 		return attribution.Span{TraceID: attribution.TraceID(tid), SpanID: attribution.SpanID{id}, Name: telemetry.SpanWork,
-			Component: name, Start: 1, End: 2}, tid
+			Component: name, Start: 1, End: 2}
 	}
 
-	a, _ := root("a", 1)
+	a := root("a", 1)
 	aDone := make(chan struct{})
 	go func() { c.ended(a); close(aDone) }()
 	if got := <-entered; got != "a" {
@@ -50,27 +53,25 @@ func TestCollectorFlush(t *testing.T) {
 	go func() { flushed <- c.flush(context.Background()) }()
 	time.Sleep(10 * time.Millisecond) // let the flush seal its epoch
 
-	// b ends after that flush began; its accounting blocks too.
-	b, _ := root("b", 2)
+	// b's root ends after that flush began, while a is being accounted:
+	// ending it does not wait.
+	b := root("b", 2)
 	bDone := make(chan struct{})
 	go func() { c.ended(b); close(bDone) }()
-	// Wait until b's root has been taken for accounting (it then waits
-	// for a's accounting to finish).
-	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(time.Millisecond) {
-		c.mu.Lock()
-		taken := len(c.traces) == 0
-		c.mu.Unlock()
-		if taken {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("unit b's root was not taken for accounting")
-		}
+	select {
+	case <-bDone:
+	case <-time.After(5 * time.Second):
+		t.Fatal("ending b's root waited for a's accounting")
 	}
 	close(release["a"])
-	<-aDone
-	if got := <-entered; got != "b" {
-		t.Fatalf("accounting %q, want b", got)
+	// The goroutine that accounted a takes b too.
+	select {
+	case got := <-entered:
+		if got != "b" {
+			t.Fatalf("accounting %q, want b", got)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("unit b, left ready while a was being accounted, was never accounted")
 	}
 	select {
 	case err := <-flushed:
@@ -89,7 +90,7 @@ func TestCollectorFlush(t *testing.T) {
 	case <-time.After(30 * time.Millisecond):
 	}
 	close(release["b"])
-	<-bDone
+	<-aDone
 	if err := <-flushed2; err != nil {
 		t.Fatal(err)
 	}
@@ -101,5 +102,52 @@ func TestCollectorFlush(t *testing.T) {
 	c.ended(a)
 	if err := c.flush(context.Background()); err != nil || accounted["a"] != 1 {
 		t.Fatalf("after a second end of a: flush %v, accounted %v", err, accounted)
+	}
+}
+
+// TestCollectorConcurrentRoots: units whose roots end on many goroutines
+// at once are each accounted once, and a flush after they all ended finds
+// them all accounted: none is left behind by a goroutine that found the
+// accounting under way (each accounting sleeps a little, so that happens
+// often).
+func TestCollectorConcurrentRoots(t *testing.T) {
+	var mu sync.Mutex
+	seen := map[attribution.TraceID]int{}
+	c := newCollector(func(w attribution.Work) {
+		mu.Lock()
+		seen[w.Root.TraceID]++
+		mu.Unlock()
+		time.Sleep(20 * time.Microsecond)
+	}, nil)
+	const goroutines, perG = 8, 200
+	var wg sync.WaitGroup
+	for g := range goroutines {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range perG {
+				tid := trace.TraceID{byte(g), byte(i >> 8), byte(i)}
+				c.track(tid)
+				c.ended(attribution.Span{TraceID: attribution.TraceID(tid), SpanID: attribution.SpanID{1}, ParentID: attribution.SpanID{2},
+					Name: "x.send", Start: 1, End: 2})
+				c.ended(attribution.Span{TraceID: attribution.TraceID(tid), SpanID: attribution.SpanID{2}, Name: telemetry.SpanWork, Start: 0, End: 3})
+			}
+		}()
+	}
+	wg.Wait()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := c.flush(ctx); err != nil {
+		t.Fatalf("flush after every root ended: %v (a unit left unaccounted)", err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(seen) != goroutines*perG {
+		t.Fatalf("accounted %d units, want %d", len(seen), goroutines*perG)
+	}
+	for id, n := range seen {
+		if n != 1 {
+			t.Fatalf("unit %x accounted %d times", id, n)
+		}
 	}
 }
