@@ -136,22 +136,30 @@ func TestCriticalPath(t *testing.T) {
 	}
 }
 
+// randomUnit returns a unit's root ("w", up to 1 s) and fewer than most
+// spans under it: random parents, phases, directions and windows (some
+// outside their parent's), a quarter of them remote.
+func randomUnit(rng *rand.Rand, most int) []sp {
+	total := 1 + rng.IntN(1000)
+	spans := []sp{{"w", "", 0, 0, 0, float64(total), false}}
+	for i := range rng.IntN(most) {
+		parent := spans[rng.IntN(len(spans))]
+		a, b := rng.IntN(total+50), rng.IntN(total+50)
+		if a > b {
+			a, b = b, a
+		}
+		spans = append(spans, sp{fmt.Sprint(i), parent.id, telemetry.Phase(1 + rng.IntN(telemetry.NumPhases)), telemetry.Direction(rng.IntN(3)),
+			float64(a), float64(b), rng.IntN(4) == 0})
+	}
+	return spans
+}
+
 // Property: for random trees, critical times add up to the root's duration
 // exactly, and a replay that scales nothing gives back the unit's e2e.
 func TestCriticalSumsToRootAndReplayIdentity(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	for n := 0; n < 500; n++ {
-		total := 1 + rng.IntN(1000)
-		spans := []sp{{"w", "", 0, 0, 0, float64(total), false}}
-		for i := 0; i < rng.IntN(20); i++ {
-			parent := spans[rng.IntN(len(spans))]
-			a, b := rng.IntN(total+50), rng.IntN(total+50)
-			if a > b {
-				a, b = b, a
-			}
-			spans = append(spans, sp{fmt.Sprint(i), parent.id, telemetry.Phase(1 + rng.IntN(telemetry.NumPhases)), telemetry.Direction(rng.IntN(3)),
-				float64(a), float64(b), rng.IntN(4) == 0})
-		}
+		spans := randomUnit(rng, 20)
 		w, _ := one(t, build(fmt.Sprint("t", n), spans))
 		checkSum(t, w)
 		plan := newReplayPlan(w, map[Key]int{})
@@ -414,18 +422,7 @@ func TestBuilderReuse(t *testing.T) {
 	var kept []Work // copies, as fn must take them
 	var want []Work
 	for n := range 300 {
-		total := 1 + rng.IntN(1000)
-		spans := []sp{{"w", "", 0, 0, 0, float64(total), false}}
-		for i := range rng.IntN(25) {
-			parent := spans[rng.IntN(len(spans))]
-			a, c := rng.IntN(total+50), rng.IntN(total+50)
-			if a > c {
-				a, c = c, a
-			}
-			spans = append(spans, sp{fmt.Sprint(i), parent.id, telemetry.Phase(1 + rng.IntN(telemetry.NumPhases)), telemetry.Direction(rng.IntN(3)),
-				float64(a), float64(c), rng.IntN(4) == 0})
-		}
-		in := build(fmt.Sprint("r", n), spans)
+		in := build(fmt.Sprint("r", n), randomUnit(rng, 25))
 		fresh, wantDiag := Trees(in)
 		want = append(want, fresh...)
 		got := 0
