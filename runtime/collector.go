@@ -34,13 +34,14 @@ import (
 // cache. Units are accounted one at a time (amu, so the Builder's scratch
 // space is shared), but no goroutine waits for another's accounting: one
 // that finds it under way leaves its unit ready, and the goroutine
-// accounting takes it before it stops (drain). Handing every unit to an
-// accounting goroutine instead (woken by the first after it idled, then
-// letting units gather for 10 ms) cost more: its wake-ups, its queue, and
-// spans gone cold by the time it read them; and a goroutine sleeping on a
-// contended lock costs a context switch (runtime/README.md, "Telemetry
-// cost"). flush waits until every root ended before it has been
-// accounted.
+// accounting takes it before it stops (drain); past maxReadyUnits units
+// waiting, a goroutine ending a root does wait, so they stay bounded.
+// Handing every unit to an accounting goroutine instead (woken by the
+// first after it idled, then letting units gather for 10 ms) cost more:
+// its wake-ups, its queue, and spans gone cold by the time it read them;
+// and a goroutine sleeping on a contended lock costs a context switch
+// (runtime/README.md, "Telemetry cost"). flush waits until every root
+// ended before it has been accounted.
 type collector struct {
 	onWork func(attribution.Work)        // each unit's; Stats and Nodes valid only during the call
 	onDiag func(attribution.Diagnostics) // each trace's, after its units; may be nil
@@ -72,10 +73,12 @@ type epoch struct {
 	done chan struct{} // made when sealed with n > 0; closed at n == 0
 }
 
-// maxFree bounds the span slices kept for reuse.
+// maxReadyUnits bounds the units whose roots have ended and that wait to
+// be accounted (drain); maxFree the span slices kept for reuse.
 const (
-	maxFree      = 256
-	spansPerUnit = 32 // a taskhost unit has about 20
+	maxReadyUnits = 1024
+	maxFree       = 256
+	spansPerUnit  = 32 // a taskhost unit has about 20
 )
 
 // newCollector returns a collector that calls onWork for each unit and
@@ -187,8 +190,9 @@ func (c *collector) ended(sp attribution.Span) {
 	delete(c.traces, id)
 	c.epoch.n++
 	c.ready = append(c.ready, readyUnit{spans, c.epoch})
+	full := len(c.ready) > maxReadyUnits
 	c.mu.Unlock()
-	c.drain()
+	c.drain(full)
 }
 
 // readyUnit is a unit whose root has ended, waiting to be accounted, and
@@ -200,10 +204,18 @@ type readyUnit struct {
 
 // drain accounts for the units ready, unless another goroutine is doing
 // so: that one then takes them too, so no goroutine ending a root waits
-// for another's accounting. Whoever accounts looks again after it lets go
+// for another's accounting, unless more than maxReadyUnits wait (wait):
+// then it waits its turn and accounts for them, which bounds the units
+// ended and not accounted. Whoever accounts looks again after it lets go
 // of amu, so a unit made ready meanwhile is not left behind.
-func (c *collector) drain() {
-	for c.amu.TryLock() {
+func (c *collector) drain(wait bool) {
+	for {
+		if wait {
+			c.amu.Lock()
+			wait = false
+		} else if !c.amu.TryLock() {
+			return
+		}
 		c.mu.Lock()
 		batch := c.ready
 		c.ready = c.spare[:0]

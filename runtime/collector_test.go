@@ -151,3 +151,51 @@ func TestCollectorConcurrentRoots(t *testing.T) {
 		}
 	}
 }
+
+// TestCollectorBoundsReady: while one unit is being accounted, the roots
+// ending meanwhile leave their units ready without waiting, up to
+// maxReadyUnits; past that, ending a root waits for the accounting (the
+// units ended and not accounted stay bounded), and every unit is
+// accounted once.
+func TestCollectorBoundsReady(t *testing.T) {
+	hold := make(chan struct{})
+	entered := make(chan struct{}, 1)
+	var first sync.Once
+	var n int
+	c := newCollector(func(attribution.Work) {
+		first.Do(func() {
+			entered <- struct{}{}
+			<-hold
+		})
+		n++ // one unit at a time
+	}, nil)
+	end := func(i int) {
+		tid := trace.TraceID{byte(i >> 16), byte(i >> 8), byte(i), 1}
+		c.track(tid)
+		c.ended(attribution.Span{TraceID: attribution.TraceID(tid), SpanID: attribution.SpanID{1}, Name: telemetry.SpanWork, Start: 1, End: 2})
+	}
+	go end(0)
+	<-entered
+	for i := 1; i <= maxReadyUnits; i++ {
+		end(i) // returns at once: unit 0's accounting is under way
+	}
+	past := make(chan struct{})
+	go func() { end(maxReadyUnits + 1); close(past) }()
+	select {
+	case <-past:
+		t.Fatalf("ending a root with %d units ready did not wait for the accounting", maxReadyUnits+1)
+	case <-time.After(50 * time.Millisecond):
+	}
+	close(hold)
+	select {
+	case <-past:
+	case <-time.After(10 * time.Second):
+		t.Fatal("ending a root past the bound still waits after the accounting went on")
+	}
+	if err := c.flush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if want := maxReadyUnits + 2; n != want {
+		t.Fatalf("accounted %d units, want %d", n, want)
+	}
+}
