@@ -253,3 +253,47 @@ func BenchmarkFlameAdd(b *testing.B) {
 	b.ReportMetric(float64(tFlame)/float64(tAcc), "flame/accumulator")
 	b.ReportMetric(float64(tFlame)/float64(b.N*len(works)), "flame-ns/unit")
 }
+
+// BenchmarkAccountUnit: what the runtime's accounting costs per task-
+// shaped unit (Builder.EachTree with Reuse, into an Accumulator), with
+// the caches warm and cold: cold=true writes 2 MiB between units, as a
+// run's ipc copies of ~46 KB configurations push the accounting's data
+// out of the core's caches. acct-ns/unit times the accounting alone.
+//
+//	go test -run '^$' -bench AccountUnit -count 5 ./telemetry/attribution/
+func BenchmarkAccountUnit(b *testing.B) {
+	rng := rand.New(rand.NewPCG(9, 10))
+	var units [][]Span
+	for n := range 256 {
+		spans := []sp{{"w", "", 0, 0, 0, 100, false}, {"d", "w", D, 0, 0, 30, false}, {"q", "d", telemetry.Queue, 0, 0, 25, false},
+			{"h", "w", 0, 0, 30, 96, false},
+			{"s", "h", S, req, 30, 32, false}, {"se", "h", Se, req, 32, 40, false},
+			{"r", "h", R, req, 41, 43, true}, {"de", "h", De, req, 43, 45, true}, {"e", "h", E, 0, 45, 80, true}, {"s2", "h", S, rep, 80, 82, true},
+			{"r2", "h", R, rep, 84, 90, false}, {"de2", "h", De, rep, 90, 95, false}}
+		for i := range spans {
+			spans[i].end += float64(rng.IntN(3))
+		}
+		units = append(units, build(fmt.Sprint("a", n), spans))
+	}
+	for _, cold := range []bool{false, true} {
+		b.Run(fmt.Sprintf("cold=%v", cold), func(b *testing.B) {
+			bd := Builder{Reuse: true}
+			var a Accumulator
+			evict := make([]byte, 2<<20)
+			var acct time.Duration
+			i := 0
+			for b.Loop() {
+				if cold {
+					for j := 0; j < len(evict); j += 64 {
+						evict[j]++
+					}
+				}
+				t0 := time.Now()
+				bd.EachTree(units[i%len(units)], a.Add)
+				acct += time.Since(t0)
+				i++
+			}
+			b.ReportMetric(float64(acct)/float64(b.N), "acct-ns/unit")
+		})
+	}
+}
