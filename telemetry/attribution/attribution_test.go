@@ -441,3 +441,18 @@ func TestBuilderReuse(t *testing.T) {
 		t.Fatal("a Work copied inside fn changed after later units")
 	}
 }
+
+// TestPhaseRoot: a unit's root that carries a phase (not what amdahl
+// makes, but input can) files its own time in its own row, and its span
+// counts in no row: a row's spans are the unit's phases below the root.
+func TestPhaseRoot(t *testing.T) {
+	w, _ := one(t, build("proot", []sp{{"w", "", S, req, 0, 100, false}, {"a", "w", S, req, 10, 30, false}}))
+	checkSum(t, w)
+	root := Key{Phase: S, Direction: req} // build gives the root no component
+	if got := w.Stat(root); got.Critical != 80*time.Millisecond || got.Count != 0 || got.Naive != 0 {
+		t.Errorf("the root's row %+v, want critical 80ms, no span, naive 0", got)
+	}
+	if got := w.Stat(key(S, req)); got.Critical != 20*time.Millisecond || got.Count != 1 || got.Naive != 20*time.Millisecond {
+		t.Errorf("the child's row %+v, want critical 20ms, 1 span, naive 20ms", got)
+	}
+}

@@ -200,10 +200,12 @@ func (bd *Builder) EachTree(spans []Span, fn func(Work)) Diagnostics {
 
 // treeBuilder holds scratch space reused across traces.
 type treeBuilder struct {
-	sp     []Span  // the trace's spans, deduplicated, sorted by span id
-	parent []int32 // index in sp; -1 root or no parent, -2 missing parent
-	unit   []int32 // index in sp of the span's unit root; -1 none
-	depth  []int32 // below the topmost ancestor in the trace
+	ord    []idIndex // the trace's spans by id, then input order
+	ids    []uint64  // sp's span ids, for find
+	sp     []Span    // the trace's spans, deduplicated, sorted by span id
+	parent []int32   // index in sp; -1 root or no parent, -2 missing parent
+	unit   []int32   // index in sp of the span's unit root; -1 none
+	depth  []int32   // below the topmost ancestor in the trace
 	state  []uint8
 	kids   [][]int32
 	stack  []int32
@@ -213,6 +215,12 @@ type treeBuilder struct {
 
 	reuse bool   // Builder.Reuse: Works' Nodes and Stats are scratch space
 	nodes []Node // with reuse, every Work's Nodes
+}
+
+// idIndex is a span's id (as a number) and its index in the input.
+type idIndex struct {
+	id uint64
+	i  int32
 }
 
 // frame is a span to visit in treeBuilder.work and its parent node.
@@ -230,21 +238,29 @@ func (b *treeBuilder) trace(all []Span, group []int32, fn func(Work), d *Diagnos
 	// Stable by span id, so the first copy of a duplicate comes first:
 	// the indices are sorted (group is in input order), then the spans
 	// copied once, in that order.
-	slices.SortStableFunc(group, func(x, y int32) int { return cmp.Compare(all[x].SpanID.u64(), all[y].SpanID.u64()) })
-	b.sp = slices.Grow(b.sp[:0], len(group))
+	// Sorted as (id, input index) pairs: the comparisons read 16 bytes,
+	// not a span each.
+	ord := b.ord[:0]
 	for _, i := range group {
-		b.sp = append(b.sp, all[i])
+		ord = append(ord, idIndex{all[i].SpanID.u64(), i})
 	}
-	n := 0
-	for i := range b.sp {
-		if n > 0 && b.sp[n-1].SpanID == b.sp[i].SpanID {
+	slices.SortFunc(ord, func(x, y idIndex) int {
+		if c := cmp.Compare(x.id, y.id); c != 0 {
+			return c
+		}
+		return cmp.Compare(x.i, y.i)
+	})
+	b.ord = ord
+	b.sp, b.ids = slices.Grow(b.sp[:0], len(group)), b.ids[:0]
+	for k, o := range ord {
+		if k > 0 && ord[k-1].id == o.id {
 			d.Duplicates++
 			continue
 		}
-		b.sp[n] = b.sp[i]
-		n++
+		b.sp = append(b.sp, all[o.i])
+		b.ids = append(b.ids, o.id)
 	}
-	b.sp = b.sp[:n]
+	n := len(b.sp)
 	b.parent = resize(b.parent, n)
 	for i := range b.sp {
 		b.parent[i] = b.find(b.sp[i].ParentID)
@@ -348,8 +364,7 @@ func (b *treeBuilder) find(id SpanID) int32 {
 	if id.IsZero() {
 		return noParent
 	}
-	v := id.u64()
-	i, ok := slices.BinarySearchFunc(b.sp, v, func(s Span, v uint64) int { return cmp.Compare(s.SpanID.u64(), v) })
+	i, ok := slices.BinarySearch(b.ids, id.u64())
 	if !ok {
 		return missingParent
 	}
@@ -474,6 +489,7 @@ type tree struct {
 	kid   []int32
 	sc    []int32   // walk's stack of sorted children
 	stats []KeyStat // attribute's, with reuse
+	row   []int32   // attribute's: each phase node's index in stats
 }
 
 func newTree(nodes []Node) *tree {
@@ -666,42 +682,55 @@ func (t *tree) attribute(reuse bool) []KeyStat {
 	// components) a map keeps it linear.
 	const maxLinear = 32
 	var at map[Key]int
-	add := func(k Key, crit, naive time.Duration, count int) {
-		i := -1
+	row := func(k Key) int {
 		if at != nil {
 			if j, ok := at[k]; ok {
-				i = j
+				return j
 			}
 		} else {
 			for j := range stats {
 				if stats[j].Key == k {
-					i = j
-					break
+					return j
 				}
 			}
 		}
-		if i < 0 {
-			i = len(stats)
-			stats = append(stats, KeyStat{Key: k})
-			if at != nil {
-				at[k] = i
-			} else if len(stats) > maxLinear {
-				at = make(map[Key]int, 2*len(stats))
-				for j, s := range stats {
-					at[s.Key] = j
-				}
+		i := len(stats)
+		stats = append(stats, KeyStat{Key: k})
+		if at != nil {
+			at[k] = i
+		} else if len(stats) > maxLinear {
+			at = make(map[Key]int, 2*len(stats))
+			for j, s := range stats {
+				at[s.Key] = j
 			}
 		}
-		stats[i].Critical += crit
-		stats[i].Naive += naive
-		stats[i].Count += count
+		return i
 	}
-	for i := 1; i < len(t.nodes); i++ {
-		if n := t.nodes[i]; n.Key.Phase.Valid() {
-			add(n.Key, 0, n.Dur, 1)
+	// Each phase node's row, found once: the walk files a node's own time
+	// under the row of the phase node that owns it.
+	t.row = resize(t.row, len(t.nodes))
+	for i, n := range t.nodes {
+		if !n.Key.Phase.Valid() {
+			continue
+		}
+		r := row(n.Key)
+		t.row[i] = int32(r)
+		if i > 0 { // the root's span counts in no row
+			stats[r].Naive += n.Dur
+			stats[r].Count++
 		}
 	}
-	t.walk(0, Key{}, func(_ int32, k Key, d time.Duration) { add(k, d, 0, 0) })
+	other := -1 // the row of time no phase owns, made when there is some
+	t.walk(0, -1, func(_, owner int32, d time.Duration) {
+		r := other
+		if owner >= 0 {
+			r = int(t.row[owner])
+		} else if r < 0 {
+			r = row(Key{})
+			other = r
+		}
+		stats[r].Critical += d
+	})
 	slices.SortFunc(stats, func(a, b KeyStat) int { return compareKeys(a.Key, b.Key) })
 	if reuse {
 		t.stats = stats
@@ -715,13 +744,15 @@ func (t *tree) attribute(reuse bool) []KeyStat {
 // the cursor is the node's own time; recurse into it and move the cursor
 // to its start; repeat. A node that is not a phase (a gRPC span, a
 // per-chunk span, a nested amdahl.work) counts toward the phase that
-// encloses it: inherit is the key of the nearest phase ancestor. emit
-// receives the node whose own time it is, its row, and the time.
-func (t *tree) walk(i int32, inherit Key, emit func(int32, Key, time.Duration)) {
+// encloses it: owner is the nearest phase node above i (-1: none, the
+// time is in no phase's row). emit receives the node whose own time it
+// is, the phase node that owns it (i itself if i is a phase; its row is
+// that node's Key, or the zero Key for -1), and the time.
+func (t *tree) walk(i, owner int32, emit func(node, owner int32, d time.Duration)) {
 	n := t.nodes[i]
-	own := n.Key
-	if !own.Phase.Valid() {
-		own = inherit
+	own := owner
+	if n.Key.Phase.Valid() {
+		own = i
 	}
 	// The children, sorted, on t.sc: the walks below push theirs after
 	// them and pop them before returning.

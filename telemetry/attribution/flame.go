@@ -113,7 +113,7 @@ func (f *Flame) Add(w Work) {
 		at[i] = fr
 		return fr
 	}
-	t.walk(0, Key{}, func(i int32, _ Key, d time.Duration) {
+	t.walk(0, -1, func(i, _ int32, d time.Duration) {
 		fr := frame(i)
 		if fr == nil {
 			f.folded += d
