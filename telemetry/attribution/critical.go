@@ -177,7 +177,9 @@ func (bd *Builder) EachTree(spans []Span, fn func(Work)) Diagnostics {
 	for i := range idx {
 		idx[i] = int32(i)
 	}
-	if !oneTrace(spans) { // a unit's spans, as the runtime hands them, are
+	// A unit's spans, as the runtime hands them, are of one trace: no
+	// grouping needed.
+	if !oneTrace(spans) {
 		slices.SortFunc(idx, func(a, b int32) int {
 			if c := spans[a].TraceID.compare(spans[b].TraceID); c != 0 {
 				return c
@@ -235,11 +237,10 @@ const (
 )
 
 func (b *treeBuilder) trace(all []Span, group []int32, fn func(Work), d *Diagnostics) {
-	// Stable by span id, so the first copy of a duplicate comes first:
-	// the indices are sorted (group is in input order), then the spans
-	// copied once, in that order.
-	// Sorted as (id, input index) pairs: the comparisons read 16 bytes,
-	// not a span each.
+	// By span id, then input order, so the first copy of a duplicate
+	// comes first; then the spans are copied once, in that order. Sorted
+	// as (id, input index) pairs: a comparison reads 16 bytes, not two
+	// spans.
 	ord := b.ord[:0]
 	for _, i := range group {
 		ord = append(ord, idIndex{all[i].SpanID.u64(), i})
