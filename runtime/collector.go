@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/binary"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -20,28 +19,31 @@ import (
 // keeps the spans of the traces of units in flight (whatever process
 // side they describe: the parent's own phases, the child's synthesised
 // from its reply, the in-process sidecar's), and when a unit's root ends
-// it computes the unit's critical path (attribution.EachTree, as
-// attribution.Trees) and hands the result to the runtime, which folds it
-// into bounded accumulators. Spans of other traces are ignored, so the
-// spans it holds are bounded by the units in flight; nothing is kept per
-// unit once it has been accounted. Spans reach it from the SDK (OnEnd, a
-// span processor) or from the runtime's accountingTracer (ended).
+// it hands the unit's spans to its accounting goroutine, which computes
+// the critical path (attribution.EachTree, as attribution.Trees) and hands
+// the result to the runtime, which folds it into bounded accumulators.
+// Spans of other traces are ignored, so the spans it holds are bounded by
+// the units in flight; nothing is kept per unit once it has been
+// accounted. Spans reach it from the SDK (OnEnd, a span processor) or
+// from the runtime's accountingTracer (ended).
 //
-// Ending a span that is not a root only files the few fields attribution
-// needs, as a compact attribution.Span, under one lock. Ending a root
-// accounts for its unit there and then, on the goroutine that ended it
-// (a few µs for a task unit), while its spans are still in that core's
-// cache. Units are accounted one at a time (amu, so the Builder's scratch
-// space is shared), but no goroutine waits for another's accounting: one
-// that finds it under way leaves its unit ready, and the goroutine
-// accounting takes it before it stops (drain); past maxReadyUnits units
-// waiting, a goroutine ending a root does wait, so they stay bounded.
-// Handing every unit to an accounting goroutine instead (woken by the
-// first after it idled, then letting units gather for 10 ms) cost more:
-// its wake-ups, its queue, and spans gone cold by the time it read them;
-// and a goroutine sleeping on a contended lock costs a context switch
-// (runtime/README.md, "Telemetry cost"). flush waits until every root
-// ended before it has been accounted.
+// Ending a span runs on the goroutine of the code being measured, so it
+// only files the few fields attribution needs, as a compact
+// attribution.Span, under one lock; the tree and critical-path work
+// happens on the accounting goroutine. Waking that goroutine costs more
+// than accounting a unit, so it is not woken per unit: the first unit
+// handed to it while it is idle wakes it, and it lets the units of the
+// next gatherDelay gather before it takes them all in one pass. The
+// hand-off is bounded: when maxQueuedUnits units wait, the goroutine
+// ending a root waits, and no unit is dropped. flush waits until every
+// root ended before it has been accounted (without the gathering delay);
+// close accounts for the rest and stops the goroutine.
+//
+// Accounting each unit where its root ends, on that goroutine, was tried
+// and measured: cheaper in BenchmarkUnitTelemetry, but no cheaper in whole
+// runs and slower on mixed, where the batches of the accounting goroutine
+// keep the accumulators and the scratch space warm from one unit to the
+// next (runtime/README.md, "Telemetry cost").
 type collector struct {
 	onWork func(attribution.Work)        // each unit's; Stats and Nodes valid only during the call
 	onDiag func(attribution.Diagnostics) // each trace's, after its units; may be nil
@@ -54,49 +56,58 @@ type collector struct {
 	mu     sync.Mutex
 	traces map[trace.TraceID][]attribution.Span
 	free   [][]attribution.Span // emptied span slices, for reuse
-	epoch  *epoch               // counts the roots ended since the last flush, not accounted yet
-	sealed []*epoch             // earlier epochs, some of their units not accounted yet
 
-	ready []readyUnit // under mu: roots ended, their units not taken for accounting yet
-	spare []readyUnit // under mu: an emptied ready, for reuse
-
-	amu sync.Mutex          // held by the goroutine accounting (drain)
-	b   attribution.Builder // scratch space, under amu
+	// The hand-off, guarded by qmu.
+	qmu       sync.Mutex
+	room      sync.Cond            // on qmu: pending has room, or closed
+	pending   [][]attribution.Span // units ended, not taken yet
+	handed    uint64               // units handed off so far
+	accounted uint64               // of them, accounted
+	waiters   []flushWaiter        // flush calls waiting
+	idle      bool                 // the goroutine waits for wake
+	closed    bool                 // no more hand-offs: close was called
+	wake      chan struct{}        // capacity 1: wakes an idle goroutine
+	hurry     chan struct{}        // capacity 1: ends the gathering delay
+	done      chan struct{}        // closed when the accounting goroutine returns
 }
 
-// epoch counts the units whose roots ended between two flush calls and
-// whose accounting has not finished. A flush seals the current epoch and
-// waits for the sealed ones: it waits for the units ended before it, not
-// for those ending after, so a busy run cannot keep it waiting.
-type epoch struct {
-	n    int
-	done chan struct{} // made when sealed with n > 0; closed at n == 0
+// flushWaiter is a flush waiting for the first upTo units handed off.
+type flushWaiter struct {
+	upTo uint64
+	ch   chan struct{}
 }
 
-// maxReadyUnits bounds the units whose roots have ended and that wait to
-// be accounted (drain); maxFree the span slices kept for reuse.
+// maxQueuedUnits bounds the units ended and not yet accounted; maxFree the
+// span slices kept for reuse; gatherDelay is how long the woken goroutine
+// lets units gather.
 const (
-	maxReadyUnits = 1024
-	maxFree       = 256
-	spansPerUnit  = 32 // a taskhost unit has about 20
+	maxQueuedUnits = 1024
+	maxFree        = 256
+	spansPerUnit   = 32 // a taskhost unit has about 20
+	gatherDelay    = 10 * time.Millisecond
 )
 
-// newCollector returns a collector that calls onWork for each unit and
-// then onDiag (if not nil) with the diagnostics of its trace. onWork's
-// Work shares the collector's scratch space (attribution.Builder.Reuse):
-// its Stats and Nodes are valid only until onWork returns.
+// newCollector starts the collector's accounting goroutine, which calls
+// onWork for each unit and then onDiag (if not nil) with the diagnostics
+// of its trace; close stops it. onWork's Work shares the goroutine's
+// scratch space (attribution.Builder.Reuse): its Stats and Nodes are
+// valid only until onWork returns.
 func newCollector(onWork func(attribution.Work), onDiag func(attribution.Diagnostics)) *collector {
 	var seed [16]byte
 	_, _ = rand.Read(seed[:]) // crypto/rand.Read never fails
-	return &collector{
+	c := &collector{
 		onWork:    onWork,
 		onDiag:    onDiag,
-		b:         attribution.Builder{Reuse: true},
 		idBase:    binary.BigEndian.Uint64(seed[:8]),
 		traceBase: binary.BigEndian.Uint64(seed[8:]),
 		traces:    map[trace.TraceID][]attribution.Span{},
-		epoch:     &epoch{},
+		wake:      make(chan struct{}, 1),
+		hurry:     make(chan struct{}, 1),
+		done:      make(chan struct{}),
 	}
+	c.room.L = &c.qmu
+	go c.account()
+	return c
 }
 
 // track starts collecting the spans of trace id (a unit's root).
@@ -167,12 +178,13 @@ func (c *collector) newSpanID() attribution.SpanID {
 func (c *collector) OnStart(context.Context, sdktrace.ReadWriteSpan) {}
 
 // OnEnd implements sdktrace.SpanProcessor: it keeps the span if its trace
-// is a unit's, and accounts for the unit when it is the unit's root.
+// is a unit's, and hands the unit's spans to the accounting goroutine when
+// it is the unit's root.
 func (c *collector) OnEnd(s sdktrace.ReadOnlySpan) { c.ended(attribution.FromSDKSpan(s)) }
 
 // ended keeps an ended span (from the SDK, through OnEnd, or from the
-// runtime's accountingTracer) if its trace is a unit's, and accounts for
-// the unit when it is the unit's root.
+// runtime's accountingTracer) if its trace is a unit's, and hands the
+// unit's spans to the accounting goroutine when it is the unit's root.
 func (c *collector) ended(sp attribution.Span) {
 	id := trace.TraceID(sp.TraceID)
 	c.mu.Lock()
@@ -188,62 +200,108 @@ func (c *collector) ended(sp attribution.Span) {
 		return
 	}
 	delete(c.traces, id)
-	c.epoch.n++
-	c.ready = append(c.ready, readyUnit{spans, c.epoch})
-	full := len(c.ready) > maxReadyUnits
 	c.mu.Unlock()
-	c.drain(full)
+
+	c.qmu.Lock()
+	for len(c.pending) >= maxQueuedUnits && !c.closed {
+		c.room.Wait()
+	}
+	if c.closed {
+		// Only after close, when every unit has ended: account here.
+		c.qmu.Unlock()
+		var b attribution.Builder
+		c.accountUnit(&b, spans)
+		return
+	}
+	c.pending = append(c.pending, spans)
+	c.handed++
+	c.wakeLocked()
+	c.qmu.Unlock()
 }
 
-// readyUnit is a unit whose root has ended, waiting to be accounted, and
-// the epoch that counts it.
-type readyUnit struct {
-	spans []attribution.Span
-	e     *epoch
+// wakeLocked wakes the accounting goroutine if it is idle. qmu is held.
+func (c *collector) wakeLocked() {
+	if c.idle {
+		c.idle = false
+		c.wake <- struct{}{} // never blocks: only an idle goroutine is woken, once
+	}
 }
 
-// drain accounts for the units ready, unless another goroutine is doing
-// so: that one then takes them too, so no goroutine ending a root waits
-// for another's accounting, unless more than maxReadyUnits wait (wait):
-// then it waits its turn and accounts for them, which bounds the units
-// ended and not accounted. Whoever accounts looks again after it lets go
-// of amu, so a unit made ready meanwhile is not left behind.
-func (c *collector) drain(wait bool) {
+// hurryUp ends the goroutine's gathering delay, if it is in one.
+func (c *collector) hurryUp() {
+	select {
+	case c.hurry <- struct{}{}:
+	default:
+	}
+}
+
+// account is the accounting goroutine: it takes the units handed off,
+// all that are waiting at a time, until close.
+func (c *collector) account() {
+	defer close(c.done)
+	var took [][]attribution.Span
+	b := attribution.Builder{Reuse: true}
+	gather := time.NewTimer(time.Hour)
+	gather.Stop()
 	for {
-		if wait {
-			c.amu.Lock()
-			wait = false
-		} else if !c.amu.TryLock() {
-			return
-		}
-		c.mu.Lock()
-		batch := c.ready
-		c.ready = c.spare[:0]
-		c.mu.Unlock()
-		for _, u := range batch {
-			c.accountUnit(&c.b, u.spans)
-			clear(u.spans) // drop the strings the spans hold
-		}
-		c.mu.Lock()
-		for _, u := range batch {
-			c.recycleLocked(u.spans)
-			if u.e.n--; u.e.n == 0 && u.e.done != nil {
-				close(u.e.done)
-				c.sealed = slices.DeleteFunc(c.sealed, func(o *epoch) bool { return o == u.e })
+		c.qmu.Lock()
+		if len(c.pending) == 0 {
+			if c.closed {
+				c.releaseLocked(true)
+				c.qmu.Unlock()
+				return
 			}
+			c.idle = true
+			c.qmu.Unlock()
+			<-c.wake
+			c.qmu.Lock()
+			hurry := len(c.waiters) > 0 || c.closed
+			c.qmu.Unlock()
+			if !hurry {
+				gather.Reset(gatherDelay)
+				select {
+				case <-gather.C:
+				case <-c.hurry: // a flush, or close
+					gather.Stop()
+				}
+			}
+			continue
 		}
-		clear(batch)
-		c.spare = batch[:0]
-		c.mu.Unlock()
-		c.amu.Unlock()
+		took, c.pending = c.pending, took[:0]
+		c.room.Broadcast()
+		c.qmu.Unlock()
+		for _, spans := range took {
+			c.accountUnit(&b, spans)
+			clear(spans) // drop the strings the spans hold
+			c.recycle(spans)
+		}
+		clear(took) // drop the slices, now recycled
+		c.qmu.Lock()
+		c.accounted += uint64(len(took))
+		c.releaseLocked(false)
+		c.qmu.Unlock()
+	}
+}
 
-		c.mu.Lock()
-		more := len(c.ready) > 0
-		c.mu.Unlock()
-		if !more {
-			return
+// releaseLocked wakes the flush calls whose units are all accounted, or
+// every one (all: the goroutine is stopping). qmu is held.
+func (c *collector) releaseLocked(all bool) {
+	kept := c.waiters[:0]
+	for _, w := range c.waiters {
+		if all || w.upTo <= c.accounted {
+			close(w.ch)
+		} else {
+			kept = append(kept, w)
 		}
 	}
+	clear(c.waiters[len(kept):])
+	c.waiters = kept
+}
+
+func (c *collector) recycle(spans []attribution.Span) {
+	c.mu.Lock()
+	c.recycleLocked(spans)
+	c.mu.Unlock()
 }
 
 // accountUnit attributes the unit whose spans are spans (one trace; it
@@ -259,31 +317,35 @@ func (c *collector) accountUnit(b *attribution.Builder, spans []attribution.Span
 // flush waits until every unit whose root ended before the call has been
 // accounted, or ctx ends.
 func (c *collector) flush(ctx context.Context) error {
-	c.mu.Lock()
-	if e := c.epoch; e.n > 0 {
-		e.done = make(chan struct{})
-		c.sealed = append(c.sealed, e)
-		c.epoch = &epoch{}
+	c.qmu.Lock()
+	if c.closed || c.accounted == c.handed {
+		c.qmu.Unlock()
+		return nil
 	}
-	wait := make([]chan struct{}, 0, len(c.sealed))
-	for _, e := range c.sealed {
-		wait = append(wait, e.done)
+	w := flushWaiter{upTo: c.handed, ch: make(chan struct{})}
+	c.waiters = append(c.waiters, w)
+	c.wakeLocked()
+	c.hurryUp()
+	c.qmu.Unlock()
+	select {
+	case <-w.ch:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
 	}
-	c.mu.Unlock()
-	for _, ch := range wait {
-		select {
-		case <-ch:
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	}
-	return nil
 }
 
-// close waits for the accounting of every unit whose root has ended.
-// Safe to call more than once; the collector still accounts for units
-// ended after it.
-func (c *collector) close() { _ = c.flush(context.Background()) }
+// close accounts for every unit handed off and stops the accounting
+// goroutine. Safe to call more than once.
+func (c *collector) close() {
+	c.qmu.Lock()
+	c.closed = true
+	c.wakeLocked()
+	c.hurryUp()
+	c.room.Broadcast()
+	c.qmu.Unlock()
+	<-c.done
+}
 
 // Shutdown implements sdktrace.SpanProcessor. The runtime stops the
 // accounting itself (close), after its last unit: a provider shut down

@@ -13,12 +13,11 @@ import (
 	"github.com/amdahl-rt/amdahl/telemetry/attribution"
 )
 
-// TestCollectorFlush: a unit is accounted when its root ends, one unit at
-// a time; a goroutine that ends a root while another is accounting does
-// not wait for it: the one accounting takes its unit too. flush waits for
-// the units whose roots ended before it (one still being accounted holds
-// it), but not for units ending after it, so a busy run cannot keep it
-// waiting; and every unit is accounted once.
+// TestCollectorFlush: ending a root hands its unit to the accounting
+// goroutine without waiting for the accounting; flush waits for the units
+// whose roots ended before it (one still being accounted holds it), but
+// not for units ending after it, so a busy run cannot keep it waiting;
+// and every unit is accounted once.
 func TestCollectorFlush(t *testing.T) {
 	release := map[string]chan struct{}{"a": make(chan struct{}), "b": make(chan struct{})}
 	entered := make(chan string, 2)
@@ -28,7 +27,7 @@ func TestCollectorFlush(t *testing.T) {
 		name := w.Root.Component // the test's name for the unit
 		entered <- name
 		<-release[name]
-		accounted[name]++ // one unit at a time: no lock needed
+		accounted[name]++ // the accounting goroutine's alone
 	}, nil)
 	root := func(name string, id byte) attribution.Span {
 		tid := trace.TraceID{id}
@@ -64,14 +63,14 @@ func TestCollectorFlush(t *testing.T) {
 		t.Fatal("ending b's root waited for a's accounting")
 	}
 	close(release["a"])
-	// The goroutine that accounted a takes b too.
+	// The accounting goroutine takes b next.
 	select {
 	case got := <-entered:
 		if got != "b" {
 			t.Fatalf("accounting %q, want b", got)
 		}
 	case <-time.After(5 * time.Second):
-		t.Fatal("unit b, left ready while a was being accounted, was never accounted")
+		t.Fatal("unit b, handed off while a was being accounted, was never accounted")
 	}
 	select {
 	case err := <-flushed:
@@ -107,9 +106,7 @@ func TestCollectorFlush(t *testing.T) {
 
 // TestCollectorConcurrentRoots: units whose roots end on many goroutines
 // at once are each accounted once, and a flush after they all ended finds
-// them all accounted: none is left behind by a goroutine that found the
-// accounting under way (each accounting sleeps a little, so that happens
-// often).
+// them all accounted (each accounting sleeps a little, so units queue).
 func TestCollectorConcurrentRoots(t *testing.T) {
 	var mu sync.Mutex
 	seen := map[attribution.TraceID]int{}
@@ -119,6 +116,7 @@ func TestCollectorConcurrentRoots(t *testing.T) {
 		mu.Unlock()
 		time.Sleep(20 * time.Microsecond)
 	}, nil)
+	defer c.close()
 	const goroutines, perG = 8, 200
 	var wg sync.WaitGroup
 	for g := range goroutines {
@@ -152,12 +150,12 @@ func TestCollectorConcurrentRoots(t *testing.T) {
 	}
 }
 
-// TestCollectorBoundsReady: while one unit is being accounted, the roots
-// ending meanwhile leave their units ready without waiting, up to
-// maxReadyUnits; past that, ending a root waits for the accounting (the
+// TestCollectorBoundsQueue: while one unit is being accounted, the roots
+// ending meanwhile hand their units off without waiting, up to
+// maxQueuedUnits; past that, ending a root waits for the accounting (the
 // units ended and not accounted stay bounded), and every unit is
 // accounted once.
-func TestCollectorBoundsReady(t *testing.T) {
+func TestCollectorBoundsQueue(t *testing.T) {
 	hold := make(chan struct{})
 	entered := make(chan struct{}, 1)
 	var first sync.Once
@@ -167,8 +165,12 @@ func TestCollectorBoundsReady(t *testing.T) {
 			entered <- struct{}{}
 			<-hold
 		})
-		n++ // one unit at a time
+		n++ // one unit at a time: the accounting goroutine's
 	}, nil)
+	defer c.close()
+	var released sync.Once
+	release := func() { released.Do(func() { close(hold) }) }
+	defer release() // before close, should the test fail while holding
 	end := func(i int) {
 		tid := trace.TraceID{byte(i >> 16), byte(i >> 8), byte(i), 1}
 		c.track(tid)
@@ -176,17 +178,17 @@ func TestCollectorBoundsReady(t *testing.T) {
 	}
 	go end(0)
 	<-entered
-	for i := 1; i <= maxReadyUnits; i++ {
-		end(i) // returns at once: unit 0's accounting is under way
+	for i := 1; i <= maxQueuedUnits; i++ {
+		end(i) // returns at once: handed off
 	}
 	past := make(chan struct{})
-	go func() { end(maxReadyUnits + 1); close(past) }()
+	go func() { end(maxQueuedUnits + 1); close(past) }()
 	select {
 	case <-past:
-		t.Fatalf("ending a root with %d units ready did not wait for the accounting", maxReadyUnits+1)
+		t.Fatalf("ending a root with %d units queued did not wait for the accounting", maxQueuedUnits+1)
 	case <-time.After(50 * time.Millisecond):
 	}
-	close(hold)
+	release()
 	select {
 	case <-past:
 	case <-time.After(10 * time.Second):
@@ -195,7 +197,7 @@ func TestCollectorBoundsReady(t *testing.T) {
 	if err := c.flush(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	if want := maxReadyUnits + 2; n != want {
+	if want := maxQueuedUnits + 2; n != want {
 		t.Fatalf("accounted %d units, want %d", n, want)
 	}
 }
