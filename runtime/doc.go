@@ -65,10 +65,11 @@
 // whole (telemetry.PhaseTracer: no span options, and no span at all for a
 // leaf such as ipc's serialize and send). Otherwise it installs a span
 // processor on the SDK that takes the same compact copy inside each
-// span's End. When a unit's root ends, the goroutine that ended it
-// accounts for the unit there and then, one unit at a time, while its
-// spans are still in that core's cache (Wait and Close return once every
-// ended unit is accounted): it computes the unit's critical path (package
+// span's End. When a unit's root ends it is handed to the runtime's
+// accounting goroutine (through a bounded queue: a unit is never dropped;
+// the goroutine, woken by the first unit after it idled, lets units
+// gather for 10 ms and takes them all at once; Wait and Close return once
+// every ended unit is accounted), which computes the unit's critical path (package
 // attribution: the last-finishing-child walk, with the host's spans placed
 // causally within the round trip that contains them) and records
 // amdahl.phase.critical per row (amdahl.component is the row's component:

@@ -152,9 +152,9 @@ type Config struct {
 	// a run measures the code, not the queue (amdahl ab's default).
 	MaxInFlight int
 	// OnWork, if set, receives each attributed unit of work (its critical
-	// path, rows and tree) as its root span ends, on the goroutine that
-	// ended it (one unit at a time; Wait and Close return after the last);
-	// it must be quick. The runtime
+	// path, rows and tree) soon after it ends, from the runtime's
+	// accounting goroutine (one at a time; Wait and Close return after the
+	// last); it must be quick. The runtime
 	// itself keeps nothing per unit: OnWork is how a caller (amdahl ab)
 	// keeps units for a comparison.
 	OnWork func(attribution.Work)
@@ -659,8 +659,8 @@ func (r *Runtime) finish(u *unit, o telemetry.Outcome, class string, err error) 
 	r.inflight.Done()
 }
 
-// onWork receives each unit's attribution from the collector, on the
-// goroutine that ended the unit's root. A unit is added to its kind's accumulator only:
+// onWork receives each unit's attribution from the collector's
+// accounting goroutine. A unit is added to its kind's accumulator only:
 // Summary merges them (adding each unit twice, to the run's and to its
 // kind's, cost as much again as its tree).
 func (r *Runtime) onWork(w attribution.Work) {
