@@ -41,9 +41,10 @@ import (
 //
 // Accounting each unit where its root ends, on that goroutine, was tried
 // and measured: cheaper in BenchmarkUnitTelemetry, but no cheaper in whole
-// runs and slower on mixed, where the batches of the accounting goroutine
-// keep the accumulators and the scratch space warm from one unit to the
-// next (runtime/README.md, "Telemetry cost").
+// runs and, within the intervals, slower on mixed (runtime/README.md,
+// "Telemetry cost"). Our reading, not verified: the accounting
+// goroutine's batches keep the accumulators and the scratch space warm
+// from one unit to the next.
 type collector struct {
 	onWork func(attribution.Work)        // each unit's; Stats and Nodes valid only during the call
 	onDiag func(attribution.Diagnostics) // each trace's, after its units; may be nil

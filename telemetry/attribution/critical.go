@@ -177,18 +177,22 @@ func (bd *Builder) EachTree(spans []Span, fn func(Work)) Diagnostics {
 	for i := range idx {
 		idx[i] = int32(i)
 	}
-	// A unit's spans, as the runtime hands them, are of one trace: no
-	// grouping needed.
-	if !oneTrace(spans) {
-		slices.SortFunc(idx, func(a, b int32) int {
-			if c := spans[a].TraceID.compare(spans[b].TraceID); c != 0 {
-				return c
-			}
-			return cmp.Compare(a, b)
-		})
-	}
 	b := &bd.b
 	b.reuse = bd.Reuse
+	// A unit's spans, as the runtime hands them, are of one trace: no
+	// grouping needed.
+	if oneTrace(spans) {
+		if len(idx) > 0 {
+			b.trace(spans, idx, fn, &d)
+		}
+		return d
+	}
+	slices.SortFunc(idx, func(a, b int32) int {
+		if c := spans[a].TraceID.compare(spans[b].TraceID); c != 0 {
+			return c
+		}
+		return cmp.Compare(a, b)
+	})
 	for lo := 0; lo < len(idx); {
 		hi := lo + 1
 		for hi < len(idx) && spans[idx[hi]].TraceID == spans[idx[lo]].TraceID {
