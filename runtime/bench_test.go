@@ -8,6 +8,7 @@ import (
 	"time"
 
 	metricnoop "go.opentelemetry.io/otel/metric/noop"
+	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
 
@@ -238,6 +239,12 @@ func BenchmarkRun(b *testing.B) {
 	}
 }
 
+// discardExporter drops what it is given.
+type discardExporter struct{}
+
+func (discardExporter) ExportSpans(context.Context, []sdktrace.ReadOnlySpan) error { return nil }
+func (discardExporter) Shutdown(context.Context) error                             { return nil }
+
 // BenchmarkUnitTelemetry measures what telemetry costs the parent per
 // task unit, outside any process: the spans of one unit of the taskhost
 // shape (amdahl.work, runtime.dispatch and runtime.queue, runtime.host,
@@ -246,28 +253,45 @@ func BenchmarkRun(b *testing.B) {
 // accounting (collector, critical path), waited for every 256 units.
 // cpu-ns/op is the process's CPU time per unit (every goroutine's, the
 // accounting's and the GC's included): the cost, where ns/op is the wall
-// time of two goroutines that may overlap or wait for each other. path=sdk records the spans with the OTel SDK and the collector as
+// time of two goroutines that may overlap or wait for each other.
+// path=sdk records the spans with the OTel SDK and the collector as
 // its span processor (a run with an exporter, a trace file or a
 // recorder); path=accounting with the runtime's accountingTracer (amdahl
-// run's default, where only attribution reads the spans). Metrics are
+// run's default, where only attribution reads the spans); path=sdk+export
+// and own+export add the trace file's batcher (over an exporter that
+// discards), one with the SDK, one with the runtime's exportingProvider
+// (amdahl run --out). Metrics are
 // off in both (no reader): they are what a run records only when
 // something reads them.
 //
 //	go test -run '^$' -bench UnitTelemetry -benchmem -count 5 ./runtime/
 func BenchmarkUnitTelemetry(b *testing.B) {
-	for _, path := range []string{"sdk", "accounting"} {
+	for _, path := range []string{"sdk", "accounting", "sdk+export", "own+export"} {
 		b.Run("path="+path, func(b *testing.B) {
 			var works int
 			c := newCollector(func(attribution.Work) { works++ }, nil)
 			defer c.close()
 			var tp trace.TracerProvider
-			var own *accountingProvider
-			if path == "sdk" {
-				sdk := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(c))
+			var own telemetry.PhaseTracer
+			// The export: the trace file's batcher, over an exporter
+			// that discards (the file's encoding is the same either way).
+			export := sdktrace.NewBatchSpanProcessor(discardExporter{}, sdktrace.WithBlocking(),
+				sdktrace.WithMaxQueueSize(8192), sdktrace.WithMaxExportBatchSize(1024))
+			defer func() { _ = export.Shutdown(context.Background()) }()
+			switch path {
+			case "sdk", "sdk+export":
+				opts := []sdktrace.TracerProviderOption{sdktrace.WithSpanProcessor(c)}
+				if path == "sdk+export" {
+					opts = append(opts, sdktrace.WithSpanProcessor(export))
+				}
+				sdk := sdktrace.NewTracerProvider(opts...)
 				defer func() { _ = sdk.Shutdown(context.Background()) }()
 				tp = sdk
-			} else {
+			case "accounting":
 				own = newAccountingProvider(c)
+				tp = own
+			case "own+export":
+				own = newExportingProvider(c, export, resource.Default())
 				tp = own
 			}
 			comps := map[string]*telemetry.Component{}

@@ -21,6 +21,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
@@ -127,6 +128,16 @@ type Config struct {
 	TracerProvider trace.TracerProvider
 	MeterProvider  metric.MeterProvider
 	Spans          SpanProcessorRegistry
+	// SpanExport, with no TracerProvider, makes the runtime's own tracer
+	// hand every span it records to this processor as well, ended and
+	// whole, as an SDK span processor would get it (OnEnd, never
+	// OnStart): its name, attributes, kind, events, links and status,
+	// with SpanResource as its resource. That is how amdahl run writes its
+	// trace file without SDK spans (UseTelemetry with
+	// otelsetup.Telemetry.TraceFileOnly). The runtime does not shut it
+	// down: its owner does, after Close.
+	SpanExport   sdktrace.SpanProcessor
+	SpanResource *resource.Resource
 	// PhaseLabels runs every phase body under the pprof label
 	// phase=<name> (telemetry.ComponentConfig.PhaseLabels).
 	PhaseLabels bool
@@ -181,12 +192,17 @@ type SpanProcessorRegistry interface {
 // (tel.SpansOnlyForAttribution: no exporter, trace file, recorder, span
 // processor, sampler of the program's or Pyroscope), the runtime records
 // them with its own tracer rather than tel's SDK (TracerProvider nil):
-// the attribution is the same and costs a fraction of the SDK's.
+// the attribution is the same and costs a fraction of the SDK's. When
+// tel's trace file is the only other reader (tel.TraceFileOnly), the own
+// tracer hands the file's writer every span too (SpanExport).
 func (c *Config) UseTelemetry(tel *otelsetup.Telemetry) {
 	c.TracerProvider, c.MeterProvider, c.Spans, c.PhaseLabels = tel.TracerProvider(), tel.MeterProvider(), tel, tel.PhaseLabels()
 	c.AccountRemoteDirectly = !tel.RemoteSpansWanted()
+	c.SpanExport, c.SpanResource = nil, nil
 	if tel.SpansOnlyForAttribution() {
 		c.TracerProvider, c.Spans = nil, nil
+	} else if proc, res := tel.TraceFileOnly(); proc != nil {
+		c.TracerProvider, c.Spans, c.SpanExport, c.SpanResource = nil, nil, proc, res
 	}
 }
 
@@ -225,7 +241,7 @@ type Runtime struct {
 
 	rt, rtChunk, hostComp *telemetry.Component
 	tracer                trace.Tracer
-	own                   *accountingProvider // the runtime's own tracer, when it is the run's
+	own                   telemetry.PhaseTracer // the runtime's own tracer, when it is the run's
 
 	queue    chan *unit
 	stopping chan struct{}      // closed when no more work is accepted
@@ -362,7 +378,12 @@ func (r *Runtime) instrument(cfg Config) (tp trace.TracerProvider, mp metric.Met
 		mp = otel.GetMeterProvider()
 	}
 	spans := cfg.Spans
-	if tp == nil {
+	if tp == nil && cfg.SpanExport != nil {
+		// Attribution and one span processor (the trace file) read the
+		// spans: the runtime's own tracer hands them to both.
+		r.own = newExportingProvider(r.col, cfg.SpanExport, cfg.SpanResource)
+		tp, spans = r.own, nil
+	} else if tp == nil {
 		// Nothing but attribution reads the spans: the runtime's own
 		// tracer hands them to the collector without the SDK.
 		r.own = newAccountingProvider(r.col)
@@ -799,11 +820,16 @@ func (r *Runtime) runTask(ctx context.Context, u *unit) (string, error) {
 
 // startHostSpan starts the runtime.host span of a round trip on the host
 // with id and pid: with the runtime's own tracer (own) if it is the
-// run's, else with tracer. own keeps no attribute attribution does not
-// read, so its span is started without the host's (options allocate).
-func startHostSpan(ctx context.Context, own *accountingProvider, tracer trace.Tracer, id, pid int) (context.Context, trace.Span) {
+// run's, else with tracer. Through own it is started without options
+// (they allocate), and the host's attributes are set only if own's spans
+// are exported (nothing else reads them).
+func startHostSpan(ctx context.Context, own telemetry.PhaseTracer, tracer trace.Tracer, id, pid int) (context.Context, trace.Span) {
 	if own != nil {
-		return own.StartPhaseSpan(ctx, SpanHost, "", 0, telemetry.None, time.Now())
+		ctx, s := own.StartPhaseSpan(ctx, SpanHost, "", 0, telemetry.None, time.Now())
+		if own.PhaseAttributes() {
+			s.SetAttributes(AttrHostID.Int(id), AttrHostPID.Int(pid))
+		}
+		return ctx, s
 	}
 	return tracer.Start(ctx, SpanHost, trace.WithAttributes(AttrHostID.Int(id), AttrHostPID.Int(pid)))
 }

@@ -36,6 +36,11 @@ func (c *endCounter) ForceFlush(context.Context) error                { return n
 // (dropping) a run that outpaces the file loses spans and the counts
 // differ (TestTraceFileLossless in otelsetup forces that case). -short
 // runs 1,000 units, -race 2,000 (10,000 take about a minute under it).
+//
+// It runs twice: with the SDK's spans (a span processor of the program's
+// beside the file, which counts the spans) and with the runtime's own
+// tracer handing the file's writer its spans (the file alone, amdahl run
+// --out; a wrapper around the writer counts them).
 func TestTraceFileHoldsEveryUnit(t *testing.T) {
 	units := 10_000
 	switch {
@@ -44,10 +49,28 @@ func TestTraceFileHoldsEveryUnit(t *testing.T) {
 	case raceEnabled:
 		units = 2_000
 	}
+	for _, own := range []bool{false, true} {
+		t.Run(map[bool]string{false: "sdk", true: "own tracer"}[own], func(t *testing.T) { testTraceFileHoldsEveryUnit(t, units, own) })
+	}
+}
+
+// countingExport counts the spans handed to the trace file's writer.
+type countingExport struct {
+	sdktrace.SpanProcessor
+	n *endCounter
+}
+
+func (c countingExport) OnEnd(s sdktrace.ReadOnlySpan) { c.n.OnEnd(s); c.SpanProcessor.OnEnd(s) }
+
+func testTraceFileHoldsEveryUnit(t *testing.T, units int, own bool) {
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "trace.jsonl")
 	var ended endCounter
-	tel, err := otelsetup.Setup(ctx, otelsetup.WithLookupEnv(noEnv), otelsetup.WithTraceFile(path), otelsetup.WithSpanProcessor(&ended))
+	opts := []otelsetup.Option{otelsetup.WithLookupEnv(noEnv), otelsetup.WithTraceFile(path)}
+	if !own {
+		opts = append(opts, otelsetup.WithSpanProcessor(&ended))
+	}
+	tel, err := otelsetup.Setup(ctx, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -58,6 +81,12 @@ func TestTraceFileHoldsEveryUnit(t *testing.T) {
 	sc.Count = units
 	cfg := testConfig(t, testSettings(t), nil)
 	cfg.UseTelemetry(tel)
+	if own != (cfg.SpanExport != nil) || own != (cfg.TracerProvider == nil) {
+		t.Fatalf("UseTelemetry: SpanExport set %v, own tracer %v; want both %v", cfg.SpanExport != nil, cfg.TracerProvider == nil, own)
+	}
+	if own {
+		cfg.SpanExport = countingExport{cfg.SpanExport, &ended}
+	}
 	sum, err := Run(ctx, cfg, sc)
 	if err != nil {
 		t.Fatal(err)

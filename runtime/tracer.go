@@ -2,11 +2,17 @@ package runtime
 
 import (
 	"context"
+	"reflect"
+	goruntime "runtime"
 	"sync"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/sdk/instrumentation"
+	"go.opentelemetry.io/otel/sdk/resource"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 	"go.opentelemetry.io/otel/trace/embedded"
 
@@ -29,8 +35,12 @@ import (
 // parent's sampled flag.
 type accountingTracer struct {
 	embedded.Tracer
-	provider *accountingProvider
+	provider trace.TracerProvider // an *accountingProvider or *exportingProvider
 	col      *collector
+	// With export (an exportingProvider's tracers), every span is also
+	// handed whole to export.proc, under the tracer's scope.
+	export *spanExport
+	scope  instrumentation.Scope
 }
 
 // accountingProvider is the accountingTracer's trace.TracerProvider.
@@ -45,6 +55,69 @@ var (
 	_ trace.Span           = (*accountingSpan)(nil)
 )
 
+// exportingProvider is the runtime's own tracer when a span processor
+// (Config.SpanExport: amdahl run's trace file) reads the spans besides
+// the attribution. Its spans go to the collector as the accountingTracer's
+// do, and to that processor whole, as read-only spans: the names,
+// attributes, kind, events, links and status the SDK would record (under
+// the SDK's default span limits), the tracer's instrumentation scope and
+// Config.SpanResource. It is a telemetry.PhaseTracer that wants every
+// attribute (PhaseAttributes): Components hand it their phases without
+// span options, as to the accountingProvider, but with the attributes and
+// errors the OTel API would have given the SDK. What it saves is the
+// SDK's span machinery and the options, not what a span says.
+type exportingProvider struct {
+	embedded.TracerProvider
+	col    *collector
+	export *spanExport
+
+	phases *accountingTracer // a Component's scope, its phase spans'
+
+	mu      sync.Mutex
+	tracers map[instrumentation.Scope]*accountingTracer
+}
+
+// spanExport is where an exportingProvider's spans go, and their resource.
+type spanExport struct {
+	proc sdktrace.SpanProcessor
+	res  *resource.Resource
+}
+
+var (
+	_ trace.TracerProvider  = (*exportingProvider)(nil)
+	_ telemetry.PhaseTracer = (*accountingProvider)(nil)
+)
+
+func newExportingProvider(col *collector, proc sdktrace.SpanProcessor, res *resource.Resource) *exportingProvider {
+	p := &exportingProvider{col: col, export: &spanExport{proc: proc, res: res},
+		tracers: map[instrumentation.Scope]*accountingTracer{}}
+	p.phases = p.Tracer(telemetry.ScopeName, trace.WithInstrumentationVersion(telemetry.Version)).(*accountingTracer)
+	return p
+}
+
+// defaultTracerName is the scope name of a tracer asked for without one,
+// as the SDK names it.
+const defaultTracerName = "go.opentelemetry.io/otel/sdk/tracer"
+
+// Tracer implements trace.TracerProvider: one tracer per instrumentation
+// scope, as the SDK keeps them.
+func (p *exportingProvider) Tracer(name string, opts ...trace.TracerOption) trace.Tracer {
+	if name == "" {
+		name = defaultTracerName
+	}
+	cfg := trace.NewTracerConfig(opts...)
+	scope := instrumentation.Scope{Name: name, Version: cfg.InstrumentationVersion(),
+		SchemaURL: cfg.SchemaURL(), Attributes: cfg.InstrumentationAttributes()}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	t, ok := p.tracers[scope]
+	if !ok {
+		t = &accountingTracer{provider: p, col: p.col, export: p.export, scope: scope}
+		p.tracers[scope] = t
+	}
+	return t
+}
+
 // newAccountingProvider returns the tracer provider whose spans go to col.
 func newAccountingProvider(col *collector) *accountingProvider {
 	p := &accountingProvider{}
@@ -52,23 +125,74 @@ func newAccountingProvider(col *collector) *accountingProvider {
 	return p
 }
 
-var _ telemetry.PhaseTracer = (*accountingProvider)(nil)
-
 // Tracer implements trace.TracerProvider: every tracer is the same one.
 func (p *accountingProvider) Tracer(string, ...trace.TracerOption) trace.Tracer { return &p.tracer }
 
 // StartPhaseSpan implements telemetry.PhaseTracer: Start without the
 // options.
 func (p *accountingProvider) StartPhaseSpan(ctx context.Context, name, component string, ph telemetry.Phase, d telemetry.Direction, start time.Time) (context.Context, trace.Span) {
-	s := p.tracer.newSpan(trace.SpanContextFromContext(ctx))
-	s.sp.Name, s.sp.Component, s.sp.Phase, s.sp.Direction, s.sp.Start = name, component, ph, d, start.UnixNano()
-	return trace.ContextWithSpan(ctx, s), s
+	return p.tracer.startPhase(ctx, name, component, ph, d, start)
 }
 
 // RecordPhaseSpan implements telemetry.PhaseTracer: the span goes to the
 // collector as it is made, with no trace.Span around it.
 func (p *accountingProvider) RecordPhaseSpan(ctx context.Context, name, component string, ph telemetry.Phase, d telemetry.Direction, start, end time.Time, attrs []attribute.KeyValue) {
-	sp, sampled := p.tracer.child(trace.SpanContextFromContext(ctx))
+	p.tracer.recordPhase(ctx, name, component, ph, d, start, end, attrs)
+}
+
+// PhaseAttributes implements telemetry.PhaseTracer: only the attribution
+// reads the spans.
+func (p *accountingProvider) PhaseAttributes() bool { return false }
+
+// EndPhaseSpan implements telemetry.PhaseTracer.
+func (p *accountingProvider) EndPhaseSpan(span trace.Span, end time.Time) { endPhaseSpan(span, end) }
+
+// The exportingProvider is a telemetry.PhaseTracer too: its phase spans
+// carry amdahl.component, amdahl.phase and amdahl.direction, as a
+// Component's spans through the OTel API do, under the Component's scope.
+
+// StartPhaseSpan implements telemetry.PhaseTracer.
+func (p *exportingProvider) StartPhaseSpan(ctx context.Context, name, component string, ph telemetry.Phase, d telemetry.Direction, start time.Time) (context.Context, trace.Span) {
+	return p.phases.startPhase(ctx, name, component, ph, d, start)
+}
+
+// RecordPhaseSpan implements telemetry.PhaseTracer.
+func (p *exportingProvider) RecordPhaseSpan(ctx context.Context, name, component string, ph telemetry.Phase, d telemetry.Direction, start, end time.Time, attrs []attribute.KeyValue) {
+	p.phases.recordPhase(ctx, name, component, ph, d, start, end, attrs)
+}
+
+// PhaseAttributes implements telemetry.PhaseTracer: the spans are
+// exported, so a Component gives them all their attributes.
+func (p *exportingProvider) PhaseAttributes() bool { return true }
+
+// EndPhaseSpan implements telemetry.PhaseTracer.
+func (p *exportingProvider) EndPhaseSpan(span trace.Span, end time.Time) { endPhaseSpan(span, end) }
+
+func endPhaseSpan(span trace.Span, end time.Time) {
+	if s, ok := span.(*accountingSpan); ok {
+		s.endAt(end)
+		return
+	}
+	span.End(trace.WithTimestamp(end)) // not ours: cannot happen through a Component
+}
+
+// startPhase starts a phase span (p zero: a span that is not a phase,
+// such as amdahl.work, with no attributes).
+func (t *accountingTracer) startPhase(ctx context.Context, name, component string, ph telemetry.Phase, d telemetry.Direction, start time.Time) (context.Context, trace.Span) {
+	parent := trace.SpanContextFromContext(ctx)
+	s := t.newSpan(parent)
+	s.sp.Name, s.sp.Component, s.sp.Phase, s.sp.Direction, s.sp.Start = name, component, ph, d, start.UnixNano()
+	if t.export != nil && !s.ended {
+		s.rec = &spanRecord{parent: parent, kind: trace.SpanKindInternal}
+		s.rec.phaseAttrs(component, ph, d)
+	}
+	return trace.ContextWithSpan(ctx, s), s
+}
+
+// recordPhase records a phase span whole, with attrs besides its phase's.
+func (t *accountingTracer) recordPhase(ctx context.Context, name, component string, ph telemetry.Phase, d telemetry.Direction, start, end time.Time, attrs []attribute.KeyValue) {
+	parent := trace.SpanContextFromContext(ctx)
+	sp, sampled := t.child(parent)
 	if !sampled {
 		return
 	}
@@ -76,7 +200,15 @@ func (p *accountingProvider) RecordPhaseSpan(ctx context.Context, name, componen
 	for _, kv := range attrs {
 		sp.SetAttribute(kv)
 	}
-	p.tracer.col.ended(sp)
+	t.col.ended(sp)
+	if t.export != nil {
+		r := spanRecord{parent: parent, kind: trace.SpanKindInternal}
+		r.phaseAttrs(component, ph, d)
+		r.addAttrs(attrs)
+		sc := trace.NewSpanContext(trace.SpanContextConfig{TraceID: trace.TraceID(sp.TraceID), SpanID: trace.SpanID(sp.SpanID),
+			TraceFlags: trace.FlagsSampled, TraceState: parent.TraceState()})
+		t.export.proc.OnEnd(r.snapshot(t, sc, sp))
+	}
 }
 
 // Start implements trace.Tracer.
@@ -95,6 +227,17 @@ func (t *accountingTracer) Start(ctx context.Context, name string, opts ...trace
 	for _, kv := range cfg.Attributes() {
 		s.sp.SetAttribute(kv)
 	}
+	if t.export != nil && !s.ended {
+		kind := cfg.SpanKind()
+		if kind == trace.SpanKindUnspecified {
+			kind = trace.SpanKindInternal // as the SDK defaults it
+		}
+		s.rec = &spanRecord{parent: parent, kind: kind}
+		s.rec.addAttrs(cfg.Attributes())
+		for _, l := range cfg.Links() {
+			s.rec.addLink(l)
+		}
+	}
 	return trace.ContextWithSpan(ctx, s), s
 }
 
@@ -110,6 +253,7 @@ func (t *accountingTracer) newSpan(parent trace.SpanContext) *accountingSpan {
 	}
 	s.sc = trace.NewSpanContext(trace.SpanContextConfig{
 		TraceID: trace.TraceID(s.sp.TraceID), SpanID: trace.SpanID(s.sp.SpanID), TraceFlags: flags,
+		TraceState: parent.TraceState(), // as the SDK: a child keeps its parent's
 	})
 	return s
 }
@@ -137,16 +281,8 @@ type accountingSpan struct {
 
 	mu    sync.Mutex
 	sp    attribution.Span
+	rec   *spanRecord // what only the export reads; nil unless the tracer exports
 	ended bool
-}
-
-// EndPhaseSpan implements telemetry.PhaseTracer.
-func (p *accountingProvider) EndPhaseSpan(span trace.Span, end time.Time) {
-	if s, ok := span.(*accountingSpan); ok {
-		s.endAt(end)
-		return
-	}
-	span.End(trace.WithTimestamp(end)) // not ours: cannot happen through a Component
 }
 
 // End hands the span to the collector, once.
@@ -173,6 +309,9 @@ func (s *accountingSpan) endAt(end time.Time) {
 	sp := s.sp
 	s.mu.Unlock()
 	s.tracer.col.ended(sp)
+	if s.rec != nil {
+		s.tracer.export.proc.OnEnd(s.rec.snapshot(s.tracer, s.sc, sp))
+	}
 }
 
 // IsRecording reports whether the span has not ended yet.
@@ -188,6 +327,9 @@ func (s *accountingSpan) SetAttributes(kv ...attribute.KeyValue) {
 	if !s.ended {
 		for _, a := range kv {
 			s.sp.SetAttribute(a)
+		}
+		if s.rec != nil {
+			s.rec.addAttrs(kv)
 		}
 	}
 	s.mu.Unlock()
@@ -208,9 +350,193 @@ func (s *accountingSpan) SpanContext() trace.SpanContext { return s.sc }
 // TracerProvider returns the tracer that made the span.
 func (s *accountingSpan) TracerProvider() trace.TracerProvider { return s.tracer.provider }
 
-// Events, links, errors and status reach only exporters, and there is
-// none: a unit's failure reaches attribution as amdahl.outcome.
-func (s *accountingSpan) AddEvent(string, ...trace.EventOption)   {}
-func (s *accountingSpan) AddLink(trace.Link)                      {}
-func (s *accountingSpan) RecordError(error, ...trace.EventOption) {}
-func (s *accountingSpan) SetStatus(codes.Code, string)            {}
+// Events, links, errors and status reach only exporters: without one
+// (no rec) they are dropped; a unit's failure reaches attribution as
+// amdahl.outcome.
+
+// AddEvent adds an event, as the SDK would.
+func (s *accountingSpan) AddEvent(name string, opts ...trace.EventOption) {
+	s.mu.Lock()
+	if s.rec != nil && !s.ended {
+		s.rec.addEvent(name, trace.NewEventConfig(opts...))
+	}
+	s.mu.Unlock()
+}
+
+// AddLink adds a link, as the SDK would.
+func (s *accountingSpan) AddLink(l trace.Link) {
+	s.mu.Lock()
+	if s.rec != nil && !s.ended {
+		s.rec.addLink(l)
+	}
+	s.mu.Unlock()
+}
+
+// RecordError adds err as an exception event, as the SDK would.
+func (s *accountingSpan) RecordError(err error, opts ...trace.EventOption) {
+	if err == nil || s.rec == nil {
+		return // rec is set before the span is shared
+	}
+	opts = append(opts, trace.WithAttributes(attribute.String(attrExceptionType, errorType(err)),
+		attribute.String(attrExceptionMessage, err.Error())))
+	cfg := trace.NewEventConfig(opts...)
+	if cfg.StackTrace() {
+		buf := make([]byte, 2048)
+		buf = buf[:goruntime.Stack(buf, false)]
+		cfg = trace.NewEventConfig(append(opts, trace.WithAttributes(attribute.String(attrExceptionStacktrace, string(buf))))...)
+	}
+	s.mu.Lock()
+	if !s.ended {
+		s.rec.addEvent(eventException, cfg)
+	}
+	s.mu.Unlock()
+}
+
+// SetStatus sets the status as the SDK does: Ok is final, Error beats
+// Unset, and only an Error keeps its description.
+func (s *accountingSpan) SetStatus(code codes.Code, description string) {
+	s.mu.Lock()
+	if s.rec != nil && !s.ended && s.rec.status.Code <= code {
+		s.rec.status = sdktrace.Status{Code: code}
+		if code == codes.Error {
+			s.rec.status.Description = description
+		}
+	}
+	s.mu.Unlock()
+}
+
+// The exception event of RecordError, as the SDK records it
+// (OpenTelemetry semantic conventions).
+const (
+	eventException          = "exception"
+	attrExceptionType       = "exception.type"
+	attrExceptionMessage    = "exception.message"
+	attrExceptionStacktrace = "exception.stacktrace"
+)
+
+// errorType is exception.type of err, as the SDK writes it.
+func errorType(err error) string {
+	t := reflect.TypeOf(err)
+	if t.PkgPath() == "" && t.Name() == "" {
+		return t.String()
+	}
+	return t.PkgPath() + "." + t.Name()
+}
+
+// The SDK's default span limits (sdktrace.SpanLimits), which an
+// exporting span keeps to.
+const (
+	maxSpanAttrs  = 128 // attributes of a span
+	maxSpanEvents = 128 // events of a span (the oldest are dropped)
+	maxSpanLinks  = 128 // links of a span
+	maxItemAttrs  = 128 // attributes of an event or a link
+)
+
+// spanRecord is what an exporting span keeps besides its
+// attribution.Span: what the SDK would hand an exporter.
+type spanRecord struct {
+	parent        trace.SpanContext
+	kind          trace.SpanKind
+	attrs         []attribute.KeyValue // in order set; deduplicated at snapshot
+	events        []sdktrace.Event
+	links         []sdktrace.Link
+	status        sdktrace.Status
+	droppedAttrs  int
+	droppedEvents int
+	droppedLinks  int
+}
+
+// addAttrs keeps the valid attributes of kv; an invalid one (empty key)
+// is counted as dropped, as the SDK does. The list is deduplicated once
+// it holds twice the limit, so a span set in a loop stays bounded.
+func (r *spanRecord) addAttrs(kv []attribute.KeyValue) {
+	for _, a := range kv {
+		if !a.Valid() {
+			r.droppedAttrs++
+			continue
+		}
+		r.attrs = append(r.attrs, a)
+		if len(r.attrs) >= 2*maxSpanAttrs {
+			r.attrs = r.dedupeAttrs()
+		}
+	}
+}
+
+// dedupeAttrs returns the attributes with each key once, where it was
+// first set, with the value it was last set to, and at most maxSpanAttrs
+// of them (the later keys are counted as dropped): the SDK's rules.
+func (r *spanRecord) dedupeAttrs() []attribute.KeyValue {
+	out := r.attrs[:0]
+next:
+	for _, a := range r.attrs {
+		for i := range out {
+			if out[i].Key == a.Key {
+				out[i] = a
+				continue next
+			}
+		}
+		out = append(out, a)
+	}
+	clear(r.attrs[len(out):])
+	if len(out) > maxSpanAttrs {
+		r.droppedAttrs += len(out) - maxSpanAttrs
+		clear(out[maxSpanAttrs:])
+		out = out[:maxSpanAttrs]
+	}
+	return out
+}
+
+// phaseAttrs adds the attributes of a Component's phase span:
+// amdahl.component, amdahl.phase and amdahl.direction (none for a span
+// that is not a phase, none for direction None).
+func (r *spanRecord) phaseAttrs(component string, ph telemetry.Phase, d telemetry.Direction) {
+	if ph == 0 {
+		return
+	}
+	r.attrs = append(r.attrs, telemetry.AttrComponent.String(component), telemetry.AttrPhase.String(ph.String()))
+	if d != telemetry.None {
+		r.attrs = append(r.attrs, telemetry.AttrDirection.String(d.String()))
+	}
+}
+
+func (r *spanRecord) addEvent(name string, cfg trace.EventConfig) {
+	attrs := cfg.Attributes()
+	dropped := 0
+	if len(attrs) > maxItemAttrs {
+		attrs, dropped = attrs[:maxItemAttrs], len(attrs)-maxItemAttrs
+	}
+	if len(r.events) == maxSpanEvents {
+		r.events = append(r.events[:0], r.events[1:]...)
+		r.droppedEvents++
+	}
+	r.events = append(r.events, sdktrace.Event{Name: name, Attributes: attrs, DroppedAttributeCount: dropped, Time: cfg.Timestamp()})
+}
+
+func (r *spanRecord) addLink(l trace.Link) {
+	if !l.SpanContext.IsValid() && len(l.Attributes) == 0 && l.SpanContext.TraceState().Len() == 0 {
+		return // as the SDK: a link to nothing
+	}
+	if len(r.links) == maxSpanLinks {
+		r.droppedLinks++
+		return
+	}
+	attrs := l.Attributes
+	dropped := 0
+	if len(attrs) > maxItemAttrs {
+		attrs, dropped = attrs[:maxItemAttrs], len(attrs)-maxItemAttrs
+	}
+	r.links = append(r.links, sdktrace.Link{SpanContext: l.SpanContext, Attributes: attrs, DroppedAttributeCount: dropped})
+}
+
+// snapshot is the ended span sp of tracer t, with context sc, as an SDK
+// span processor receives it.
+func (r *spanRecord) snapshot(t *accountingTracer, sc trace.SpanContext, sp attribution.Span) sdktrace.ReadOnlySpan {
+	attrs := r.dedupeAttrs()
+	return tracetest.SpanStub{
+		Name: sp.Name, SpanContext: sc, Parent: r.parent, SpanKind: r.kind,
+		StartTime: time.Unix(0, sp.Start), EndTime: time.Unix(0, sp.End),
+		Attributes: attrs, Events: r.events, Links: r.links, Status: r.status,
+		DroppedAttributes: r.droppedAttrs, DroppedEvents: r.droppedEvents, DroppedLinks: r.droppedLinks,
+		Resource: t.export.res, InstrumentationScope: t.scope,
+	}.Snapshot()
+}

@@ -1,14 +1,19 @@
 package runtime
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/amdahl-rt/amdahl/runtime/scenario"
@@ -205,19 +210,24 @@ func TestAccountingMatchesSDK(t *testing.T) {
 }
 
 // TestUseTelemetryChoosesTracer: UseTelemetry leaves the tracer to the
-// runtime (TracerProvider nil) only when nothing but the attribution
-// would read the spans, and the runtime then attributes every unit
-// without one SDK span.
+// runtime (TracerProvider nil) only when nothing but the attribution and
+// the trace file would read the spans, hands the runtime the trace file's
+// writer (SpanExport) only in the second case, and the runtime then
+// attributes every unit.
 func TestUseTelemetryChoosesTracer(t *testing.T) {
 	ctx := context.Background()
+	file := otelsetup.WithTraceFile(t.TempDir() + "/trace.jsonl")
 	for _, tc := range []struct {
-		name string
-		opts []otelsetup.Option
-		own  bool
+		name        string
+		opts        []otelsetup.Option
+		own, export bool
 	}{
-		{"nothing exported", nil, true},
-		{"recorder", []otelsetup.Option{otelsetup.WithRecorder()}, false},
-		{"trace file", []otelsetup.Option{otelsetup.WithTraceFile(t.TempDir() + "/trace.jsonl")}, false},
+		{"nothing exported", nil, true, false},
+		{"recorder", []otelsetup.Option{otelsetup.WithRecorder()}, false, false},
+		{"trace file", []otelsetup.Option{file}, true, true},
+		{"trace file and recorder", []otelsetup.Option{file, otelsetup.WithRecorder()}, false, false},
+		{"trace file and a processor", []otelsetup.Option{file, otelsetup.WithSpanProcessor(&endCounter{})}, false, false},
+		{"trace file and a sampler", []otelsetup.Option{file, otelsetup.WithSampler(sdktrace.AlwaysSample())}, false, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tel, err := otelsetup.Setup(ctx, append([]otelsetup.Option{otelsetup.WithLookupEnv(noEnv)}, tc.opts...)...)
@@ -229,6 +239,9 @@ func TestUseTelemetryChoosesTracer(t *testing.T) {
 			cfg.UseTelemetry(tel)
 			if own := cfg.TracerProvider == nil; own != tc.own {
 				t.Fatalf("UseTelemetry: the runtime's own tracer %v, want %v", own, tc.own)
+			}
+			if export := cfg.SpanExport != nil; export != tc.export || export != (cfg.SpanResource != nil) {
+				t.Fatalf("UseTelemetry: SpanExport set %v, SpanResource set %v; want both %v", export, cfg.SpanResource != nil, tc.export)
 			}
 			r := startRuntime(t, cfg)
 			submitSmall(t, r, 1, 5)
@@ -275,4 +288,183 @@ func TestHostComponentSpans(t *testing.T) {
 	if c, err := hostComponent(nil); c != nil || err != nil {
 		t.Errorf("no telemetry: got %v, %v, want a disabled component", c, err)
 	}
+}
+
+// TestTraceFileMatchesSDK: the trace file the runtime's own tracer writes
+// (amdahl run --out: the file is the only exporter) says what the SDK's
+// spans would have said, span for span: the same spans under the same
+// parents, with the same names, kinds, flags, scopes, resource,
+// attributes in the same order, events and status. Only ids, times and
+// the values that differ from run to run (work ids, host ids and pids,
+// delta-coded packet sizes, ports, error texts naming a work id) are left
+// out, and how the sidecar's work-item stream ended. The mixed scenario covers phase spans, leaves, the task hosts'
+// spans, chunking, otelgrpc's client and server spans and a failed unit.
+func TestTraceFileMatchesSDK(t *testing.T) {
+	sc, err := scenario.Builtin("mixed")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const units = 60
+	ctx := context.Background()
+	sigs := map[bool][]string{}
+	for _, own := range []bool{false, true} {
+		path := filepath.Join(t.TempDir(), "trace.jsonl")
+		opts := []otelsetup.Option{otelsetup.WithLookupEnv(noEnv), otelsetup.WithTraceFile(path)}
+		if !own {
+			opts = append(opts, otelsetup.WithSpanProcessor(&endCounter{})) // the SDK's spans, then
+		}
+		tel, err := otelsetup.Setup(ctx, opts...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg := testConfig(t, testSettings(t, fmt.Sprintf("scenario.count=%d", units)), nil)
+		cfg.UseTelemetry(tel)
+		if own != (cfg.SpanExport != nil) {
+			t.Fatalf("own=%v: SpanExport set %v", own, cfg.SpanExport != nil)
+		}
+		sum, err := Run(ctx, cfg, sc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := tel.Shutdown(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if sum.Attribution.Works != units {
+			t.Fatalf("own=%v: %d units attributed, want %d", own, sum.Attribution.Works, units)
+		}
+		sigs[own] = traceFileSignatures(t, path)
+	}
+	sdk, mine := sigs[false], sigs[true]
+	if slices.Equal(sdk, mine) {
+		return
+	}
+	count := func(l []string) map[string]int {
+		m := map[string]int{}
+		for _, s := range l {
+			m[s]++
+		}
+		return m
+	}
+	cs, cm := count(sdk), count(mine)
+	var diff []string
+	for s, n := range cs {
+		if cm[s] != n {
+			diff = append(diff, fmt.Sprintf("SDK %d, own tracer %d: %s", n, cm[s], s))
+		}
+	}
+	for s, n := range cm {
+		if _, ok := cs[s]; !ok {
+			diff = append(diff, fmt.Sprintf("SDK 0, own tracer %d: %s", n, s))
+		}
+	}
+	slices.Sort(diff)
+	t.Errorf("the trace files differ (%d spans from the SDK, %d from the own tracer); %d kinds of span differ:\n%s",
+		len(sdk), len(mine), len(diff), strings.Join(diff[:min(len(diff), 12)], "\n"))
+}
+
+// traceFileSignatures reads an OTLP JSON trace file and returns, sorted,
+// one line per span with what TestTraceFileMatchesSDK compares.
+func traceFileSignatures(t *testing.T, path string) []string {
+	t.Helper()
+	type kv struct {
+		Key   string         `json:"key"`
+		Value map[string]any `json:"value"`
+	}
+	type span struct {
+		TraceID           string `json:"traceId"`
+		SpanID            string `json:"spanId"`
+		ParentSpanID      string `json:"parentSpanId"`
+		Name              string `json:"name"`
+		Kind              int    `json:"kind"`
+		Flags             int    `json:"flags"`
+		Attributes        []kv   `json:"attributes"`
+		DroppedAttributes int    `json:"droppedAttributesCount"`
+		Events            []struct {
+			Name       string `json:"name"`
+			Attributes []kv   `json:"attributes"`
+		} `json:"events"`
+		Links  []any `json:"links"`
+		Status struct {
+			Code    int    `json:"code"`
+			Message string `json:"message"`
+		} `json:"status"`
+	}
+	type line struct {
+		ResourceSpans []struct {
+			Resource struct {
+				Attributes []kv `json:"attributes"`
+			} `json:"resource"`
+			ScopeSpans []struct {
+				Scope struct {
+					Name    string `json:"name"`
+					Version string `json:"version"`
+				} `json:"scope"`
+				Spans []span `json:"spans"`
+			} `json:"scopeSpans"`
+		} `json:"resourceSpans"`
+	}
+	volatile := map[string]bool{"amdahl.work.id": true, "amdahl.host.id": true, "amdahl.host.pid": true,
+		"amdahl.bytes": true, "server.port": true, "exception.message": true}
+	attrs := func(l []kv) string {
+		var b strings.Builder
+		for _, a := range l {
+			b.WriteString(a.Key)
+			if !volatile[a.Key] {
+				fmt.Fprintf(&b, "=%v", a.Value)
+			}
+			b.WriteByte(' ')
+		}
+		return b.String()
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	type placed struct {
+		s          span
+		scope, res string
+	}
+	var all []placed
+	names := map[string]string{} // trace id + span id → name
+	for _, raw := range bytes.Split(bytes.TrimSpace(data), []byte("\n")) {
+		var l line
+		if err := json.Unmarshal(raw, &l); err != nil {
+			t.Fatal(err)
+		}
+		for _, rs := range l.ResourceSpans {
+			res := attrs(rs.Resource.Attributes)
+			for _, ss := range rs.ScopeSpans {
+				for _, s := range ss.Spans {
+					all = append(all, placed{s, ss.Scope.Name + "@" + ss.Scope.Version, res})
+					names[s.TraceID+s.SpanID] = s.Name
+				}
+			}
+		}
+	}
+	out := make([]string, 0, len(all))
+	for _, p := range all {
+		s := p.s
+		parent := "-"
+		if s.ParentSpanID != "" {
+			parent = "?" + names[s.TraceID+s.ParentSpanID]
+		}
+		var ev strings.Builder
+		for _, e := range s.Events {
+			fmt.Fprintf(&ev, "%s{%s} ", e.Name, attrs(e.Attributes))
+		}
+		msg := s.Status.Message
+		if msg != "" {
+			msg = "(message)" // error texts name work ids
+		}
+		if strings.HasSuffix(s.Name, "/GetWorkItems") {
+			// The work-item stream ends at Close, OK or Unavailable as
+			// the timing falls: its end is not compared.
+			s.Status.Code, msg, s.Events = 0, "", nil
+			s.Attributes = slices.DeleteFunc(s.Attributes, func(a kv) bool { return a.Key == "rpc.response.status_code" })
+		}
+		out = append(out, fmt.Sprintf("%s under %s | scope %s | kind %d flags %d | attrs %s(dropped %d) | events %s| links %d | status %d %s | resource %s",
+			s.Name, parent, p.scope, s.Kind, s.Flags, attrs(s.Attributes), s.DroppedAttributes, ev.String(), len(s.Links), s.Status.Code, msg, p.res))
+	}
+	slices.Sort(out)
+	return out
 }

@@ -132,7 +132,10 @@ type Component struct {
 	name   string
 	tracer trace.Tracer
 	fast   PhaseTracer // the TracerProvider, if it is one
-	labels bool
+	// fastAttrs: fast exports its spans (PhaseAttributes), so they get
+	// every attribute and error the OTel path gives them.
+	fastAttrs bool
+	labels    bool
 	// metrics is false when the MeterProvider is a no-op: no record is
 	// made (a variadic option passed to an interface escapes: one
 	// allocation per record, for nothing).
@@ -204,6 +207,7 @@ func NewComponent(name string, cfg ComponentConfig) (*Component, error) {
 		labels: cfg.PhaseLabels,
 	}
 	c.fast, _ = cfg.TracerProvider.(PhaseTracer)
+	c.fastAttrs = c.fast != nil && c.fast.PhaseAttributes()
 	_, noMetrics := cfg.MeterProvider.(metricnoop.MeterProvider)
 	c.metrics = !noMetrics
 	for p, d := range cfg.Delay {
@@ -583,8 +587,10 @@ func (c *Component) recordSpan(ctx context.Context, p Phase, d Direction, start,
 	if c.metrics {
 		c.phaseHist.Record(ctx, end.Sub(start).Seconds(), c.metricOpt[p][d])
 	}
-	if c.fast != nil {
-		// A failure reaches attribution through the unit's outcome.
+	if c.fast != nil && (err == nil || !c.fastAttrs) {
+		// Without an exporter, a failure reaches attribution through
+		// the unit's outcome; with one, a failed leaf (rare) takes the
+		// OTel path below, which records its error.
 		c.fast.RecordPhaseSpan(ctx, c.spanNames[p][d], c.name, p, d, start, end, attrs)
 		return
 	}
@@ -619,9 +625,15 @@ func (c *Component) StartWork(ctx context.Context, attrs ...attribute.KeyValue) 
 		return ctx, WorkSpan{start: time.Now()}
 	}
 	if c.fast != nil {
-		// The attributes reach only exporters, which a PhaseTracer has not.
+		// The attributes reach only exporters: set only if there is one.
 		now := time.Now()
 		ctx, span := c.fast.StartPhaseSpan(ctx, SpanWork, "", 0, None, now)
+		if c.fastAttrs {
+			span.SetAttributes(c.attrs...)
+			if len(attrs) > 0 {
+				span.SetAttributes(attrs...)
+			}
+		}
 		return ctx, WorkSpan{c: c, ctx: ctx, span: span, start: now}
 	}
 	ctx, span := c.tracer.Start(ctx, SpanWork, c.workOpts...)

@@ -31,4 +31,10 @@ type PhaseTracer interface {
 	// from start to end, as a child of the span in ctx, with attrs
 	// besides (amdahl.remote, amdahl.bytes).
 	RecordPhaseSpan(ctx context.Context, name, component string, p Phase, d Direction, start, end time.Time, attrs []attribute.KeyValue)
+	// PhaseAttributes reports whether the spans' other attributes and
+	// errors are read (exported). When true, a Component also sets its
+	// own attributes and StartWork's on the root span (SetAttributes),
+	// and records a leaf that failed through the OTel API, with its
+	// error; when false it leaves them out, as only exporters read them.
+	PhaseAttributes() bool
 }

@@ -2,13 +2,18 @@ package telemetry
 
 import (
 	"context"
+	"errors"
+	"maps"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
 	metricnoop "go.opentelemetry.io/otel/metric/noop"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 	tracenoop "go.opentelemetry.io/otel/trace/noop"
 )
@@ -28,6 +33,8 @@ func (f *fakePhaseTracer) StartPhaseSpan(ctx context.Context, name, component st
 }
 
 func (f *fakePhaseTracer) EndPhaseSpan(_ trace.Span, end time.Time) { f.ended = append(f.ended, end) }
+
+func (f *fakePhaseTracer) PhaseAttributes() bool { return false }
 
 func (f *fakePhaseTracer) RecordPhaseSpan(_ context.Context, name, component string, p Phase, d Direction, start, end time.Time, attrs []attribute.KeyValue) {
 	f.recorded = append(f.recorded, name+" "+component+" "+p.String()+" "+d.String()+" "+end.Sub(start).String())
@@ -82,6 +89,8 @@ func TestPhaseTracerPath(t *testing.T) {
 // nullPhaseTracer takes phases and keeps nothing, allocating nothing.
 type nullPhaseTracer struct{ tracenoop.TracerProvider }
 
+func (nullPhaseTracer) PhaseAttributes() bool { return false }
+
 func (nullPhaseTracer) StartPhaseSpan(ctx context.Context, _, _ string, _ Phase, _ Direction, _ time.Time) (context.Context, trace.Span) {
 	return ctx, noopSpan
 }
@@ -107,5 +116,67 @@ func TestNoMetricsNoAllocation(t *testing.T) {
 		c.RecordPhase(ctx, Send, Request, time.Millisecond)
 	}); n != 0 {
 		t.Errorf("a phase allocates %v times with no metrics, want 0", n)
+	}
+}
+
+// exportingPhaseTracer is a PhaseTracer whose spans are exported
+// (PhaseAttributes): an SDK provider with a recorder underneath.
+type exportingPhaseTracer struct {
+	*sdktrace.TracerProvider
+	recorded []string
+}
+
+func (f *exportingPhaseTracer) PhaseAttributes() bool { return true }
+
+func (f *exportingPhaseTracer) StartPhaseSpan(ctx context.Context, name, _ string, _ Phase, _ Direction, start time.Time) (context.Context, trace.Span) {
+	return f.Tracer("fake").Start(ctx, name, trace.WithTimestamp(start))
+}
+
+func (f *exportingPhaseTracer) EndPhaseSpan(s trace.Span, end time.Time) {
+	s.End(trace.WithTimestamp(end))
+}
+
+func (f *exportingPhaseTracer) RecordPhaseSpan(_ context.Context, name, _ string, _ Phase, _ Direction, _, _ time.Time, _ []attribute.KeyValue) {
+	f.recorded = append(f.recorded, name)
+}
+
+// TestPhaseTracerExports: through a PhaseTracer whose spans are exported,
+// the root span gets the component's attributes and StartWork's, and a
+// leaf that failed is recorded with its error (the OTel path) instead of
+// whole; one that did not is still recorded whole.
+func TestPhaseTracerExports(t *testing.T) {
+	rec := tracetest.NewSpanRecorder()
+	f := &exportingPhaseTracer{TracerProvider: sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))}
+	c, err := NewComponent("ipc", ComponentConfig{TracerProvider: f, MeterProvider: metricnoop.NewMeterProvider(),
+		Attributes: []attribute.KeyValue{AttrScenario.String("s")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, w := c.StartWork(context.Background(), AttrWorkID.String("u"))
+	c.StartLeaf(ctx, Send, Request).EndWith(AttrBytes.Int(5))
+	c.StartLeaf(ctx, Serialize, Request).Fail(errors.New("boom"))
+	w.End(OK, nil)
+
+	if !slices.Equal(f.recorded, []string{"ipc.send"}) {
+		t.Errorf("recorded whole %q, want only the leaf that did not fail, ipc.send", f.recorded)
+	}
+	byName := map[string]sdktrace.ReadOnlySpan{}
+	for _, s := range rec.Ended() {
+		byName[s.Name()] = s
+	}
+	root, ok := byName[SpanWork]
+	if !ok {
+		t.Fatalf("no root span among %v", slices.Collect(maps.Keys(byName)))
+	}
+	want := []attribute.KeyValue{AttrScenario.String("s"), AttrWorkID.String("u"), AttrOutcome.String("ok")}
+	if got := root.Attributes(); !slices.Equal(got, want) {
+		t.Errorf("root attributes %v, want %v", got, want)
+	}
+	failed, ok := byName["ipc.serialize"]
+	if !ok {
+		t.Fatal("the failed leaf made no span")
+	}
+	if failed.Status().Code != codes.Error || len(failed.Events()) != 1 || failed.Events()[0].Name != "exception" {
+		t.Errorf("failed leaf: status %v, events %v; want Error and an exception event", failed.Status(), failed.Events())
 	}
 }

@@ -96,7 +96,9 @@
 // Pyroscope would see a span, SpansOnlyForAttribution is true: a runtime
 // then traces with its own tracer straight into its attribution
 // (runtime.Config.UseTelemetry), and the SDK's tracer provider goes
-// unused.
+// unused. When the trace file is the only other reader, TraceFileOnly
+// returns the file's writer: the runtime's own tracer then hands it its
+// spans as well, still without SDK spans.
 //
 // OTEL_SDK_DISABLED=true (the OpenTelemetry specification's variable; only
 // true and false are accepted, any other value is a *ConfigError, where the

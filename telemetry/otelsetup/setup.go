@@ -202,12 +202,16 @@ type Telemetry struct {
 	propagator     propagation.TextMapPropagator
 	recorder       *Recorder
 	phaseLabels    bool
-	otlpCounts     *spanCounter // nil without OTLP
-	traceFile      bool         // spans go to a trace file
-	remoteWanted   bool         // something set up here gets amdahl.remote=true spans
+	otlpCounts     *spanCounter           // nil without OTLP
+	traceFile      bool                   // spans go to a trace file
+	traceFileProc  sdktrace.SpanProcessor // the trace file's writer, registered on sdkTP
+	resource       *resource.Resource     // sdkTP's
+	remoteWanted   bool                   // something set up here gets amdahl.remote=true spans
 	// spansOnlyRegistered: only span processors registered after Setup
-	// would see a span (SpansOnlyForAttribution).
+	// would see a span (SpansOnlyForAttribution); spansOnlyFile: those
+	// and the trace file's writer (TraceFileOnly).
 	spansOnlyRegistered bool
+	spansOnlyFile       bool
 
 	metricsLn  net.Listener
 	metricsSrv *http.Server
@@ -300,8 +304,9 @@ func Setup(ctx context.Context, opts ...Option) (*Telemetry, error) {
 		// span end waits for room in a full queue (the exporter is local
 		// and fast) instead of being dropped, the SDK's default.
 		t.traceFile = true
-		tpOpts = append(tpOpts, sdktrace.WithBatcher(fe, sdktrace.WithBlocking(),
-			sdktrace.WithMaxQueueSize(traceFileQueueSize), sdktrace.WithMaxExportBatchSize(traceFileBatchSize)))
+		t.traceFileProc = sdktrace.NewBatchSpanProcessor(fe, sdktrace.WithBlocking(),
+			sdktrace.WithMaxQueueSize(traceFileQueueSize), sdktrace.WithMaxExportBatchSize(traceFileBatchSize))
+		tpOpts = append(tpOpts, sdktrace.WithSpanProcessor(t.traceFileProc))
 	}
 	exp, err := c.spanExporter(ctx)
 	if err != nil {
@@ -321,6 +326,7 @@ func Setup(ctx context.Context, opts ...Option) (*Telemetry, error) {
 	}
 	t.sdkTP = sdktrace.NewTracerProvider(tpOpts...)
 	t.tracerProvider = t.sdkTP
+	t.resource = res
 	t.remoteWanted = c.recorder || c.traceFile != "" || len(c.processors) > 0 || (exp != nil && c.remoteSpans)
 	// The SDK reads its sampler from the process environment, whatever
 	// WithLookupEnv says.
@@ -328,8 +334,9 @@ func Setup(ctx context.Context, opts ...Option) (*Telemetry, error) {
 	if v, ok := os.LookupEnv(EnvTracesSampler); ok && strings.TrimSpace(v) != "" {
 		samplerEnv = true
 	}
-	t.spansOnlyRegistered = !c.recorder && c.traceFile == "" && len(c.processors) == 0 && exp == nil &&
+	t.spansOnlyFile = !c.recorder && len(c.processors) == 0 && exp == nil &&
 		c.sampler == nil && !samplerEnv && c.pyroscope.ServerAddress == ""
+	t.spansOnlyRegistered = t.spansOnlyFile && c.traceFile == ""
 
 	// Metrics: recorded when something reads them: /metrics (served at
 	// an address, or by the program through MetricsHandler), an OTLP or
@@ -681,6 +688,22 @@ func (t *Telemetry) RemoteSpansWanted() bool { return t != nil && t.sdkTP != nil
 // SDK disabled.
 func (t *Telemetry) SpansOnlyForAttribution() bool {
 	return t != nil && t.sdkTP != nil && t.spansOnlyRegistered
+}
+
+// TraceFileOnly returns the span processor that writes the trace file
+// (WithTraceFile, AMDAHL_TRACE_FILE; it waits for room rather than drop a
+// span) and the tracer provider's resource, when the spans recorded on
+// TracerProvider would reach nothing but that file and the span
+// processors registered after Setup: as SpansOnlyForAttribution, with a
+// trace file. A runtime then records its spans with its own tracer and
+// hands each, as a read-only span with that resource, to the processor
+// (runtime.Config.UseTelemetry), instead of making SDK spans. nil
+// otherwise, for a nil Telemetry and with the SDK disabled.
+func (t *Telemetry) TraceFileOnly() (sdktrace.SpanProcessor, *resource.Resource) {
+	if t == nil || t.sdkTP == nil || !t.spansOnlyFile || t.traceFileProc == nil {
+		return nil, nil
+	}
+	return t.traceFileProc, t.resource
 }
 
 // PhaseLabels reports whether phase bodies run under the pprof phase label
