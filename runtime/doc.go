@@ -63,7 +63,11 @@
 // the start, with real W3C span contexts, and go to the accounting when
 // they end: no SDK span is made, and the phase API hands it its phases
 // whole (telemetry.PhaseTracer: no span options, and no span at all for a
-// leaf such as ipc's serialize and send). Otherwise it installs a span
+// leaf such as ipc's serialize and send). When the trace file is the one
+// other reader (amdahl run --out: Config.SpanExport, which UseTelemetry
+// sets from otelsetup's TraceFileOnly), the same tracer also keeps what
+// the SDK would export of each span and hands the file's writer the span
+// whole at its end, still without SDK spans. Otherwise it installs a span
 // processor on the SDK that takes the same compact copy inside each
 // span's End. When a unit's root ends it is handed to the runtime's
 // accounting goroutine (through a bounded queue: a unit is never dropped;

@@ -38,12 +38,15 @@ workloads:
           action_bytes: 64KiB
 `
 
-// memProfileRate samples an allocation every 4 KiB on average in the run
+// memProfileRate samples an allocation every 1 KiB on average in the run
 // and its hosts (GODEBUG=memprofilerate, inherited by the hosts), not
 // every 512 KiB: every phase entry function's few allocations per unit are
-// then in the heap profiles. 1 (every allocation) makes the race-enabled
-// hosts too slow to shut down in their grace.
-const memProfileRate = "4096"
+// then in the heap profiles. At 4 KiB, ipc's write (about 1.3 KiB of span
+// records per unit in phase send since --out records without SDK spans:
+// about three samples expected, none in about one run in twenty) went
+// unsampled once under load. 1 (every allocation) makes
+// the race-enabled hosts too slow to shut down in their grace.
+const memProfileRate = "1024"
 
 // runOut runs `amdahl run --out` as its own process (this test binary as
 // amdahl, its task hosts too) with memProfileRate, and returns the
