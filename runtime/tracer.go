@@ -428,7 +428,7 @@ func errorType(err error) string {
 const (
 	maxSpanAttrs  = 128 // attributes of a span
 	maxSpanEvents = 128 // events of a span (the oldest are dropped)
-	maxSpanLinks  = 128 // links of a span
+	maxSpanLinks  = 128 // links of a span (the oldest are dropped)
 	maxItemAttrs  = 128 // attributes of an event or a link
 )
 
@@ -516,9 +516,9 @@ func (r *spanRecord) addLink(l trace.Link) {
 	if !l.SpanContext.IsValid() && len(l.Attributes) == 0 && l.SpanContext.TraceState().Len() == 0 {
 		return // as the SDK: a link to nothing
 	}
-	if len(r.links) == maxSpanLinks {
+	if len(r.links) == maxSpanLinks { // as the SDK: the oldest goes
+		r.links = append(r.links[:0], r.links[1:]...)
 		r.droppedLinks++
-		return
 	}
 	attrs := l.Attributes
 	dropped := 0

@@ -13,7 +13,11 @@ import (
 	"testing"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/amdahl-rt/amdahl/runtime/scenario"
@@ -467,4 +471,80 @@ func traceFileSignatures(t *testing.T, path string) []string {
 	}
 	slices.Sort(out)
 	return out
+}
+
+// namedError is an error of a named type, not a pointer.
+type namedError struct{}
+
+func (namedError) Error() string { return "named" }
+
+// TestExportingSpanMatchesSDK: a span of the exportingProvider reaches its
+// span processor as the SDK's would, call for call: attributes (invalid
+// ones dropped, keys deduplicated where first set with the last value, at
+// most 128), kind, events and RecordError's exception event (at most 128,
+// the oldest dropped), links, status (Ok final, Error's description
+// kept), scope, parent and its remoteness, and the dropped counts.
+func TestExportingSpanMatchesSDK(t *testing.T) {
+	ctx := context.Background()
+	remote := trace.ContextWithRemoteSpanContext(ctx, trace.NewSpanContext(trace.SpanContextConfig{
+		TraceID: trace.TraceID{1}, SpanID: trace.SpanID{2}, TraceFlags: trace.FlagsSampled, Remote: true}))
+	link := trace.Link{SpanContext: trace.NewSpanContext(trace.SpanContextConfig{TraceID: trace.TraceID{3}, SpanID: trace.SpanID{4}}),
+		Attributes: []attribute.KeyValue{attribute.Int("l", 1)}}
+	script := func(tp trace.TracerProvider) {
+		tr := tp.Tracer("scope.a", trace.WithInstrumentationVersion("1.2"), trace.WithSchemaURL("https://example.com/s"))
+		_, s := tr.Start(remote, "many", trace.WithSpanKind(trace.SpanKindClient),
+			trace.WithAttributes(attribute.String("a", "1"), attribute.KeyValue{}, attribute.Int("b", 2)), trace.WithLinks(link))
+		for i := range 130 {
+			s.SetAttributes(attribute.Int(fmt.Sprint("k", i), i))
+			s.AddEvent(fmt.Sprint("e", i), trace.WithAttributes(attribute.Int("i", i)))
+		}
+		s.SetAttributes(attribute.String("a", "last"))
+		s.RecordError(fmt.Errorf("wrapped: %w", context.Canceled))
+		s.RecordError(namedError{}) // exception.type with its package path
+		s.RecordError(nil)
+		s.SetStatus(codes.Error, "bad")
+		s.SetStatus(codes.Unset, "ignored")
+		s.AddLink(trace.Link{}) // a link to nothing: dropped
+		s.End()
+		s.SetAttributes(attribute.String("after", "end")) // ignored
+		_, ok := tr.Start(ctx, "ok")
+		ok.SetStatus(codes.Ok, "")
+		ok.SetStatus(codes.Error, "too late")
+		ok.End()
+		_, plain := tp.Tracer("").Start(ctx, "plain")
+		plain.End()
+	}
+	sdkRec, ownRec := tracetest.NewSpanRecorder(), tracetest.NewSpanRecorder()
+	res := resource.NewSchemaless(attribute.String("service.name", "t"))
+	sdk := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(sdkRec), sdktrace.WithResource(res))
+	defer func() { _ = sdk.Shutdown(ctx) }()
+	script(sdk)
+	c := newCollector(func(attribution.Work) {}, nil)
+	defer c.close()
+	script(newExportingProvider(c, ownRec, res))
+
+	describe := func(s sdktrace.ReadOnlySpan) string {
+		var b strings.Builder
+		fmt.Fprintf(&b, "%s kind=%v scope=%+v parent=%v/%v remote=%v sampled=%v\n", s.Name(), s.SpanKind(), s.InstrumentationScope(),
+			s.Parent().SpanID(), s.Parent().IsValid(), s.Parent().IsRemote(), s.SpanContext().IsSampled())
+		fmt.Fprintf(&b, "attrs=%v dropped=%d\n", s.Attributes(), s.DroppedAttributes())
+		for _, e := range s.Events() {
+			fmt.Fprintf(&b, "event %s %v %d; ", e.Name, e.Attributes, e.DroppedAttributeCount)
+		}
+		fmt.Fprintf(&b, "dropped=%d\n", s.DroppedEvents())
+		for _, l := range s.Links() {
+			fmt.Fprintf(&b, "link %v %v; ", l.SpanContext.SpanID(), l.Attributes)
+		}
+		fmt.Fprintf(&b, "dropped=%d status=%+v resource=%v", s.DroppedLinks(), s.Status(), s.Resource().Attributes())
+		return b.String()
+	}
+	want, got := sdkRec.Ended(), ownRec.Ended()
+	if len(got) != len(want) {
+		t.Fatalf("%d spans exported, the SDK %d", len(got), len(want))
+	}
+	for i := range want {
+		if w, g := describe(want[i]), describe(got[i]); w != g {
+			t.Errorf("span %d differs from the SDK's:\nSDK: %s\nown: %s", i, w, g)
+		}
+	}
 }
