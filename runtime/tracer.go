@@ -46,6 +46,7 @@ type accountingTracer struct {
 // accountingProvider is the accountingTracer's trace.TracerProvider.
 type accountingProvider struct {
 	embedded.TracerProvider
+	phaseTracer
 	tracer accountingTracer
 }
 
@@ -68,10 +69,9 @@ var (
 // SDK's span machinery and the options, not what a span says.
 type exportingProvider struct {
 	embedded.TracerProvider
-	col    *collector
-	export *spanExport
-
-	phases *accountingTracer // a Component's scope, its phase spans'
+	phaseTracer // through the Component's scope's tracer
+	col         *collector
+	export      *spanExport
 
 	mu      sync.Mutex
 	tracers map[instrumentation.Scope]*accountingTracer
@@ -91,7 +91,7 @@ var (
 func newExportingProvider(col *collector, proc sdktrace.SpanProcessor, res *resource.Resource) *exportingProvider {
 	p := &exportingProvider{col: col, export: &spanExport{proc: proc, res: res},
 		tracers: map[instrumentation.Scope]*accountingTracer{}}
-	p.phases = p.Tracer(telemetry.ScopeName, trace.WithInstrumentationVersion(telemetry.Version)).(*accountingTracer)
+	p.phaseTracer = phaseTracer{t: p.Tracer(telemetry.ScopeName, trace.WithInstrumentationVersion(telemetry.Version)).(*accountingTracer), attrs: true}
 	return p
 }
 
@@ -122,51 +122,42 @@ func (p *exportingProvider) Tracer(name string, opts ...trace.TracerOption) trac
 func newAccountingProvider(col *collector) *accountingProvider {
 	p := &accountingProvider{}
 	p.tracer = accountingTracer{provider: p, col: col}
+	p.phaseTracer = phaseTracer{t: &p.tracer}
 	return p
 }
 
 // Tracer implements trace.TracerProvider: every tracer is the same one.
 func (p *accountingProvider) Tracer(string, ...trace.TracerOption) trace.Tracer { return &p.tracer }
 
+// phaseTracer is the telemetry.PhaseTracer of both providers: phase
+// spans through tracer t, without span options. attrs (the
+// exportingProvider's) says the spans are exported, so a Component gives
+// them all their attributes; the exporting tracer's phase spans also
+// carry amdahl.component, amdahl.phase and amdahl.direction, as a
+// Component's spans through the OTel API do, under the Component's scope.
+type phaseTracer struct {
+	t     *accountingTracer
+	attrs bool
+}
+
 // StartPhaseSpan implements telemetry.PhaseTracer: Start without the
 // options.
-func (p *accountingProvider) StartPhaseSpan(ctx context.Context, name, component string, ph telemetry.Phase, d telemetry.Direction, start time.Time) (context.Context, trace.Span) {
-	return p.tracer.startPhase(ctx, name, component, ph, d, start)
+func (p phaseTracer) StartPhaseSpan(ctx context.Context, name, component string, ph telemetry.Phase, d telemetry.Direction, start time.Time) (context.Context, trace.Span) {
+	return p.t.startPhase(ctx, name, component, ph, d, start)
 }
 
 // RecordPhaseSpan implements telemetry.PhaseTracer: the span goes to the
-// collector as it is made, with no trace.Span around it.
-func (p *accountingProvider) RecordPhaseSpan(ctx context.Context, name, component string, ph telemetry.Phase, d telemetry.Direction, start, end time.Time, attrs []attribute.KeyValue) {
-	p.tracer.recordPhase(ctx, name, component, ph, d, start, end, attrs)
+// collector as it is made, with no trace.Span around it (and, exported,
+// to the export as a read-only span).
+func (p phaseTracer) RecordPhaseSpan(ctx context.Context, name, component string, ph telemetry.Phase, d telemetry.Direction, start, end time.Time, attrs []attribute.KeyValue) {
+	p.t.recordPhase(ctx, name, component, ph, d, start, end, attrs)
 }
 
-// PhaseAttributes implements telemetry.PhaseTracer: only the attribution
-// reads the spans.
-func (p *accountingProvider) PhaseAttributes() bool { return false }
+// PhaseAttributes implements telemetry.PhaseTracer.
+func (p phaseTracer) PhaseAttributes() bool { return p.attrs }
 
 // EndPhaseSpan implements telemetry.PhaseTracer.
-func (p *accountingProvider) EndPhaseSpan(span trace.Span, end time.Time) { endPhaseSpan(span, end) }
-
-// The exportingProvider is a telemetry.PhaseTracer too: its phase spans
-// carry amdahl.component, amdahl.phase and amdahl.direction, as a
-// Component's spans through the OTel API do, under the Component's scope.
-
-// StartPhaseSpan implements telemetry.PhaseTracer.
-func (p *exportingProvider) StartPhaseSpan(ctx context.Context, name, component string, ph telemetry.Phase, d telemetry.Direction, start time.Time) (context.Context, trace.Span) {
-	return p.phases.startPhase(ctx, name, component, ph, d, start)
-}
-
-// RecordPhaseSpan implements telemetry.PhaseTracer.
-func (p *exportingProvider) RecordPhaseSpan(ctx context.Context, name, component string, ph telemetry.Phase, d telemetry.Direction, start, end time.Time, attrs []attribute.KeyValue) {
-	p.phases.recordPhase(ctx, name, component, ph, d, start, end, attrs)
-}
-
-// PhaseAttributes implements telemetry.PhaseTracer: the spans are
-// exported, so a Component gives them all their attributes.
-func (p *exportingProvider) PhaseAttributes() bool { return true }
-
-// EndPhaseSpan implements telemetry.PhaseTracer.
-func (p *exportingProvider) EndPhaseSpan(span trace.Span, end time.Time) { endPhaseSpan(span, end) }
+func (p phaseTracer) EndPhaseSpan(span trace.Span, end time.Time) { endPhaseSpan(span, end) }
 
 func endPhaseSpan(span trace.Span, end time.Time) {
 	if s, ok := span.(*accountingSpan); ok {
