@@ -24,6 +24,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
+	tracenoop "go.opentelemetry.io/otel/trace/noop"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
@@ -423,6 +424,18 @@ func (r *Runtime) instrument(cfg Config) (tp trace.TracerProvider, mp metric.Met
 // to, then the client, the chunking sender and the work-item stream. An
 // external sidecar must answer within SidecarConnectTimeout.
 func (r *Runtime) connect(ctx context.Context, cfg Config, tp trace.TracerProvider, mp metric.MeterProvider, chunkComp *telemetry.Component) (err error) {
+	// The gRPC calls' own spans (otelgrpc's, client and in-process
+	// server): when only the attribution reads the run's spans they are
+	// not made. The trace context still crosses each call (a no-op tracer
+	// carries its parent's span context, which otelgrpc propagates), so the
+	// sidecar's phases stay in the unit's trace, under the span that made
+	// the call; a gRPC span is no phase, so its time counted toward the
+	// phase around it, as it now does without it (TestAccountingMatchesSDK
+	// compares the rows with the SDK's, which has them).
+	rpcTP := tp
+	if r.own != nil && !r.own.PhaseAttributes() {
+		rpcTP = tracenoop.NewTracerProvider()
+	}
 	// Sidecar: one the caller serves, in-process on loopback, or the one at
 	// SidecarAddr.
 	addr := cfg.SidecarAddr
@@ -453,7 +466,7 @@ func (r *Runtime) connect(ctx context.Context, cfg Config, tp trace.TracerProvid
 	}
 	if addr == "" {
 		r.ownSide = true
-		if r.side, err = chunking.NewSidecar(chunking.SidecarConfig{Component: chunkComp, TracerProvider: tp, MeterProvider: mp,
+		if r.side, err = chunking.NewSidecar(chunking.SidecarConfig{Component: chunkComp, TracerProvider: rpcTP, MeterProvider: mp,
 			// Count, keep nothing: the payloads are garbage once applied.
 			OnApplied: func(chunking.Completion) {}}); err != nil {
 			return err
@@ -469,7 +482,7 @@ func (r *Runtime) connect(ctx context.Context, cfg Config, tp trace.TracerProvid
 	notLease := filters.Not(filters.Any(filters.MethodName("StartInstance"), filters.MethodName("GetWorkItems")))
 	r.cc, err = grpc.NewClient(addr, append(dial,
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(chunking.DefaultMaxRecvMsgSize)),
-		grpc.WithStatsHandler(otelgrpc.NewClientHandler(otelgrpc.WithTracerProvider(tp), otelgrpc.WithMeterProvider(mp),
+		grpc.WithStatsHandler(otelgrpc.NewClientHandler(otelgrpc.WithTracerProvider(rpcTP), otelgrpc.WithMeterProvider(mp),
 			otelgrpc.WithPropagators(propagation.TraceContext{}), otelgrpc.WithFilter(notLease))))...)
 	if err != nil {
 		return fmt.Errorf("runtime: sidecar %s: %w", addr, err)

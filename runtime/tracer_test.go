@@ -548,3 +548,66 @@ func TestExportingSpanMatchesSDK(t *testing.T) {
 		}
 	}
 }
+
+// TestGRPCSpansChangeNoRow: without the gRPC calls' own spans (the
+// runtime does not make them when only the attribution reads the spans)
+// every unit of a mixed run has the same rows, critical and naive times
+// and span counts as with them. The spans of a real run (through the SDK,
+// where otelgrpc makes them) are attributed twice: as recorded, and with
+// each gRPC span removed and its children moved to its parent, as the
+// no-op tracer's propagation places them.
+func TestGRPCSpansChangeNoRow(t *testing.T) {
+	sc, err := scenario.Builtin("mixed")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := otelsetup.NewRecorder()
+	cfg := testConfig(t, testSettings(t, "scenario.count=60"), rec)
+	if _, err := Run(context.Background(), cfg, sc); err != nil {
+		t.Fatal(err)
+	}
+	var all []attribution.Span
+	for _, s := range rec.Spans() {
+		all = append(all, attribution.FromSDKSpan(s))
+	}
+	isRPC := func(s attribution.Span) bool { return strings.HasPrefix(s.Name, "TaskHubSidecarService/") }
+	parent := map[attribution.SpanID]attribution.SpanID{}
+	for _, s := range all {
+		if isRPC(s) {
+			parent[s.SpanID] = s.ParentID
+		}
+	}
+	var without []attribution.Span
+	rpcs := 0
+	for _, s := range all {
+		if isRPC(s) {
+			rpcs++
+			continue
+		}
+		for {
+			p, ok := parent[s.ParentID]
+			if !ok {
+				break
+			}
+			s.ParentID = p
+		}
+		without = append(without, s)
+	}
+	byRoot := func(spans []attribution.Span) map[attribution.SpanID]string {
+		works, _ := attribution.Trees(spans)
+		m := map[attribution.SpanID]string{}
+		for _, w := range works {
+			m[w.Root.SpanID] = fmt.Sprint(w.Stats)
+		}
+		return m
+	}
+	with, wo := byRoot(all), byRoot(without)
+	if rpcs < 60 || len(with) != 60 {
+		t.Fatalf("%d gRPC spans, %d units: want a gRPC span per orchestrated unit at least, and 60 units", rpcs, len(with))
+	}
+	for id, w := range with {
+		if wo[id] != w {
+			t.Errorf("unit %v: rows with the gRPC spans\n%s\nwithout\n%s", id, w, wo[id])
+		}
+	}
+}
