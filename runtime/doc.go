@@ -63,7 +63,10 @@
 // the start, with real W3C span contexts, and go to the accounting when
 // they end: no SDK span is made, and the phase API hands it its phases
 // whole (telemetry.PhaseTracer: no span options, and no span at all for a
-// leaf such as ipc's serialize and send). When the trace file is the one
+// leaf such as ipc's serialize and send), and the gRPC calls to the
+// sidecar make no spans of their own (otelgrpc gets a no-op tracer, which
+// still propagates the caller's trace context; a gRPC span, no phase,
+// only passed its time to the phase around it). When the trace file is the one
 // other reader (amdahl run --out: Config.SpanExport, which UseTelemetry
 // sets from otelsetup's TraceFileOnly), the same tracer also keeps what
 // the SDK would export of each span and hands the file's writer the span
