@@ -326,7 +326,13 @@ func Setup(ctx context.Context, opts ...Option) (*Telemetry, error) {
 	}
 	t.sdkTP = sdktrace.NewTracerProvider(tpOpts...)
 	t.tracerProvider = t.sdkTP
-	t.resource = res
+	// The resource the SDK's spans carry: sdktrace.WithResource merges
+	// the process environment's (OTEL_RESOURCE_ATTRIBUTES) under res.
+	if merged, merr := resource.Merge(resource.Environment(), res); merr == nil {
+		t.resource = merged
+	} else {
+		t.resource = res // the SDK only reports the merge's error, too
+	}
 	t.remoteWanted = c.recorder || c.traceFile != "" || len(c.processors) > 0 || (exp != nil && c.remoteSpans)
 	// The SDK reads its sampler from the process environment, whatever
 	// WithLookupEnv says.
