@@ -2,10 +2,9 @@ package runtime
 
 import (
 	"context"
-	"crypto/rand"
 	"encoding/binary"
+	mrand "math/rand/v2"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
@@ -49,11 +48,6 @@ type collector struct {
 	onWork func(attribution.Work)        // each unit's; Stats and Nodes valid only during the call
 	onDiag func(attribution.Diagnostics) // each trace's, after its units; may be nil
 
-	idBase    uint64        // span ids of spans made without the SDK
-	idNext    atomic.Uint64 // (add, newSpanID, the accountingTracer)
-	traceBase uint64        // trace ids of the accountingTracer's roots
-	traceNext atomic.Uint64
-
 	mu     sync.Mutex
 	traces map[trace.TraceID][]attribution.Span
 	free   [][]attribution.Span // emptied span slices, for reuse
@@ -94,17 +88,13 @@ const (
 // scratch space (attribution.Builder.Reuse): its Stats and Nodes are
 // valid only until onWork returns.
 func newCollector(onWork func(attribution.Work), onDiag func(attribution.Diagnostics)) *collector {
-	var seed [16]byte
-	_, _ = rand.Read(seed[:]) // crypto/rand.Read never fails
 	c := &collector{
-		onWork:    onWork,
-		onDiag:    onDiag,
-		idBase:    binary.BigEndian.Uint64(seed[:8]),
-		traceBase: binary.BigEndian.Uint64(seed[8:]),
-		traces:    map[trace.TraceID][]attribution.Span{},
-		wake:      make(chan struct{}, 1),
-		hurry:     make(chan struct{}, 1),
-		done:      make(chan struct{}),
+		onWork: onWork,
+		onDiag: onDiag,
+		traces: map[trace.TraceID][]attribution.Span{},
+		wake:   make(chan struct{}, 1),
+		hurry:  make(chan struct{}, 1),
+		done:   make(chan struct{}),
 	}
 	c.room.L = &c.qmu
 	go c.account()
@@ -153,24 +143,27 @@ func (c *collector) add(id trace.TraceID, spans []attribution.Span) {
 	c.mu.Unlock()
 }
 
-// newTraceID returns a trace id for a root of the accountingTracer: the
-// collector's random base, a second random half, and a counter, unique in
-// the run and as unlikely as the SDK's to meet another.
+// newTraceID returns a trace id for a root of the accountingTracer:
+// random, as the SDK's are (128 bits of the runtime's per-thread
+// generator: no lock or shared counter on the span's path), so two units
+// of a run meet with a probability of about n²/2¹²⁹.
 func (c *collector) newTraceID() attribution.TraceID {
 	var id attribution.TraceID
-	binary.BigEndian.PutUint64(id[:8], c.traceBase)
-	binary.BigEndian.PutUint64(id[8:], c.idBase+c.traceNext.Add(1))
+	for id == (attribution.TraceID{}) {
+		binary.BigEndian.PutUint64(id[:8], mrand.Uint64())
+		binary.BigEndian.PutUint64(id[8:], mrand.Uint64())
+	}
 	return id
 }
 
-// newSpanID returns a span id for a span made without the SDK: a random
-// base of the collector's plus a counter, so ids are unique in the run and
-// as unlikely as the SDK's random ones to meet another.
+// newSpanID returns a span id for a span made without the SDK: random and
+// never zero, as the SDK's (64 bits of the runtime's per-thread
+// generator); ids matter only within a unit's trace, where two of its n
+// spans meet with a probability of about n²/2⁶⁵.
 func (c *collector) newSpanID() attribution.SpanID {
 	var id attribution.SpanID
-	binary.BigEndian.PutUint64(id[:], c.idBase+c.idNext.Add(1))
-	if id.IsZero() {
-		binary.BigEndian.PutUint64(id[:], c.idBase+c.idNext.Add(1))
+	for id.IsZero() {
+		binary.BigEndian.PutUint64(id[:], mrand.Uint64())
 	}
 	return id
 }

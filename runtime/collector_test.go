@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"sync"
 	"testing"
@@ -199,5 +200,48 @@ func TestCollectorBoundsQueue(t *testing.T) {
 	}
 	if want := maxQueuedUnits + 2; n != want {
 		t.Fatalf("accounted %d units, want %d", n, want)
+	}
+}
+
+// TestCollectorIDs: the ids of spans and traces made without the SDK are
+// never zero and do not repeat (100,000 of each, from 4 goroutines at
+// once, as the runtime's workers draw them), and they are not sequential
+// (a trace file shows them: random, as the SDK's).
+func TestCollectorIDs(t *testing.T) {
+	c := newCollector(func(attribution.Work) {}, nil)
+	defer c.close()
+	const per, workers = 25_000, 4
+	spans := make([][]attribution.SpanID, workers)
+	traces := make([][]attribution.TraceID, workers)
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Go(func() {
+			for range per {
+				spans[w] = append(spans[w], c.newSpanID())
+				traces[w] = append(traces[w], c.newTraceID())
+			}
+		})
+	}
+	wg.Wait()
+	seenS, seenT := map[attribution.SpanID]bool{}, map[attribution.TraceID]bool{}
+	steps := 0
+	for w := range workers {
+		for i, id := range spans[w] {
+			if id.IsZero() || seenS[id] {
+				t.Fatalf("span id %s: zero or repeated", id)
+			}
+			seenS[id] = true
+			if i > 0 && binary.BigEndian.Uint64(id[:])-binary.BigEndian.Uint64(spans[w][i-1][:]) == 1 {
+				steps++
+			}
+			tid := traces[w][i]
+			if tid == (attribution.TraceID{}) || seenT[tid] {
+				t.Fatalf("trace id %s: zero or repeated", tid)
+			}
+			seenT[tid] = true
+		}
+	}
+	if steps > 10 {
+		t.Errorf("%d of %d span ids follow the one before by 1: a counter, not random", steps, workers*per)
 	}
 }
