@@ -133,10 +133,12 @@ type Config struct {
 	// hand every span it records to this processor as well, ended and
 	// whole, as an SDK span processor would get it (OnEnd, never
 	// OnStart): its name, attributes, kind, events, links and status,
-	// with SpanResource as its resource. That is how amdahl run writes its
+	// with SpanResource as its resource (nil: resource.Default(), as an
+	// SDK provider's). That is how amdahl run writes its
 	// trace file without SDK spans (UseTelemetry with
 	// otelsetup.Telemetry.TraceFileOnly). The runtime does not shut it
-	// down: its owner does, after Close.
+	// down: its owner does, after Close. New refuses either with a
+	// TracerProvider, whose spans it would never see.
 	SpanExport   sdktrace.SpanProcessor
 	SpanResource *resource.Resource
 	// PhaseLabels runs every phase body under the pprof label
@@ -379,10 +381,17 @@ func (r *Runtime) instrument(cfg Config) (tp trace.TracerProvider, mp metric.Met
 		mp = otel.GetMeterProvider()
 	}
 	spans := cfg.Spans
+	if tp != nil && (cfg.SpanExport != nil || cfg.SpanResource != nil) {
+		return nil, nil, nil, nil, errors.New("runtime: Config.SpanExport and SpanResource are for the runtime's own tracer (no TracerProvider); with a TracerProvider, register the span processor on it")
+	}
 	if tp == nil && cfg.SpanExport != nil {
 		// Attribution and one span processor (the trace file) read the
 		// spans: the runtime's own tracer hands them to both.
-		r.own = newExportingProvider(r.col, cfg.SpanExport, cfg.SpanResource)
+		res := cfg.SpanResource
+		if res == nil {
+			res = resource.Default() // as an SDK provider's without one
+		}
+		r.own = newExportingProvider(r.col, cfg.SpanExport, res)
 		tp, spans = r.own, nil
 	} else if tp == nil {
 		// Nothing but attribution reads the spans: the runtime's own
@@ -430,8 +439,8 @@ func (r *Runtime) connect(ctx context.Context, cfg Config, tp trace.TracerProvid
 	// carries its parent's span context, which otelgrpc propagates), so the
 	// sidecar's phases stay in the unit's trace, under the span that made
 	// the call; a gRPC span is no phase, so its time counted toward the
-	// phase around it, as it now does without it (TestAccountingMatchesSDK
-	// compares the rows with the SDK's, which has them).
+	// phase around it, as it now does without it (TestGRPCSpansChangeNoRow
+	// attributes a run's units with and without them).
 	rpcTP := tp
 	if r.own != nil && !r.own.PhaseAttributes() {
 		rpcTP = tracenoop.NewTracerProvider()

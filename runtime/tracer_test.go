@@ -611,3 +611,43 @@ func TestGRPCSpansChangeNoRow(t *testing.T) {
 		}
 	}
 }
+
+// TestSpanExportConfig: New refuses Config.SpanExport or SpanResource
+// beside a TracerProvider (whose spans the export would never see), with
+// an error that says so; with no SpanResource the exported spans carry
+// resource.Default(), as an SDK provider's would.
+func TestSpanExportConfig(t *testing.T) {
+	ctx := context.Background()
+	rec := tracetest.NewSpanRecorder()
+	for _, tc := range []struct {
+		name string
+		set  func(*Config)
+	}{
+		{"export", func(c *Config) { c.SpanExport = rec }},
+		{"resource", func(c *Config) { c.SpanResource = resource.Empty() }},
+	} {
+		cfg := testConfig(t, testSettings(t), nil) // with a TracerProvider
+		tc.set(&cfg)
+		r, err := New(ctx, cfg)
+		if err == nil {
+			_ = r.Close(ctx)
+			t.Fatalf("%s beside a TracerProvider: New accepted it", tc.name)
+		}
+		if !strings.Contains(err.Error(), "SpanExport") || !strings.Contains(err.Error(), "TracerProvider") {
+			t.Errorf("%s: error %q does not say what is wrong", tc.name, err)
+		}
+	}
+	cfg := testConfig(t, testSettings(t), nil)
+	cfg.TracerProvider, cfg.SpanExport = nil, rec
+	r := startRuntime(t, cfg)
+	submitSmall(t, r, 1, 2)
+	spans := rec.Ended()
+	if len(spans) == 0 {
+		t.Fatal("no span exported")
+	}
+	for _, s := range spans {
+		if !s.Resource().Equal(resource.Default()) {
+			t.Fatalf("span %s: resource %v, want resource.Default()", s.Name(), s.Resource())
+		}
+	}
+}
