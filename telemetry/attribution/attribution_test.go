@@ -90,6 +90,9 @@ func checkSum(t *testing.T, w Work) {
 	if sum != w.E2E() {
 		t.Errorf("critical sum %v, want root duration %v", sum, w.E2E())
 	}
+	if !slices.IsSortedFunc(w.Stats, func(a, b KeyStat) int { return compareKeys(a.Key, b.Key) }) {
+		t.Errorf("rows not in key order: %v", w.Stats)
+	}
 }
 
 func TestCriticalPath(t *testing.T) {
@@ -421,13 +424,24 @@ func TestBuilderReuse(t *testing.T) {
 	b := Builder{Reuse: true}
 	var kept []Work // copies, as fn must take them
 	var want []Work
-	for n := range 300 {
-		in := build(fmt.Sprint("r", n), randomUnit(rng, 25))
+	var unit []sp
+	for n := range 600 {
+		// Half the units repeat the last one's shape with other times
+		// (the rows' order is reused when their keys repeat).
+		if n%2 == 0 || unit == nil {
+			unit = randomUnit(rng, 25)
+		} else {
+			for i := 1; i < len(unit); i++ {
+				unit[i].start, unit[i].end = max(unit[i].start+float64(rng.IntN(21)-10), 0), unit[i].end+float64(rng.IntN(21)-10)
+			}
+		}
+		in := build(fmt.Sprint("r", n), unit)
 		fresh, wantDiag := Trees(in)
 		want = append(want, fresh...)
 		got := 0
 		diag := b.EachTree(in, func(w Work) {
 			got++
+			checkSum(t, w)
 			if !reflect.DeepEqual(w, fresh[0]) {
 				t.Fatalf("unit %d: reused builder gives %+v, want %+v", n, w, fresh[0])
 			}

@@ -213,7 +213,9 @@ type treeBuilder struct {
 	unit   []int32   // index in sp of the span's unit root; -1 none
 	depth  []int32   // below the topmost ancestor in the trace
 	state  []uint8
-	kids   [][]int32
+	kidAt  []int32 // span i's children are kid[kidAt[i]:kidAt[i+1]]
+	kid    []int32
+	fill   []int32
 	stack  []int32
 	roots  []int32
 	frames []frame
@@ -249,12 +251,23 @@ func (b *treeBuilder) trace(all []Span, group []int32, fn func(Work), d *Diagnos
 	for _, i := range group {
 		ord = append(ord, idIndex{all[i].SpanID.u64(), i})
 	}
-	slices.SortFunc(ord, func(x, y idIndex) int {
-		if c := cmp.Compare(x.id, y.id); c != 0 {
-			return c
+	if len(ord) <= maxInsertion {
+		// A unit's few spans: an insertion sort, without sort's calls.
+		for a := 1; a < len(ord); a++ {
+			x, b := ord[a], a
+			for ; b > 0 && (ord[b-1].id > x.id || ord[b-1].id == x.id && ord[b-1].i > x.i); b-- {
+				ord[b] = ord[b-1]
+			}
+			ord[b] = x
 		}
-		return cmp.Compare(x.i, y.i)
-	})
+	} else {
+		slices.SortFunc(ord, func(x, y idIndex) int {
+			if c := cmp.Compare(x.id, y.id); c != 0 {
+				return c
+			}
+			return cmp.Compare(x.i, y.i)
+		})
+	}
 	b.ord = ord
 	b.sp, b.ids = slices.Grow(b.sp[:0], len(group)), b.ids[:0]
 	for k, o := range ord {
@@ -314,14 +327,10 @@ func (b *treeBuilder) trace(all []Span, group []int32, fn func(Work), d *Diagnos
 	if attached {
 		b.units()
 	}
-	// Children lists, in span-id order (deterministic).
-	if cap(b.kids) < n {
-		b.kids = make([][]int32, n)
-	}
-	b.kids = b.kids[:n]
-	for i := range b.kids {
-		b.kids[i] = b.kids[i][:0]
-	}
+	// Children lists, in span-id order (deterministic), all in one
+	// slice: span p's are kid[kidAt[p]:kidAt[p+1]].
+	b.kidAt = resize(b.kidAt, n+1)
+	clear(b.kidAt)
 	for i := range b.sp {
 		switch u := b.unit[i]; u {
 		case cyclic:
@@ -335,12 +344,25 @@ func (b *treeBuilder) trace(all []Span, group []int32, fn func(Work), d *Diagnos
 			continue
 		}
 		if p := b.parent[i]; p >= 0 {
-			b.kids[p] = append(b.kids[p], int32(i))
+			b.kidAt[p+1]++
 			if b.sp[i].Name == telemetry.SpanWork {
 				d.Nested++
 			}
 		}
 	}
+	for i := 1; i <= n; i++ {
+		b.kidAt[i] += b.kidAt[i-1]
+	}
+	b.kid = resize(b.kid, int(b.kidAt[n]))
+	fill := resize(b.fill, n) // the next free slot of each parent
+	copy(fill, b.kidAt[:n])
+	for i := range b.sp {
+		if p := b.parent[i]; p >= 0 && b.unit[i] >= 0 { // the spans counted above
+			b.kid[fill[p]] = int32(i)
+			fill[p]++
+		}
+	}
+	b.fill = fill
 	for _, r := range roots {
 		fn(b.work(r, d))
 	}
@@ -455,22 +477,22 @@ func (b *treeBuilder) work(r int32, d *Diagnostics) Work {
 	for len(stack) > 0 {
 		f := stack[len(stack)-1]
 		stack = stack[:len(stack)-1]
-		s := b.sp[f.span]
+		s := &b.sp[f.span]
 		nd := Node{Key: s.Key(), Start: s.Start, End: s.End, Dur: s.Duration(), Parent: f.node}
 		if nd.End < nd.Start {
 			nd.End = nd.Start
 		}
 		if f.node >= 0 {
-			ps := b.sp[b.parent[f.span]]
+			ps := &b.sp[b.parent[f.span]]
 			nd.Far = s.Remote && !ps.Remote || s.Process != ps.Process && s.Process != 0 && ps.Process != 0
-			pn := w.Nodes[f.node]
+			pn := &w.Nodes[f.node]
 			if nd.Far && pn.Key.Phase == telemetry.Send && pn.Parent >= 0 && !pn.Far {
 				nd.Parent = pn.Parent
 			}
 		}
 		me := int32(len(w.Nodes))
 		w.Nodes = append(w.Nodes, nd)
-		kids := b.kids[f.span]
+		kids := b.kid[b.kidAt[f.span]:b.kidAt[f.span+1]]
 		for k := len(kids) - 1; k >= 0; k-- {
 			stack = append(stack, frame{kids[k], me})
 		}
@@ -495,6 +517,9 @@ type tree struct {
 	sc    []int32   // walk's stack of sorted children
 	stats []KeyStat // attribute's, with reuse
 	row   []int32   // attribute's: each phase node's index in stats
+	made  []Key     // sortRows': the last unit's row keys, as made
+	perm  []int32   // and their order: row k is made[perm[k]]
+	spare []KeyStat // sortRows' copy of the rows
 }
 
 func newTree(nodes []Node) *tree {
@@ -736,12 +761,43 @@ func (t *tree) attribute(reuse bool) []KeyStat {
 		}
 		stats[r].Critical += d
 	})
-	slices.SortFunc(stats, func(a, b KeyStat) int { return compareKeys(a.Key, b.Key) })
+	t.sortRows(stats)
 	if reuse {
 		t.stats = stats
 	}
 	return stats
 }
+
+// sortRows puts a unit's rows in compareKeys order. Units of one shape
+// make the same rows in the same order, so the order of the last unit's
+// rows is kept and reused when the keys repeat (compared as strings whose
+// bytes are mostly shared, so mostly as pointers). The row of time no
+// phase owns, when there is one, was made last and stays last.
+func (t *tree) sortRows(stats []KeyStat) {
+	if n := len(stats); n > 0 && !stats[n-1].Key.Phase.Valid() {
+		stats = stats[:n-1]
+	}
+	same := len(stats) == len(t.made)
+	for i := 0; same && i < len(stats); i++ {
+		same = stats[i].Key == t.made[i]
+	}
+	if !same {
+		t.made = t.made[:0]
+		t.perm = t.perm[:0]
+		for i, s := range stats {
+			t.made = append(t.made, s.Key)
+			t.perm = append(t.perm, int32(i))
+		}
+		slices.SortFunc(t.perm, func(a, b int32) int { return compareKeys(stats[a].Key, stats[b].Key) })
+	}
+	t.spare = append(t.spare[:0], stats...)
+	for k, i := range t.perm {
+		stats[k] = t.spare[i]
+	}
+}
+
+// maxInsertion: at most this many elements are sorted by insertion.
+const maxInsertion = 16
 
 // walk attributes node i's window by the last-finishing-child walk (Jaeger
 // UI, CRISP): from the end of the window, the child that finished last
@@ -766,13 +822,26 @@ func (t *tree) walk(i, owner int32, emit func(node, owner int32, d time.Duration
 	nk := len(t.sc) - base
 	// Latest end first; among equal ends the later start (the replay
 	// breaks ties the same way).
-	if nk > 1 {
-		slices.SortStableFunc(t.sc[base:], func(a, b int32) int {
+	if kids := t.sc[base:]; nk > maxInsertion {
+		slices.SortStableFunc(kids, func(a, b int32) int {
 			if c := cmp.Compare(t.nodes[b].End, t.nodes[a].End); c != 0 {
 				return c
 			}
 			return cmp.Compare(t.nodes[b].Start, t.nodes[a].Start)
 		})
+	} else {
+		for a := 1; a < nk; a++ {
+			x, b := kids[a], a
+			xn := &t.nodes[x]
+			for ; b > 0; b-- {
+				yn := &t.nodes[kids[b-1]]
+				if xn.End < yn.End || xn.End == yn.End && xn.Start <= yn.Start {
+					break
+				}
+				kids[b] = kids[b-1]
+			}
+			kids[b] = x
+		}
 	}
 	cursor := n.End
 	for k := range nk {

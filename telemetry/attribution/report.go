@@ -104,7 +104,8 @@ func (a *Accumulator) Add(w Work) {
 
 func (a *Accumulator) row(k Key) *rowSum {
 	for _, kr := range a.recent {
-		if kr.key == k {
+		// Phase and direction first: most keys differ there.
+		if kr.key.Phase == k.Phase && kr.key.Direction == k.Direction && kr.key.Component == k.Component {
 			return kr.row
 		}
 	}

@@ -40,3 +40,41 @@ func TestSketchAccuracy(t *testing.T) {
 		})
 	}
 }
+
+// The table-driven sketchBucket agrees with its definition,
+// sketchBucketLog, on every slot's ends, around every bucket boundary the
+// table holds, on random durations over the whole range, and past the
+// table.
+func TestSketchBucketTable(t *testing.T) {
+	check := func(d time.Duration) {
+		t.Helper()
+		if got, want := sketchBucket(d), sketchBucketLog(d); got != want {
+			t.Fatalf("sketchBucket(%d) = %d, sketchBucketLog = %d", d, got, want)
+		}
+	}
+	for i, s := range sketchSlots() {
+		n := slotMinLen + i>>slotBits
+		lo := int64(1<<slotBits|i&(1<<slotBits-1)) << (n - 1 - slotBits)
+		hi := lo + 1<<(n-1-slotBits)
+		check(time.Duration(lo))
+		check(time.Duration(hi - 1))
+		if s.next != math.MaxInt64 {
+			if s.next <= lo || s.next >= hi {
+				t.Fatalf("slot %d [%d, %d): boundary %d outside it", i, lo, hi, s.next)
+			}
+			for d := max(s.next-3, lo); d <= min(s.next+3, hi-1); d++ {
+				check(time.Duration(d))
+			}
+		}
+	}
+	for d := time.Duration(1); d < 1<<16; d++ {
+		check(d)
+	}
+	rng := rand.New(rand.NewPCG(7, 8))
+	for range 1_000_000 {
+		check(time.Duration(math.Exp(rng.Float64() * math.Log(math.MaxInt64))))
+	}
+	for _, d := range []time.Duration{1<<52 - 1, 1 << 52, 1<<62 + 12345, math.MaxInt64} {
+		check(d)
+	}
+}
