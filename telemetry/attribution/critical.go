@@ -511,15 +511,15 @@ func (b *treeBuilder) work(r int32, d *Diagnostics) Work {
 // tree is a unit's nodes with children lists. Its slices are reused by
 // reset: a treeBuilder keeps one for all its units.
 type tree struct {
-	nodes []Node
-	first []int32 // node i's children are kid[first[i]:first[i+1]], in index order
-	kid   []int32
-	sc    []int32   // walk's stack of sorted children
-	stats []KeyStat // attribute's, with reuse
-	row   []int32   // attribute's: each phase node's index in stats
-	made  []Key     // sortRows': the last unit's row keys, as made
-	perm  []int32   // and their order: row k is made[perm[k]]
-	spare []KeyStat // sortRows' copy of the rows
+	nodes  []Node
+	first  []int32 // node i's children are kid[first[i]:first[i+1]], in index order
+	kid    []int32
+	sc     []int32   // walk's stack of sorted children
+	stats  []KeyStat // attribute's, with reuse
+	row    []int32   // attribute's: each phase node's index in stats
+	sorted []Key     // sortRows': the last unit's row keys, sorted
+	slot   []int32   // sortRows': each row's place in sorted
+	spare  []KeyStat // sortRows' copy of the rows
 }
 
 func newTree(nodes []Node) *tree {
@@ -769,30 +769,46 @@ func (t *tree) attribute(reuse bool) []KeyStat {
 }
 
 // sortRows puts a unit's rows in compareKeys order. Units of one shape
-// make the same rows in the same order, so the order of the last unit's
-// rows is kept and reused when the keys repeat (compared as strings whose
-// bytes are mostly shared, so mostly as pointers). The row of time no
-// phase owns, when there is one, was made last and stays last.
+// have the same rows, though not made in the same order (a node's
+// children are in span-id order, and ids are random), so the last unit's
+// sorted keys are kept: when this unit's keys are the same set, each row
+// goes to its key's place, found by comparing keys (strings whose bytes
+// are mostly shared, so mostly as pointers), and nothing is sorted. The
+// row of time no phase owns, when there is one, was made last and stays
+// last.
 func (t *tree) sortRows(stats []KeyStat) {
 	if n := len(stats); n > 0 && !stats[n-1].Key.Phase.Valid() {
 		stats = stats[:n-1]
 	}
-	same := len(stats) == len(t.made)
-	for i := 0; same && i < len(stats); i++ {
-		same = stats[i].Key == t.made[i]
-	}
-	if !same {
-		t.made = t.made[:0]
-		t.perm = t.perm[:0]
-		for i, s := range stats {
-			t.made = append(t.made, s.Key)
-			t.perm = append(t.perm, int32(i))
+	if len(stats) == len(t.sorted) && len(stats) <= maxInsertion {
+		t.spare = append(t.spare[:0], stats...)
+		t.slot = t.slot[:0]
+		for _, st := range t.spare {
+			k, at := st.Key, -1
+			for j, sk := range t.sorted {
+				if sk.Phase == k.Phase && sk.Direction == k.Direction && sk.Component == k.Component {
+					at = j
+					break
+				}
+			}
+			if at < 0 {
+				break
+			}
+			t.slot = append(t.slot, int32(at))
 		}
-		slices.SortFunc(t.perm, func(a, b int32) int { return compareKeys(stats[a].Key, stats[b].Key) })
+		// Rows are distinct, so as many found as there are rows is a
+		// one-to-one match.
+		if len(t.slot) == len(stats) {
+			for i, j := range t.slot {
+				stats[j] = t.spare[i]
+			}
+			return
+		}
 	}
-	t.spare = append(t.spare[:0], stats...)
-	for k, i := range t.perm {
-		stats[k] = t.spare[i]
+	slices.SortFunc(stats, func(a, b KeyStat) int { return compareKeys(a.Key, b.Key) })
+	t.sorted = t.sorted[:0]
+	for _, st := range stats {
+		t.sorted = append(t.sorted, st.Key)
 	}
 }
 
