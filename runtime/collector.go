@@ -49,8 +49,9 @@ type collector struct {
 	onDiag func(attribution.Diagnostics) // each trace's, after its units; may be nil
 
 	mu     sync.Mutex
-	traces map[trace.TraceID][]attribution.Span
-	free   [][]attribution.Span // emptied span slices, for reuse
+	traces map[trace.TraceID]*[]attribution.Span // appended to in place: one lookup per span
+	free   [][]attribution.Span                  // emptied span slices, for reuse
+	boxes  []*[]attribution.Span                 // traces' emptied values, for reuse
 
 	// The hand-off, guarded by qmu.
 	qmu       sync.Mutex
@@ -91,7 +92,7 @@ func newCollector(onWork func(attribution.Work), onDiag func(attribution.Diagnos
 	c := &collector{
 		onWork: onWork,
 		onDiag: onDiag,
-		traces: map[trace.TraceID][]attribution.Span{},
+		traces: map[trace.TraceID]*[]attribution.Span{},
 		wake:   make(chan struct{}, 1),
 		hurry:  make(chan struct{}, 1),
 		done:   make(chan struct{}),
@@ -111,7 +112,14 @@ func (c *collector) track(id trace.TraceID) {
 		} else {
 			spans = make([]attribution.Span, 0, spansPerUnit)
 		}
-		c.traces[id] = spans
+		var box *[]attribution.Span
+		if n := len(c.boxes); n > 0 {
+			box, c.boxes = c.boxes[n-1], c.boxes[:n-1]
+		} else {
+			box = new([]attribution.Span)
+		}
+		*box = spans
+		c.traces[id] = box
 	}
 	c.mu.Unlock()
 }
@@ -119,11 +127,22 @@ func (c *collector) track(id trace.TraceID) {
 // forget drops a trace whose root never ended normally (not sampled).
 func (c *collector) forget(id trace.TraceID) {
 	c.mu.Lock()
-	if spans, ok := c.traces[id]; ok {
+	if box, ok := c.traces[id]; ok {
 		delete(c.traces, id)
-		c.recycleLocked(spans)
+		c.recycleLocked(c.unboxLocked(box))
 	}
 	c.mu.Unlock()
+}
+
+// unboxLocked returns a trace's spans and keeps its box for reuse. mu is
+// held.
+func (c *collector) unboxLocked(box *[]attribution.Span) []attribution.Span {
+	spans := *box
+	*box = nil
+	if len(c.boxes) < maxFree {
+		c.boxes = append(c.boxes, box)
+	}
+	return spans
 }
 
 func (c *collector) recycleLocked(spans []attribution.Span) {
@@ -137,8 +156,8 @@ func (c *collector) recycleLocked(spans []attribution.Span) {
 // flight. None of them may be a root.
 func (c *collector) add(id trace.TraceID, spans []attribution.Span) {
 	c.mu.Lock()
-	if kept, ok := c.traces[id]; ok {
-		c.traces[id] = append(kept, spans...)
+	if box, ok := c.traces[id]; ok {
+		*box = append(*box, spans...)
 	}
 	c.mu.Unlock()
 }
@@ -182,18 +201,18 @@ func (c *collector) OnEnd(s sdktrace.ReadOnlySpan) { c.ended(attribution.FromSDK
 func (c *collector) ended(sp attribution.Span) {
 	id := trace.TraceID(sp.TraceID)
 	c.mu.Lock()
-	spans, ok := c.traces[id]
+	box, ok := c.traces[id]
 	if !ok {
 		c.mu.Unlock()
 		return // not a unit's trace, or already accounted
 	}
-	spans = append(spans, sp)
+	*box = append(*box, sp)
 	if sp.Name != telemetry.SpanWork || !sp.ParentID.IsZero() {
-		c.traces[id] = spans
 		c.mu.Unlock()
 		return
 	}
 	delete(c.traces, id)
+	spans := c.unboxLocked(box)
 	c.mu.Unlock()
 
 	c.qmu.Lock()

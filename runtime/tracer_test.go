@@ -31,7 +31,10 @@ import (
 func keptSpans(c *collector, id trace.TraceID) []attribution.Span {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return slices.Clone(c.traces[id])
+	if box := c.traces[id]; box != nil {
+		return slices.Clone(*box)
+	}
+	return nil
 }
 
 // TestAccountingTracerSpans: the accountingTracer's spans reach the
