@@ -33,9 +33,7 @@ import (
 // happens on the accounting goroutine. Waking that goroutine costs more
 // than accounting a unit, so it is not woken per unit: the first unit
 // handed to it while it is idle wakes it, and it lets the units of the
-// next gatherDelay gather before it takes them all in one pass, yielding
-// its thread after each unit (runtime.Gosched) so that a batch does not
-// keep a goroutine of the measured work from running. The
+// next gatherDelay gather before it takes them all in one pass. The
 // hand-off is bounded: when maxQueuedUnits units wait, the goroutine
 // ending a root waits, and no unit is dropped. flush waits until every
 // root ended before it has been accounted (without the gathering delay);
