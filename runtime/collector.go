@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/binary"
 	mrand "math/rand/v2"
-	goruntime "runtime"
 	"sync"
 	"time"
 
@@ -288,11 +287,6 @@ func (c *collector) account() {
 			c.accountUnit(&b, spans)
 			clear(spans) // drop the strings the spans hold
 			c.recycle(spans)
-			// Let a goroutine of the work being measured that waits for
-			// a thread run before the next unit: a batch holds a thread
-			// for up to a few hundred µs, longer than the phases it
-			// delays.
-			goruntime.Gosched()
 		}
 		clear(took) // drop the slices, now recycled
 		c.qmu.Lock()
