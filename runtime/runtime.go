@@ -245,6 +245,7 @@ type Runtime struct {
 	rt, rtChunk, hostComp *telemetry.Component
 	tracer                trace.Tracer
 	own                   telemetry.PhaseTracer // the runtime's own tracer, when it is the run's
+	phaseTP               telemetry.PhaseTracer // own, or the run's provider's (telemetry.PhaseTracerOf); nil: the OTel API
 
 	queue    chan *unit
 	stopping chan struct{}      // closed when no more work is accepted
@@ -425,6 +426,10 @@ func (r *Runtime) instrument(cfg Config) (tp trace.TracerProvider, mp metric.Met
 		}
 	}
 	r.tracer = r.rt.Tracer()
+	r.phaseTP = r.own
+	if r.phaseTP == nil {
+		r.phaseTP = telemetry.PhaseTracerOf(tp)
+	}
 
 	return tp, mp, ipcComp, chunkComp, nil
 }
@@ -789,7 +794,7 @@ func (r *Runtime) runTask(ctx context.Context, u *unit) (string, error) {
 	// its own span beside it, so the gaps between the ipc phases of both
 	// processes (kernel transit, wake-ups) are not charged to dispatch.
 	r.endDispatch(u)
-	hctx, hs := startHostSpan(ctx, r.own, r.tracer, h.id, h.pid)
+	hctx, hs := startHostSpan(ctx, r.phaseTP, r.tracer, h.id, h.pid)
 	sendStart := time.Now()
 	in, err := h.run(hctx, cfg, r.set.TaskTimeout)
 	r.pool.release(h)
@@ -841,10 +846,11 @@ func (r *Runtime) runTask(ctx context.Context, u *unit) (string, error) {
 }
 
 // startHostSpan starts the runtime.host span of a round trip on the host
-// with id and pid: with the runtime's own tracer (own) if it is the
-// run's, else with tracer. Through own it is started without options
-// (they allocate), and the host's attributes are set only if own's spans
-// are exported (nothing else reads them).
+// with id and pid: through the run's PhaseTracer (own: the runtime's own
+// tracer, or the no-op provider's) if it has one, else with tracer.
+// Through own it is started without options (they allocate), and the
+// host's attributes are set only if own's spans are exported (nothing
+// else reads them).
 func startHostSpan(ctx context.Context, own telemetry.PhaseTracer, tracer trace.Tracer, id, pid int) (context.Context, trace.Span) {
 	if own != nil {
 		ctx, s := own.StartPhaseSpan(ctx, SpanHost, "", 0, telemetry.None, time.Now())

@@ -110,6 +110,16 @@ const (
 
 var outcomeNames = [...]string{"ok", "failed", "cancelled"}
 
+// outcomeAttrs holds each outcome's amdahl.outcome attribute as a slice
+// of one: WorkSpan.End hands it to SetAttributes as it is (a slice made
+// at the call would be allocated, since the span is an interface).
+var outcomeAttrs = func() (a [len(outcomeNames)][]attribute.KeyValue) {
+	for o, name := range outcomeNames {
+		a[o] = []attribute.KeyValue{AttrOutcome.String(name)}
+	}
+	return a
+}()
+
 // String returns "ok", "failed" or "cancelled".
 func (o Outcome) String() string {
 	if int(o) < len(outcomeNames) {
@@ -206,7 +216,7 @@ func NewComponent(name string, cfg ComponentConfig) (*Component, error) {
 		tracer: cfg.TracerProvider.Tracer(ScopeName, trace.WithInstrumentationVersion(Version)),
 		labels: cfg.PhaseLabels,
 	}
-	c.fast, _ = cfg.TracerProvider.(PhaseTracer)
+	c.fast = PhaseTracerOf(cfg.TracerProvider)
 	c.fastAttrs = c.fast != nil && c.fast.PhaseAttributes()
 	_, noMetrics := cfg.MeterProvider.(metricnoop.MeterProvider)
 	c.metrics = !noMetrics
@@ -666,7 +676,7 @@ func (w WorkSpan) End(o Outcome, err error) time.Duration {
 	if int(o) >= len(outcomeNames) {
 		o = Failed
 	}
-	w.span.SetAttributes(AttrOutcome.String(o.String()))
+	w.span.SetAttributes(outcomeAttrs[o]...)
 	w.c.endSpan(w.span, now, err)
 	if w.c.metrics {
 		w.c.workHist.Record(w.ctx, d.Seconds(), w.c.workMetric[o])

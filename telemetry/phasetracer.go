@@ -6,6 +6,7 @@ import (
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
 )
 
 // PhaseTracer is a trace.TracerProvider that also takes phase spans whole:
@@ -38,3 +39,49 @@ type PhaseTracer interface {
 	// error; when false it leaves them out, as only exporters read them.
 	PhaseAttributes() bool
 }
+
+// PhaseTracerOf returns the PhaseTracer a Component built on tp takes its
+// phase spans through: tp itself if it is one; for the OTel API's no-op
+// provider (trace/noop, as otelsetup gives with OTEL_SDK_DISABLED=true),
+// one that makes no span and no context, since a no-op span would record
+// nothing; nil for any other provider (its spans are made with the OTel
+// API).
+func PhaseTracerOf(tp trace.TracerProvider) PhaseTracer {
+	switch tp := tp.(type) {
+	case PhaseTracer:
+		return tp
+	case noop.TracerProvider:
+		return offTracer{tp}
+	}
+	return nil
+}
+
+// offTracer is the PhaseTracer of the no-op provider: it returns what the
+// no-op tracer's Start returns, without a new context where the no-op
+// tracer's would carry the same span context as the caller's. A caller's
+// span that does not record (none, a remote parent, a no-op span) is
+// returned as the phase's span with the caller's context, as the no-op
+// tracer does for a non-recording parent; a recording one (of another
+// provider) takes the no-op tracer's Start, which carries its span
+// context in a non-recording span. Ending or recording a span does
+// nothing.
+type offTracer struct{ noop.TracerProvider }
+
+// StartPhaseSpan implements PhaseTracer.
+func (t offTracer) StartPhaseSpan(ctx context.Context, name, _ string, _ Phase, _ Direction, _ time.Time) (context.Context, trace.Span) {
+	if span := trace.SpanFromContext(ctx); !span.IsRecording() {
+		return ctx, span
+	}
+	return t.Tracer("").Start(ctx, name)
+}
+
+// EndPhaseSpan implements PhaseTracer: a no-op span has nothing to end,
+// and a caller's span returned as the phase's is the caller's to end.
+func (offTracer) EndPhaseSpan(trace.Span, time.Time) {}
+
+// RecordPhaseSpan implements PhaseTracer: nothing to record.
+func (offTracer) RecordPhaseSpan(context.Context, string, string, Phase, Direction, time.Time, time.Time, []attribute.KeyValue) {
+}
+
+// PhaseAttributes implements PhaseTracer: nothing reads the attributes.
+func (offTracer) PhaseAttributes() bool { return false }

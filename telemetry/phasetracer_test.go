@@ -180,3 +180,85 @@ func TestPhaseTracerExports(t *testing.T) {
 		t.Errorf("failed leaf: status %v, events %v; want Error and an exception event", failed.Status(), failed.Events())
 	}
 }
+
+// TestOffTracer: a Component on the no-op TracerProvider (what
+// OTEL_SDK_DISABLED gives) makes no span and allocates nothing, and every
+// call returns what the no-op tracer's Start would: the same span context
+// in the returned context and span, recording neither, whatever the
+// caller's context holds (nothing, a remote parent, a recording span of
+// another provider, a sampled-out one).
+func TestOffTracer(t *testing.T) {
+	tp := tracenoop.NewTracerProvider()
+	if _, ok := PhaseTracerOf(tp).(offTracer); !ok {
+		t.Fatalf("PhaseTracerOf(no-op provider) = %T, want the off tracer", PhaseTracerOf(tp))
+	}
+	c, err := NewComponent("ipc", ComponentConfig{TracerProvider: tp, MeterProvider: metricnoop.NewMeterProvider()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sdk := sdktrace.NewTracerProvider()
+	t.Cleanup(func() { _ = sdk.Shutdown(context.Background()) })
+	recording, recSpan := sdk.Tracer("t").Start(context.Background(), "parent")
+	defer recSpan.End()
+	sampledOut, soSpan := sdktrace.NewTracerProvider(sdktrace.WithSampler(sdktrace.NeverSample())).Tracer("t").Start(context.Background(), "parent")
+	defer soSpan.End()
+	remote := trace.ContextWithRemoteSpanContext(context.Background(), trace.NewSpanContext(trace.SpanContextConfig{
+		TraceID: trace.TraceID{1}, SpanID: trace.SpanID{2}, TraceFlags: trace.FlagsSampled, Remote: true}))
+	noopT := tp.Tracer(ScopeName)
+	for _, tc := range []struct {
+		name string
+		ctx  context.Context
+	}{{"no parent", context.Background()}, {"root marker", trace.ContextWithSpanContext(context.Background(), trace.SpanContext{})},
+		{"remote parent", remote}, {"recording parent", recording}, {"sampled-out parent", sampledOut}} {
+		t.Run(tc.name, func(t *testing.T) {
+			wantCtx, wantSpan := noopT.Start(tc.ctx, "x")
+			check := func(what string, ctx context.Context, span trace.Span) {
+				t.Helper()
+				if got, want := trace.SpanContextFromContext(ctx), trace.SpanContextFromContext(wantCtx); !got.Equal(want) {
+					t.Errorf("%s: context carries %v, the no-op tracer's %v", what, got, want)
+				}
+				if trace.SpanFromContext(ctx).IsRecording() {
+					t.Errorf("%s: the context's span records", what)
+				}
+				if span != nil && (span.IsRecording() || !span.SpanContext().Equal(wantSpan.SpanContext())) {
+					t.Errorf("%s: span %v recording %v, the no-op tracer's %v", what, span.SpanContext(), span.IsRecording(), wantSpan.SpanContext())
+				}
+			}
+			ctx, ph := c.StartPhase(tc.ctx, Send, Request)
+			check("StartPhase", ctx, ph.Span())
+			ph.End()
+			ctx, ph = c.StartDetached(tc.ctx, Dispatch, None)
+			check("StartDetached", ctx, ph.Span())
+			ph.Fail(errors.New("boom"))
+			ctx, w := c.StartWork(tc.ctx, AttrWorkID.String("u1"))
+			check("StartWork", ctx, w.Span())
+			w.End(Failed, errors.New("boom"))
+			if !recSpan.IsRecording() {
+				t.Fatal("a phase ended the caller's span")
+			}
+		})
+	}
+	ctx := remote
+	t0 := time.Unix(100, 0)
+	if n := testing.AllocsPerRun(100, func() {
+		wctx, w := c.StartWork(ctx)
+		dctx, disp := c.StartDetached(wctx, Dispatch, None)
+		pctx, ph := c.StartPhase(dctx, Send, Request)
+		leaf := c.StartLeaf(pctx, Serialize, Request)
+		leaf.End()
+		ph.End()
+		c.RecordSpan(pctx, Receive, Reply, t0, t0)
+		disp.End()
+		w.End(OK, nil)
+	}); n != 0 {
+		t.Errorf("a unit's phases allocate %v times with the no-op provider, want 0", n)
+	}
+	// Span-only attributes: only the caller's variadic slice, one a call.
+	if n := testing.AllocsPerRun(100, func() {
+		leaf := c.StartLeaf(ctx, Serialize, Request)
+		leaf.EndWith(AttrBytes.Int(100))
+		c.RecordSpan(ctx, Receive, Reply, t0, t0, AttrRemote.Bool(true))
+	}); n > 2 {
+		t.Errorf("two phases with an attribute each allocate %v times with the no-op provider, want at most 2", n)
+	}
+}
