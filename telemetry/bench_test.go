@@ -9,7 +9,9 @@ import (
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
+	metricnoop "go.opentelemetry.io/otel/metric/noop"
 	"go.opentelemetry.io/otel/trace"
+	tracenoop "go.opentelemetry.io/otel/trace/noop"
 
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
@@ -41,6 +43,21 @@ func BenchmarkPhase(b *testing.B) {
 		for i := 0; i < b.N; i++ {
 			_, ph := c.StartPhase(ctx, Serialize, Request)
 			ph.End()
+		}
+	})
+	// The OTel API's no-op providers, as OTEL_SDK_DISABLED=true gives
+	// them: a Component that exists but records nothing.
+	b.Run("noop-providers", func(b *testing.B) {
+		c, err := NewComponent("ipc", ComponentConfig{TracerProvider: tracenoop.NewTracerProvider(), MeterProvider: metricnoop.NewMeterProvider(),
+			Attributes: []attribute.KeyValue{AttrTransport.String("ipc")}})
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.ReportAllocs()
+		for b.Loop() {
+			_, ph := c.StartPhase(ctx, Serialize, Request)
+			ph.End()
+			c.StartLeaf(ctx, Send, Request).End()
 		}
 	})
 	for _, mode := range []struct {
