@@ -167,4 +167,12 @@
 // its span is made whole when it ends, the same span through the SDK, and
 // through a PhaseTracer no span object or context at all. ipc's serialize
 // and send and the runtime's queue wait are leaves.
+//
+// On the OTel API's no-op TracerProvider (trace/noop: otelsetup's with
+// OTEL_SDK_DISABLED=true) a Component makes no span and allocates nothing
+// for a phase (PhaseTracerOf; TestOffTracer): it returns what the no-op
+// tracer would, the caller's context and span where that span does not
+// record, so an incoming trace context still passes through. It still
+// reads the clock for the durations its End returns
+// (BenchmarkPhase/noop-providers).
 package telemetry
