@@ -4,6 +4,7 @@ import (
 	"math"
 	"math/bits"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -30,20 +31,25 @@ var sketchLogGamma = math.Log(sketchGamma)
 
 // sketchBucket returns the bucket of d > 0: ⌈log_γ d⌉, as
 // sketchBucketLog computes it, without a logarithm for d below
-// 1<<slotMaxLen (about 52 days). The leading bit of d and the slotBits
-// bits after it pick a slot whose values differ by a ratio of at most
-// 65/64 < γ, so a slot holds at most one bucket boundary: its first
+// 1<<slotMaxLen ns (about 4.6 minutes). The leading bit of d and the
+// slotBits bits after it pick a slot whose values differ by a ratio of at
+// most 65/64 < γ, so a slot holds at most one bucket boundary: its first
 // bucket and that boundary are looked up. Both were computed with
 // sketchBucketLog itself, so the two functions agree on every value
-// (TestSketchBucketTable).
+// (TestSketchBucketTable). The table is 16 KiB, so that a run's few
+// hundred slots in use stay in the core's cache.
 func sketchBucket(d time.Duration) int {
 	n := bits.Len64(uint64(d))
 	if n > slotMaxLen || n < slotMinLen {
 		return sketchBucketLog(d)
 	}
+	t := slotTable.Load()
+	if t == nil {
+		t = buildSlots()
+	}
 	sh := n - 1 - slotBits
-	s := &sketchSlots()[(n-slotMinLen)<<slotBits|int(uint64(d)>>sh)&(1<<slotBits-1)]
-	if int64(d) >= s.next {
+	s := t[(n-slotMinLen)<<slotBits|int(uint64(d)>>sh)&(1<<slotBits-1)]
+	if uint64(d)&(1<<sh-1) >= uint64(s.next) {
 		return int(s.bucket) + 1
 	}
 	return int(s.bucket)
@@ -55,46 +61,58 @@ func sketchBucketLog(d time.Duration) int {
 }
 
 // The slots of sketchBucket: values whose leading bit is bit n-1, for
-// slotMinLen ≤ n ≤ slotMaxLen, in 1<<slotBits slots per power of two.
+// slotMinLen ≤ n ≤ slotMaxLen, in 1<<slotBits slots per power of two. A
+// slot's values are lo to lo+2^(n-1-slotBits)-1, so an offset in it fits
+// 31 bits.
 const (
 	slotBits   = 6
 	slotMinLen = 8 // bits.Len64(exactBelow)
-	slotMaxLen = 52
+	slotMaxLen = 38
+	numSlots   = (slotMaxLen - slotMinLen + 1) << slotBits
+	noBoundary = math.MaxUint32 // above every offset in a slot
 )
 
-// sketchSlot: the slot's values below next are in bucket, the others in
-// bucket+1.
+// sketchSlot: the slot's values whose offset in the slot is below next
+// are in bucket, the others in bucket+1.
 type sketchSlot struct {
-	bucket int32
-	next   int64
+	bucket uint32
+	next   uint32
 }
 
-// sketchSlots is built on first use (2,880 slots, about 45 KiB).
-var sketchSlots = sync.OnceValue(func() []sketchSlot {
-	slots := make([]sketchSlot, (slotMaxLen-slotMinLen+1)<<slotBits)
-	for n := slotMinLen; n <= slotMaxLen; n++ {
-		for j := range 1 << slotBits {
-			lo := int64(1<<slotBits|j) << (n - 1 - slotBits)
-			hi := lo + 1<<(n-1-slotBits) // exclusive
-			b := sketchBucketLog(time.Duration(lo))
-			s := sketchSlot{bucket: int32(b), next: math.MaxInt64}
-			if sketchBucketLog(time.Duration(hi-1)) > b {
-				// The first value past γ^b, then corrected against
-				// sketchBucketLog's own rounding.
-				next := min(max(int64(math.Floor(math.Pow(sketchGamma, float64(b))))+1, lo+1), hi-1)
-				for next > lo+1 && sketchBucketLog(time.Duration(next-1)) > b {
-					next--
+var (
+	slotTable atomic.Pointer[[numSlots]sketchSlot]
+	slotOnce  sync.Once
+)
+
+// buildSlots makes the table once (1,984 slots) and returns it.
+func buildSlots() *[numSlots]sketchSlot {
+	slotOnce.Do(func() {
+		t := new([numSlots]sketchSlot)
+		for n := slotMinLen; n <= slotMaxLen; n++ {
+			for j := range 1 << slotBits {
+				lo := int64(1<<slotBits|j) << (n - 1 - slotBits)
+				hi := lo + 1<<(n-1-slotBits) // exclusive
+				b := sketchBucketLog(time.Duration(lo))
+				s := sketchSlot{bucket: uint32(b), next: noBoundary}
+				if sketchBucketLog(time.Duration(hi-1)) > b {
+					// The first value past γ^b, then corrected against
+					// sketchBucketLog's own rounding.
+					next := min(max(int64(math.Floor(math.Pow(sketchGamma, float64(b))))+1, lo+1), hi-1)
+					for next > lo+1 && sketchBucketLog(time.Duration(next-1)) > b {
+						next--
+					}
+					for sketchBucketLog(time.Duration(next)) == b {
+						next++
+					}
+					s.next = uint32(next - lo)
 				}
-				for sketchBucketLog(time.Duration(next)) == b {
-					next++
-				}
-				s.next = next
+				t[(n-slotMinLen)<<slotBits|j] = s
 			}
-			slots[(n-slotMinLen)<<slotBits|j] = s
 		}
-	}
-	return slots
-})
+		slotTable.Store(t)
+	})
+	return slotTable.Load()
+}
 
 // Add records one duration.
 func (s *Sketch) Add(d time.Duration) {

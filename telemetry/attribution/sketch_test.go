@@ -52,17 +52,18 @@ func TestSketchBucketTable(t *testing.T) {
 			t.Fatalf("sketchBucket(%d) = %d, sketchBucketLog = %d", d, got, want)
 		}
 	}
-	for i, s := range sketchSlots() {
+	for i, s := range buildSlots() {
 		n := slotMinLen + i>>slotBits
 		lo := int64(1<<slotBits|i&(1<<slotBits-1)) << (n - 1 - slotBits)
 		hi := lo + 1<<(n-1-slotBits)
 		check(time.Duration(lo))
 		check(time.Duration(hi - 1))
-		if s.next != math.MaxInt64 {
-			if s.next <= lo || s.next >= hi {
-				t.Fatalf("slot %d [%d, %d): boundary %d outside it", i, lo, hi, s.next)
+		if s.next != noBoundary {
+			next := lo + int64(s.next)
+			if next <= lo || next >= hi {
+				t.Fatalf("slot %d [%d, %d): boundary %d outside it", i, lo, hi, next)
 			}
-			for d := max(s.next-3, lo); d <= min(s.next+3, hi-1); d++ {
+			for d := max(next-3, lo); d <= min(next+3, hi-1); d++ {
 				check(time.Duration(d))
 			}
 		}
@@ -74,7 +75,7 @@ func TestSketchBucketTable(t *testing.T) {
 	for range 1_000_000 {
 		check(time.Duration(math.Exp(rng.Float64() * math.Log(math.MaxInt64))))
 	}
-	for _, d := range []time.Duration{1<<52 - 1, 1 << 52, 1<<62 + 12345, math.MaxInt64} {
+	for _, d := range []time.Duration{1<<slotMaxLen - 1, 1 << slotMaxLen, 1<<52 - 1, 1<<62 + 12345, math.MaxInt64} {
 		check(d)
 	}
 }
