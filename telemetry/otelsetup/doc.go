@@ -110,7 +110,10 @@
 // UnregisterSpanProcessor do nothing. Attribution sees no spans then: a
 // runtime registers its attribution processor through RegisterSpanProcessor,
 // so with the SDK disabled its summary has units but no phase rows. That is
-// expected: it is how to measure the program without telemetry.
+// expected: it is how to measure the program without telemetry. A
+// telemetry.Component on these providers makes no span and no record and
+// allocates nothing for a phase (telemetry.PhaseTracerOf), so such a run
+// pays for telemetry only the clock reads of the durations it measures.
 // WithSpanProcessor's processors and WithMetricReader's readers are not used
 // but are shut down by Shutdown, as the providers would have.
 //
