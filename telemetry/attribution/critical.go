@@ -253,9 +253,11 @@ func (b *treeBuilder) trace(all []Span, group []int32, fn func(Work), d *Diagnos
 	}
 	if len(ord) <= maxInsertion {
 		// A unit's few spans: an insertion sort, without sort's calls.
+		// It is stable and group is in input order, so equal ids stay in
+		// input order without comparing indexes.
 		for a := 1; a < len(ord); a++ {
 			x, b := ord[a], a
-			for ; b > 0 && (ord[b-1].id > x.id || ord[b-1].id == x.id && ord[b-1].i > x.i); b-- {
+			for ; b > 0 && ord[b-1].id > x.id; b-- {
 				ord[b] = ord[b-1]
 			}
 			ord[b] = x
@@ -812,7 +814,9 @@ func (t *tree) sortRows(stats []KeyStat) {
 	}
 }
 
-// maxInsertion: at most this many elements are sorted by insertion.
+// maxInsertion: at most this many elements are sorted by insertion, and
+// at most this many rows are matched key by key in sortRows (both are
+// quadratic; a unit of the built-in scenarios has fewer).
 const maxInsertion = 16
 
 // walk attributes node i's window by the last-finishing-child walk (Jaeger
