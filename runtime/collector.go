@@ -28,14 +28,8 @@ import (
 //
 // Ending a span runs on the goroutine of the code being measured, so it
 // only files the few fields attribution needs, as a compact
-// attribution.Span, in its unit's buffer (unitBuf), under that buffer's
-// lock; the tree and critical-path work happens on the accounting
-// goroutine. The runtime's own spans carry their unit's buffer: one
-// collector-wide lock and map taken for every span, as before, were
-// contended by the workers, the ipc readers and the accounting goroutine
-// (a mutex profile of a taskhost run put 16 ms of waiting on it in 20,000
-// units), and the waits cost more than the filing itself
-// (runtime/README.md, "Telemetry cost"). Waking that goroutine costs more
+// attribution.Span, under one lock; the tree and critical-path work
+// happens on the accounting goroutine. Waking that goroutine costs more
 // than accounting a unit, so it is not woken per unit: the first unit
 // handed to it while it is idle wakes it, and it lets the units of the
 // next gatherDelay gather before it takes them all in one pass. The
@@ -55,9 +49,9 @@ type collector struct {
 	onDiag func(attribution.Diagnostics) // each trace's, after its units; may be nil
 
 	mu     sync.Mutex
-	traces map[trace.TraceID]*unitBuf // the units in flight, by trace
-	free   [][]attribution.Span       // emptied span slices, for reuse
-	bufs   []*unitBuf                 // closed buffers, for reuse
+	traces map[trace.TraceID]*[]attribution.Span // appended to in place: one lookup per span
+	free   [][]attribution.Span                  // emptied span slices, for reuse
+	boxes  []*[]attribution.Span                 // traces' emptied values, for reuse
 
 	// The hand-off, guarded by qmu.
 	qmu       sync.Mutex
@@ -98,7 +92,7 @@ func newCollector(onWork func(attribution.Work), onDiag func(attribution.Diagnos
 	c := &collector{
 		onWork: onWork,
 		onDiag: onDiag,
-		traces: map[trace.TraceID]*unitBuf{},
+		traces: map[trace.TraceID]*[]attribution.Span{},
 		wake:   make(chan struct{}, 1),
 		hurry:  make(chan struct{}, 1),
 		done:   make(chan struct{}),
@@ -108,75 +102,47 @@ func newCollector(onWork func(attribution.Work), onDiag func(attribution.Diagnos
 	return c
 }
 
-// unitBuf is one unit's spans as they end. The runtime's own spans
-// carry their unit's (accountingSpan.unit), so filing one takes only this
-// buffer's lock, which nothing but the unit's own spans contends for; the
-// collector's map and lock are for the unit's start and end, and for
-// spans that do not carry it (the SDK's, through OnEnd). A buffer is
-// reused once its unit is handed off: a span that outlives its unit
-// (ended after the root, or twice) finds the buffer closed or holding
-// another trace, and is dropped, as the map lookup would drop it.
-type unitBuf struct {
-	mu     sync.Mutex
-	id     attribution.TraceID
-	spans  []attribution.Span
-	closed bool // handed off or forgotten: no more spans
-}
-
-// track starts collecting the spans of trace id (a unit's root) and
-// returns the unit's buffer, for the spans of the unit to carry (nil if
-// the trace is already tracked).
-func (c *collector) track(id trace.TraceID) *unitBuf {
+// track starts collecting the spans of trace id (a unit's root).
+func (c *collector) track(id trace.TraceID) {
 	c.mu.Lock()
-	defer c.mu.Unlock()
-	if _, ok := c.traces[id]; ok {
-		return nil
+	if _, ok := c.traces[id]; !ok {
+		var spans []attribution.Span
+		if n := len(c.free); n > 0 {
+			spans, c.free = c.free[n-1], c.free[:n-1]
+		} else {
+			spans = make([]attribution.Span, 0, spansPerUnit)
+		}
+		var box *[]attribution.Span
+		if n := len(c.boxes); n > 0 {
+			box, c.boxes = c.boxes[n-1], c.boxes[:n-1]
+		} else {
+			box = new([]attribution.Span)
+		}
+		*box = spans
+		c.traces[id] = box
 	}
-	var spans []attribution.Span
-	if n := len(c.free); n > 0 {
-		spans, c.free = c.free[n-1], c.free[:n-1]
-	} else {
-		spans = make([]attribution.Span, 0, spansPerUnit)
-	}
-	var buf *unitBuf
-	if n := len(c.bufs); n > 0 {
-		buf, c.bufs = c.bufs[n-1], c.bufs[:n-1]
-	} else {
-		buf = new(unitBuf)
-	}
-	buf.mu.Lock()
-	buf.id, buf.spans, buf.closed = attribution.TraceID(id), spans, false
-	buf.mu.Unlock()
-	c.traces[id] = buf
-	return buf
+	c.mu.Unlock()
 }
 
 // forget drops a trace whose root never ended normally (not sampled).
 func (c *collector) forget(id trace.TraceID) {
 	c.mu.Lock()
-	if buf, ok := c.traces[id]; ok {
+	if box, ok := c.traces[id]; ok {
 		delete(c.traces, id)
-		c.recycleLocked(buf.close())
-		c.reuseLocked(buf)
+		c.recycleLocked(c.unboxLocked(box))
 	}
 	c.mu.Unlock()
 }
 
-// close closes the buffer and returns its spans.
-func (b *unitBuf) close() []attribution.Span {
-	b.mu.Lock()
-	spans := b.spans
-	b.spans, b.closed = nil, true
-	b.mu.Unlock()
-	return spans
-}
-
-// reuseLocked keeps a closed buffer, taken out of traces, for reuse. mu
-// is held.
-func (c *collector) reuseLocked(buf *unitBuf) {
-	if len(c.bufs) < maxFree {
-		c.bufs = append(c.bufs, buf)
+// unboxLocked returns a trace's spans and keeps its box for reuse. mu is
+// held.
+func (c *collector) unboxLocked(box *[]attribution.Span) []attribution.Span {
+	spans := *box
+	*box = nil
+	if len(c.boxes) < maxFree {
+		c.boxes = append(c.boxes, box)
 	}
+	return spans
 }
 
 func (c *collector) recycleLocked(spans []attribution.Span) {
@@ -187,22 +153,13 @@ func (c *collector) recycleLocked(spans []attribution.Span) {
 
 // add keeps spans made without the SDK (a task host's phases, from its
 // reply timings) with the other spans of trace id, if it is a unit's in
-// flight: in buf, the unit's buffer, if not nil. None of them may be a
-// root.
-func (c *collector) add(buf *unitBuf, id trace.TraceID, spans []attribution.Span) {
-	if buf == nil {
-		c.mu.Lock()
-		buf = c.traces[id]
-		c.mu.Unlock()
-		if buf == nil {
-			return
-		}
+// flight. None of them may be a root.
+func (c *collector) add(id trace.TraceID, spans []attribution.Span) {
+	c.mu.Lock()
+	if box, ok := c.traces[id]; ok {
+		*box = append(*box, spans...)
 	}
-	buf.mu.Lock()
-	if !buf.closed && buf.id == attribution.TraceID(id) {
-		buf.spans = append(buf.spans, spans...)
-	}
-	buf.mu.Unlock()
+	c.mu.Unlock()
 }
 
 // newTraceID returns a trace id for a root of the accountingTracer:
@@ -236,40 +193,26 @@ func (c *collector) OnStart(context.Context, sdktrace.ReadWriteSpan) {}
 // OnEnd implements sdktrace.SpanProcessor: it keeps the span if its trace
 // is a unit's, and hands the unit's spans to the accounting goroutine when
 // it is the unit's root.
-func (c *collector) OnEnd(s sdktrace.ReadOnlySpan) { c.ended(nil, attribution.FromSDKSpan(s)) }
+func (c *collector) OnEnd(s sdktrace.ReadOnlySpan) { c.ended(attribution.FromSDKSpan(s)) }
 
 // ended keeps an ended span (from the SDK, through OnEnd, or from the
 // runtime's accountingTracer) if its trace is a unit's, and hands the
 // unit's spans to the accounting goroutine when it is the unit's root.
-// buf is the unit's buffer the span carries, or nil: then it is looked
-// up.
-func (c *collector) ended(buf *unitBuf, sp attribution.Span) {
-	if buf == nil {
-		c.mu.Lock()
-		buf = c.traces[trace.TraceID(sp.TraceID)]
+func (c *collector) ended(sp attribution.Span) {
+	id := trace.TraceID(sp.TraceID)
+	c.mu.Lock()
+	box, ok := c.traces[id]
+	if !ok {
 		c.mu.Unlock()
-		if buf == nil {
-			return // not a unit's trace, or already accounted
-		}
+		return // not a unit's trace, or already accounted
 	}
-	buf.mu.Lock()
-	if buf.closed || buf.id != sp.TraceID {
-		buf.mu.Unlock()
-		return // already accounted: the span outlived its unit
-	}
-	buf.spans = append(buf.spans, sp)
+	*box = append(*box, sp)
 	if sp.Name != telemetry.SpanWork || !sp.ParentID.IsZero() {
-		buf.mu.Unlock()
+		c.mu.Unlock()
 		return
 	}
-	spans := buf.spans
-	buf.spans, buf.closed = nil, true
-	buf.mu.Unlock()
-	c.mu.Lock()
-	if id := trace.TraceID(sp.TraceID); c.traces[id] == buf {
-		delete(c.traces, id)
-		c.reuseLocked(buf)
-	}
+	delete(c.traces, id)
+	spans := c.unboxLocked(box)
 	c.mu.Unlock()
 
 	c.qmu.Lock()

@@ -39,7 +39,7 @@ func TestCollectorFlush(t *testing.T) {
 
 	a := root("a", 1)
 	aDone := make(chan struct{})
-	go func() { c.ended(nil, a); close(aDone) }()
+	go func() { c.ended(a); close(aDone) }()
 	if got := <-entered; got != "a" {
 		t.Fatalf("accounting %q, want a", got)
 	}
@@ -57,7 +57,7 @@ func TestCollectorFlush(t *testing.T) {
 	// ending it does not wait.
 	b := root("b", 2)
 	bDone := make(chan struct{})
-	go func() { c.ended(nil, b); close(bDone) }()
+	go func() { c.ended(b); close(bDone) }()
 	select {
 	case <-bDone:
 	case <-time.After(5 * time.Second):
@@ -99,7 +99,7 @@ func TestCollectorFlush(t *testing.T) {
 		t.Fatalf("accounted %v, want each unit once", accounted)
 	}
 	// A root ended again (a trace already accounted) is ignored.
-	c.ended(nil, a)
+	c.ended(a)
 	if err := c.flush(context.Background()); err != nil || accounted["a"] != 1 {
 		t.Fatalf("after a second end of a: flush %v, accounted %v", err, accounted)
 	}
@@ -127,9 +127,9 @@ func TestCollectorConcurrentRoots(t *testing.T) {
 			for i := range perG {
 				tid := trace.TraceID{byte(g), byte(i >> 8), byte(i)}
 				c.track(tid)
-				c.ended(nil, attribution.Span{TraceID: attribution.TraceID(tid), SpanID: attribution.SpanID{1}, ParentID: attribution.SpanID{2},
+				c.ended(attribution.Span{TraceID: attribution.TraceID(tid), SpanID: attribution.SpanID{1}, ParentID: attribution.SpanID{2},
 					Name: "x.send", Start: 1, End: 2})
-				c.ended(nil, attribution.Span{TraceID: attribution.TraceID(tid), SpanID: attribution.SpanID{2}, Name: telemetry.SpanWork, Start: 0, End: 3})
+				c.ended(attribution.Span{TraceID: attribution.TraceID(tid), SpanID: attribution.SpanID{2}, Name: telemetry.SpanWork, Start: 0, End: 3})
 			}
 		}()
 	}
@@ -175,7 +175,7 @@ func TestCollectorBoundsQueue(t *testing.T) {
 	end := func(i int) {
 		tid := trace.TraceID{byte(i >> 16), byte(i >> 8), byte(i), 1}
 		c.track(tid)
-		c.ended(nil, attribution.Span{TraceID: attribution.TraceID(tid), SpanID: attribution.SpanID{1}, Name: telemetry.SpanWork, Start: 1, End: 2})
+		c.ended(attribution.Span{TraceID: attribution.TraceID(tid), SpanID: attribution.SpanID{1}, Name: telemetry.SpanWork, Start: 1, End: 2})
 	}
 	go end(0)
 	<-entered

@@ -170,9 +170,8 @@ func endPhaseSpan(span trace.Span, end time.Time) {
 // startPhase starts a phase span (p zero: a span that is not a phase,
 // such as amdahl.work, with no attributes).
 func (t *accountingTracer) startPhase(ctx context.Context, name, component string, ph telemetry.Phase, d telemetry.Direction, start time.Time) (context.Context, trace.Span) {
-	parent, unit := parentOf(ctx)
+	parent := trace.SpanContextFromContext(ctx)
 	s := t.newSpan(parent)
-	s.unit = unit
 	s.sp.Name, s.sp.Component, s.sp.Phase, s.sp.Direction, s.sp.Start = name, component, ph, d, start.UnixNano()
 	if t.export != nil && !s.ended {
 		s.rec = &spanRecord{parent: parent, kind: trace.SpanKindInternal}
@@ -183,7 +182,7 @@ func (t *accountingTracer) startPhase(ctx context.Context, name, component strin
 
 // recordPhase records a phase span whole, with attrs besides its phase's.
 func (t *accountingTracer) recordPhase(ctx context.Context, name, component string, ph telemetry.Phase, d telemetry.Direction, start, end time.Time, attrs []attribute.KeyValue) {
-	parent, unit := parentOf(ctx)
+	parent := trace.SpanContextFromContext(ctx)
 	sp, sampled := t.child(parent)
 	if !sampled {
 		return
@@ -192,7 +191,7 @@ func (t *accountingTracer) recordPhase(ctx context.Context, name, component stri
 	for _, kv := range attrs {
 		sp.SetAttribute(kv)
 	}
-	t.col.ended(unit, sp)
+	t.col.ended(sp)
 	if t.export != nil {
 		r := spanRecord{parent: parent, kind: trace.SpanKindInternal}
 		r.phaseAttrs(component, ph, d)
@@ -206,12 +205,11 @@ func (t *accountingTracer) recordPhase(ctx context.Context, name, component stri
 // Start implements trace.Tracer.
 func (t *accountingTracer) Start(ctx context.Context, name string, opts ...trace.SpanStartOption) (context.Context, trace.Span) {
 	cfg := trace.NewSpanStartConfig(opts...)
-	parent, unit := parentOf(ctx)
+	parent := trace.SpanContextFromContext(ctx)
 	if cfg.NewRoot() {
-		parent, unit = trace.SpanContext{}, nil
+		parent = trace.SpanContext{}
 	}
 	s := t.newSpan(parent)
-	s.unit = unit
 	start := cfg.Timestamp()
 	if start.IsZero() {
 		start = time.Now()
@@ -232,18 +230,6 @@ func (t *accountingTracer) Start(ctx context.Context, name string, opts ...trace
 		}
 	}
 	return trace.ContextWithSpan(ctx, s), s
-}
-
-// parentOf returns the span context of the span in ctx (as
-// trace.SpanContextFromContext), and its unit's span buffer if it is one
-// of ours that carries it.
-func parentOf(ctx context.Context) (trace.SpanContext, *unitBuf) {
-	switch s := trace.SpanFromContext(ctx).(type) {
-	case *accountingSpan:
-		return s.sc, s.unit
-	default:
-		return s.SpanContext(), nil
-	}
 }
 
 // newSpan returns a span, not started yet, as a child of parent (a root
@@ -283,11 +269,6 @@ type accountingSpan struct {
 	embedded.Span
 	tracer *accountingTracer
 	sc     trace.SpanContext
-	// unit is the buffer of the unit the span belongs to, where it is
-	// filed when it ends (nil: looked up by trace). Set before the span
-	// is shared: inherited from the parent, or, for a unit's root, by
-	// setUnit.
-	unit *unitBuf
 
 	mu    sync.Mutex
 	sp    attribution.Span
@@ -318,19 +299,9 @@ func (s *accountingSpan) endAt(end time.Time) {
 	s.sp.End = end.UnixNano()
 	sp := s.sp
 	s.mu.Unlock()
-	s.tracer.col.ended(s.unit, sp)
+	s.tracer.col.ended(sp)
 	if s.rec != nil {
 		s.tracer.export.proc.OnEnd(s.rec.snapshot(s.tracer, s.sc, sp))
-	}
-}
-
-// setUnit makes span, a unit's root just started and not shared yet,
-// carry buf, the buffer the collector keeps the unit's spans in (track):
-// the spans started under it inherit it. Nothing for a span of another
-// tracer.
-func setUnit(span trace.Span, buf *unitBuf) {
-	if s, ok := span.(*accountingSpan); ok && buf != nil {
-		s.unit = buf
 	}
 }
 

@@ -31,30 +31,18 @@ import (
 func keptSpans(c *collector, id trace.TraceID) []attribution.Span {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	buf := c.traces[id]
-	if buf == nil {
-		return nil
+	if box := c.traces[id]; box != nil {
+		return slices.Clone(*box)
 	}
-	buf.mu.Lock()
-	defer buf.mu.Unlock()
-	return slices.Clone(buf.spans)
+	return nil
 }
 
 // TestAccountingTracerSpans: the accountingTracer's spans reach the
-// collector (through the buffer the unit's root carries, or by trace) as
-// the attribution.Spans the SDK's would have made: ids and parents,
-// names, component, phase, direction, remote, times, outcome; once each;
-// none from an unsampled parent; and they propagate a sampled W3C
-// context.
+// collector as the attribution.Spans the SDK's would have made: ids and
+// parents, names, component, phase, direction, remote, times, outcome;
+// once each; none from an unsampled parent; and they propagate a sampled
+// W3C context.
 func TestAccountingTracerSpans(t *testing.T) {
-	// Carried: the root carries its unit's buffer, as the runtime's roots
-	// do, and its spans inherit it; else the spans are filed by trace.
-	for _, carried := range []bool{true, false} {
-		t.Run(fmt.Sprintf("carried=%v", carried), func(t *testing.T) { testAccountingTracerSpans(t, carried) })
-	}
-}
-
-func testAccountingTracerSpans(t *testing.T, carried bool) {
 	var works []attribution.Work
 	var mu sync.Mutex
 	col := newCollector(func(w attribution.Work) {
@@ -75,9 +63,7 @@ func testAccountingTracerSpans(t *testing.T, carried bool) {
 	if !root.IsValid() || !root.IsSampled() || root.IsRemote() {
 		t.Fatalf("root span context %+v: want valid, sampled, local", root)
 	}
-	if buf := col.track(root.TraceID()); carried {
-		setUnit(work.Span(), buf)
-	}
+	col.track(root.TraceID())
 
 	// A phase through the PhaseTracer path, a span through the OTel API
 	// with its own timestamps, and a phase recorded after the fact.
@@ -666,56 +652,5 @@ func TestSpanExportConfig(t *testing.T) {
 		if !s.Resource().Equal(resource.Default()) {
 			t.Fatalf("span %s: resource %v, want resource.Default()", s.Name(), s.Resource())
 		}
-	}
-}
-
-// TestSpanOutlivesUnit: a span that ends after its unit was handed off
-// is dropped, also when its unit's buffer already holds the next unit.
-func TestSpanOutlivesUnit(t *testing.T) {
-	var works []attribution.Work
-	var mu sync.Mutex
-	col := newCollector(func(w attribution.Work) {
-		mu.Lock()
-		works = append(works, attribution.Work{Root: w.Root, Nodes: slices.Clone(w.Nodes)})
-		mu.Unlock()
-	}, nil)
-	defer col.close()
-	tp := newAccountingProvider(col)
-	rt, err := telemetry.NewComponent("runtime", telemetry.ComponentConfig{TracerProvider: tp})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ipcComp, _ := telemetry.NewComponent("ipc", telemetry.ComponentConfig{TracerProvider: tp})
-	start := func() (context.Context, telemetry.WorkSpan, *unitBuf) {
-		ctx, work := rt.StartWork(context.Background())
-		buf := col.track(work.Span().SpanContext().TraceID())
-		setUnit(work.Span(), buf)
-		return ctx, work, buf
-	}
-	ctx1, work1, buf1 := start()
-	_, late := ipcComp.StartPhase(ctx1, telemetry.Send, telemetry.Request)
-	work1.End(telemetry.OK, nil)
-	ctx2, work2, buf2 := start()
-	if buf2 != buf1 {
-		t.Fatal("the second unit got a new buffer: the test needs the first one reused")
-	}
-	late.End()                                                                           // unit 1's, after its root
-	ipcComp.RecordSpan(ctx1, telemetry.Receive, telemetry.Reply, time.Now(), time.Now()) // so is this one
-	_, ph := ipcComp.StartPhase(ctx2, telemetry.Serialize, telemetry.Request)
-	ph.End()
-	id2 := work2.Span().SpanContext().TraceID()
-	for _, s := range keptSpans(col, id2) {
-		if trace.TraceID(s.TraceID) != id2 {
-			t.Errorf("unit 2's buffer holds %s of trace %s", s.Name, s.TraceID)
-		}
-	}
-	work2.End(telemetry.OK, nil)
-	if err := col.flush(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	mu.Lock()
-	defer mu.Unlock()
-	if len(works) != 2 || len(works[0].Nodes) != 1 || len(works[1].Nodes) != 2 {
-		t.Fatalf("accounted %d units (%v): want 2, of 1 node (the root; its late phases dropped) and 2 (root, serialize)", len(works), works)
 	}
 }
