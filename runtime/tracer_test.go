@@ -654,3 +654,50 @@ func TestSpanExportConfig(t *testing.T) {
 		}
 	}
 }
+
+// TestSpanOutlivesUnit: a span that ends after its unit was handed off
+// is dropped: it reaches neither its unit nor the next.
+func TestSpanOutlivesUnit(t *testing.T) {
+	var works []attribution.Work
+	var mu sync.Mutex
+	col := newCollector(func(w attribution.Work) {
+		mu.Lock()
+		works = append(works, attribution.Work{Root: w.Root, Nodes: slices.Clone(w.Nodes)})
+		mu.Unlock()
+	}, nil)
+	defer col.close()
+	tp := newAccountingProvider(col)
+	rt, err := telemetry.NewComponent("runtime", telemetry.ComponentConfig{TracerProvider: tp})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ipcComp, _ := telemetry.NewComponent("ipc", telemetry.ComponentConfig{TracerProvider: tp})
+	start := func() (context.Context, telemetry.WorkSpan) {
+		ctx, work := rt.StartWork(context.Background())
+		col.track(work.Span().SpanContext().TraceID())
+		return ctx, work
+	}
+	ctx1, work1 := start()
+	_, late := ipcComp.StartPhase(ctx1, telemetry.Send, telemetry.Request)
+	work1.End(telemetry.OK, nil)
+	ctx2, work2 := start()
+	late.End()                                                                           // unit 1's, after its root
+	ipcComp.RecordSpan(ctx1, telemetry.Receive, telemetry.Reply, time.Now(), time.Now()) // so is this one
+	_, ph := ipcComp.StartPhase(ctx2, telemetry.Serialize, telemetry.Request)
+	ph.End()
+	id2 := work2.Span().SpanContext().TraceID()
+	for _, s := range keptSpans(col, id2) {
+		if trace.TraceID(s.TraceID) != id2 {
+			t.Errorf("unit 2's buffer holds %s of trace %s", s.Name, s.TraceID)
+		}
+	}
+	work2.End(telemetry.OK, nil)
+	if err := col.flush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(works) != 2 || len(works[0].Nodes) != 1 || len(works[1].Nodes) != 2 {
+		t.Fatalf("accounted %d units (%v): want 2, of 1 node (the root; its late phases dropped) and 2 (root, serialize)", len(works), works)
+	}
+}
