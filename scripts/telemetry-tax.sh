@@ -21,7 +21,11 @@
 # With -r REV it also builds amdahl at git revision REV and runs its pair
 # in the same rounds (the four runs in an order rotated per round), so the
 # tax of REV ("base") and of the work tree ("cur") are measured under the
-# same load.
+# same load. It then also prints the change itself, "cur/base on": per
+# round, cur's telemetry-on run over base's. Use that to judge a change:
+# the two taxes' difference carries the noise of both off arms too (the
+# same code, yet on this 2-vCPU VM sets of 24 pairs gave base/cur off-arm
+# ratios from 0.976 to 1.033, moving the taxes' difference by as much).
 #
 # With -o it measures what --out costs instead: both arms run with
 # telemetry on, "on" with --out to a fresh directory (the trace file, the
@@ -124,6 +128,15 @@ for ((i = 1; i <= pairs; i++)); do
 			printf "%.6f %.6f %.6f %.6f\n", ton/toff, pon/poff, con/coff, rr >> "/dev/stderr"
 		}' 2>>"$work/$b.ratios"
 	done
+	if [[ -n $rev ]]; then
+		# The change itself: cur's on run over base's, in the same round
+		# (the off arms, the same code in both builds, add only noise).
+		read -r tc pc cc rc < <(jq -r '"\(.throughput_per_s) \(.e2e_p50_ns) \((.process_cpu_ns // 0) / .submitted)"' "$work/cur.on.json" | awk -v c="$(cat "$work/cur.on.json.cpu")" '{ print $1, $2, c, $3 }')
+		read -r tb pb cb rb < <(jq -r '"\(.throughput_per_s) \(.e2e_p50_ns) \((.process_cpu_ns // 0) / .submitted)"' "$work/base.on.json" | awk -v c="$(cat "$work/base.on.json.cpu")" '{ print $1, $2, c, $3 }')
+		awk -v tc="$tc" -v tb="$tb" -v pc="$pc" -v pb="$pb" -v cc="$cc" -v cb="$cb" -v rc="$rc" -v rb="$rb" 'BEGIN {
+			printf "%.6f %.6f %.6f %.6f\n", tc/tb, pc/pb, cc/cb, (rc > 0 && rb > 0) ? rc / rb : 0
+		}' >>"$work/change.ratios"
+	fi
 	unset first
 done
 echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)"
@@ -131,11 +144,17 @@ echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)"
 # with its 95 % interval (Student's t over the pairs' log ratios, as amdahl
 # ab computes its intervals): an interval that holds 1 does not tell the
 # tax from noise.
-for b in "${builds[@]}"; do
+# With -r, "cur/base on" is the change: cur's telemetry-on run over base's
+# in the same round.
+sets=()
+for b in "${builds[@]}"; do sets+=("$b:on/off:$work/$b.ratios"); done
+[[ -n $rev ]] && sets+=("cur/base:on:$work/change.ratios")
+for set in "${sets[@]}"; do
+	IFS=: read -r b kind file <<<"$set"
 	for col in 1 2 3 4; do
 		names=(throughput "e2e p50" CPU "runtime CPU")
-		[[ $col == 4 ]] && awk '$4 == 0 { z = 1 } END { exit !z }' "$work/$b.ratios" && continue
-		cut -d' ' -f"$col" "$work/$b.ratios" | sort -g | awk -v name="$b ${names[col - 1]}" '
+		[[ $col == 4 ]] && awk '$4 == 0 { z = 1 } END { exit !z }' "$file" && continue
+		cut -d' ' -f"$col" "$file" | sort -g | awk -v name="$b ${names[col - 1]}" -v kind="$kind" '
 		function t975(df) { # two-sided 95 % quantile of Student t
 			split("12.706 4.303 3.182 2.776 2.571 2.447 2.365 2.306 2.262 2.228 2.201 2.179 2.160 2.145 2.131 2.120 2.110 2.101 2.093 2.086 2.080 2.074 2.069 2.064 2.060 2.056 2.052 2.048 2.045 2.042", t, " ")
 			return df <= 30 ? t[df] : 1.96 + 2.4 / df
@@ -150,7 +169,7 @@ for b in "${builds[@]}"; do
 				h = t975(NR - 1) * sd / sqrt(NR)
 				lo = exp(mean - h); hi = exp(mean + h)
 			}
-			printf "%-16s on/off: median %.3f  min %.3f  max %.3f  geomean %.3f [%.3f, %.3f] 95%%  (n=%d)\n", name, m, v[1], v[NR], exp(mean), lo, hi, NR
+			printf "%-25s %s: median %.3f  min %.3f  max %.3f  geomean %.3f [%.3f, %.3f] 95%%  (n=%d)\n", name, kind, m, v[1], v[NR], exp(mean), lo, hi, NR
 		}'
 	done
 done
