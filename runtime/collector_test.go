@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -200,6 +201,40 @@ func TestCollectorBoundsQueue(t *testing.T) {
 	}
 	if want := maxQueuedUnits + 2; n != want {
 		t.Fatalf("accounted %d units, want %d", n, want)
+	}
+}
+
+// TestCollectorHurries: the woken accounting goroutine lets units gather
+// (here for an hour), but no longer than until hurryAt of them wait.
+func TestCollectorHurries(t *testing.T) {
+	var n atomic.Int64
+	c := newCollector(func(attribution.Work) { n.Add(1) }, nil)
+	defer c.close()
+	c.gather = time.Hour // before the first unit: read when it wakes the goroutine
+	for idle := false; !idle; time.Sleep(time.Millisecond) {
+		c.qmu.Lock()
+		idle = c.idle // started, and waiting for a unit
+		c.qmu.Unlock()
+	}
+	end := func(i int) {
+		tid := trace.TraceID{byte(i >> 16), byte(i >> 8), byte(i), 2}
+		c.track(tid)
+		c.ended(attribution.Span{TraceID: attribution.TraceID(tid), SpanID: attribution.SpanID{1}, Name: telemetry.SpanWork, Start: 1, End: 2})
+	}
+	for i := 1; i < hurryAt; i++ {
+		end(i)
+	}
+	time.Sleep(100 * time.Millisecond)
+	if got := n.Load(); got != 0 {
+		t.Fatalf("%d of %d units accounted while gathering: want none before the gathering ends", got, hurryAt-1)
+	}
+	end(hurryAt)
+	deadline := time.Now().Add(10 * time.Second)
+	for n.Load() < hurryAt {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d units waiting, %d accounted after 10 s: want the gathering cut short at %d", hurryAt, n.Load(), hurryAt)
+		}
+		time.Sleep(time.Millisecond)
 	}
 }
 
