@@ -33,11 +33,10 @@ import (
 // than accounting a unit, so it is not woken per unit: the first unit
 // handed to it while it is idle wakes it, and it lets the units of the
 // next gatherDelay gather before it takes them all in one pass, or fewer
-// if hurryAt units are waiting first (a fast workload). Each pass costs a
-// wake-up and a warm-up of the accounting's state (accumulators, sketches,
-// scratch space) that the hosts' work has evicted from the cache, so
-// passes are few: 50 ms, where 10 ms cost the parent about 2 % more CPU
-// on taskhost (runtime/README.md, "Telemetry cost"). The hand-off is
+// if hurryAt units are waiting first (a workload fast enough to fill the
+// queue within the delay would otherwise wait for room). 50 ms instead of
+// 10 was measured: no difference on taskhost, within the intervals
+// slower on mixed (runtime/README.md, "Telemetry cost"). The hand-off is
 // bounded: when maxQueuedUnits units wait, the goroutine ending a root
 // waits, and no unit is dropped. flush waits until every
 // root ended before it has been accounted (without the gathering delay);
@@ -86,7 +85,7 @@ const (
 	maxQueuedUnits = 1024
 	maxFree        = 256
 	spansPerUnit   = 32 // a taskhost unit has about 20
-	gatherDelay    = 50 * time.Millisecond
+	gatherDelay    = 10 * time.Millisecond
 	hurryAt        = maxQueuedUnits / 2
 )
 

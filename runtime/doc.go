@@ -75,10 +75,11 @@
 // span's End. When a unit's root ends it is handed to the runtime's
 // accounting goroutine (through a bounded queue: a unit is never dropped;
 // the goroutine, woken by the first unit after it idled, lets units
-// gather for 10 ms and takes them all at once; Wait and Close return once
-// every ended unit is accounted), which computes the unit's critical path (package
-// attribution: the last-finishing-child walk, with the host's spans placed
-// causally within the round trip that contains them) and records
+// gather for 10 ms, or until 512 wait, and takes them all at once; Wait
+// and Close return once every ended unit is accounted), which computes
+// the unit's critical path (package attribution: the
+// last-finishing-child walk, with the host's spans placed causally
+// within the round trip that contains them) and records
 // amdahl.phase.critical per row (amdahl.component is the row's component:
 // ipc, taskhost, chunking, runtime), beside amdahl.work.duration, when a
 // metric reader reads them (otelsetup records metrics only then). The
