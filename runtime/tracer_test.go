@@ -37,12 +37,9 @@ func keptSpans(c *collector, id trace.TraceID) []attribution.Span {
 	return nil
 }
 
-// TestAccountingTracerSpans: the accountingTracer's spans reach the
-// collector as the attribution.Spans the SDK's would have made: ids and
-// parents, names, component, phase, direction, remote, times, outcome;
-// once each; none from an unsampled parent; and they propagate a sampled
-// W3C context.
-func TestAccountingTracerSpans(t *testing.T) {
+// keepingCollector returns a collector, closed when the test ends, that
+// keeps a copy of every unit it accounts, and a function returning them.
+func keepingCollector(t *testing.T) (*collector, func() []attribution.Work) {
 	var works []attribution.Work
 	var mu sync.Mutex
 	col := newCollector(func(w attribution.Work) {
@@ -50,13 +47,36 @@ func TestAccountingTracerSpans(t *testing.T) {
 		works = append(works, attribution.Work{Root: w.Root, Stats: slices.Clone(w.Stats), Nodes: slices.Clone(w.Nodes)})
 		mu.Unlock()
 	}, nil)
-	defer col.close()
+	t.Cleanup(col.close)
+	return col, func() []attribution.Work {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Clone(works)
+	}
+}
+
+// accountingComponents returns keepingCollector's collector and function,
+// and a runtime and an ipc Component on an accountingProvider over it.
+func accountingComponents(t *testing.T) (col *collector, accounted func() []attribution.Work, rt, ipcComp *telemetry.Component) {
+	col, accounted = keepingCollector(t)
 	tp := newAccountingProvider(col)
-	comp, err := telemetry.NewComponent("ipc", telemetry.ComponentConfig{TracerProvider: tp})
-	if err != nil {
+	var err error
+	if rt, err = telemetry.NewComponent("runtime", telemetry.ComponentConfig{TracerProvider: tp}); err != nil {
 		t.Fatal(err)
 	}
-	rt, _ := telemetry.NewComponent("runtime", telemetry.ComponentConfig{TracerProvider: tp})
+	if ipcComp, err = telemetry.NewComponent("ipc", telemetry.ComponentConfig{TracerProvider: tp}); err != nil {
+		t.Fatal(err)
+	}
+	return col, accounted, rt, ipcComp
+}
+
+// TestAccountingTracerSpans: the accountingTracer's spans reach the
+// collector as the attribution.Spans the SDK's would have made: ids and
+// parents, names, component, phase, direction, remote, times, outcome;
+// once each; none from an unsampled parent; and they propagate a sampled
+// W3C context.
+func TestAccountingTracerSpans(t *testing.T) {
+	col, accounted, rt, comp := accountingComponents(t)
 
 	ctx, work := rt.StartWork(context.Background(), telemetry.AttrWorkID.String("u1"))
 	root := work.Span().SpanContext()
@@ -123,8 +143,7 @@ func TestAccountingTracerSpans(t *testing.T) {
 	if err := col.flush(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	mu.Lock()
-	defer mu.Unlock()
+	works := accounted()
 	if len(works) != 1 {
 		t.Fatalf("accounted %d units, want 1", len(works))
 	}
@@ -658,20 +677,7 @@ func TestSpanExportConfig(t *testing.T) {
 // TestSpanOutlivesUnit: a span that ends after its unit was handed off
 // is dropped: it reaches neither its unit nor the next.
 func TestSpanOutlivesUnit(t *testing.T) {
-	var works []attribution.Work
-	var mu sync.Mutex
-	col := newCollector(func(w attribution.Work) {
-		mu.Lock()
-		works = append(works, attribution.Work{Root: w.Root, Nodes: slices.Clone(w.Nodes)})
-		mu.Unlock()
-	}, nil)
-	defer col.close()
-	tp := newAccountingProvider(col)
-	rt, err := telemetry.NewComponent("runtime", telemetry.ComponentConfig{TracerProvider: tp})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ipcComp, _ := telemetry.NewComponent("ipc", telemetry.ComponentConfig{TracerProvider: tp})
+	col, accounted, rt, ipcComp := accountingComponents(t)
 	start := func() (context.Context, telemetry.WorkSpan) {
 		ctx, work := rt.StartWork(context.Background())
 		col.track(work.Span().SpanContext().TraceID())
@@ -688,15 +694,14 @@ func TestSpanOutlivesUnit(t *testing.T) {
 	id2 := work2.Span().SpanContext().TraceID()
 	for _, s := range keptSpans(col, id2) {
 		if trace.TraceID(s.TraceID) != id2 {
-			t.Errorf("unit 2's buffer holds %s of trace %s", s.Name, s.TraceID)
+			t.Errorf("the collector keeps %s of trace %s with unit 2's spans", s.Name, s.TraceID)
 		}
 	}
 	work2.End(telemetry.OK, nil)
 	if err := col.flush(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	mu.Lock()
-	defer mu.Unlock()
+	works := accounted()
 	if len(works) != 2 || len(works[0].Nodes) != 1 || len(works[1].Nodes) != 2 {
 		t.Fatalf("accounted %d units (%v): want 2, of 1 node (the root; its late phases dropped) and 2 (root, serialize)", len(works), works)
 	}
