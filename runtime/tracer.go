@@ -490,12 +490,17 @@ func (r *spanRecord) phaseAttrs(component string, ph telemetry.Phase, d telemetr
 	}
 }
 
-func (r *spanRecord) addEvent(name string, cfg trace.EventConfig) {
-	attrs := cfg.Attributes()
-	dropped := 0
+// itemAttrs returns an event's or a link's attributes within
+// maxItemAttrs, and how many were dropped.
+func itemAttrs(attrs []attribute.KeyValue) ([]attribute.KeyValue, int) {
 	if len(attrs) > maxItemAttrs {
-		attrs, dropped = attrs[:maxItemAttrs], len(attrs)-maxItemAttrs
+		return attrs[:maxItemAttrs], len(attrs) - maxItemAttrs
 	}
+	return attrs, 0
+}
+
+func (r *spanRecord) addEvent(name string, cfg trace.EventConfig) {
+	attrs, dropped := itemAttrs(cfg.Attributes())
 	if len(r.events) == maxSpanEvents {
 		r.events = append(r.events[:0], r.events[1:]...)
 		r.droppedEvents++
@@ -511,11 +516,7 @@ func (r *spanRecord) addLink(l trace.Link) {
 		r.links = append(r.links[:0], r.links[1:]...)
 		r.droppedLinks++
 	}
-	attrs := l.Attributes
-	dropped := 0
-	if len(attrs) > maxItemAttrs {
-		attrs, dropped = attrs[:maxItemAttrs], len(attrs)-maxItemAttrs
-	}
+	attrs, dropped := itemAttrs(l.Attributes)
 	r.links = append(r.links, sdktrace.Link{SpanContext: l.SpanContext, Attributes: attrs, DroppedAttributeCount: dropped})
 }
 

@@ -504,8 +504,9 @@ func (namedError) Error() string { return "named" }
 // span processor as the SDK's would, call for call: attributes (invalid
 // ones dropped, keys deduplicated where first set with the last value, at
 // most 128), kind, events and RecordError's exception event (at most 128,
-// the oldest dropped), links, status (Ok final, Error's description
-// kept), scope, parent and its remoteness, and the dropped counts.
+// the oldest dropped), links, an event's and a link's attributes (at most
+// 128), status (Ok final, Error's description kept), scope, parent and
+// its remoteness, and the dropped counts.
 func TestExportingSpanMatchesSDK(t *testing.T) {
 	ctx := context.Background()
 	remote := trace.ContextWithRemoteSpanContext(ctx, trace.NewSpanContext(trace.SpanContextConfig{
@@ -527,6 +528,12 @@ func TestExportingSpanMatchesSDK(t *testing.T) {
 		s.SetStatus(codes.Error, "bad")
 		s.SetStatus(codes.Unset, "ignored")
 		s.AddLink(trace.Link{}) // a link to nothing: dropped
+		wide := make([]attribute.KeyValue, 130) // past an event's and a link's 128
+		for i := range wide {
+			wide[i] = attribute.Int(fmt.Sprint("w", i), i)
+		}
+		s.AddEvent("wide", trace.WithAttributes(wide...))
+		s.AddLink(trace.Link{SpanContext: link.SpanContext, Attributes: wide})
 		s.End()
 		s.SetAttributes(attribute.String("after", "end")) // ignored
 		_, ok := tr.Start(ctx, "ok")
@@ -555,7 +562,7 @@ func TestExportingSpanMatchesSDK(t *testing.T) {
 		}
 		fmt.Fprintf(&b, "dropped=%d\n", s.DroppedEvents())
 		for _, l := range s.Links() {
-			fmt.Fprintf(&b, "link %v %v; ", l.SpanContext.SpanID(), l.Attributes)
+			fmt.Fprintf(&b, "link %v %v %d; ", l.SpanContext.SpanID(), l.Attributes, l.DroppedAttributeCount)
 		}
 		fmt.Fprintf(&b, "dropped=%d status=%+v resource=%v", s.DroppedLinks(), s.Status(), s.Resource().Attributes())
 		return b.String()
