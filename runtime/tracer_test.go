@@ -527,7 +527,7 @@ func TestExportingSpanMatchesSDK(t *testing.T) {
 		s.RecordError(nil)
 		s.SetStatus(codes.Error, "bad")
 		s.SetStatus(codes.Unset, "ignored")
-		s.AddLink(trace.Link{}) // a link to nothing: dropped
+		s.AddLink(trace.Link{})                 // a link to nothing: dropped
 		wide := make([]attribute.KeyValue, 130) // past an event's and a link's 128
 		for i := range wide {
 			wide[i] = attribute.Int(fmt.Sprint("w", i), i)
