@@ -527,8 +527,9 @@ func TestExportingSpanMatchesSDK(t *testing.T) {
 		s.RecordError(nil)
 		s.SetStatus(codes.Error, "bad")
 		s.SetStatus(codes.Unset, "ignored")
-		s.AddLink(trace.Link{})                 // a link to nothing: dropped
-		wide := make([]attribute.KeyValue, 130) // past an event's and a link's 128
+		s.AddLink(trace.Link{}) // a link to nothing: dropped
+		// Past an event's and a link's 128 attributes.
+		wide := make([]attribute.KeyValue, 130)
 		for i := range wide {
 			wide[i] = attribute.Int(fmt.Sprint("w", i), i)
 		}
