@@ -93,6 +93,14 @@ func checkSum(t *testing.T, w Work) {
 	if !slices.IsSortedFunc(w.Stats, func(a, b KeyStat) int { return compareKeys(a.Key, b.Key) }) {
 		t.Errorf("rows not in key order: %v", w.Stats)
 	}
+	for i, n := range w.Nodes {
+		switch {
+		case !n.Key.Phase.Valid() && n.Row != -1:
+			t.Errorf("node %d (%v, not a phase): row %d, want -1", i, n.Key, n.Row)
+		case n.Key.Phase.Valid() && (n.Row < 0 || int(n.Row) >= len(w.Stats) || w.Stats[n.Row].Key != n.Key):
+			t.Errorf("node %d (%v): row %d is not its key's in %v", i, n.Key, n.Row, w.Stats)
+		}
+	}
 }
 
 func TestCriticalPath(t *testing.T) {

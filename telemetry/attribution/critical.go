@@ -47,7 +47,10 @@ type Node struct {
 	Start, End int64 // Unix ns, placed and clipped
 	Dur        time.Duration
 	Parent     int32 // index in Work.Nodes; -1 for the root
-	Far        bool  // measured in another process than its parent
+	// Row is the index in Work.Stats of the node's row (its Key's); -1
+	// if the node is not a phase.
+	Row int32
+	Far bool // measured in another process than its parent
 }
 
 // KeyStat is one row's share of one unit of work.
@@ -180,10 +183,13 @@ func (bd *Builder) EachTree(spans []Span, fn func(Work)) Diagnostics {
 	b := &bd.b
 	b.reuse = bd.Reuse
 	// A unit's spans, as the runtime hands them, are of one trace: no
-	// grouping needed.
+	// grouping needed, and most are of a shape seen before (shape.go).
 	if oneTrace(spans) {
-		if len(idx) > 0 {
-			b.trace(spans, idx, fn, &d)
+		if len(idx) > 0 && !b.knownShape(spans, fn, &d) {
+			var dt Diagnostics
+			b.trace(spans, idx, fn, &dt)
+			b.learnShape(spans, dt)
+			d.Add(dt)
 		}
 		return d
 	}
@@ -207,6 +213,7 @@ func (bd *Builder) EachTree(spans []Span, fn func(Work)) Diagnostics {
 // treeBuilder holds scratch space reused across traces.
 type treeBuilder struct {
 	ord    []idIndex // the trace's spans by id, then input order
+	inv    []int32   // each span's index in sp, by input order; -1 a duplicate
 	ids    []uint64  // sp's span ids, for find
 	sp     []Span    // the trace's spans, deduplicated, sorted by span id
 	parent []int32   // index in sp; -1 root or no parent, -2 missing parent
@@ -220,12 +227,18 @@ type treeBuilder struct {
 	roots  []int32
 	frames []frame
 	tree   tree // the unit's, rebuilt for each
+	// nodeSpan is the last unit's nodes' spans (index in sp); shapes the
+	// units' shapes kept, the last matched or learnt first.
+	nodeSpan []int32
+	shapes   []*shape
+	known    int // units attributed by a known shape, for tests
 
 	reuse bool   // Builder.Reuse: Works' Nodes and Stats are scratch space
 	nodes []Node // with reuse, every Work's Nodes
 }
 
-// idIndex is a span's id (as a number) and its index in the input.
+// idIndex is a span's id (as a number) and its index in the input (its
+// trace's group).
 type idIndex struct {
 	id uint64
 	i  int32
@@ -248,8 +261,8 @@ func (b *treeBuilder) trace(all []Span, group []int32, fn func(Work), d *Diagnos
 	// as (id, input index) pairs: a comparison reads 16 bytes, not two
 	// spans.
 	ord := b.ord[:0]
-	for _, i := range group {
-		ord = append(ord, idIndex{all[i].SpanID.u64(), i})
+	for k, i := range group {
+		ord = append(ord, idIndex{all[i].SpanID.u64(), int32(k)})
 	}
 	if len(ord) <= maxInsertion {
 		// A unit's few spans: an insertion sort, without sort's calls.
@@ -272,12 +285,15 @@ func (b *treeBuilder) trace(all []Span, group []int32, fn func(Work), d *Diagnos
 	}
 	b.ord = ord
 	b.sp, b.ids = slices.Grow(b.sp[:0], len(group)), b.ids[:0]
+	b.inv = resize(b.inv, len(group))
 	for k, o := range ord {
 		if k > 0 && ord[k-1].id == o.id {
 			d.Duplicates++
+			b.inv[o.i] = -1
 			continue
 		}
-		b.sp = append(b.sp, all[o.i])
+		b.inv[o.i] = int32(len(b.sp))
+		b.sp = append(b.sp, all[group[o.i]])
 		b.ids = append(b.ids, o.id)
 	}
 	n := len(b.sp)
@@ -329,8 +345,9 @@ func (b *treeBuilder) trace(all []Span, group []int32, fn func(Work), d *Diagnos
 	if attached {
 		b.units()
 	}
-	// Children lists, in span-id order (deterministic), all in one
-	// slice: span p's are kid[kidAt[p]:kidAt[p+1]].
+	// Children lists, in input order (so units of one shape list them
+	// alike: shape.go), all in one slice: span p's are
+	// kid[kidAt[p]:kidAt[p+1]].
 	b.kidAt = resize(b.kidAt, n+1)
 	clear(b.kidAt)
 	for i := range b.sp {
@@ -358,9 +375,12 @@ func (b *treeBuilder) trace(all []Span, group []int32, fn func(Work), d *Diagnos
 	b.kid = resize(b.kid, int(b.kidAt[n]))
 	fill := resize(b.fill, n) // the next free slot of each parent
 	copy(fill, b.kidAt[:n])
-	for i := range b.sp {
+	for _, i := range b.inv {
+		if i < 0 {
+			continue // a duplicate
+		}
 		if p := b.parent[i]; p >= 0 && b.unit[i] >= 0 { // the spans counted above
-			b.kid[fill[p]] = int32(i)
+			b.kid[fill[p]] = i
 			fill[p]++
 		}
 	}
@@ -476,11 +496,13 @@ func (b *treeBuilder) work(r int32, d *Diagnostics) Work {
 	// hang under the send's parent, beside the send (placement below).
 	stack := append(b.frames[:0], frame{r, -1})
 	defer func() { b.frames = stack[:0] }()
+	b.nodeSpan = b.nodeSpan[:0]
 	for len(stack) > 0 {
 		f := stack[len(stack)-1]
 		stack = stack[:len(stack)-1]
+		b.nodeSpan = append(b.nodeSpan, f.span)
 		s := &b.sp[f.span]
-		nd := Node{Key: s.Key(), Start: s.Start, End: s.End, Dur: s.Duration(), Parent: f.node}
+		nd := Node{Key: s.Key(), Start: s.Start, End: s.End, Dur: s.Duration(), Parent: f.node, Row: -1}
 		if nd.End < nd.Start {
 			nd.End = nd.Start
 		}
@@ -517,6 +539,7 @@ type tree struct {
 	first  []int32 // node i's children are kid[first[i]:first[i+1]], in index order
 	kid    []int32
 	sc     []int32   // walk's stack of sorted children
+	far    []int32   // placeUnder's far-side children
 	stats  []KeyStat // attribute's, with reuse
 	row    []int32   // attribute's: each phase node's index in stats
 	sorted []Key     // sortRows': the last unit's row keys, sorted
@@ -567,96 +590,102 @@ func (t *tree) kids(i int32) []int32 { return t.kid[t.first[i]:t.first[i+1]] }
 // near reply spans at its end.
 func (t *tree) place(d *Diagnostics) {
 	for p := range t.nodes {
-		var far []int32
-		for _, c := range t.kids(int32(p)) {
-			if t.nodes[c].Far {
-				far = append(far, c)
-			}
+		t.placeUnder(int32(p), d)
+	}
+}
+
+// placeUnder places the far-side children of node p, if it has any.
+func (t *tree) placeUnder(p int32, d *Diagnostics) {
+	far := t.far[:0]
+	for _, c := range t.kids(p) {
+		if t.nodes[c].Far {
+			far = append(far, c)
 		}
-		if len(far) == 0 {
+	}
+	t.far = far
+	if len(far) == 0 {
+		return
+	}
+	pn := t.nodes[p]
+	l, lh := pn.Start, int64(-1)
+	u, uh := pn.End, int64(-1)
+	haveReq, haveRep := false, false
+	for _, c := range t.kids(p) {
+		n := t.nodes[c]
+		if n.Far {
 			continue
 		}
-		pn := t.nodes[p]
-		l, lh := pn.Start, int64(-1)
-		u, uh := pn.End, int64(-1)
-		haveReq, haveRep := false, false
-		for _, c := range t.kids(int32(p)) {
-			n := t.nodes[c]
-			if n.Far {
-				continue
+		switch n.Key.Direction {
+		case telemetry.Request:
+			if !haveReq || n.End > l {
+				l = n.End
 			}
-			switch n.Key.Direction {
-			case telemetry.Request:
-				if !haveReq || n.End > l {
-					l = n.End
-				}
-				haveReq = true
-				if n.Key.Phase == telemetry.Send && n.Start > lh {
-					lh = n.Start
-				}
-			case telemetry.Reply:
-				if !haveRep || n.Start < u {
-					u = n.Start
-				}
-				haveRep = true
-				if n.Key.Phase == telemetry.Receive && (uh < 0 || n.End < uh) {
-					uh = n.End
-				}
+			haveReq = true
+			if n.Key.Phase == telemetry.Send && n.Start > lh {
+				lh = n.Start
+			}
+		case telemetry.Reply:
+			if !haveRep || n.Start < u {
+				u = n.Start
+			}
+			haveRep = true
+			if n.Key.Phase == telemetry.Receive && (uh < 0 || n.End < uh) {
+				uh = n.End
 			}
 		}
-		if haveReq && haveRep && !oneRoundTrip(t, p) {
-			// Several round trips under one parent: which far span belongs
-			// to which cannot be told from clocks that may disagree, so
-			// the spans are walked as recorded.
-			d.Unplaced++
+	}
+	if haveReq && haveRep && !oneRoundTrip(t, p) {
+		// Several round trips under one parent: which far span belongs
+		// to which cannot be told from clocks that may disagree, so
+		// the spans are walked as recorded.
+		d.Unplaced++
+		return
+	}
+	if lh < 0 {
+		lh = l
+	}
+	if uh < 0 {
+		uh = u
+	}
+	g0, g1 := t.nodes[far[0]].Start, t.nodes[far[0]].End
+	for _, c := range far[1:] {
+		g0 = min(g0, t.nodes[c].Start)
+		g1 = max(g1, t.nodes[c].End)
+	}
+	var delta int64
+	if g1-g0 <= u-l {
+		delta = clampShift(l-g0, u-g1)
+	} else {
+		delta = clampShift(lh-g0, uh-g1)
+	}
+	if delta != 0 {
+		d.Placed++
+		for _, c := range far {
+			t.shift(c, delta)
+		}
+		g0, g1 = g0+delta, g1+delta
+	}
+	for _, c := range t.kids(p) {
+		n := &t.nodes[c]
+		if n.Far {
 			continue
 		}
-		if lh < 0 {
-			lh = l
-		}
-		if uh < 0 {
-			uh = u
-		}
-		g0, g1 := t.nodes[far[0]].Start, t.nodes[far[0]].End
-		for _, c := range far[1:] {
-			g0 = min(g0, t.nodes[c].Start)
-			g1 = max(g1, t.nodes[c].End)
-		}
-		var delta int64
-		if g1-g0 <= u-l {
-			delta = clampShift(l-g0, u-g1)
-		} else {
-			delta = clampShift(lh-g0, uh-g1)
-		}
-		if delta != 0 {
-			d.Placed++
-			for _, c := range far {
-				t.shift(c, delta)
-			}
-			g0, g1 = g0+delta, g1+delta
-		}
-		for _, c := range t.kids(int32(p)) {
-			n := &t.nodes[c]
-			if n.Far {
-				continue
-			}
-			switch {
-			case n.Key.Direction == telemetry.Request && n.End > g0 && n.Start < g0:
-				n.End = g0
-				d.Clipped++
-			case n.Key.Direction == telemetry.Reply && n.Start < g1 && n.End > g1:
-				n.Start = g1
-				d.Clipped++
-			}
+		switch {
+		case n.Key.Direction == telemetry.Request && n.End > g0 && n.Start < g0:
+			n.End = g0
+			d.Clipped++
+		case n.Key.Direction == telemetry.Reply && n.Start < g1 && n.End > g1:
+			n.Start = g1
+			d.Clipped++
 		}
 	}
 }
 
 // oneRoundTrip reports whether the near children of p are one round trip:
 // every request span starts before every reply span.
-func oneRoundTrip(t *tree, p int) bool {
+func oneRoundTrip(t *tree, p int32) bool {
 	lastReq, firstRep := int64(math.MinInt64), int64(math.MaxInt64)
-	for _, c := range t.kids(int32(p)) {
+	for _, c := range t.kids(p) {
 		n := t.nodes[c]
 		if n.Far {
 			continue
@@ -752,25 +781,22 @@ func (t *tree) attribute(reuse bool) []KeyStat {
 			stats[r].Count++
 		}
 	}
-	other := -1 // the row of time no phase owns, made when there is some
-	t.walk(0, -1, func(_, owner int32, d time.Duration) {
-		r := other
-		if owner >= 0 {
-			r = int(t.row[owner])
-		} else if r < 0 {
-			r = row(Key{})
-			other = r
-		}
-		stats[r].Critical += d
-	})
+	stats = t.walkRows(stats, func(owner int32) int32 { return t.row[owner] })
 	t.sortRows(stats)
+	// Each phase node's row, now that they are in order (t.slot).
+	for i := range t.nodes {
+		if n := &t.nodes[i]; n.Key.Phase.Valid() {
+			n.Row = t.slot[t.row[i]]
+		}
+	}
 	if reuse {
 		t.stats = stats
 	}
 	return stats
 }
 
-// sortRows puts a unit's rows in compareKeys order. Units of one shape
+// sortRows puts a unit's rows in compareKeys order, and leaves in t.slot
+// where each went (the row at i before is at t.slot[i]). Units of one shape
 // have the same rows, though not made in the same order (a node's
 // children are in span-id order, and ids are random), so the last unit's
 // sorted keys are kept: when this unit's keys are the same set, each row
@@ -807,10 +833,17 @@ func (t *tree) sortRows(stats []KeyStat) {
 			return
 		}
 	}
+	t.spare = append(t.spare[:0], stats...)
 	slices.SortFunc(stats, func(a, b KeyStat) int { return compareKeys(a.Key, b.Key) })
 	t.sorted = t.sorted[:0]
 	for _, st := range stats {
 		t.sorted = append(t.sorted, st.Key)
+	}
+	// Rows are distinct: each is found where it went.
+	t.slot = t.slot[:0]
+	for _, st := range t.spare {
+		j, _ := slices.BinarySearchFunc(t.sorted, st.Key, compareKeys)
+		t.slot = append(t.slot, int32(j))
 	}
 }
 

@@ -53,6 +53,10 @@ type Accumulator struct {
 	e2e      Sketch
 	rows     map[Key]*rowSum
 	recent   []keyedRow // the rows looked up last, searched before rows
+	// The last unit's rows, by its Stats' keys: units of one shape have
+	// the same.
+	lastKeys []Key
+	lastRows []*rowSum
 	diag     Diagnostics
 }
 
@@ -89,17 +93,48 @@ func (a *Accumulator) Add(w Work) {
 	if w.Root.Failed {
 		a.failed++
 	}
-	for _, s := range w.Stats {
-		r := a.row(s.Key)
+	rows := a.rowsOf(w.Stats)
+	for i, s := range w.Stats {
+		r := rows[i]
 		r.critical += s.Critical
 		r.naive += s.Naive
 		r.count += s.Count
 	}
 	for _, n := range w.Nodes {
-		if n.Key.Phase.Valid() {
+		if !n.Key.Phase.Valid() {
+			continue
+		}
+		// A Work from a Builder says which of its Stats is the node's
+		// row; one made otherwise may not.
+		if j := int(n.Row); j >= 0 && j < len(w.Stats) && w.Stats[j].Key == n.Key {
+			rows[j].dur.Add(n.Dur)
+		} else {
 			a.row(n.Key).dur.Add(n.Dur)
 		}
 	}
+}
+
+// rowsOf returns the rows of stats' keys, in their order: the last
+// unit's when the keys are the same. mu is held.
+func (a *Accumulator) rowsOf(stats []KeyStat) []*rowSum {
+	if len(stats) == len(a.lastKeys) {
+		same := true
+		for i := range stats {
+			if k, l := &stats[i].Key, &a.lastKeys[i]; k.Phase != l.Phase || k.Direction != l.Direction || k.Component != l.Component {
+				same = false
+				break
+			}
+		}
+		if same {
+			return a.lastRows
+		}
+	}
+	a.lastKeys, a.lastRows = a.lastKeys[:0], a.lastRows[:0]
+	for _, s := range stats {
+		a.lastKeys = append(a.lastKeys, s.Key)
+		a.lastRows = append(a.lastRows, a.row(s.Key))
+	}
+	return a.lastRows
 }
 
 func (a *Accumulator) row(k Key) *rowSum {
