@@ -309,7 +309,7 @@ func BenchmarkUnitTelemetry(b *testing.B) {
 			cpu0 := processCPU()
 			for i := range b.N {
 				ctx, work := rt.StartWork(root)
-				c.track(work.Span().SpanContext().TraceID())
+				setUnit(work.Span(), c.track(work.Span().SpanContext().TraceID()))
 				dctx, disp := rt.StartDetached(ctx, telemetry.Dispatch, telemetry.None)
 				q := rt.StartDetachedLeaf(dctx, telemetry.Queue, telemetry.None)
 				q.End()
@@ -336,7 +336,11 @@ func BenchmarkUnitTelemetry(b *testing.B) {
 					spans[i] = attribution.Span{TraceID: attribution.TraceID(host.TraceID()), SpanID: c.newSpanID(), ParentID: attribution.SpanID(host.SpanID()),
 						Name: hostComp.SpanName(p, d), Component: "taskhost", Start: now.UnixNano(), End: now.UnixNano() + 1000, Phase: p, Direction: d, Remote: true}
 				}
-				c.add(host.TraceID(), spans[:])
+				var unit *unitBuf
+				if s, ok := hs.(*accountingSpan); ok {
+					unit = s.unit
+				}
+				c.add(unit, host.TraceID(), spans[:])
 				hs.End()
 				work.End(telemetry.OK, nil)
 				if i%256 == 255 || i == b.N-1 {

@@ -53,9 +53,9 @@ type collector struct {
 	onDiag func(attribution.Diagnostics) // each trace's, after its units; may be nil
 
 	mu     sync.Mutex
-	traces map[trace.TraceID]*[]attribution.Span // appended to in place: one lookup per span
-	free   [][]attribution.Span                  // emptied span slices, for reuse
-	boxes  []*[]attribution.Span                 // traces' emptied values, for reuse
+	traces map[trace.TraceID]*unitBuf // the units in flight, by trace
+	free   [][]attribution.Span       // emptied span slices, for reuse
+	bufs   []*unitBuf                 // buffers of units handed off, for reuse
 
 	// The hand-off, guarded by qmu.
 	qmu       sync.Mutex
@@ -70,6 +70,16 @@ type collector struct {
 	hurry     chan struct{}        // capacity 1: ends the gathering delay
 	gather    time.Duration        // gatherDelay; tests change it before the first unit
 	done      chan struct{}        // closed when the accounting goroutine returns
+}
+
+// unitBuf is the spans of one unit in flight, guarded by collector.mu.
+// The runtime's own spans carry their unit's (accountingSpan.unit), so
+// filing one looks nothing up by trace. A buffer is reused once its unit
+// is handed off: a span that outlives its unit finds another trace's id
+// (or none) in it and is dropped, as a lookup by trace would drop it.
+type unitBuf struct {
+	id    trace.TraceID // zero while not in use
+	spans []attribution.Span
 }
 
 // flushWaiter is a flush waiting for the first upTo units handed off.
@@ -98,7 +108,7 @@ func newCollector(onWork func(attribution.Work), onDiag func(attribution.Diagnos
 	c := &collector{
 		onWork: onWork,
 		onDiag: onDiag,
-		traces: map[trace.TraceID]*[]attribution.Span{},
+		traces: map[trace.TraceID]*unitBuf{},
 		wake:   make(chan struct{}, 1),
 		hurry:  make(chan struct{}, 1),
 		gather: gatherDelay,
@@ -109,47 +119,63 @@ func newCollector(onWork func(attribution.Work), onDiag func(attribution.Diagnos
 	return c
 }
 
-// track starts collecting the spans of trace id (a unit's root).
-func (c *collector) track(id trace.TraceID) {
+// track starts collecting the spans of trace id (a unit's root) and
+// returns the unit's buffer, for its spans to carry (setUnit).
+func (c *collector) track(id trace.TraceID) *unitBuf {
 	c.mu.Lock()
-	if _, ok := c.traces[id]; !ok {
-		var spans []attribution.Span
-		if n := len(c.free); n > 0 {
-			spans, c.free = c.free[n-1], c.free[:n-1]
-		} else {
-			spans = make([]attribution.Span, 0, spansPerUnit)
-		}
-		var box *[]attribution.Span
-		if n := len(c.boxes); n > 0 {
-			box, c.boxes = c.boxes[n-1], c.boxes[:n-1]
-		} else {
-			box = new([]attribution.Span)
-		}
-		*box = spans
-		c.traces[id] = box
+	defer c.mu.Unlock()
+	if buf, ok := c.traces[id]; ok {
+		return buf
 	}
-	c.mu.Unlock()
+	var spans []attribution.Span
+	if n := len(c.free); n > 0 {
+		spans, c.free = c.free[n-1], c.free[:n-1]
+	} else {
+		spans = make([]attribution.Span, 0, spansPerUnit)
+	}
+	var buf *unitBuf
+	if n := len(c.bufs); n > 0 {
+		buf, c.bufs = c.bufs[n-1], c.bufs[:n-1]
+	} else {
+		buf = new(unitBuf)
+	}
+	buf.id, buf.spans = id, spans
+	c.traces[id] = buf
+	return buf
 }
 
 // forget drops a trace whose root never ended normally (not sampled).
 func (c *collector) forget(id trace.TraceID) {
 	c.mu.Lock()
-	if box, ok := c.traces[id]; ok {
-		delete(c.traces, id)
-		c.recycleLocked(c.unboxLocked(box))
+	if buf, ok := c.traces[id]; ok {
+		c.recycleLocked(c.releaseBufLocked(buf))
 	}
 	c.mu.Unlock()
 }
 
-// unboxLocked returns a trace's spans and keeps its box for reuse. mu is
-// held.
-func (c *collector) unboxLocked(box *[]attribution.Span) []attribution.Span {
-	spans := *box
-	*box = nil
-	if len(c.boxes) < maxFree {
-		c.boxes = append(c.boxes, box)
+// releaseBufLocked stops tracking buf's trace and returns its spans; buf
+// is kept for reuse. mu is held.
+func (c *collector) releaseBufLocked(buf *unitBuf) []attribution.Span {
+	delete(c.traces, buf.id)
+	spans := buf.spans
+	buf.id, buf.spans = trace.TraceID{}, nil
+	if len(c.bufs) < maxFree {
+		c.bufs = append(c.bufs, buf)
 	}
 	return spans
+}
+
+// bufLocked returns the buffer of trace id: buf if it is that trace's
+// (buf is what a span carries, or nil), else the one tracked, or nil when
+// the trace is not a unit's in flight. mu is held.
+func (c *collector) bufLocked(buf *unitBuf, id trace.TraceID) *unitBuf {
+	if buf != nil {
+		if buf.id != id {
+			return nil // the span outlived its unit
+		}
+		return buf
+	}
+	return c.traces[id]
 }
 
 func (c *collector) recycleLocked(spans []attribution.Span) {
@@ -160,11 +186,12 @@ func (c *collector) recycleLocked(spans []attribution.Span) {
 
 // add keeps spans made without the SDK (a task host's phases, from its
 // reply timings) with the other spans of trace id, if it is a unit's in
-// flight. None of them may be a root.
-func (c *collector) add(id trace.TraceID, spans []attribution.Span) {
+// flight: in buf, the unit's buffer, if not nil (else looked up). None of
+// them may be a root.
+func (c *collector) add(buf *unitBuf, id trace.TraceID, spans []attribution.Span) {
 	c.mu.Lock()
-	if box, ok := c.traces[id]; ok {
-		*box = append(*box, spans...)
+	if buf = c.bufLocked(buf, id); buf != nil {
+		buf.spans = append(buf.spans, spans...)
 	}
 	c.mu.Unlock()
 }
@@ -200,26 +227,24 @@ func (c *collector) OnStart(context.Context, sdktrace.ReadWriteSpan) {}
 // OnEnd implements sdktrace.SpanProcessor: it keeps the span if its trace
 // is a unit's, and hands the unit's spans to the accounting goroutine when
 // it is the unit's root.
-func (c *collector) OnEnd(s sdktrace.ReadOnlySpan) { c.ended(attribution.FromSDKSpan(s)) }
+func (c *collector) OnEnd(s sdktrace.ReadOnlySpan) { c.ended(nil, attribution.FromSDKSpan(s)) }
 
 // ended keeps an ended span (from the SDK, through OnEnd, or from the
 // runtime's accountingTracer) if its trace is a unit's, and hands the
 // unit's spans to the accounting goroutine when it is the unit's root.
-func (c *collector) ended(sp attribution.Span) {
-	id := trace.TraceID(sp.TraceID)
+// buf is the unit's buffer the span carries, or nil: then it is looked up.
+func (c *collector) ended(buf *unitBuf, sp attribution.Span) {
 	c.mu.Lock()
-	box, ok := c.traces[id]
-	if !ok {
+	if buf = c.bufLocked(buf, trace.TraceID(sp.TraceID)); buf == nil {
 		c.mu.Unlock()
 		return // not a unit's trace, or already accounted
 	}
-	*box = append(*box, sp)
+	buf.spans = append(buf.spans, sp)
 	if sp.Name != telemetry.SpanWork || !sp.ParentID.IsZero() {
 		c.mu.Unlock()
 		return
 	}
-	delete(c.traces, id)
-	spans := c.unboxLocked(box)
+	spans := c.releaseBufLocked(buf)
 	c.mu.Unlock()
 
 	c.qmu.Lock()

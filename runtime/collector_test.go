@@ -40,7 +40,7 @@ func TestCollectorFlush(t *testing.T) {
 
 	a := root("a", 1)
 	aDone := make(chan struct{})
-	go func() { c.ended(a); close(aDone) }()
+	go func() { c.ended(nil, a); close(aDone) }()
 	if got := <-entered; got != "a" {
 		t.Fatalf("accounting %q, want a", got)
 	}
@@ -58,7 +58,7 @@ func TestCollectorFlush(t *testing.T) {
 	// ending it does not wait.
 	b := root("b", 2)
 	bDone := make(chan struct{})
-	go func() { c.ended(b); close(bDone) }()
+	go func() { c.ended(nil, b); close(bDone) }()
 	select {
 	case <-bDone:
 	case <-time.After(5 * time.Second):
@@ -100,7 +100,7 @@ func TestCollectorFlush(t *testing.T) {
 		t.Fatalf("accounted %v, want each unit once", accounted)
 	}
 	// A root ended again (a trace already accounted) is ignored.
-	c.ended(a)
+	c.ended(nil, a)
 	if err := c.flush(context.Background()); err != nil || accounted["a"] != 1 {
 		t.Fatalf("after a second end of a: flush %v, accounted %v", err, accounted)
 	}
@@ -128,9 +128,9 @@ func TestCollectorConcurrentRoots(t *testing.T) {
 			for i := range perG {
 				tid := trace.TraceID{byte(g), byte(i >> 8), byte(i)}
 				c.track(tid)
-				c.ended(attribution.Span{TraceID: attribution.TraceID(tid), SpanID: attribution.SpanID{1}, ParentID: attribution.SpanID{2},
+				c.ended(nil, attribution.Span{TraceID: attribution.TraceID(tid), SpanID: attribution.SpanID{1}, ParentID: attribution.SpanID{2},
 					Name: "x.send", Start: 1, End: 2})
-				c.ended(attribution.Span{TraceID: attribution.TraceID(tid), SpanID: attribution.SpanID{2}, Name: telemetry.SpanWork, Start: 0, End: 3})
+				c.ended(nil, attribution.Span{TraceID: attribution.TraceID(tid), SpanID: attribution.SpanID{2}, Name: telemetry.SpanWork, Start: 0, End: 3})
 			}
 		}()
 	}
@@ -176,7 +176,7 @@ func TestCollectorBoundsQueue(t *testing.T) {
 	end := func(i int) {
 		tid := trace.TraceID{byte(i >> 16), byte(i >> 8), byte(i), 1}
 		c.track(tid)
-		c.ended(attribution.Span{TraceID: attribution.TraceID(tid), SpanID: attribution.SpanID{1}, Name: telemetry.SpanWork, Start: 1, End: 2})
+		c.ended(nil, attribution.Span{TraceID: attribution.TraceID(tid), SpanID: attribution.SpanID{1}, Name: telemetry.SpanWork, Start: 1, End: 2})
 	}
 	go end(0)
 	<-entered
@@ -219,7 +219,7 @@ func TestCollectorHurries(t *testing.T) {
 	end := func(i int) {
 		tid := trace.TraceID{byte(i >> 16), byte(i >> 8), byte(i), 2}
 		c.track(tid)
-		c.ended(attribution.Span{TraceID: attribution.TraceID(tid), SpanID: attribution.SpanID{1}, Name: telemetry.SpanWork, Start: 1, End: 2})
+		c.ended(nil, attribution.Span{TraceID: attribution.TraceID(tid), SpanID: attribution.SpanID{1}, Name: telemetry.SpanWork, Start: 1, End: 2})
 	}
 	for i := 1; i < hurryAt; i++ {
 		end(i)

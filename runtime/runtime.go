@@ -572,7 +572,7 @@ func (r *Runtime) Submit(ctx context.Context, it scenario.Item) error {
 	r.mu.Lock()
 	r.units[tid] = u
 	r.mu.Unlock()
-	r.col.track(tid)
+	setUnit(u.work.Span(), r.col.track(tid))
 	var dctx context.Context
 	dctx, disp := u.comp.StartDetached(wctx, telemetry.Dispatch, telemetry.None)
 	u.disp = disp
@@ -953,7 +953,11 @@ func (r *Runtime) childSpans(ctx context.Context, res *ipcpb.TaskResult, sendSta
 		}
 		n++
 	}
-	r.col.add(host.TraceID(), spans[:n])
+	var unit *unitBuf
+	if s, ok := trace.SpanFromContext(ctx).(*accountingSpan); ok {
+		unit = s.unit
+	}
+	r.col.add(unit, host.TraceID(), spans[:n])
 }
 
 // Wait blocks until every submitted unit has ended and been accounted

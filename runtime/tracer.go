@@ -170,8 +170,9 @@ func endPhaseSpan(span trace.Span, end time.Time) {
 // startPhase starts a phase span (p zero: a span that is not a phase,
 // such as amdahl.work, with no attributes).
 func (t *accountingTracer) startPhase(ctx context.Context, name, component string, ph telemetry.Phase, d telemetry.Direction, start time.Time) (context.Context, trace.Span) {
-	parent := trace.SpanContextFromContext(ctx)
+	parent, unit := parentOf(ctx)
 	s := t.newSpan(parent)
+	s.unit = unit
 	s.sp.Name, s.sp.Component, s.sp.Phase, s.sp.Direction, s.sp.Start = name, component, ph, d, start.UnixNano()
 	if t.export != nil && !s.ended {
 		s.rec = &spanRecord{parent: parent, kind: trace.SpanKindInternal}
@@ -182,7 +183,7 @@ func (t *accountingTracer) startPhase(ctx context.Context, name, component strin
 
 // recordPhase records a phase span whole, with attrs besides its phase's.
 func (t *accountingTracer) recordPhase(ctx context.Context, name, component string, ph telemetry.Phase, d telemetry.Direction, start, end time.Time, attrs []attribute.KeyValue) {
-	parent := trace.SpanContextFromContext(ctx)
+	parent, unit := parentOf(ctx)
 	sp, sampled := t.child(parent)
 	if !sampled {
 		return
@@ -191,7 +192,7 @@ func (t *accountingTracer) recordPhase(ctx context.Context, name, component stri
 	for _, kv := range attrs {
 		sp.SetAttribute(kv)
 	}
-	t.col.ended(sp)
+	t.col.ended(unit, sp)
 	if t.export != nil {
 		r := spanRecord{parent: parent, kind: trace.SpanKindInternal}
 		r.phaseAttrs(component, ph, d)
@@ -205,11 +206,12 @@ func (t *accountingTracer) recordPhase(ctx context.Context, name, component stri
 // Start implements trace.Tracer.
 func (t *accountingTracer) Start(ctx context.Context, name string, opts ...trace.SpanStartOption) (context.Context, trace.Span) {
 	cfg := trace.NewSpanStartConfig(opts...)
-	parent := trace.SpanContextFromContext(ctx)
+	parent, unit := parentOf(ctx)
 	if cfg.NewRoot() {
-		parent = trace.SpanContext{}
+		parent, unit = trace.SpanContext{}, nil
 	}
 	s := t.newSpan(parent)
+	s.unit = unit
 	start := cfg.Timestamp()
 	if start.IsZero() {
 		start = time.Now()
@@ -230,6 +232,17 @@ func (t *accountingTracer) Start(ctx context.Context, name string, opts ...trace
 		}
 	}
 	return trace.ContextWithSpan(ctx, s), s
+}
+
+// parentOf returns the span context of the span in ctx (as
+// trace.SpanContextFromContext does), and its unit's buffer if it is one
+// of ours that carries one.
+func parentOf(ctx context.Context) (trace.SpanContext, *unitBuf) {
+	span := trace.SpanFromContext(ctx)
+	if s, ok := span.(*accountingSpan); ok {
+		return s.sc, s.unit
+	}
+	return span.SpanContext(), nil
 }
 
 // newSpan returns a span, not started yet, as a child of parent (a root
@@ -269,6 +282,11 @@ type accountingSpan struct {
 	embedded.Span
 	tracer *accountingTracer
 	sc     trace.SpanContext
+	// unit is the buffer of the unit the span belongs to, where it is
+	// filed when it ends (nil: looked up by trace). Set before the span
+	// is shared: inherited from the parent, or, on a unit's root, by
+	// setUnit.
+	unit *unitBuf
 
 	mu    sync.Mutex
 	sp    attribution.Span
@@ -299,9 +317,19 @@ func (s *accountingSpan) endAt(end time.Time) {
 	s.sp.End = end.UnixNano()
 	sp := s.sp
 	s.mu.Unlock()
-	s.tracer.col.ended(sp)
+	s.tracer.col.ended(s.unit, sp)
 	if s.rec != nil {
 		s.tracer.export.proc.OnEnd(s.rec.snapshot(s.tracer, s.sc, sp))
+	}
+}
+
+// setUnit makes span, a unit's root just started and not shared yet,
+// carry buf, the buffer the collector keeps the unit's spans in (track):
+// the spans started under it inherit it. Nothing for a span of another
+// tracer.
+func setUnit(span trace.Span, buf *unitBuf) {
+	if s, ok := span.(*accountingSpan); ok {
+		s.unit = buf
 	}
 }
 

@@ -31,8 +31,8 @@ import (
 func keptSpans(c *collector, id trace.TraceID) []attribution.Span {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if box := c.traces[id]; box != nil {
-		return slices.Clone(*box)
+	if buf := c.traces[id]; buf != nil {
+		return slices.Clone(buf.spans)
 	}
 	return nil
 }
@@ -688,7 +688,7 @@ func TestSpanOutlivesUnit(t *testing.T) {
 	col, accounted, rt, ipcComp := accountingComponents(t)
 	start := func() (context.Context, telemetry.WorkSpan) {
 		ctx, work := rt.StartWork(context.Background())
-		col.track(work.Span().SpanContext().TraceID())
+		setUnit(work.Span(), col.track(work.Span().SpanContext().TraceID())) // as Submit does
 		return ctx, work
 	}
 	ctx1, work1 := start()

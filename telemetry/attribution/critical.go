@@ -173,6 +173,17 @@ type Builder struct {
 func (bd *Builder) EachTree(spans []Span, fn func(Work)) Diagnostics {
 	var d Diagnostics
 	d.Spans = len(spans)
+	if len(spans) == 0 {
+		return d
+	}
+	b := &bd.b
+	b.reuse = bd.Reuse
+	// A unit's spans, as the runtime hands them, are of one trace, and
+	// most are of a shape seen before (shape.go).
+	one := oneTrace(spans)
+	if one && b.knownShape(spans, fn, &d) {
+		return d
+	}
 	// Group by trace, keeping input order inside a trace so the first copy
 	// of a duplicate wins.
 	idx := resize(bd.idx, len(spans))
@@ -180,17 +191,11 @@ func (bd *Builder) EachTree(spans []Span, fn func(Work)) Diagnostics {
 	for i := range idx {
 		idx[i] = int32(i)
 	}
-	b := &bd.b
-	b.reuse = bd.Reuse
-	// A unit's spans, as the runtime hands them, are of one trace: no
-	// grouping needed, and most are of a shape seen before (shape.go).
-	if oneTrace(spans) {
-		if len(idx) > 0 && !b.knownShape(spans, fn, &d) {
-			var dt Diagnostics
-			b.trace(spans, idx, fn, &dt)
-			b.learnShape(spans, dt)
-			d.Add(dt)
-		}
+	if one {
+		var dt Diagnostics
+		b.trace(spans, idx, fn, &dt)
+		b.learnShape(spans, dt)
+		d.Add(dt)
 		return d
 	}
 	slices.SortFunc(idx, func(a, b int32) int {
