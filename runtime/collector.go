@@ -28,8 +28,11 @@ import (
 //
 // Ending a span runs on the goroutine of the code being measured, so it
 // only files the few fields attribution needs, as a compact
-// attribution.Span, under one lock; the tree and critical-path work
-// happens on the accounting goroutine. Waking that goroutine costs more
+// attribution.Span, under one lock, in the unit's buffer (unitBuf): the
+// runtime's own spans carry it, others' are looked up by trace. The tree
+// and critical-path work happens on the accounting goroutine, where
+// units of a shape seen before skip building the tree
+// (attribution.Builder). Waking that goroutine costs more
 // than accounting a unit, so it is not woken per unit: the first unit
 // handed to it while it is idle wakes it, and it lets the units of the
 // next gatherDelay gather before it takes them all in one pass, or fewer

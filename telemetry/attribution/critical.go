@@ -802,8 +802,9 @@ func (t *tree) attribute(reuse bool) []KeyStat {
 
 // sortRows puts a unit's rows in compareKeys order, and leaves in t.slot
 // where each went (the row at i before is at t.slot[i]). Units of one shape
-// have the same rows, though not made in the same order (a node's
-// children are in span-id order, and ids are random), so the last unit's
+// have the same rows, though not always made in the same order (a node's
+// children are in input order, and spans may end in another order from
+// unit to unit), so the last unit's
 // sorted keys are kept: when this unit's keys are the same set, each row
 // goes to its key's place, found by comparing keys (strings whose bytes
 // are mostly shared, so mostly as pointers), and nothing is sorted. The
