@@ -75,7 +75,7 @@
 // span's End. When a unit's root ends it is handed to the runtime's
 // accounting goroutine (through a bounded queue: a unit is never dropped;
 // the goroutine, woken by the first unit after it idled, lets units
-// gather for 10 ms, or until 512 wait, and takes them all at once; Wait
+// gather for 50 ms, or until 512 wait, and takes them all at once; Wait
 // and Close return once every ended unit is accounted), which computes
 // the unit's critical path (package attribution: the
 // last-finishing-child walk, with the host's spans placed causally
