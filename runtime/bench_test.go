@@ -269,7 +269,7 @@ func BenchmarkUnitTelemetry(b *testing.B) {
 	for _, path := range []string{"sdk", "accounting", "sdk+export", "own+export"} {
 		b.Run("path="+path, func(b *testing.B) {
 			var works int
-			c := newCollector(func(attribution.Work) { works++ }, nil)
+			c := newCollector(func(attribution.Work, any) { works++ }, nil)
 			defer c.close()
 			var tp trace.TracerProvider
 			var own telemetry.PhaseTracer
@@ -309,7 +309,7 @@ func BenchmarkUnitTelemetry(b *testing.B) {
 			cpu0 := processCPU()
 			for i := range b.N {
 				ctx, work := rt.StartWork(root)
-				setUnit(work.Span(), c.track(work.Span().SpanContext().TraceID()))
+				setUnit(work.Span(), c.track(work.Span().SpanContext().TraceID(), nil))
 				dctx, disp := rt.StartDetached(ctx, telemetry.Dispatch, telemetry.None)
 				q := rt.StartDetachedLeaf(dctx, telemetry.Queue, telemetry.None)
 				q.End()

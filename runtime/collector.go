@@ -52,7 +52,7 @@ import (
 // goroutine's batches keep the accumulators and the scratch space warm
 // from one unit to the next.
 type collector struct {
-	onWork func(attribution.Work)        // each unit's; Stats and Nodes valid only during the call
+	onWork func(attribution.Work, any)   // each unit's, with its owner (track); Stats and Nodes valid only during the call
 	onDiag func(attribution.Diagnostics) // each trace's, after its units; may be nil
 
 	mu     sync.Mutex
@@ -63,7 +63,7 @@ type collector struct {
 	// The hand-off, guarded by qmu.
 	qmu       sync.Mutex
 	room      sync.Cond            // on qmu: pending has room, or closed
-	pending   [][]attribution.Span // units ended, not taken yet
+	pending   []handoff            // units ended, not taken yet
 	handed    uint64               // units handed off so far
 	accounted uint64               // of them, accounted
 	waiters   []flushWaiter        // flush calls waiting
@@ -83,6 +83,13 @@ type collector struct {
 type unitBuf struct {
 	id    trace.TraceID // zero while not in use
 	spans []attribution.Span
+	owner any // what track was given, handed to onWork with the unit
+}
+
+// handoff is a unit ended and not accounted yet: its spans and owner.
+type handoff struct {
+	spans []attribution.Span
+	owner any
 }
 
 // flushWaiter is a flush waiting for the first upTo units handed off.
@@ -103,11 +110,12 @@ const (
 )
 
 // newCollector starts the collector's accounting goroutine, which calls
-// onWork for each unit and then onDiag (if not nil) with the diagnostics
-// of its trace; close stops it. onWork's Work shares the goroutine's
+// onWork for each unit, with the owner its trace was tracked with, and
+// then onDiag (if not nil) with the diagnostics of its trace; close
+// stops it. onWork's Work shares the goroutine's
 // scratch space (attribution.Builder.Reuse): its Stats and Nodes are
 // valid only until onWork returns.
-func newCollector(onWork func(attribution.Work), onDiag func(attribution.Diagnostics)) *collector {
+func newCollector(onWork func(attribution.Work, any), onDiag func(attribution.Diagnostics)) *collector {
 	c := &collector{
 		onWork: onWork,
 		onDiag: onDiag,
@@ -123,8 +131,9 @@ func newCollector(onWork func(attribution.Work), onDiag func(attribution.Diagnos
 }
 
 // track starts collecting the spans of trace id (a unit's root) and
-// returns the unit's buffer, for its spans to carry (setUnit).
-func (c *collector) track(id trace.TraceID) *unitBuf {
+// returns the unit's buffer, for its spans to carry (setUnit); owner
+// (the runtime's unit) is handed to onWork with the unit's attribution.
+func (c *collector) track(id trace.TraceID, owner any) *unitBuf {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if buf, ok := c.traces[id]; ok {
@@ -142,7 +151,7 @@ func (c *collector) track(id trace.TraceID) *unitBuf {
 	} else {
 		buf = new(unitBuf)
 	}
-	buf.id, buf.spans = id, spans
+	buf.id, buf.spans, buf.owner = id, spans, owner
 	c.traces[id] = buf
 	return buf
 }
@@ -151,21 +160,21 @@ func (c *collector) track(id trace.TraceID) *unitBuf {
 func (c *collector) forget(id trace.TraceID) {
 	c.mu.Lock()
 	if buf, ok := c.traces[id]; ok {
-		c.recycleLocked(c.releaseBufLocked(buf))
+		c.recycleLocked(c.releaseBufLocked(buf).spans)
 	}
 	c.mu.Unlock()
 }
 
-// releaseBufLocked stops tracking buf's trace and returns its spans; buf
-// is kept for reuse. mu is held.
-func (c *collector) releaseBufLocked(buf *unitBuf) []attribution.Span {
+// releaseBufLocked stops tracking buf's trace and returns its spans and
+// owner; buf is kept for reuse. mu is held.
+func (c *collector) releaseBufLocked(buf *unitBuf) handoff {
 	delete(c.traces, buf.id)
-	spans := buf.spans
-	buf.id, buf.spans = trace.TraceID{}, nil
+	h := handoff{buf.spans, buf.owner}
+	buf.id, buf.spans, buf.owner = trace.TraceID{}, nil, nil
 	if len(c.bufs) < maxFree {
 		c.bufs = append(c.bufs, buf)
 	}
-	return spans
+	return h
 }
 
 // bufLocked returns the buffer of trace id: buf if it is that trace's
@@ -247,7 +256,7 @@ func (c *collector) ended(buf *unitBuf, sp attribution.Span) {
 		c.mu.Unlock()
 		return
 	}
-	spans := c.releaseBufLocked(buf)
+	h := c.releaseBufLocked(buf)
 	c.mu.Unlock()
 
 	c.qmu.Lock()
@@ -258,10 +267,10 @@ func (c *collector) ended(buf *unitBuf, sp attribution.Span) {
 		// Only after close, when every unit has ended: account here.
 		c.qmu.Unlock()
 		var b attribution.Builder
-		c.accountUnit(&b, spans)
+		c.accountUnit(&b, h)
 		return
 	}
-	c.pending = append(c.pending, spans)
+	c.pending = append(c.pending, h)
 	c.handed++
 	c.wakeLocked()
 	if len(c.pending) == hurryAt {
@@ -290,7 +299,7 @@ func (c *collector) hurryUp() {
 // all that are waiting at a time, until close.
 func (c *collector) account() {
 	defer close(c.done)
-	var took [][]attribution.Span
+	var took []handoff
 	b := attribution.Builder{Reuse: true}
 	gather := time.NewTimer(time.Hour)
 	gather.Stop()
@@ -325,12 +334,12 @@ func (c *collector) account() {
 		took, c.pending = c.pending, took[:0]
 		c.room.Broadcast()
 		c.qmu.Unlock()
-		for _, spans := range took {
-			c.accountUnit(&b, spans)
-			clear(spans) // drop the strings the spans hold
-			c.recycle(spans)
+		for _, h := range took {
+			c.accountUnit(&b, h)
+			clear(h.spans) // drop the strings the spans hold
+			c.recycle(h.spans)
 		}
-		clear(took) // drop the slices, now recycled
+		clear(took) // drop the slices, now recycled, and the owners
 		c.qmu.Lock()
 		c.accounted += uint64(len(took))
 		c.releaseLocked(false)
@@ -359,11 +368,11 @@ func (c *collector) recycle(spans []attribution.Span) {
 	c.mu.Unlock()
 }
 
-// accountUnit attributes the unit whose spans are spans (one trace; it
-// may hold more than one unit only if a unit was nested in another's
+// accountUnit attributes the unit handed off (its spans are of one trace;
+// they hold more than one unit only if a unit was nested in another's
 // trace), with b's scratch space.
-func (c *collector) accountUnit(b *attribution.Builder, spans []attribution.Span) {
-	diag := b.EachTree(spans, c.onWork)
+func (c *collector) accountUnit(b *attribution.Builder, h handoff) {
+	diag := b.EachTree(h.spans, func(w attribution.Work) { c.onWork(w, h.owner) })
 	if c.onDiag != nil {
 		c.onDiag(diag)
 	}

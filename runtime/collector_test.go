@@ -19,21 +19,24 @@ import (
 // goroutine without waiting for the accounting; flush waits for the units
 // whose roots ended before it (one still being accounted holds it), but
 // not for units ending after it, so a busy run cannot keep it waiting;
-// and every unit is accounted once.
+// and every unit is accounted once, with the owner it was tracked with.
 func TestCollectorFlush(t *testing.T) {
 	release := map[string]chan struct{}{"a": make(chan struct{}), "b": make(chan struct{})}
 	entered := make(chan string, 2)
 	accounted := map[string]int{}
 	var c *collector
-	c = newCollector(func(w attribution.Work) {
+	c = newCollector(func(w attribution.Work, owner any) {
 		name := w.Root.Component // the test's name for the unit
+		if owner != "owner of "+name {
+			t.Errorf("unit %s accounted with owner %v, want %q", name, owner, "owner of "+name)
+		}
 		entered <- name
 		<-release[name]
 		accounted[name]++ // the accounting goroutine's alone
 	}, nil)
 	root := func(name string, id byte) attribution.Span {
 		tid := trace.TraceID{id}
-		c.track(tid)
+		c.track(tid, "owner of "+name)
 		return attribution.Span{TraceID: attribution.TraceID(tid), SpanID: attribution.SpanID{id}, Name: telemetry.SpanWork,
 			Component: name, Start: 1, End: 2}
 	}
@@ -112,7 +115,7 @@ func TestCollectorFlush(t *testing.T) {
 func TestCollectorConcurrentRoots(t *testing.T) {
 	var mu sync.Mutex
 	seen := map[attribution.TraceID]int{}
-	c := newCollector(func(w attribution.Work) {
+	c := newCollector(func(w attribution.Work, _ any) {
 		mu.Lock()
 		seen[w.Root.TraceID]++
 		mu.Unlock()
@@ -127,7 +130,7 @@ func TestCollectorConcurrentRoots(t *testing.T) {
 			defer wg.Done()
 			for i := range perG {
 				tid := trace.TraceID{byte(g), byte(i >> 8), byte(i)}
-				c.track(tid)
+				c.track(tid, nil)
 				c.ended(nil, attribution.Span{TraceID: attribution.TraceID(tid), SpanID: attribution.SpanID{1}, ParentID: attribution.SpanID{2},
 					Name: "x.send", Start: 1, End: 2})
 				c.ended(nil, attribution.Span{TraceID: attribution.TraceID(tid), SpanID: attribution.SpanID{2}, Name: telemetry.SpanWork, Start: 0, End: 3})
@@ -162,7 +165,7 @@ func TestCollectorBoundsQueue(t *testing.T) {
 	entered := make(chan struct{}, 1)
 	var first sync.Once
 	var n int
-	c := newCollector(func(attribution.Work) {
+	c := newCollector(func(attribution.Work, any) {
 		first.Do(func() {
 			entered <- struct{}{}
 			<-hold
@@ -175,7 +178,7 @@ func TestCollectorBoundsQueue(t *testing.T) {
 	defer release() // before close, should the test fail while holding
 	end := func(i int) {
 		tid := trace.TraceID{byte(i >> 16), byte(i >> 8), byte(i), 1}
-		c.track(tid)
+		c.track(tid, nil)
 		c.ended(nil, attribution.Span{TraceID: attribution.TraceID(tid), SpanID: attribution.SpanID{1}, Name: telemetry.SpanWork, Start: 1, End: 2})
 	}
 	go end(0)
@@ -208,7 +211,7 @@ func TestCollectorBoundsQueue(t *testing.T) {
 // (here for an hour), but no longer than until hurryAt of them wait.
 func TestCollectorHurries(t *testing.T) {
 	var n atomic.Int64
-	c := newCollector(func(attribution.Work) { n.Add(1) }, nil)
+	c := newCollector(func(attribution.Work, any) { n.Add(1) }, nil)
 	defer c.close()
 	c.gather = time.Hour // before the first unit: read when it wakes the goroutine
 	for idle := false; !idle; time.Sleep(time.Millisecond) {
@@ -218,7 +221,7 @@ func TestCollectorHurries(t *testing.T) {
 	}
 	end := func(i int) {
 		tid := trace.TraceID{byte(i >> 16), byte(i >> 8), byte(i), 2}
-		c.track(tid)
+		c.track(tid, nil)
 		c.ended(nil, attribution.Span{TraceID: attribution.TraceID(tid), SpanID: attribution.SpanID{1}, Name: telemetry.SpanWork, Start: 1, End: 2})
 	}
 	for i := 1; i < hurryAt; i++ {
@@ -243,7 +246,7 @@ func TestCollectorHurries(t *testing.T) {
 // once, as the runtime's workers draw them), and they are not sequential
 // (a trace file shows them: random, as the SDK's).
 func TestCollectorIDs(t *testing.T) {
-	c := newCollector(func(attribution.Work) {}, nil)
+	c := newCollector(func(attribution.Work, any) {}, nil)
 	defer c.close()
 	const per, workers = 25_000, 4
 	spans := make([][]attribution.SpanID, workers)

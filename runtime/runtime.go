@@ -254,7 +254,6 @@ type Runtime struct {
 	inflight sync.WaitGroup // units submitted and not yet ended
 
 	mu          sync.Mutex
-	units       map[trace.TraceID]*unit
 	acc         attribution.Accumulator
 	byKind      map[scenario.Kind]*attribution.Accumulator
 	counts      [3]int
@@ -309,7 +308,6 @@ func New(ctx context.Context, cfg Config) (_ *Runtime, err error) {
 		cfg: cfg, set: cfg.Settings, log: cfg.Logger,
 		queue:    make(chan *unit, cfg.Settings.Queue),
 		stopping: make(chan struct{}),
-		units:    map[trace.TraceID]*unit{},
 		byKind:   map[scenario.Kind]*attribution.Accumulator{},
 		classes:  map[string]int{},
 		examples: map[string]string{},
@@ -568,11 +566,11 @@ func (r *Runtime) Submit(ctx context.Context, it scenario.Item) error {
 		AttrShape.String(it.Shape))
 	u.work = work
 	u.start = u.work.Start()
-	tid := u.work.Span().SpanContext().TraceID()
-	r.mu.Lock()
-	r.units[tid] = u
-	r.mu.Unlock()
-	setUnit(u.work.Span(), r.col.track(tid))
+	// A sampled root's unit is attributed: its spans are collected in a
+	// buffer that hands the unit to onWork with them.
+	if sc := u.work.Span().SpanContext(); sc.IsSampled() {
+		setUnit(u.work.Span(), r.col.track(sc.TraceID(), u))
+	}
 	var dctx context.Context
 	dctx, disp := u.comp.StartDetached(wctx, telemetry.Dispatch, telemetry.None)
 	u.disp = disp
@@ -604,11 +602,7 @@ func (r *Runtime) Submit(ctx context.Context, it scenario.Item) error {
 }
 
 func (r *Runtime) dropUnit(u *unit) {
-	tid := u.work.Span().SpanContext().TraceID()
-	r.mu.Lock()
-	delete(r.units, tid)
-	r.mu.Unlock()
-	r.col.forget(tid)
+	r.col.forget(u.work.Span().SpanContext().TraceID())
 }
 
 // worker runs units until Close; drain ends when running units must stop.
@@ -711,11 +705,9 @@ func (r *Runtime) finish(u *unit, o telemetry.Outcome, class string, err error) 
 // accounting goroutine. A unit is added to its kind's accumulator only:
 // Summary merges them (adding each unit twice, to the run's and to its
 // kind's, cost as much again as its tree).
-func (r *Runtime) onWork(w attribution.Work) {
-	tid := trace.TraceID(w.Root.TraceID)
+func (r *Runtime) onWork(w attribution.Work, owner any) {
+	u, _ := owner.(*unit)
 	r.mu.Lock()
-	u := r.units[tid]
-	delete(r.units, tid)
 	acc := &r.acc // units of no known kind, and the diagnostics
 	if u != nil {
 		acc = r.byKind[u.item.Kind]

@@ -42,7 +42,7 @@ func keptSpans(c *collector, id trace.TraceID) []attribution.Span {
 func keepingCollector(t *testing.T) (*collector, func() []attribution.Work) {
 	var works []attribution.Work
 	var mu sync.Mutex
-	col := newCollector(func(w attribution.Work) {
+	col := newCollector(func(w attribution.Work, _ any) {
 		mu.Lock()
 		works = append(works, attribution.Work{Root: w.Root, Stats: slices.Clone(w.Stats), Nodes: slices.Clone(w.Nodes)})
 		mu.Unlock()
@@ -83,7 +83,7 @@ func TestAccountingTracerSpans(t *testing.T) {
 	if !root.IsValid() || !root.IsSampled() || root.IsRemote() {
 		t.Fatalf("root span context %+v: want valid, sampled, local", root)
 	}
-	col.track(root.TraceID())
+	col.track(root.TraceID(), nil)
 
 	// A phase through the PhaseTracer path, a span through the OTel API
 	// with its own timestamps, and a phase recorded after the fact.
@@ -165,7 +165,7 @@ func TestAccountingTracerSpans(t *testing.T) {
 // TestAccountingTracerConcurrent: a span is safe for concurrent use (run
 // with -race).
 func TestAccountingTracerConcurrent(t *testing.T) {
-	col := newCollector(func(attribution.Work) {}, nil)
+	col := newCollector(func(attribution.Work, any) {}, nil)
 	defer col.close()
 	_, s := newAccountingProvider(col).Tracer("").Start(context.Background(), "s")
 	var wg sync.WaitGroup
@@ -549,7 +549,7 @@ func TestExportingSpanMatchesSDK(t *testing.T) {
 	sdk := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(sdkRec), sdktrace.WithResource(res))
 	defer func() { _ = sdk.Shutdown(ctx) }()
 	script(sdk)
-	c := newCollector(func(attribution.Work) {}, nil)
+	c := newCollector(func(attribution.Work, any) {}, nil)
 	defer c.close()
 	script(newExportingProvider(c, ownRec, res))
 
@@ -688,7 +688,7 @@ func TestSpanOutlivesUnit(t *testing.T) {
 	col, accounted, rt, ipcComp := accountingComponents(t)
 	start := func() (context.Context, telemetry.WorkSpan) {
 		ctx, work := rt.StartWork(context.Background())
-		setUnit(work.Span(), col.track(work.Span().SpanContext().TraceID())) // as Submit does
+		setUnit(work.Span(), col.track(work.Span().SpanContext().TraceID(), nil)) // as Submit does
 		return ctx, work
 	}
 	ctx1, work1 := start()
