@@ -62,17 +62,17 @@ type collector struct {
 
 	// The hand-off, guarded by qmu.
 	qmu       sync.Mutex
-	room      sync.Cond            // on qmu: pending has room, or closed
-	pending   []handoff            // units ended, not taken yet
-	handed    uint64               // units handed off so far
-	accounted uint64               // of them, accounted
-	waiters   []flushWaiter        // flush calls waiting
-	idle      bool                 // the goroutine waits for wake
-	closed    bool                 // no more hand-offs: close was called
-	wake      chan struct{}        // capacity 1: wakes an idle goroutine
-	hurry     chan struct{}        // capacity 1: ends the gathering delay
-	gather    time.Duration        // gatherDelay; tests change it before the first unit
-	done      chan struct{}        // closed when the accounting goroutine returns
+	room      sync.Cond     // on qmu: pending has room, or closed
+	pending   []handoff     // units ended, not taken yet
+	handed    uint64        // units handed off so far
+	accounted uint64        // of them, accounted
+	waiters   []flushWaiter // flush calls waiting
+	idle      bool          // the goroutine waits for wake
+	closed    bool          // no more hand-offs: close was called
+	wake      chan struct{} // capacity 1: wakes an idle goroutine
+	hurry     chan struct{} // capacity 1: ends the gathering delay
+	gather    time.Duration // gatherDelay; tests change it before the first unit
+	done      chan struct{} // closed when the accounting goroutine returns
 }
 
 // unitBuf is the spans of one unit in flight, guarded by collector.mu.
