@@ -336,10 +336,7 @@ func BenchmarkUnitTelemetry(b *testing.B) {
 					spans[i] = attribution.Span{TraceID: attribution.TraceID(host.TraceID()), SpanID: c.newSpanID(), ParentID: attribution.SpanID(host.SpanID()),
 						Name: hostComp.SpanName(p, d), Component: "taskhost", Start: now.UnixNano(), End: now.UnixNano() + 1000, Phase: p, Direction: d, Remote: true}
 				}
-				var unit *unitBuf
-				if s, ok := hs.(*accountingSpan); ok {
-					unit = s.unit
-				}
+				_, unit := parentOf(hctx)
 				c.add(unit, host.TraceID(), spans[:])
 				hs.End()
 				work.End(telemetry.OK, nil)

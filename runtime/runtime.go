@@ -676,10 +676,7 @@ func (r *Runtime) finish(u *unit, o telemetry.Outcome, class string, err error) 
 	if err != nil {
 		u.work.Span().SetAttributes(AttrReason.String(class))
 	}
-	e2e := u.work.End(o, err)
-	if !u.work.Span().SpanContext().IsSampled() {
-		r.dropUnit(u)
-	}
+	e2e := u.work.End(o, err) // an unsampled root was never tracked (Submit)
 	res := Result{Seq: u.item.Seq, Kind: u.item.Kind, Shape: u.item.Shape, Outcome: o, Class: class, E2E: e2e, Outputs: u.outputs}
 	if err != nil {
 		res.Reason = err.Error()
@@ -945,10 +942,7 @@ func (r *Runtime) childSpans(ctx context.Context, res *ipcpb.TaskResult, sendSta
 		}
 		n++
 	}
-	var unit *unitBuf
-	if s, ok := trace.SpanFromContext(ctx).(*accountingSpan); ok {
-		unit = s.unit
-	}
+	_, unit := parentOf(ctx)
 	r.col.add(unit, host.TraceID(), spans[:n])
 }
 
