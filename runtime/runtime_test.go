@@ -11,7 +11,9 @@ import (
 	"os"
 	"os/exec"
 	"reflect"
+	goruntime "runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -44,6 +46,7 @@ const (
 const (
 	taskBlock = "test.block" // announces itself on stderr, then blocks until the host dies
 	taskFail  = "test.fail"  // fails with an error
+	taskProcs = "test.procs" // outputs the host's GOMAXPROCS as "procs"
 )
 
 func TestMain(m *testing.M) {
@@ -55,6 +58,9 @@ func TestMain(m *testing.M) {
 		}
 		tasks[taskFail] = func(context.Context, *ipcpb.TaskConfiguration) (map[string]string, error) {
 			return nil, errors.New("this task always fails")
+		}
+		tasks[taskProcs] = func(context.Context, *ipcpb.TaskConfiguration) (map[string]string, error) {
+			return map[string]string{"procs": strconv.Itoa(goruntime.GOMAXPROCS(0))}, nil
 		}
 		if err := ServeHost(context.Background(), tasks); err != nil {
 			fmt.Fprintln(os.Stderr, err)
@@ -593,6 +599,41 @@ func TestHostKilledMidTask(t *testing.T) {
 	}
 	if !processGone(victim) {
 		t.Errorf("killed host %d was not reaped", victim)
+	}
+}
+
+// TestHostProcsReachHosts: a task host runs with the GOMAXPROCS of
+// runtime.host_procs, whatever the parent's environment says.
+func TestHostProcsReachHosts(t *testing.T) {
+	t.Setenv("GOMAXPROCS", "7") // the parent's environment, which hosts inherit
+	for _, tc := range []struct {
+		set  string
+		want int
+	}{
+		{"runtime.host_procs=3", 3},
+		{"runtime.host_procs=auto", max(1, goruntime.GOMAXPROCS(0)/2)},
+	} {
+		t.Run(tc.set, func(t *testing.T) {
+			var rs results
+			cfg := testConfig(t, testSettings(t, tc.set), nil)
+			cfg.OnResult = rs.add
+			r := startRuntime(t, cfg)
+			for i := range 4 {
+				it := scenario.Item{Seq: i, Kind: scenario.KindTask, Task: &scenario.TaskItem{TaskName: taskProcs, Parameters: map[string]string{}}}
+				if err := r.Submit(context.Background(), it); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := r.Wait(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			for i := range 4 {
+				res, _ := rs.get(i)
+				if res.Outcome != telemetry.OK || res.Outputs["procs"] != strconv.Itoa(tc.want) {
+					t.Errorf("unit %d: %v, procs %q, want ok and %d", i, res.Outcome, res.Outputs["procs"], tc.want)
+				}
+			}
+		})
 	}
 }
 

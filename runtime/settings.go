@@ -67,6 +67,7 @@ type Settings struct {
 	Concurrency     int                 // runtime.concurrency: units of work in flight at most
 	Queue           int                 // runtime.queue: submitted units waiting for a worker at most
 	TaskTimeout     time.Duration       // runtime.task_timeout: 0 = none
+	HostProcs       int                 // runtime.host_procs: GOMAXPROCS of each task host; 0 = auto (hostProcs)
 	Count           int                 // scenario.count: 0 = the scenario's own
 	Seed            uint64              // scenario.seed (when SeedSet)
 	SeedSet         bool
@@ -225,6 +226,26 @@ var registry = []setting{
 				return errors.New("want a non-negative Go duration such as 30s or 2m (0 for none)")
 			}
 			s.TaskTimeout = d
+			return nil
+		}},
+	{name: "runtime.host_procs", values: "auto, or 1 to 1024",
+		doc: "GOMAXPROCS of each task host (set in its environment): auto gives each the parent's GOMAXPROCS over runtime.nodes, at least 1, so the hosts together run no more Go threads at once than the parent may; a host runs one task at a time",
+		get: func(s *Settings) string {
+			if s.HostProcs == 0 {
+				return "auto"
+			}
+			return strconv.Itoa(s.HostProcs)
+		},
+		set: func(s *Settings, v string) error {
+			if v == "auto" {
+				s.HostProcs = 0
+				return nil
+			}
+			n, err := parseCount(v, 1, 1024)
+			if err != nil {
+				return errors.New("want auto or a whole number from 1 to 1024")
+			}
+			s.HostProcs = n
 			return nil
 		}},
 	{name: "perturb.ipc.serialize", values: "a Go duration from 0 to 1s (e.g. 200us); 0 for off", doc: "causal experiment: every ipc.serialize phase sleeps this much longer (amdahl ab --candidate perturb.ipc.serialize=200us measures Δe2e/Δphase)",
@@ -454,14 +475,29 @@ func SettingsHelp() string {
 var hostSettingNames = [...]string{"ipc.buffer", "ipc.send", "ipc.delta", "perturb.taskhost.execute"}
 
 // childEnv returns the environment entries that carry the host settings to
-// a task host.
+// a task host, and its GOMAXPROCS (runtime.host_procs).
 func (s *Settings) childEnv() []string {
-	out := make([]string, 0, len(hostSettingNames))
+	out := make([]string, 0, len(hostSettingNames)+1)
 	for _, name := range hostSettingNames {
 		v, _ := s.Get(name)
 		out = append(out, EnvName(name)+"="+v)
 	}
-	return out
+	return append(out, "GOMAXPROCS="+strconv.Itoa(s.hostProcs(goruntime.GOMAXPROCS(0))))
+}
+
+// hostProcs returns each task host's GOMAXPROCS: runtime.host_procs, or
+// for auto the parent's procs (its GOMAXPROCS) over runtime.nodes, at
+// least 1. A task host serves one task at a time; with more Ps than it
+// uses, its idle ones still cost CPU (spinning threads looking for work,
+// idle-time GC workers, contended runtime locks) that the parent and the
+// other hosts could have run: on the 2-vCPU VM, 2 Ps in each of the 2
+// hosts took 47 % more host CPU per taskhost unit than 1 (runtime/README.md,
+// "Measured").
+func (s *Settings) hostProcs(procs int) int {
+	if s.HostProcs > 0 {
+		return s.HostProcs
+	}
+	return max(1, procs/max(1, s.Nodes))
 }
 
 // hostSettings resolves, in a task host, the settings its parent passed

@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -28,6 +29,7 @@ var validSettings = []struct {
 	{"runtime.concurrency", "7", func(s Settings) bool { return s.Concurrency == 7 }},
 	{"runtime.queue", "9", func(s Settings) bool { return s.Queue == 9 }},
 	{"runtime.task_timeout", "45s", func(s Settings) bool { return s.TaskTimeout == 45*time.Second }},
+	{"runtime.host_procs", "3", func(s Settings) bool { return s.HostProcs == 3 }},
 	{"scenario.count", "123", func(s Settings) bool { return s.Count == 123 }},
 	{"scenario.seed", "42", func(s Settings) bool { return s.SeedSet && s.Seed == 42 }},
 	{"variant", "candidate", func(s Settings) bool { return s.Variant == "candidate" }},
@@ -89,6 +91,9 @@ func TestBadSettingsRejected(t *testing.T) {
 		{"runtime.concurrency=-1", []string{"runtime.concurrency", "1 to 4096"}},
 		{"runtime.queue=x", []string{"runtime.queue"}},
 		{"runtime.task_timeout=soon", []string{"runtime.task_timeout", "duration"}},
+		{"runtime.host_procs=0", []string{"runtime.host_procs", "auto or a whole number from 1 to 1024"}},
+		{"runtime.host_procs=many", []string{"runtime.host_procs", "auto or a whole number from 1 to 1024"}},
+		{"runtime.host_procs=1025", []string{"runtime.host_procs", "auto or a whole number from 1 to 1024"}},
 		{"scenario.count=-5", []string{"scenario.count"}},
 		{"scenario.seed=-1", []string{"scenario.seed", "whole number"}},
 		{"variant=Has Spaces", []string{"variant", "a-z 0-9"}},
@@ -166,6 +171,46 @@ func TestSettingsPrecedence(t *testing.T) {
 	}
 	if d.IPCBuffer != ipc.DefaultBufferSize || d.IPCSend != ipc.Sync || !d.IPCDelta || d.MaxChunkBytes != chunking.DefaultMaxChunkBytes {
 		t.Errorf("defaults: %+v", d)
+	}
+}
+
+// TestHostProcs: runtime.host_procs is each task host's GOMAXPROCS, set
+// in its environment; auto divides the parent's procs between the hosts.
+func TestHostProcs(t *testing.T) {
+	for _, tc := range []struct {
+		sets  []string
+		procs int
+		want  int
+	}{
+		{[]string{"runtime.nodes=2"}, 2, 1},
+		{[]string{"runtime.nodes=2"}, 16, 8},
+		{[]string{"runtime.nodes=3"}, 16, 5},
+		{[]string{"runtime.nodes=8"}, 2, 1},
+		{[]string{"runtime.nodes=2", "runtime.host_procs=auto"}, 7, 3},
+		{[]string{"runtime.nodes=8", "runtime.host_procs=4"}, 2, 4},
+	} {
+		s, err := ResolveSettings(tc.sets, noEnv)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := s.hostProcs(tc.procs); got != tc.want {
+			t.Errorf("%v with %d procs: host procs %d, want %d", tc.sets, tc.procs, got, tc.want)
+		}
+	}
+	s, err := ResolveSettings([]string{"runtime.host_procs=6"}, noEnv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if env := s.childEnv(); !slices.Contains(env, "GOMAXPROCS=6") {
+		t.Errorf("child environment %q lacks GOMAXPROCS=6", env)
+	}
+	if v, _ := s.Get("runtime.host_procs"); v != "6" {
+		t.Errorf("Get: %q, want 6", v)
+	}
+	if d, _ := ResolveSettings(nil, noEnv); d.HostProcs != 0 {
+		t.Errorf("default host procs %d, want 0 (auto)", d.HostProcs)
+	} else if v, _ := d.Get("runtime.host_procs"); v != "auto" {
+		t.Errorf("default Get: %q, want auto", v)
 	}
 }
 
