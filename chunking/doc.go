@@ -170,8 +170,8 @@
 // stats handlers (W3C traceparent).
 //
 // Profiles: when the component sets pprof labels
-// (telemetry.ComponentConfig.PhaseLabels; on by default in amdahl, see
-// AMDAHL_PHASE_LABELS), the serialize phase runs under phase=serialize and
+// (telemetry.ComponentConfig.PhaseLabels; in amdahl on whenever a CPU
+// profile is taken, see AMDAHL_PHASE_LABELS), the serialize phase runs under phase=serialize and
 // each of its steps under step=<name> as well: validate (the fail-fast
 // pass that sizes each action once, without LargePayloads), size (every
 // other sizing: the whole response, the envelope, and the legacy planner's

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"runtime/pprof"
 	"sort"
 	"strconv"
 	"time"
@@ -213,8 +212,8 @@ func ServeHost(ctx context.Context, tasks map[string]TaskFunc, opts ...ipc.Optio
 	}
 }
 
-// runTask runs one task under the pprof label phase=execute and measures
-// it itself (the phase API reads no clock when telemetry is off).
+// runTask runs one task in the execute phase and measures it itself (the
+// phase API reads no clock when telemetry is off).
 func runTask(ctx context.Context, comp *telemetry.Component, tasks map[string]TaskFunc, m *ipcpb.TaskConfiguration, delay time.Duration) (*ipcpb.TaskResult, time.Time, time.Duration) {
 	res := &ipcpb.TaskResult{Id: m.GetId(), Status: ipcpb.Status_STATUS_SUCCESS}
 	f, ok := tasks[m.GetTaskName()]
@@ -225,15 +224,11 @@ func runTask(ctx context.Context, comp *telemetry.Component, tasks map[string]Ta
 	}
 	var out map[string]string
 	var err error
+	// With telemetry (hostComponent) the task body runs under the phase
+	// label when the host profiles itself; without, nothing in the host
+	// would read a label.
 	ectx, ph := comp.StartPhase(ctx, telemetry.Execute, telemetry.None)
-	if comp == nil {
-		// Telemetry off: still label the CPU samples of the task body.
-		pprof.Do(ectx, pprof.Labels(telemetry.LabelPhase, telemetry.Execute.String()), func(ctx context.Context) {
-			out, err = f(ctx, m)
-		})
-	} else {
-		out, err = f(ectx, m)
-	}
+	out, err = f(ectx, m)
 	if delay > 0 {
 		time.Sleep(delay) // perturb.taskhost.execute: a causal experiment
 	}

@@ -85,7 +85,7 @@ type config struct {
 	readers        []sdkmetric.Reader
 	profileDir     string
 	pyroscope      PyroscopeConfig
-	phaseLabels    bool
+	phaseLabels    labelMode
 	resourceAttrs  []attribute.KeyValue
 	lookupEnv      func(string) (string, bool)
 	remoteSpans    bool // export amdahl.remote=true spans to OTLP/console
@@ -165,8 +165,38 @@ func WithProfileDir(dir string) Option { return func(c *config) { c.profileDir =
 // WithPyroscope enables continuous profiling to a Pyroscope server.
 func WithPyroscope(pc PyroscopeConfig) Option { return func(c *config) { c.pyroscope = pc } }
 
-// WithPhaseLabels turns the pprof phase labels on or off (default on).
-func WithPhaseLabels(on bool) Option { return func(c *config) { c.phaseLabels = on } }
+// WithPhaseLabels turns the pprof phase labels on or off (default: on
+// when Setup starts a profiler, see Telemetry.PhaseLabels).
+func WithPhaseLabels(on bool) Option {
+	return func(c *config) {
+		c.phaseLabels = labelsOff
+		if on {
+			c.phaseLabels = labelsOn
+		}
+	}
+}
+
+// labelMode is AMDAHL_PHASE_LABELS (WithPhaseLabels): auto unless set.
+type labelMode uint8
+
+const (
+	labelsAuto labelMode = iota // on when Setup starts a profiler
+	labelsOn
+	labelsOff
+)
+
+// labels reports whether phase bodies run under the pprof phase label: as
+// set, or (auto) when this process profiles its CPU (a profile directory
+// or Pyroscope, and the SDK not disabled), the only readers of the labels
+// Setup knows of. A label
+// costs every phase body a goroutine label switch (about 0.6 µs of a
+// taskhost unit's parent CPU on the 2-vCPU VM) that no profile would read.
+func (c *config) labels() bool {
+	if c.phaseLabels == labelsAuto {
+		return !c.disabled && (c.profileDir != "" || c.pyroscope.ServerAddress != "")
+	}
+	return c.phaseLabels == labelsOn
+}
 
 // WithLookupEnv replaces os.LookupEnv (tests, or a program that reads its
 // settings from elsewhere) for the variables Setup reads itself, which
@@ -241,11 +271,11 @@ type Telemetry struct {
 // (a runtime's attribution) sees no span; a Recorder (WithRecorder) stays
 // empty; Component returns a Component that records nothing.
 func Setup(ctx context.Context, opts ...Option) (*Telemetry, error) {
-	c := config{phaseLabels: true, lookupEnv: os.LookupEnv}
+	c := config{lookupEnv: os.LookupEnv}
 	for _, o := range opts { // first pass only for WithLookupEnv
 		o(&c)
 	}
-	c = config{phaseLabels: true, lookupEnv: c.lookupEnv}
+	c = config{lookupEnv: c.lookupEnv}
 	if err := c.fromEnv(); err != nil {
 		return nil, err
 	}
@@ -258,7 +288,7 @@ func Setup(ctx context.Context, opts ...Option) (*Telemetry, error) {
 
 	t := &Telemetry{
 		propagator:  propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{}),
-		phaseLabels: c.phaseLabels,
+		phaseLabels: c.labels(),
 	}
 	ok := false
 	defer func() {
@@ -428,11 +458,13 @@ func (c *config) fromEnv() error {
 	if v, ok := c.env(EnvPhaseLabels); ok {
 		switch strings.ToLower(v) {
 		case "1", "true", "on":
-			c.phaseLabels = true
+			c.phaseLabels = labelsOn
 		case "0", "false", "off":
-			c.phaseLabels = false
+			c.phaseLabels = labelsOff
+		case "auto":
+			c.phaseLabels = labelsAuto
 		default:
-			return &ConfigError{Setting: EnvPhaseLabels, Value: v, Reason: "want true or false"}
+			return &ConfigError{Setting: EnvPhaseLabels, Value: v, Reason: "want true, false or auto"}
 		}
 	}
 	if v, ok := c.env(EnvPyroscopeAddress); ok {
@@ -713,7 +745,11 @@ func (t *Telemetry) TraceFileOnly() (sdktrace.SpanProcessor, *resource.Resource)
 }
 
 // PhaseLabels reports whether phase bodies run under the pprof phase label
-// (AMDAHL_PHASE_LABELS, WithPhaseLabels; default true).
+// (AMDAHL_PHASE_LABELS, WithPhaseLabels). By default (auto) they do when
+// Setup profiles the process's CPU (WithProfileDir, WithPyroscope, or
+// their variables); a program that profiles itself otherwise (its own
+// net/http/pprof, go test -cpuprofile) sets AMDAHL_PHASE_LABELS=true or
+// WithPhaseLabels(true) to see phases in its profiles.
 func (t *Telemetry) PhaseLabels() bool { return t != nil && t.phaseLabels }
 
 // RegisterSpanProcessor adds sp to the tracer provider (a runtime's

@@ -444,6 +444,42 @@ func TestProfileDir(t *testing.T) {
 	}
 }
 
+// TestPhaseLabelsDefault: the phase labels are on when Setup profiles the
+// process (a profile directory, Pyroscope), off when nothing would read
+// them, and as set when AMDAHL_PHASE_LABELS or WithPhaseLabels says.
+func TestPhaseLabelsDefault(t *testing.T) {
+	dir := t.TempDir()
+	pyro := "http://127.0.0.1:1" // nothing listens there
+	for _, tc := range []struct {
+		name string
+		env  map[string]string
+		opts []Option
+		want bool
+	}{
+		{"nothing profiles", nil, nil, false},
+		{"a profile directory", nil, []Option{WithProfileDir(dir)}, true},
+		{"AMDAHL_PROFILE_DIR", map[string]string{EnvProfileDir: dir}, nil, true},
+		{"pyroscope", map[string]string{EnvPyroscopeAddress: pyro}, nil, true},
+		{"forced on", map[string]string{EnvPhaseLabels: "true"}, nil, true},
+		{"forced off with a profile", map[string]string{EnvPhaseLabels: "false", EnvProfileDir: dir}, nil, false},
+		{"auto with a profile", map[string]string{EnvPhaseLabels: "auto", EnvProfileDir: dir}, nil, true},
+		{"option beats the variable", map[string]string{EnvPhaseLabels: "false"}, []Option{WithPhaseLabels(true)}, true},
+		{"option off with a profile", nil, []Option{WithProfileDir(dir), WithPhaseLabels(false)}, false},
+		{"sdk disabled", map[string]string{EnvSDKDisabled: "true", EnvProfileDir: dir}, nil, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tel, err := Setup(context.Background(), append([]Option{WithLookupEnv(envOf(tc.env))}, tc.opts...)...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer tel.Shutdown(context.Background())
+			if got := tel.PhaseLabels(); got != tc.want {
+				t.Errorf("PhaseLabels() = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
 func TestBadConfig(t *testing.T) {
 	unwritable := filepath.Join(t.TempDir(), "missing-dir", "trace.jsonl")
 	for _, tc := range []struct {
