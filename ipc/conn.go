@@ -92,7 +92,7 @@ type Conn struct {
 
 	writeStart  atomic.Int64 // unix ns when the current write began; 0 when idle
 	outMu       sync.Mutex
-	outstanding map[uint64]time.Time // task configurations sent, awaiting their result
+	outstanding map[uint64]sent // task configurations sent, awaiting their result
 
 	closing   chan struct{}
 	closeOnce sync.Once
@@ -104,8 +104,22 @@ type item struct {
 	frame []byte
 	buf   *[]byte
 	t     Type
-	sc    trace.SpanContext
-	done  chan error // nil in async mode; flush markers have frame == nil
+	// parent is the span the packet was sent under (the span in Send's
+	// context, a no-op one if none): the send span's parent.
+	parent trace.Span
+	done   chan error // nil in async mode; flush markers have frame == nil
+}
+
+// sent is a task configuration awaiting its result: when it was sent, and
+// the span it was sent under, which the result's trace context names
+// (taskproto.Reply echoes the request's), so the result's receive and
+// deserialize spans start under that span itself rather than under its
+// span context: the same parent, which a tracer can then recognise as
+// its own (the runtime's files such a span by its unit without looking
+// its trace up).
+type sent struct {
+	at     time.Time
+	parent trace.Span
 }
 
 func newConn(nc stream, cfg config, m *metrics, parent bool) *Conn {
@@ -127,7 +141,7 @@ func newConn(nc stream, cfg config, m *metrics, parent bool) *Conn {
 		c.codec = cfg.newCodec()
 	}
 	c.q.init(cfg.queueBytes, cfg.queuePackets, m)
-	c.outstanding = map[uint64]time.Time{}
+	c.outstanding = map[uint64]sent{}
 	c.wg.Add(2)
 	go c.readLoop()
 	go c.writeLoop()
@@ -181,7 +195,7 @@ func (c *Conn) Send(ctx context.Context, m proto.Message) error {
 	err = c.q.push(ctx, it, c.closing)
 	if cfg, ok := m.(*ipcpb.TaskConfiguration); ok && err == nil {
 		c.outMu.Lock()
-		c.outstanding[cfg.Id] = time.Now()
+		c.outstanding[cfg.Id] = sent{time.Now(), it.parent}
 		c.outMu.Unlock()
 	}
 	c.sendMu.Unlock()
@@ -233,7 +247,7 @@ func (c *Conn) serialize(ctx context.Context, t Type, m proto.Message) (*item, e
 	}
 	*buf = frame
 	ph.EndWith(telemetry.AttrBytes.Int(len(frame) - HeaderSize))
-	return &item{frame: frame, buf: buf, t: t, sc: trace.SpanContextFromContext(ctx)}, nil
+	return &item{frame: frame, buf: buf, t: t, parent: trace.SpanFromContext(ctx)}, nil
 }
 
 // Flush blocks until every packet queued before it has been written, and
@@ -336,8 +350,8 @@ func (c *Conn) writeLoop() {
 }
 
 func (c *Conn) write(ctx context.Context, it *item) error {
-	if it.sc.IsValid() {
-		ctx = trace.ContextWithSpanContext(ctx, it.sc)
+	if it.parent.SpanContext().IsValid() {
+		ctx = trace.ContextWithSpan(ctx, it.parent)
 	}
 	ph := c.phases(it.t).StartLeaf(ctx, telemetry.Send, c.role)
 	start := time.Now()
@@ -446,8 +460,10 @@ func (c *Conn) readOne(ctx context.Context, rd *Reader) (*Incoming, error) {
 		return nil, err
 	}
 	in := &Incoming{Type: t, Msg: m, Size: n, ReceiveStart: start, ReceiveDuration: recvDone.Sub(start), DeserializeDuration: decDone.Sub(recvDone)}
+	var req sent
 	if p, ok := m.(*ipcpb.TaskResult); ok {
 		c.outMu.Lock()
+		req = c.outstanding[p.Id]
 		delete(c.outstanding, p.Id)
 		c.outMu.Unlock()
 	}
@@ -457,12 +473,24 @@ func (c *Conn) readOne(ctx context.Context, rd *Reader) (*Incoming, error) {
 	c.m.packet(ctx, opReceive, c.peer, n+HeaderSize)
 	if c.phases(t).Enabled() {
 		// The request's trace context is known only after decoding, so the
-		// receive and deserialize spans are recorded after the fact.
-		pctx := in.Context(ctx)
+		// receive and deserialize spans are recorded after the fact: under
+		// the span the packet names, which for a result is the span its
+		// request was sent under, when that is still the one it names.
+		var pctx context.Context
+		if req.parent != nil && sameSpan(req.parent.SpanContext(), in.remote) {
+			pctx = trace.ContextWithSpan(ctx, req.parent)
+		} else {
+			pctx = in.Context(ctx)
+		}
 		c.pastPhase(pctx, telemetry.Receive, start, recvDone, n)
 		c.pastPhase(pctx, telemetry.Deserialize, recvDone, decDone, n)
 	}
 	return in, nil
+}
+
+// sameSpan reports whether a and b name the same span of the same trace.
+func sameSpan(a, b trace.SpanContext) bool {
+	return a.IsValid() && a.TraceID() == b.TraceID() && a.SpanID() == b.SpanID()
 }
 
 // remoteContext returns the span context a packet carries: its binary
@@ -513,8 +541,8 @@ func (c *Conn) watchdog() {
 			}
 			c.outMu.Lock()
 			var late []uint64
-			for id, t := range c.outstanding {
-				if !reported[id] && now.Sub(t) > c.cfg.stall {
+			for id, o := range c.outstanding {
+				if !reported[id] && now.Sub(o.at) > c.cfg.stall {
 					reported[id] = true
 					late = append(late, id)
 				}

@@ -207,12 +207,30 @@ func TestTraceContext(t *testing.T) {
 	var names []string
 	for _, s := range ptel.Spans.Ended() {
 		names = append(names, s.Name())
-		if (s.Name() == "ipc.receive" || s.Name() == "ipc.deserialize") && s.Parent().SpanID() != want.SpanID() {
-			t.Fatalf("parent %s: parent span %s, want %s", s.Name(), s.Parent().SpanID(), want.SpanID())
+		// The result names the span its request was sent under, a span of
+		// this process: its receive and deserialize start under that span
+		// itself, not under a remote copy of its context.
+		if (s.Name() == "ipc.receive" || s.Name() == "ipc.deserialize") && (s.Parent().SpanID() != want.SpanID() || s.Parent().IsRemote()) {
+			t.Fatalf("parent %s: parent span %s (remote %v), want %s, local", s.Name(), s.Parent().SpanID(), s.Parent().IsRemote(), want.SpanID())
 		}
 	}
 	if fmt.Sprint(names) != "[ipc.serialize ipc.send runtime.dispatch ipc.receive ipc.deserialize]" {
 		t.Fatalf("parent spans %v", names)
+	}
+	// A result that answers no request awaiting one (or names another span
+	// than its request's) joins the span it names, as a remote parent.
+	ptel.Spans.Reset()
+	other := trace.NewSpanContext(trace.SpanContextConfig{TraceID: want.TraceID(), SpanID: trace.SpanID{7}, TraceFlags: trace.FlagsSampled, Remote: true})
+	if err := child.Send(ctx, &ipcpb.TaskResult{Id: 1, TraceParent: ipc.AppendTraceParent(nil, other)}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := parent.Recv(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range ptel.Spans.Ended() {
+		if (s.Name() == "ipc.receive" || s.Name() == "ipc.deserialize") && (s.Parent().SpanID() != other.SpanID() || !s.Parent().IsRemote()) {
+			t.Fatalf("unawaited result %s: parent span %s (remote %v), want %s, remote", s.Name(), s.Parent().SpanID(), s.Parent().IsRemote(), other.SpanID())
+		}
 	}
 }
 
