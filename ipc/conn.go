@@ -56,6 +56,10 @@ type Incoming struct {
 	remote trace.SpanContext
 }
 
+// SpanContext returns the span context the sender put in the packet's W3C
+// trace context (see Context), or an invalid one if it put none.
+func (in *Incoming) SpanContext() trace.SpanContext { return in.remote }
+
 // Context returns parent carrying the span context the sender put in the
 // packet's W3C trace context (the trace_context field of a task
 // configuration or result; which span it names is the Codec's protocol), so

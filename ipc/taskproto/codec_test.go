@@ -184,6 +184,9 @@ func TestTraceContext(t *testing.T) {
 	if sc := trace.SpanContextFromContext(in.Context(ctx)); sc.SpanID() != want.SpanID() || !sc.IsRemote() {
 		t.Fatalf("request context span %v, want remote %v", sc.SpanID(), want.SpanID())
 	}
+	if sc := in.SpanContext(); !sc.Equal(trace.SpanContextFromContext(in.Context(ctx))) {
+		t.Fatalf("SpanContext %v, want the one Context carries", sc)
+	}
 	for _, s := range ctel.Spans.Ended() {
 		if s.SpanContext().TraceID() != want.TraceID() || s.Parent().SpanID() != want.SpanID() {
 			t.Fatalf("child span %s: trace %s parent %s, want trace %s parent %s", s.Name(),
@@ -226,6 +229,15 @@ func TestTraceContext(t *testing.T) {
 	}
 	if _, err := parent.Recv(ctx); err != nil {
 		t.Fatal(err)
+	}
+	// A packet without a trace context carries none.
+	if err := parent.Send(ctx, taskConfig(2, nil)); err != nil {
+		t.Fatal(err)
+	}
+	if in, err := child.Recv(ctx); err != nil {
+		t.Fatal(err)
+	} else if sc := in.SpanContext(); sc.IsValid() || in.Context(ctx) != ctx {
+		t.Fatalf("a configuration sent without a span: SpanContext %v, Context not the parent", sc)
 	}
 	for _, s := range ptel.Spans.Ended() {
 		if (s.Name() == "ipc.receive" || s.Name() == "ipc.deserialize") && (s.Parent().SpanID() != other.SpanID() || !s.Parent().IsRemote()) {

@@ -5,8 +5,6 @@ import (
 	"errors"
 	"time"
 
-	"go.opentelemetry.io/otel/trace"
-
 	"github.com/amdahl-rt/amdahl/ipc"
 	"github.com/amdahl-rt/amdahl/ipc/ipcpb"
 )
@@ -35,7 +33,7 @@ func Reply(ctx context.Context, conn *ipc.Conn, in *ipc.Incoming, res *ipcpb.Tas
 	}
 	base := in.ReceiveStart
 	res.ReceiveStartUnixNano = base.UnixNano()
-	setTraceContext(&res.TraceParent, &res.TraceContext, trace.SpanContextFromContext(in.Context(context.Background())))
+	setTraceContext(&res.TraceParent, &res.TraceContext, in.SpanContext())
 	res.Timings = append(res.Timings[:0],
 		&ipcpb.PhaseTiming{Phase: ipcpb.Phase_PHASE_RECEIVE, StartOffsetNs: 0, DurationNs: int64(in.ReceiveDuration)},
 		&ipcpb.PhaseTiming{Phase: ipcpb.Phase_PHASE_DESERIALIZE, StartOffsetNs: int64(in.ReceiveDuration), DurationNs: int64(in.DeserializeDuration)},
