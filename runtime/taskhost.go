@@ -222,13 +222,11 @@ func runTask(ctx context.Context, comp *telemetry.Component, tasks map[string]Ta
 		res.Status, res.Error = ipcpb.Status_STATUS_FAILURE, fmt.Sprintf("unknown task %q in this task host", m.GetTaskName())
 		return res, start, time.Since(start)
 	}
-	var out map[string]string
-	var err error
 	// With telemetry (hostComponent) the task body runs under the phase
 	// label when the host profiles itself; without, nothing in the host
 	// would read a label.
 	ectx, ph := comp.StartPhase(ctx, telemetry.Execute, telemetry.None)
-	out, err = f(ectx, m)
+	out, err := f(ectx, m)
 	if delay > 0 {
 		time.Sleep(delay) // perturb.taskhost.execute: a causal experiment
 	}

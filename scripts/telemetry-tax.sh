@@ -26,7 +26,7 @@
 #                              on the 2-vCPU VM a pair's throughput ratio
 #                              and its hosts' CPU-per-unit ratio correlate
 #                              at r = -0.99, and this ratio's interval is
-#                              about 7x narrower than throughput's. It
+#                              4-7x narrower than throughput's. It
 #                              reads as the throughput ratio as long as
 #                              telemetry leaves the hosts' CPU per unit
 #                              alone; CPU the hosts spend because of it
