@@ -35,6 +35,10 @@
 #   e2e p50 per host CPU on/off (e2e p50 over the hosts' CPU per unit: the
 #                              same correction for e2e p50. Printed only)
 #
+# The three corrected ratios assume the hosts do the same work per unit in
+# both runs of a ratio; under -r, cur/base's do not hold where the change
+# is to what the hosts do (runtime.host_procs cut it by a third).
+#
 # then the median and min–max of each, and the geometric mean with its
 # 95 % interval. Both arms read the runtime's own
 # measurements (Summary.throughput_per_s, Summary.e2e_p50_ns), which do not
