@@ -314,7 +314,7 @@ func BenchmarkUnitTelemetry(b *testing.B) {
 				q := rt.StartDetachedLeaf(dctx, telemetry.Queue, telemetry.None)
 				q.End()
 				disp.End()
-				hctx, hs := startHostSpan(ctx, own, rt.Tracer(), 1, 2)
+				hctx, hs := startHostSpan(ctx, own, rt.Tracer(), 1, 2, time.Now())
 				for _, p := range []telemetry.Phase{telemetry.Serialize, telemetry.Send} {
 					ps := ipcComp.StartLeaf(hctx, p, telemetry.Request)
 					ps.EndWith(telemetry.AttrBytes.Int(100))
