@@ -112,8 +112,9 @@
 // AMDAHL_METRICS_ADDR, AMDAHL_PROFILE_DIR and the metric exporter
 // variables are not passed, and OTEL_METRICS_EXPORTER=none is (the parent
 // records the hosts' phase durations from their reply timings, so hosts
-// export no metrics), and GOMAXPROCS is runtime.host_procs's (set last,
-// it beats the parent's and Config.HostEnv's). Everything else, in particular the OTLP endpoint,
+// export no metrics), and GOMAXPROCS and GOGC are runtime.host_procs's
+// and runtime.host_gogc's (set last, they beat the parent's and
+// Config.HostEnv's; host_gogc=inherit sets none). Everything else, in particular the OTLP endpoint,
 // protocol, headers and TLS variables, OTEL_TRACES_EXPORTER,
 // OTEL_TRACES_SAMPLER, OTEL_RESOURCE_ATTRIBUTES and
 // PYROSCOPE_SERVER_ADDRESS, is inherited; amdahl run adds its
@@ -194,6 +195,7 @@
 //	runtime.queue            AMDAHL_RUNTIME_QUEUE           queued units before Submit blocks (default 2 × nodes)
 //	runtime.task_timeout     AMDAHL_RUNTIME_TASK_TIMEOUT    Go duration, 0 = none (default 2m)
 //	runtime.host_procs       AMDAHL_RUNTIME_HOST_PROCS      GOMAXPROCS of each task host: auto (the parent's over nodes, ≥ 1) | 1..1024
+//	runtime.host_gogc        AMDAHL_RUNTIME_HOST_GOGC       GOGC of each task host: 10..10000 (default 400) | inherit
 //	scenario.count           AMDAHL_SCENARIO_COUNT          units in a run (default: the scenario's)
 //	scenario.seed            AMDAHL_SCENARIO_SEED           generator seed (default: the scenario's)
 //	variant                  AMDAHL_VARIANT                 label on every span and metric (default baseline)

@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"reflect"
 	goruntime "runtime"
+	"runtime/debug"
 	"slices"
 	"strconv"
 	"strings"
@@ -46,7 +47,7 @@ const (
 const (
 	taskBlock = "test.block" // announces itself on stderr, then blocks until the host dies
 	taskFail  = "test.fail"  // fails with an error
-	taskProcs = "test.procs" // outputs the host's GOMAXPROCS as "procs"
+	taskProcs = "test.procs" // outputs the host's GOMAXPROCS as "procs" and its GOGC as "gogc"
 )
 
 func TestMain(m *testing.M) {
@@ -60,7 +61,9 @@ func TestMain(m *testing.M) {
 			return nil, errors.New("this task always fails")
 		}
 		tasks[taskProcs] = func(context.Context, *ipcpb.TaskConfiguration) (map[string]string, error) {
-			return map[string]string{"procs": strconv.Itoa(goruntime.GOMAXPROCS(0))}, nil
+			gogc := debug.SetGCPercent(100)
+			debug.SetGCPercent(gogc)
+			return map[string]string{"procs": strconv.Itoa(goruntime.GOMAXPROCS(0)), "gogc": strconv.Itoa(gogc)}, nil
 		}
 		if err := ServeHost(context.Background(), tasks); err != nil {
 			fmt.Fprintln(os.Stderr, err)
@@ -603,15 +606,20 @@ func TestHostKilledMidTask(t *testing.T) {
 }
 
 // TestHostProcsReachHosts: a task host runs with the GOMAXPROCS of
-// runtime.host_procs, whatever the parent's environment says.
+// runtime.host_procs and the GOGC of runtime.host_gogc, whatever the
+// parent's environment says (unless inherit).
 func TestHostProcsReachHosts(t *testing.T) {
 	t.Setenv("GOMAXPROCS", "7") // the parent's environment, which hosts inherit
+	t.Setenv("GOGC", "77")
 	for _, tc := range []struct {
-		set  string
-		want int
+		set      string
+		want     int
+		wantGOGC string
 	}{
-		{"runtime.host_procs=3", 3},
-		{"runtime.host_procs=auto", max(1, goruntime.GOMAXPROCS(0)/2)},
+		{"runtime.host_procs=3", 3, "400"},
+		{"runtime.host_procs=auto", max(1, goruntime.GOMAXPROCS(0)/2), "400"},
+		{"runtime.host_gogc=150", max(1, goruntime.GOMAXPROCS(0)/2), "150"},
+		{"runtime.host_gogc=inherit", max(1, goruntime.GOMAXPROCS(0)/2), "77"},
 	} {
 		t.Run(tc.set, func(t *testing.T) {
 			var rs results
@@ -629,8 +637,8 @@ func TestHostProcsReachHosts(t *testing.T) {
 			}
 			for i := range 4 {
 				res, _ := rs.get(i)
-				if res.Outcome != telemetry.OK || res.Outputs["procs"] != strconv.Itoa(tc.want) {
-					t.Errorf("unit %d: %v, procs %q, want ok and %d", i, res.Outcome, res.Outputs["procs"], tc.want)
+				if res.Outcome != telemetry.OK || res.Outputs["procs"] != strconv.Itoa(tc.want) || res.Outputs["gogc"] != tc.wantGOGC {
+					t.Errorf("unit %d: %v, procs %q gogc %q, want ok, %d and %s", i, res.Outcome, res.Outputs["procs"], res.Outputs["gogc"], tc.want, tc.wantGOGC)
 				}
 			}
 		})

@@ -30,6 +30,7 @@ var validSettings = []struct {
 	{"runtime.queue", "9", func(s Settings) bool { return s.Queue == 9 }},
 	{"runtime.task_timeout", "45s", func(s Settings) bool { return s.TaskTimeout == 45*time.Second }},
 	{"runtime.host_procs", "3", func(s Settings) bool { return s.HostProcs == 3 }},
+	{"runtime.host_gogc", "250", func(s Settings) bool { return s.HostGOGC == 250 }},
 	{"scenario.count", "123", func(s Settings) bool { return s.Count == 123 }},
 	{"scenario.seed", "42", func(s Settings) bool { return s.SeedSet && s.Seed == 42 }},
 	{"variant", "candidate", func(s Settings) bool { return s.Variant == "candidate" }},
@@ -94,6 +95,8 @@ func TestBadSettingsRejected(t *testing.T) {
 		{"runtime.host_procs=0", []string{"runtime.host_procs", "auto or a whole number from 1 to 1024"}},
 		{"runtime.host_procs=many", []string{"runtime.host_procs", "auto or a whole number from 1 to 1024"}},
 		{"runtime.host_procs=1025", []string{"runtime.host_procs", "auto or a whole number from 1 to 1024"}},
+		{"runtime.host_gogc=off", []string{"runtime.host_gogc", "inherit or a whole number from 10 to 10000"}},
+		{"runtime.host_gogc=5", []string{"runtime.host_gogc", "inherit or a whole number from 10 to 10000"}},
 		{"scenario.count=-5", []string{"scenario.count"}},
 		{"scenario.seed=-1", []string{"scenario.seed", "whole number"}},
 		{"variant=Has Spaces", []string{"variant", "a-z 0-9"}},
@@ -201,11 +204,20 @@ func TestHostProcs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if env := s.childEnv(); !slices.Contains(env, "GOMAXPROCS=6") {
-		t.Errorf("child environment %q lacks GOMAXPROCS=6", env)
+	if env := s.childEnv(); !slices.Contains(env, "GOMAXPROCS=6") || !slices.Contains(env, "GOGC=400") {
+		t.Errorf("child environment %q lacks GOMAXPROCS=6 or the default GOGC=400", env)
 	}
 	if v, _ := s.Get("runtime.host_procs"); v != "6" {
 		t.Errorf("Get: %q, want 6", v)
+	}
+	s, err = ResolveSettings([]string{"runtime.host_gogc=inherit"}, noEnv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, kv := range s.childEnv() {
+		if strings.HasPrefix(kv, "GOGC=") {
+			t.Errorf("runtime.host_gogc=inherit: child environment has %s", kv)
+		}
 	}
 	if d, _ := ResolveSettings(nil, noEnv); d.HostProcs != 0 {
 		t.Errorf("default host procs %d, want 0 (auto)", d.HostProcs)
