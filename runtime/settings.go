@@ -151,6 +151,29 @@ func parseSize(s string, min, max int) (int, error) {
 	return n, nil
 }
 
+// wordOrCount is a setting whose value is word (the field 0) or a whole
+// number from min to max.
+func wordOrCount(name, word string, min, max int, field func(*Settings) *int, doc string) setting {
+	return setting{name: name, values: fmt.Sprintf("%s, or %d to %d", word, min, max), doc: doc,
+		get: func(s *Settings) string {
+			if n := *field(s); n != 0 {
+				return strconv.Itoa(n)
+			}
+			return word
+		},
+		set: func(s *Settings, v string) error {
+			n := 0
+			if v != word {
+				var err error
+				if n, err = parseCount(v, min, max); err != nil {
+					return fmt.Errorf("want %s or a whole number from %d to %d", word, min, max)
+				}
+			}
+			*field(s) = n
+			return nil
+		}}
+}
+
 var registry = []setting{
 	{name: "ipc.buffer", values: fmt.Sprintf("a size from 1B to %s (e.g. 262144, 256KiB, 1.5MiB)", bytesize.Format(ipc.MaxBufferSize)),
 		doc: "requested kernel send buffer of each end (SO_SNDBUF, or F_SETPIPE_SZ for pipes); default 1MiB, 128KiB with AMDAHL_DISABLE_FEATURES_FROM_VERSION=0.1",
@@ -229,46 +252,10 @@ var registry = []setting{
 			s.TaskTimeout = d
 			return nil
 		}},
-	{name: "runtime.host_procs", values: "auto, or 1 to 1024",
-		doc: "GOMAXPROCS of each task host (set in its environment): auto gives each the parent's GOMAXPROCS over runtime.nodes, at least 1, so the hosts together run no more Go threads at once than the parent may; a host runs one task at a time",
-		get: func(s *Settings) string {
-			if s.HostProcs == 0 {
-				return "auto"
-			}
-			return strconv.Itoa(s.HostProcs)
-		},
-		set: func(s *Settings, v string) error {
-			if v == "auto" {
-				s.HostProcs = 0
-				return nil
-			}
-			n, err := parseCount(v, 1, 1024)
-			if err != nil {
-				return errors.New("want auto or a whole number from 1 to 1024")
-			}
-			s.HostProcs = n
-			return nil
-		}},
-	{name: "runtime.host_gogc", values: "inherit, or 10 to 10000",
-		doc: "GOGC of each task host (set in its environment; default 400): a host's live heap is small, so at Go's 100 it collects every 4 MiB it allocates, a few dozen taskhost units; inherit leaves Go's default (or the parent's GOGC); a task that keeps a large heap wants less, its heap growing to (1 + GOGC/100) times what it keeps",
-		get: func(s *Settings) string {
-			if s.HostGOGC == 0 {
-				return "inherit"
-			}
-			return strconv.Itoa(s.HostGOGC)
-		},
-		set: func(s *Settings, v string) error {
-			if v == "inherit" {
-				s.HostGOGC = 0
-				return nil
-			}
-			n, err := parseCount(v, 10, 10000)
-			if err != nil {
-				return errors.New("want inherit or a whole number from 10 to 10000")
-			}
-			s.HostGOGC = n
-			return nil
-		}},
+	wordOrCount("runtime.host_procs", "auto", 1, 1024, func(s *Settings) *int { return &s.HostProcs },
+		"GOMAXPROCS of each task host (set in its environment): auto gives each the parent's GOMAXPROCS over runtime.nodes, at least 1, so the hosts together run no more Go threads at once than the parent may; a host runs one task at a time"),
+	wordOrCount("runtime.host_gogc", "inherit", 10, 10000, func(s *Settings) *int { return &s.HostGOGC },
+		"GOGC of each task host (set in its environment; default 400): a host's live heap is small, so at Go's 100 it collects every 4 MiB it allocates, a few dozen taskhost units; inherit leaves Go's default (or the parent's GOGC); a task that keeps a large heap wants less, its heap growing to (1 + GOGC/100) times what it keeps"),
 	{name: "perturb.ipc.serialize", values: "a Go duration from 0 to 1s (e.g. 200us); 0 for off", doc: "causal experiment: every ipc.serialize phase sleeps this much longer (amdahl ab --candidate perturb.ipc.serialize=200us measures Δe2e/Δphase)",
 		get: func(s *Settings) string { return s.Perturb[0].String() },
 		set: func(s *Settings, v string) (err error) { s.Perturb[0], err = parsePerturb(v); return err }},
