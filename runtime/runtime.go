@@ -836,11 +836,11 @@ func (r *Runtime) runTask(ctx context.Context, u *unit) (string, error) {
 	return "", nil
 }
 
-// startHostSpan starts, at start, the runtime.host span of a round trip on
-// the host with id and pid: through the run's PhaseTracer (own: the runtime's own
-// tracer, or the no-op provider's) if it has one, else with tracer.
-// Through own it is started without options (they allocate), and the
-// host's attributes are set only if own's spans are exported (nothing
+// startHostSpan starts, at start, the runtime.host span of a round trip
+// on the host with id and pid: through the run's PhaseTracer (own: the
+// runtime's own tracer, or the no-op provider's) if it has one, else with
+// tracer. Through own it is started without options (they allocate), and
+// the host's attributes are set only if own's spans are exported (nothing
 // else reads them).
 func startHostSpan(ctx context.Context, own telemetry.PhaseTracer, tracer trace.Tracer, id, pid int, start time.Time) (context.Context, trace.Span) {
 	if own != nil {
