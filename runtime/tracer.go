@@ -18,6 +18,7 @@ import (
 
 	"github.com/amdahl-rt/amdahl/telemetry"
 	"github.com/amdahl-rt/amdahl/telemetry/attribution"
+	"github.com/amdahl-rt/amdahl/telemetry/otelsetup"
 )
 
 // accountingTracer is the tracer of a run whose spans nothing but its
@@ -78,9 +79,23 @@ type exportingProvider struct {
 }
 
 // spanExport is where an exportingProvider's spans go, and their resource.
+// When proc takes spans as otelsetup.FileSpans (the trace file's does),
+// they go to file as such: no read-only span is made for each.
 type spanExport struct {
 	proc sdktrace.SpanProcessor
+	file otelsetup.FileSpanWriter // proc, if it is one
 	res  *resource.Resource
+}
+
+// end hands the ended span sp of tracer t, with context sc and the
+// record r, to the export.
+func (e *spanExport) end(t *accountingTracer, r *spanRecord, sc trace.SpanContext, sp *attribution.Span) {
+	if e.file == nil {
+		e.proc.OnEnd(r.snapshot(t, sc, sp))
+		return
+	}
+	fs := r.fileSpan(t, sc, sp)
+	e.file.EndFileSpan(&fs)
 }
 
 var (
@@ -89,7 +104,8 @@ var (
 )
 
 func newExportingProvider(col *collector, proc sdktrace.SpanProcessor, res *resource.Resource) *exportingProvider {
-	p := &exportingProvider{col: col, export: &spanExport{proc: proc, res: res},
+	fw, _ := proc.(otelsetup.FileSpanWriter)
+	p := &exportingProvider{col: col, export: &spanExport{proc: proc, file: fw, res: res},
 		tracers: map[instrumentation.Scope]*accountingTracer{}}
 	p.phaseTracer = phaseTracer{t: p.Tracer(telemetry.ScopeName, trace.WithInstrumentationVersion(telemetry.Version)).(*accountingTracer), attrs: true}
 	return p
@@ -176,7 +192,7 @@ func (t *accountingTracer) startPhase(ctx context.Context, name, component strin
 	s.sp.Name, s.sp.Component, s.sp.Phase, s.sp.Direction, s.sp.Start = name, component, ph, d, start.UnixNano()
 	if t.export != nil && !s.ended {
 		s.rec = &spanRecord{parent: parent, kind: trace.SpanKindInternal}
-		s.rec.phaseAttrs(component, ph, d)
+		s.rec.phaseAttrs(component, ph, d, phaseEndAttrs)
 	}
 	return trace.ContextWithSpan(ctx, s), s
 }
@@ -195,11 +211,11 @@ func (t *accountingTracer) recordPhase(ctx context.Context, name, component stri
 	t.col.ended(unit, sp)
 	if t.export != nil {
 		r := spanRecord{parent: parent, kind: trace.SpanKindInternal}
-		r.phaseAttrs(component, ph, d)
+		r.phaseAttrs(component, ph, d, len(attrs))
 		r.addAttrs(attrs)
 		sc := trace.NewSpanContext(trace.SpanContextConfig{TraceID: trace.TraceID(sp.TraceID), SpanID: trace.SpanID(sp.SpanID),
 			TraceFlags: trace.FlagsSampled, TraceState: parent.TraceState()})
-		t.export.proc.OnEnd(r.snapshot(t, sc, sp))
+		t.export.end(t, &r, sc, &sp)
 	}
 }
 
@@ -319,7 +335,7 @@ func (s *accountingSpan) endAt(end time.Time) {
 	s.mu.Unlock()
 	s.tracer.col.ended(s.unit, sp)
 	if s.rec != nil {
-		s.tracer.export.proc.OnEnd(s.rec.snapshot(s.tracer, s.sc, sp))
+		s.tracer.export.end(s.tracer, s.rec, s.sc, &sp)
 	}
 }
 
@@ -507,16 +523,24 @@ next:
 
 // phaseAttrs adds the attributes of a Component's phase span:
 // amdahl.component, amdahl.phase and amdahl.direction (none for a span
-// that is not a phase, none for direction None).
-func (r *spanRecord) phaseAttrs(component string, ph telemetry.Phase, d telemetry.Direction) {
+// that is not a phase, none for direction None), in a list with room for
+// more attributes besides: the span's attributes are then one allocation,
+// where growing the list from nothing made three.
+func (r *spanRecord) phaseAttrs(component string, ph telemetry.Phase, d telemetry.Direction, more int) {
 	if ph == 0 {
 		return
 	}
+	r.attrs = make([]attribute.KeyValue, 0, 3+more)
 	r.attrs = append(r.attrs, telemetry.AttrComponent.String(component), telemetry.AttrPhase.String(ph.String()))
 	if d != telemetry.None {
 		r.attrs = append(r.attrs, telemetry.AttrDirection.String(d.String()))
 	}
 }
+
+// phaseEndAttrs is how many attributes a phase span started by a Component
+// is given room for besides its phase's: ipc's send ends with two
+// (amdahl.bytes, its buffer).
+const phaseEndAttrs = 2
 
 // itemAttrs returns an event's or a link's attributes within
 // maxItemAttrs, and how many were dropped.
@@ -548,9 +572,20 @@ func (r *spanRecord) addLink(l trace.Link) {
 	r.links = append(r.links, sdktrace.Link{SpanContext: l.SpanContext, Attributes: attrs, DroppedAttributeCount: dropped})
 }
 
+// fileSpan is the ended span sp of tracer t, with context sc, as the trace
+// file's processor takes it: what snapshot holds.
+func (r *spanRecord) fileSpan(t *accountingTracer, sc trace.SpanContext, sp *attribution.Span) otelsetup.FileSpan {
+	return otelsetup.FileSpan{
+		Name: sp.Name, SpanContext: sc, Parent: r.parent, Kind: r.kind, Start: sp.Start, End: sp.End,
+		Attributes: r.dedupeAttrs(), Events: r.events, Links: r.links, Status: r.status,
+		DroppedAttributes: r.droppedAttrs, DroppedEvents: r.droppedEvents, DroppedLinks: r.droppedLinks,
+		Resource: t.export.res, Scope: t.scope,
+	}
+}
+
 // snapshot is the ended span sp of tracer t, with context sc, as an SDK
 // span processor receives it.
-func (r *spanRecord) snapshot(t *accountingTracer, sc trace.SpanContext, sp attribution.Span) sdktrace.ReadOnlySpan {
+func (r *spanRecord) snapshot(t *accountingTracer, sc trace.SpanContext, sp *attribution.Span) sdktrace.ReadOnlySpan {
 	attrs := r.dedupeAttrs()
 	return tracetest.SpanStub{
 		Name: sp.Name, SpanContext: sc, Parent: r.parent, SpanKind: r.kind,

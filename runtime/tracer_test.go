@@ -552,6 +552,9 @@ func TestExportingSpanMatchesSDK(t *testing.T) {
 	c := newCollector(func(attribution.Work, any) {}, nil)
 	defer c.close()
 	script(newExportingProvider(c, ownRec, res))
+	// The same through the trace file's way in: FileSpans, no read-only span.
+	fileRec := fileSpanRecorder{tracetest.NewSpanRecorder()}
+	script(newExportingProvider(c, fileRec, res))
 
 	describe := func(s sdktrace.ReadOnlySpan) string {
 		var b strings.Builder
@@ -568,15 +571,34 @@ func TestExportingSpanMatchesSDK(t *testing.T) {
 		fmt.Fprintf(&b, "dropped=%d status=%+v resource=%v", s.DroppedLinks(), s.Status(), s.Resource().Attributes())
 		return b.String()
 	}
-	want, got := sdkRec.Ended(), ownRec.Ended()
-	if len(got) != len(want) {
-		t.Fatalf("%d spans exported, the SDK %d", len(got), len(want))
-	}
-	for i := range want {
-		if w, g := describe(want[i]), describe(got[i]); w != g {
-			t.Errorf("span %d differs from the SDK's:\nSDK: %s\nown: %s", i, w, g)
+	want := sdkRec.Ended()
+	for _, own := range []struct {
+		name string
+		got  []sdktrace.ReadOnlySpan
+	}{{"read-only", ownRec.Ended()}, {"file span", fileRec.Ended()}} {
+		if len(own.got) != len(want) {
+			t.Fatalf("%s: %d spans exported, the SDK %d", own.name, len(own.got), len(want))
+		}
+		for i := range want {
+			if w, g := describe(want[i]), describe(own.got[i]); w != g {
+				t.Errorf("%s: span %d differs from the SDK's:\nSDK: %s\nown: %s", own.name, i, w, g)
+			}
 		}
 	}
+}
+
+// fileSpanRecorder records spans handed to it as otelsetup.FileSpans as
+// read-only spans with the same fields.
+type fileSpanRecorder struct{ *tracetest.SpanRecorder }
+
+func (r fileSpanRecorder) EndFileSpan(s *otelsetup.FileSpan) {
+	r.OnEnd(tracetest.SpanStub{
+		Name: s.Name, SpanContext: s.SpanContext, Parent: s.Parent, SpanKind: s.Kind,
+		StartTime: time.Unix(0, s.Start), EndTime: time.Unix(0, s.End),
+		Attributes: s.Attributes, Events: s.Events, Links: s.Links, Status: s.Status,
+		DroppedAttributes: s.DroppedAttributes, DroppedEvents: s.DroppedEvents, DroppedLinks: s.DroppedLinks,
+		Resource: s.Resource, InstrumentationScope: s.Scope,
+	}.Snapshot())
 }
 
 // TestGRPCSpansChangeNoRow: without the gRPC calls' own spans (the

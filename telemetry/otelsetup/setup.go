@@ -56,15 +56,6 @@ const (
 	EnvTracesSampler = "OTEL_TRACES_SAMPLER"
 )
 
-// The trace file's batch processor: a queue deep enough that bursts of span
-// ends rarely wait for the exporter, and batches large enough that a line's
-// resource and scope are written once per 1,024 spans. The queue holds
-// references to ended spans, which the SDK has allocated anyway.
-const (
-	traceFileQueueSize = 8192
-	traceFileBatchSize = 1024
-)
-
 // Option configures Setup. Options are applied after the environment, so an
 // option wins over the variable it corresponds to.
 type Option func(*config)
@@ -334,8 +325,7 @@ func Setup(ctx context.Context, opts ...Option) (*Telemetry, error) {
 		// span end waits for room in a full queue (the exporter is local
 		// and fast) instead of being dropped, the SDK's default.
 		t.traceFile = true
-		t.traceFileProc = sdktrace.NewBatchSpanProcessor(fe, sdktrace.WithBlocking(),
-			sdktrace.WithMaxQueueSize(traceFileQueueSize), sdktrace.WithMaxExportBatchSize(traceFileBatchSize))
+		t.traceFileProc = newFileBatcher(fe)
 		tpOpts = append(tpOpts, sdktrace.WithSpanProcessor(t.traceFileProc))
 	}
 	exp, err := c.spanExporter(ctx)

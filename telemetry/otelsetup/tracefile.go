@@ -45,6 +45,7 @@ type TraceFileExporter struct {
 	err    error // the first write error: the file's last line is cut
 
 	buf     []byte
+	scratch []FileSpan // ExportSpans's spans, converted
 	groups  batchGroups
 	res     *resource.Resource // the resource encoded in resJSON
 	resJSON []byte
@@ -57,6 +58,48 @@ const (
 	traceFileBufSize = 64 << 10
 	traceFileFlushAt = 60 << 10
 )
+
+// FileSpan is an ended span as the trace file writes it: the fields of an
+// sdktrace.ReadOnlySpan that OTLP carries, as values. A span processor
+// that writes the file (TraceFileOnly's) takes spans in this form too
+// (FileSpanWriter), from a tracer that records its own spans and would
+// otherwise make a read-only span of each only for the file to read it
+// back. Start and End are Unix nanoseconds.
+type FileSpan struct {
+	Name                string
+	SpanContext, Parent trace.SpanContext
+	Kind                trace.SpanKind
+	Start, End          int64
+	Attributes          []attribute.KeyValue
+	Events              []sdktrace.Event
+	Links               []sdktrace.Link
+	Status              sdktrace.Status
+	DroppedAttributes   int
+	DroppedEvents       int
+	DroppedLinks        int
+	Resource            *resource.Resource
+	Scope               instrumentation.Scope
+}
+
+// FileSpanOf returns s as a FileSpan.
+func FileSpanOf(s sdktrace.ReadOnlySpan) FileSpan {
+	return FileSpan{
+		Name: s.Name(), SpanContext: s.SpanContext(), Parent: s.Parent(), Kind: s.SpanKind(),
+		Start: s.StartTime().UnixNano(), End: s.EndTime().UnixNano(),
+		Attributes: s.Attributes(), Events: s.Events(), Links: s.Links(), Status: s.Status(),
+		DroppedAttributes: s.DroppedAttributes(), DroppedEvents: s.DroppedEvents(), DroppedLinks: s.DroppedLinks(),
+		Resource: s.Resource(), Scope: s.InstrumentationScope(),
+	}
+}
+
+// FileSpanWriter is implemented by the trace file's span processor
+// (Telemetry.TraceFileOnly): EndFileSpan writes s as OnEnd writes a
+// read-only span with the same fields. It copies *s, and keeps s's
+// slices (attributes, events, links) until they are written: the caller
+// must not change them after.
+type FileSpanWriter interface {
+	EndFileSpan(s *FileSpan)
+}
 
 // errExporterClosed is returned by ExportSpans after Shutdown.
 var errExporterClosed = errors.New("trace file: exporter is shut down")
@@ -80,13 +123,35 @@ func newTraceWriter(w io.Writer, c io.Closer) *TraceFileExporter {
 // ExportSpans writes spans as one line and flushes it to the file. It
 // returns ctx's error if ctx is done on entry, the write error of the file
 // (this batch's and every later one's: a line was cut), or an error after
-// Shutdown.
+// Shutdown. A nil span is skipped.
 func (e *TraceFileExporter) ExportSpans(ctx context.Context, spans []sdktrace.ReadOnlySpan) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	fs := e.scratch[:0]
+	for _, s := range spans {
+		if s != nil {
+			fs = append(fs, FileSpanOf(s))
+		}
+	}
+	err := e.writeLocked(fs)
+	clear(fs) // drop the spans' attributes and resources
+	e.scratch = fs[:0]
+	return err
+}
+
+// writeSpans is ExportSpans for spans already FileSpans.
+func (e *TraceFileExporter) writeSpans(spans []FileSpan) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.writeLocked(spans)
+}
+
+// writeLocked writes spans as one line, unless the exporter is shut down
+// or a line was cut. mu is held.
+func (e *TraceFileExporter) writeLocked(spans []FileSpan) error {
 	if e.closed {
 		return errExporterClosed
 	}
@@ -128,7 +193,7 @@ func (e *TraceFileExporter) Shutdown(context.Context) error {
 }
 
 // writeLine encodes one request holding spans and flushes it.
-func (e *TraceFileExporter) writeLine(spans []sdktrace.ReadOnlySpan) error {
+func (e *TraceFileExporter) writeLine(spans []FileSpan) error {
 	g := &e.groups
 	g.build(spans)
 	if len(g.order) == 0 {
@@ -177,7 +242,7 @@ func (e *TraceFileExporter) writeLine(spans []sdktrace.ReadOnlySpan) error {
 				if k > 0 {
 					b = append(b, ',')
 				}
-				b = appendSpan(b, spans[i])
+				b = appendSpan(b, &spans[i])
 				if len(b) >= traceFileFlushAt {
 					if _, err := e.w.Write(b); err != nil {
 						return err
@@ -215,7 +280,7 @@ type batchGroups struct {
 	res    []*resource.Resource
 	resKey []attribute.Distinct
 	scopes []scopeGroup
-	gid    []int32 // each span's index in scopes; -1 for a nil span
+	gid    []int32 // each span's index in scopes
 	order  []int32 // span indexes, grouped by scope: scopes[g].start…+n
 	fill   []int   // per scope, where its next span goes in order
 }
@@ -226,18 +291,14 @@ type scopeGroup struct {
 	start, n int
 }
 
-func (g *batchGroups) build(spans []sdktrace.ReadOnlySpan) {
+func (g *batchGroups) build(spans []FileSpan) {
 	// Drop the last batch's references to resources and scope attributes.
 	clear(g.res)
 	clear(g.scopes)
 	g.res, g.resKey, g.scopes, g.gid, g.fill = g.res[:0], g.resKey[:0], g.scopes[:0], g.gid[:0], g.fill[:0]
 	last := -1
-	for _, s := range spans {
-		if s == nil {
-			g.gid = append(g.gid, -1)
-			continue
-		}
-		r, scope := s.Resource(), s.InstrumentationScope()
+	for i := range spans {
+		r, scope := spans[i].Resource, spans[i].Scope
 		if last >= 0 && g.res[g.scopes[last].res] == r && g.scopes[last].scope == scope {
 			g.scopes[last].n++
 			g.gid = append(g.gid, int32(last))
@@ -267,10 +328,8 @@ func (g *batchGroups) build(spans []sdktrace.ReadOnlySpan) {
 	}
 	g.order = slices.Grow(g.order[:0], n)[:n]
 	for i, si := range g.gid {
-		if si >= 0 {
-			g.order[g.fill[si]] = int32(i)
-			g.fill[si]++
-		}
+		g.order[g.fill[si]] = int32(i)
+		g.fill[si]++
 	}
 }
 
@@ -307,16 +366,15 @@ func spanFlags(tf trace.TraceFlags, remote bool) uint32 {
 	return f
 }
 
-func appendSpan(b []byte, s sdktrace.ReadOnlySpan) []byte {
-	sc := s.SpanContext()
-	parent := s.Parent()
+func appendSpan(b []byte, s *FileSpan) []byte {
+	sc, parent := &s.SpanContext, &s.Parent
 	b = append(b, '{')
-	b = appendAttrs(b, s.Attributes())
-	b = appendCount(b, "droppedAttributesCount", s.DroppedAttributes())
-	b = appendCount(b, "droppedEventsCount", s.DroppedEvents())
-	b = appendCount(b, "droppedLinksCount", s.DroppedLinks())
-	b = appendTime(b, "endTimeUnixNano", s.EndTime().UnixNano())
-	if evs := s.Events(); len(evs) > 0 {
+	b = appendAttrs(b, s.Attributes)
+	b = appendCount(b, "droppedAttributesCount", s.DroppedAttributes)
+	b = appendCount(b, "droppedEventsCount", s.DroppedEvents)
+	b = appendCount(b, "droppedLinksCount", s.DroppedLinks)
+	b = appendTime(b, "endTimeUnixNano", s.End)
+	if evs := s.Events; len(evs) > 0 {
 		b = appendKey(b, "events")
 		b = append(b, '[')
 		for i, ev := range evs {
@@ -337,11 +395,11 @@ func appendSpan(b []byte, s sdktrace.ReadOnlySpan) []byte {
 	}
 	b = appendKey(b, "flags")
 	b = strconv.AppendUint(b, uint64(spanFlags(sc.TraceFlags(), parent.IsRemote())), 10)
-	if k := spanKind(s.SpanKind()); k != 0 {
+	if k := spanKind(s.Kind); k != 0 {
 		b = appendKey(b, "kind")
 		b = strconv.AppendUint(b, uint64(k), 10)
 	}
-	if links := s.Links(); len(links) > 0 {
+	if links := s.Links; len(links) > 0 {
 		b = appendKey(b, "links")
 		b = append(b, '[')
 		for i, l := range links {
@@ -360,18 +418,18 @@ func appendSpan(b []byte, s sdktrace.ReadOnlySpan) []byte {
 		}
 		b = append(b, ']')
 	}
-	if s.Name() != "" {
+	if s.Name != "" {
 		b = appendKey(b, "name")
-		b = appendString(b, s.Name())
+		b = appendString(b, s.Name)
 	}
 	if parent.SpanID().IsValid() {
 		b = appendSpanID(b, "parentSpanId", parent.SpanID())
 	}
 	b = appendSpanID(b, "spanId", sc.SpanID())
-	b = appendTime(b, "startTimeUnixNano", s.StartTime().UnixNano())
+	b = appendTime(b, "startTimeUnixNano", s.Start)
 	b = appendKey(b, "status")
 	b = append(b, '{')
-	st := s.Status()
+	st := &s.Status
 	if c := statusCode(st.Code); c != 0 {
 		b = appendKey(b, "code")
 		b = strconv.AppendUint(b, uint64(c), 10)
@@ -694,4 +752,11 @@ func appendString(b []byte, s string) []byte {
 	}
 	b = append(b, s[done:]...)
 	return append(b, '"')
+}
+
+// writeErr returns the first write error, if any.
+func (e *TraceFileExporter) writeErr() error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.err
 }
