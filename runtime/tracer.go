@@ -94,8 +94,7 @@ func (e *spanExport) end(t *accountingTracer, r *spanRecord, sc trace.SpanContex
 		e.proc.OnEnd(r.snapshot(t, sc, sp))
 		return
 	}
-	fs := r.fileSpan(t, sc, sp)
-	e.file.EndFileSpan(&fs)
+	e.file.EndFileSpan(r.fileSpan(t, sc, sp))
 }
 
 var (

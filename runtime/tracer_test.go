@@ -591,7 +591,7 @@ func TestExportingSpanMatchesSDK(t *testing.T) {
 // read-only spans with the same fields.
 type fileSpanRecorder struct{ *tracetest.SpanRecorder }
 
-func (r fileSpanRecorder) EndFileSpan(s *otelsetup.FileSpan) {
+func (r fileSpanRecorder) EndFileSpan(s otelsetup.FileSpan) {
 	r.OnEnd(tracetest.SpanStub{
 		Name: s.Name, SpanContext: s.SpanContext, Parent: s.Parent, SpanKind: s.Kind,
 		StartTime: time.Unix(0, s.Start), EndTime: time.Unix(0, s.End),

@@ -133,8 +133,8 @@ func TestFileBatcherWaits(t *testing.T) {
 	gate := make(chan struct{})
 	out := &lockedBuffer{gate: gate}
 	p := startFileBatcher(newTraceWriter(out, nil), 1, time.Hour)
-	// One batch in the writer, fileQueueBatches queued: the next end waits.
-	const fit = fileQueueBatches + 1
+	// One batch in the writer, fileQueueLines queued: the next end waits.
+	const fit = fileQueueLines + 1
 	ended := make(chan int, fit+5)
 	go func() {
 		for i := range fit + 5 {

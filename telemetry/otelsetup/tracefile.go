@@ -10,7 +10,6 @@ import (
 	"github.com/amdahl-rt/amdahl/internal/outfile"
 	"io"
 	"math"
-	"slices"
 	"strconv"
 	"sync"
 	"unicode/utf8"
@@ -45,8 +44,9 @@ type TraceFileExporter struct {
 	err    error // the first write error: the file's last line is cut
 
 	buf     []byte
-	scratch []FileSpan // ExportSpans's spans, converted
-	groups  batchGroups
+	line    spanLine // ExportSpans's
+	lineRes []int    // writeLine's: each group's resource, an index in resSet
+	resSet  lineResources
 	res     *resource.Resource // the resource encoded in resJSON
 	resJSON []byte
 }
@@ -94,11 +94,11 @@ func FileSpanOf(s sdktrace.ReadOnlySpan) FileSpan {
 
 // FileSpanWriter is implemented by the trace file's span processor
 // (Telemetry.TraceFileOnly): EndFileSpan writes s as OnEnd writes a
-// read-only span with the same fields. It copies *s, and keeps s's
-// slices (attributes, events, links) until they are written: the caller
-// must not change them after.
+// read-only span with the same fields. It keeps nothing of s: the span is
+// encoded before it returns. s is a value, not a pointer, so that the
+// caller's span need not move to the heap for the call.
 type FileSpanWriter interface {
-	EndFileSpan(s *FileSpan)
+	EndFileSpan(s FileSpan)
 }
 
 // errExporterClosed is returned by ExportSpans after Shutdown.
@@ -130,35 +130,34 @@ func (e *TraceFileExporter) ExportSpans(ctx context.Context, spans []sdktrace.Re
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	fs := e.scratch[:0]
 	for _, s := range spans {
 		if s != nil {
-			fs = append(fs, FileSpanOf(s))
+			fs := FileSpanOf(s)
+			e.line.add(&fs)
 		}
 	}
-	err := e.writeLocked(fs)
-	clear(fs) // drop the spans' attributes and resources
-	e.scratch = fs[:0]
+	err := e.writeLocked(&e.line)
+	e.line.reset()
 	return err
 }
 
-// writeSpans is ExportSpans for spans already FileSpans.
-func (e *TraceFileExporter) writeSpans(spans []FileSpan) error {
+// writeSpanLine writes l as one line, as ExportSpans does.
+func (e *TraceFileExporter) writeSpanLine(l *spanLine) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	return e.writeLocked(spans)
+	return e.writeLocked(l)
 }
 
-// writeLocked writes spans as one line, unless the exporter is shut down
-// or a line was cut. mu is held.
-func (e *TraceFileExporter) writeLocked(spans []FileSpan) error {
+// writeLocked writes l as one line, unless the exporter is shut down or a
+// line was cut. mu is held.
+func (e *TraceFileExporter) writeLocked(l *spanLine) error {
 	if e.closed {
 		return errExporterClosed
 	}
 	if e.err != nil {
 		return e.err
 	}
-	if err := e.writeLine(spans); err != nil {
+	if err := e.writeLine(l); err != nil {
 		e.err = fmt.Errorf("write trace file: %w", err)
 		return e.err
 	}
@@ -192,65 +191,64 @@ func (e *TraceFileExporter) Shutdown(context.Context) error {
 	return err
 }
 
-// writeLine encodes one request holding spans and flushes it.
-func (e *TraceFileExporter) writeLine(spans []FileSpan) error {
-	g := &e.groups
-	g.build(spans)
-	if len(g.order) == 0 {
+// writeLine writes one request holding l's spans and flushes it.
+func (e *TraceFileExporter) writeLine(l *spanLine) error {
+	if l.n == 0 {
 		return nil
 	}
+	rs := &e.resSet
+	rs.reset()
+	ri := e.lineRes[:0]
+	for i := range l.groups {
+		ri = append(ri, rs.index(l.groups[i].res))
+	}
+	e.lineRes = ri
 	b := append(e.buf[:0], `{"resourceSpans":[`...)
-	for ri, r := range g.res {
-		if ri > 0 {
+	for r, res := range rs.res {
+		if r > 0 {
 			b = append(b, ',')
 		}
 		// Members of each object in sorted order, as MarshalTraceLine
 		// (encoding/json re-encoding a map) writes them.
 		b = append(b, '{')
-		if r != nil {
+		if res != nil {
 			b = appendKey(b, "resource")
-			b = e.appendResource(b, r)
+			b = e.appendResource(b, res)
 		}
-		if u := r.SchemaURL(); u != "" {
+		if u := res.SchemaURL(); u != "" {
 			b = appendKey(b, "schemaUrl")
 			b = appendString(b, u)
 		}
 		b = appendKey(b, "scopeSpans")
 		b = append(b, '[')
 		first := true
-		for si := range g.scopes {
-			s := &g.scopes[si]
-			if s.res != ri {
+		for i := range l.groups {
+			if ri[i] != r {
 				continue
 			}
+			g := &l.groups[i]
 			if !first {
 				b = append(b, ',')
 			}
 			first = false
 			b = append(b, '{')
-			if s.scope.SchemaURL != "" {
+			if g.scope.SchemaURL != "" {
 				b = appendKey(b, "schemaUrl")
-				b = appendString(b, s.scope.SchemaURL)
+				b = appendString(b, g.scope.SchemaURL)
 			}
-			if s.scope != (instrumentation.Scope{}) {
+			if g.scope != (instrumentation.Scope{}) {
 				b = appendKey(b, "scope")
-				b = appendScope(b, s.scope)
+				b = appendScope(b, g.scope)
 			}
 			b = appendKey(b, "spans")
 			b = append(b, '[')
-			for k, i := range g.order[s.start : s.start+s.n] {
-				if k > 0 {
-					b = append(b, ',')
-				}
-				b = appendSpan(b, &spans[i])
-				if len(b) >= traceFileFlushAt {
-					if _, err := e.w.Write(b); err != nil {
-						return err
-					}
-					b = b[:0]
-				}
+			if _, err := e.w.Write(b); err != nil {
+				return err
 			}
-			b = append(b, "]}"...)
+			if _, err := e.w.Write(g.spans); err != nil {
+				return err
+			}
+			b = append(b[:0], "]}"...)
 		}
 		b = append(b, "]}"...)
 	}
@@ -261,6 +259,70 @@ func (e *TraceFileExporter) writeLine(spans []FileSpan) error {
 		return err
 	}
 	return e.w.Flush()
+}
+
+// spanLine is one line of the trace file being filled: its spans encoded
+// as they are added, grouped by resource and instrumentation scope in
+// order of first appearance (writeLine merges the groups of equal
+// resources). Nothing of a span is kept but its encoding: not its
+// attributes, events or links.
+type spanLine struct {
+	n      int // spans
+	size   int // bytes of the encoded spans
+	groups []spanGroup
+}
+
+type spanGroup struct {
+	res   *resource.Resource
+	scope instrumentation.Scope
+	spans []byte // its spans, encoded, comma-separated
+}
+
+// maxKeptGroupBuf bounds the buffer a group keeps for the next line: one
+// that grew past it (a line of huge spans) is let go.
+const maxKeptGroupBuf = 1 << 20
+
+// add encodes s into its group: that of its scope and its resource, or a
+// resource with the same attributes (the first one seen stands for both).
+func (l *spanLine) add(s *FileSpan) {
+	var g *spanGroup
+	for i := range l.groups {
+		if x := &l.groups[i]; x.scope == s.Scope && (x.res == s.Resource || x.res.Equivalent() == s.Resource.Equivalent()) {
+			g = x
+			break
+		}
+	}
+	if g == nil {
+		if n := len(l.groups); n < cap(l.groups) {
+			l.groups = l.groups[:n+1] // with the buffer a former line left
+		} else {
+			l.groups = append(l.groups, spanGroup{})
+		}
+		g = &l.groups[len(l.groups)-1]
+		g.res, g.scope = s.Resource, s.Scope
+	}
+	before := len(g.spans)
+	if before > 0 {
+		g.spans = append(g.spans, ',')
+	}
+	g.spans = appendSpan(g.spans, s)
+	l.n++
+	l.size += len(g.spans) - before
+}
+
+// reset empties the line, keeping its groups' buffers for the next.
+func (l *spanLine) reset() {
+	all := l.groups[:cap(l.groups)]
+	for i := range all {
+		g := &all[i]
+		g.res, g.scope = nil, instrumentation.Scope{}
+		if cap(g.spans) > maxKeptGroupBuf {
+			g.spans = nil
+		}
+		g.spans = g.spans[:0]
+	}
+	l.groups = l.groups[:0]
+	l.n, l.size = 0, 0
 }
 
 // appendResource appends r's OTLP JSON, from a cache: every span of a
@@ -274,69 +336,22 @@ func (e *TraceFileExporter) appendResource(b []byte, r *resource.Resource) []byt
 	return append(b, e.resJSON...)
 }
 
-// batchGroups sorts a batch's spans into resources and scopes, in order of
-// first appearance; its slices are reused from batch to batch.
-type batchGroups struct {
+// lineResources is a line's resources, each once: resources with the same
+// attributes are one, as in the OTLP exporter; the first one seen gives
+// the group its schema URL. Its slices are reused from line to line.
+type lineResources struct {
 	res    []*resource.Resource
 	resKey []attribute.Distinct
-	scopes []scopeGroup
-	gid    []int32 // each span's index in scopes
-	order  []int32 // span indexes, grouped by scope: scopes[g].start…+n
-	fill   []int   // per scope, where its next span goes in order
 }
 
-type scopeGroup struct {
-	res      int
-	scope    instrumentation.Scope
-	start, n int
-}
-
-func (g *batchGroups) build(spans []FileSpan) {
-	// Drop the last batch's references to resources and scope attributes.
+// reset empties the set, dropping its references to resources.
+func (g *lineResources) reset() {
 	clear(g.res)
-	clear(g.scopes)
-	g.res, g.resKey, g.scopes, g.gid, g.fill = g.res[:0], g.resKey[:0], g.scopes[:0], g.gid[:0], g.fill[:0]
-	last := -1
-	for i := range spans {
-		r, scope := spans[i].Resource, spans[i].Scope
-		if last >= 0 && g.res[g.scopes[last].res] == r && g.scopes[last].scope == scope {
-			g.scopes[last].n++
-			g.gid = append(g.gid, int32(last))
-			continue
-		}
-		ri := g.resource(r)
-		last = -1
-		for si := range g.scopes {
-			if g.scopes[si].res == ri && g.scopes[si].scope == scope {
-				last = si
-				break
-			}
-		}
-		if last < 0 {
-			last = len(g.scopes)
-			g.scopes = append(g.scopes, scopeGroup{res: ri, scope: scope})
-		}
-		g.scopes[last].n++
-		g.gid = append(g.gid, int32(last))
-	}
-	// A counting sort: spans keep their batch order within their scope.
-	n := 0
-	for si := range g.scopes {
-		g.scopes[si].start = n
-		g.fill = append(g.fill, n)
-		n += g.scopes[si].n
-	}
-	g.order = slices.Grow(g.order[:0], n)[:n]
-	for i, si := range g.gid {
-		g.order[g.fill[si]] = int32(i)
-		g.fill[si]++
-	}
+	g.res, g.resKey = g.res[:0], g.resKey[:0]
 }
 
-// resource returns r's index in g.res, adding it if it is new. Resources
-// with the same attributes are one, as in the OTLP exporter: the first one
-// seen gives the group its schema URL.
-func (g *batchGroups) resource(r *resource.Resource) int {
+// index returns r's index in g.res, adding it if it is new.
+func (g *lineResources) index(r *resource.Resource) int {
 	for i, x := range g.res {
 		if x == r {
 			return i
