@@ -3,12 +3,12 @@ package runtime
 import (
 	"context"
 	"fmt"
+	"path/filepath"
 	"slices"
 	"testing"
 	"time"
 
 	metricnoop "go.opentelemetry.io/otel/metric/noop"
-	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
 
@@ -239,12 +239,6 @@ func BenchmarkRun(b *testing.B) {
 	}
 }
 
-// discardExporter drops what it is given.
-type discardExporter struct{}
-
-func (discardExporter) ExportSpans(context.Context, []sdktrace.ReadOnlySpan) error { return nil }
-func (discardExporter) Shutdown(context.Context) error                             { return nil }
-
 // BenchmarkUnitTelemetry measures what telemetry costs the parent per
 // task unit, outside any process: the spans of one unit of the taskhost
 // shape (amdahl.work, runtime.dispatch and runtime.queue, runtime.host,
@@ -258,9 +252,9 @@ func (discardExporter) Shutdown(context.Context) error                          
 // its span processor (a run with an exporter, a trace file or a
 // recorder); path=accounting with the runtime's accountingTracer (amdahl
 // run's default, where only attribution reads the spans); path=sdk+export
-// and own+export add the trace file's batcher (over an exporter that
-// discards), one with the SDK, one with the runtime's exportingProvider
-// (amdahl run --out). Metrics are
+// and own+export add the trace file (its batcher and its writes, to a
+// file in the test's directory), one with the SDK, one with the runtime's
+// exportingProvider (amdahl run --out). Metrics are
 // off in both (no reader): they are what a run records only when
 // something reads them.
 //
@@ -273,11 +267,18 @@ func BenchmarkUnitTelemetry(b *testing.B) {
 			defer c.close()
 			var tp trace.TracerProvider
 			var own telemetry.PhaseTracer
-			// The export: the trace file's batcher, over an exporter
-			// that discards (the file's encoding is the same either way).
-			export := sdktrace.NewBatchSpanProcessor(discardExporter{}, sdktrace.WithBlocking(),
-				sdktrace.WithMaxQueueSize(8192), sdktrace.WithMaxExportBatchSize(1024))
-			defer func() { _ = export.Shutdown(context.Background()) }()
+			// The export: the trace file's batcher, as amdahl run --out
+			// gets it (otelsetup's TraceFileOnly), writing to a file.
+			tel, err := otelsetup.Setup(context.Background(), otelsetup.WithLookupEnv(noEnv),
+				otelsetup.WithTraceFile(filepath.Join(b.TempDir(), "trace.jsonl")))
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer func() { _ = tel.Shutdown(context.Background()) }()
+			export, res := tel.TraceFileOnly()
+			if export == nil {
+				b.Fatal("no trace file processor")
+			}
 			switch path {
 			case "sdk", "sdk+export":
 				opts := []sdktrace.TracerProviderOption{sdktrace.WithSpanProcessor(c)}
@@ -291,7 +292,7 @@ func BenchmarkUnitTelemetry(b *testing.B) {
 				own = newAccountingProvider(c)
 				tp = own
 			case "own+export":
-				own = newExportingProvider(c, export, resource.Default())
+				own = newExportingProvider(c, export, res)
 				tp = own
 			}
 			comps := map[string]*telemetry.Component{}

@@ -32,8 +32,8 @@
 //	OTEL_EXPORTER_OTLP_METRICS_TEMPORALITY_PREFERENCE, _DEFAULT_HISTOGRAM_AGGREGATION  read by the OTLP metric
 //	                                  exporter (default cumulative, explicit buckets: the instruments' own)
 //	OTEL_METRIC_EXPORT_INTERVAL, _TIMEOUT  the periodic OTLP/console metric reader (SDK; default 60 s, 30 s)
-//	OTEL_TRACES_SAMPLER, OTEL_TRACES_SAMPLER_ARG, OTEL_BSP_*  read by the SDK itself (the trace
-//	                                  file's OTEL_BSP_MAX_QUEUE_SIZE and _MAX_EXPORT_BATCH_SIZE are fixed: 8192, 1024)
+//	OTEL_TRACES_SAMPLER, OTEL_TRACES_SAMPLER_ARG, OTEL_BSP_*  read by the SDK itself (OTEL_BSP_* for OTLP
+//	                                  only: the trace file has its own batcher, lines of 1024 spans, 4 queued)
 //	AMDAHL_TRACE_FILE                 write spans as OTLP JSON lines to this file (WithTraceFile)
 //	AMDAHL_METRICS_ADDR               serve Prometheus /metrics on host:port (WithMetricsAddr)
 //	AMDAHL_PROFILE_DIR                write cpu.pprof and heap.pprof here (WithProfileDir)
@@ -70,9 +70,11 @@
 // AMDAHL_PROFILE_DIR and PYROSCOPE_SERVER_ADDRESS are exclusive: the process
 // has one CPU profiler.
 //
-// Trace processing: OTLP and the trace file use the SDK's batch span
-// processor. The trace file is lossless: when its queue is full, ending a
-// span waits until the exporter has made room, so a program that ends spans
+// Trace processing: OTLP uses the SDK's batch span processor; the trace
+// file its own batcher, which encodes each span where it ends into the
+// line being filled and hands full lines (1,024 spans) to one writer
+// goroutine, a partial one every 5 s. The trace file is lossless: when
+// four full lines wait for the writer, ending a span waits for room, so a program that ends spans
 // faster than they are written is slowed down rather than losing spans
 // (attribution reads the file back). OTLP never makes the program wait for a
 // remote backend: its queue drops spans when full, and OTLPSpanCounts counts
