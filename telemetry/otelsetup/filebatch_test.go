@@ -5,11 +5,13 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
@@ -177,5 +179,27 @@ func TestFileBatcherWriteError(t *testing.T) {
 	}
 	if err := p.Shutdown(ctx); err == nil || !strings.Contains(err.Error(), "disk full") {
 		t.Errorf("Shutdown: got %v, want the write error", err)
+	}
+}
+
+// TestFileBatcherLineBytes checks that a line is handed to the writer once
+// its spans' encoding reaches fileLineBytes, before it holds its spans'
+// count: memory is bounded in bytes too.
+func TestFileBatcherLineBytes(t *testing.T) {
+	out := &lockedBuffer{}
+	p := startFileBatcher(newTraceWriter(out, nil), 1000, time.Hour)
+	defer p.Shutdown(context.Background())
+	big := strings.Repeat("x", 1<<20)
+	for i := range fileLineBytes>>20 + 1 {
+		s := tracetest.SpanStub{Name: fmt.Sprint("big", i), Attributes: []attribute.KeyValue{attribute.String("v", big)},
+			SpanContext: trace.NewSpanContext(trace.SpanContextConfig{TraceID: traceID(1), SpanID: spanID(byte(i + 1)), TraceFlags: trace.FlagsSampled})}
+		p.OnEnd(s.Snapshot())
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for len(out.names(t)) == 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("no line written after %d MiB of spans; a line is cut at %d bytes", fileLineBytes>>20+1, fileLineBytes)
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
 }
