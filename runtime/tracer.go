@@ -90,11 +90,12 @@ type spanExport struct {
 // end hands the ended span sp of tracer t, with context sc and the
 // record r, to the export.
 func (e *spanExport) end(t *accountingTracer, r *spanRecord, sc trace.SpanContext, sp *attribution.Span) {
+	fs := r.fileSpan(t, sc, sp)
 	if e.file == nil {
-		e.proc.OnEnd(r.snapshot(t, sc, sp))
+		e.proc.OnEnd(snapshot(fs))
 		return
 	}
-	e.file.EndFileSpan(r.fileSpan(t, sc, sp))
+	e.file.EndFileSpan(fs)
 }
 
 var (
@@ -572,7 +573,7 @@ func (r *spanRecord) addLink(l trace.Link) {
 }
 
 // fileSpan is the ended span sp of tracer t, with context sc, as the trace
-// file's processor takes it: what snapshot holds.
+// file's processor takes it (and, through snapshot, any other).
 func (r *spanRecord) fileSpan(t *accountingTracer, sc trace.SpanContext, sp *attribution.Span) otelsetup.FileSpan {
 	return otelsetup.FileSpan{
 		Name: sp.Name, SpanContext: sc, Parent: r.parent, Kind: r.kind, Start: sp.Start, End: sp.End,
@@ -582,15 +583,14 @@ func (r *spanRecord) fileSpan(t *accountingTracer, sc trace.SpanContext, sp *att
 	}
 }
 
-// snapshot is the ended span sp of tracer t, with context sc, as an SDK
-// span processor receives it.
-func (r *spanRecord) snapshot(t *accountingTracer, sc trace.SpanContext, sp *attribution.Span) sdktrace.ReadOnlySpan {
-	attrs := r.dedupeAttrs()
+// snapshot is a span as fileSpan gives it, as an SDK span processor
+// receives it.
+func snapshot(fs otelsetup.FileSpan) sdktrace.ReadOnlySpan {
 	return tracetest.SpanStub{
-		Name: sp.Name, SpanContext: sc, Parent: r.parent, SpanKind: r.kind,
-		StartTime: time.Unix(0, sp.Start), EndTime: time.Unix(0, sp.End),
-		Attributes: attrs, Events: r.events, Links: r.links, Status: r.status,
-		DroppedAttributes: r.droppedAttrs, DroppedEvents: r.droppedEvents, DroppedLinks: r.droppedLinks,
-		Resource: t.export.res, InstrumentationScope: t.scope,
+		Name: fs.Name, SpanContext: fs.SpanContext, Parent: fs.Parent, SpanKind: fs.Kind,
+		StartTime: time.Unix(0, fs.Start), EndTime: time.Unix(0, fs.End),
+		Attributes: fs.Attributes, Events: fs.Events, Links: fs.Links, Status: fs.Status,
+		DroppedAttributes: fs.DroppedAttributes, DroppedEvents: fs.DroppedEvents, DroppedLinks: fs.DroppedLinks,
+		Resource: fs.Resource, InstrumentationScope: fs.Scope,
 	}.Snapshot()
 }

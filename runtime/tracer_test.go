@@ -591,15 +591,7 @@ func TestExportingSpanMatchesSDK(t *testing.T) {
 // read-only spans with the same fields.
 type fileSpanRecorder struct{ *tracetest.SpanRecorder }
 
-func (r fileSpanRecorder) EndFileSpan(s otelsetup.FileSpan) {
-	r.OnEnd(tracetest.SpanStub{
-		Name: s.Name, SpanContext: s.SpanContext, Parent: s.Parent, SpanKind: s.Kind,
-		StartTime: time.Unix(0, s.Start), EndTime: time.Unix(0, s.End),
-		Attributes: s.Attributes, Events: s.Events, Links: s.Links, Status: s.Status,
-		DroppedAttributes: s.DroppedAttributes, DroppedEvents: s.DroppedEvents, DroppedLinks: s.DroppedLinks,
-		Resource: s.Resource, InstrumentationScope: s.Scope,
-	}.Snapshot())
-}
+func (r fileSpanRecorder) EndFileSpan(s otelsetup.FileSpan) { r.OnEnd(snapshot(s)) }
 
 // TestGRPCSpansChangeNoRow: without the gRPC calls' own spans (the
 // runtime does not make them when only the attribution reads the spans)

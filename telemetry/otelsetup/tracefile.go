@@ -32,8 +32,9 @@ import (
 // instrumentation scope, each in order of first appearance in the batch.
 // Strings that are not valid UTF-8 have each bad byte replaced by U+FFFD.
 //
-// Spans are encoded straight from the SDK's ReadOnlySpan into a reused
-// buffer, and each line is flushed to the file before ExportSpans returns,
+// Spans are encoded straight into the line's reused buffers (spanLine:
+// the trace file's batcher encodes each where it ends), and each line is
+// flushed to the file before ExportSpans returns,
 // so the file only ever ends in a whole line. ExportSpans and Shutdown are
 // safe for concurrent use.
 type TraceFileExporter struct {
@@ -51,13 +52,10 @@ type TraceFileExporter struct {
 	resJSON []byte
 }
 
-// Buffer sizes of TraceFileExporter: the encoder hands its buffer to the
-// file's bufio.Writer whenever it holds flushAt bytes, so a line of any size
-// takes about bufSize + flushAt + one span of memory.
-const (
-	traceFileBufSize = 64 << 10
-	traceFileFlushAt = 60 << 10
-)
+// traceFileBufSize is the file's write buffer. A line's spans are already
+// encoded (spanLine, bounded by its caller) and written to it group by
+// group.
+const traceFileBufSize = 64 << 10
 
 // FileSpan is an ended span as the trace file writes it: the fields of an
 // sdktrace.ReadOnlySpan that OTLP carries, as values. A span processor
