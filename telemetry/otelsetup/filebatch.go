@@ -81,7 +81,7 @@ func (p *fileBatcher) OnStart(context.Context, sdktrace.ReadWriteSpan) {}
 // OnEnd encodes s into the line, and hands the line to the writer when s
 // fills it, waiting for room if the writer is behind.
 func (p *fileBatcher) OnEnd(s sdktrace.ReadOnlySpan) {
-	if !s.SpanContext().IsSampled() {
+	if s == nil || !s.SpanContext().IsSampled() {
 		return
 	}
 	p.EndFileSpan(FileSpanOf(s))

@@ -88,6 +88,8 @@ func TestFileBatcher(t *testing.T) {
 		p.OnEnd(fileSpan(n, true))
 	}
 	p.OnEnd(fileSpan("unsampled", false))
+	p.OnEnd(nil)
+	p.EndFileSpan(FileSpan{}) // not sampled
 	p.OnEnd(fileSpan("e", true))
 	// The first batch (a, b, c) is full and written in time; d and e wait.
 	if err := p.ForceFlush(ctx); err != nil {

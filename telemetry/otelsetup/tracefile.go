@@ -79,8 +79,12 @@ type FileSpan struct {
 	Scope               instrumentation.Scope
 }
 
-// FileSpanOf returns s as a FileSpan.
+// FileSpanOf returns s as a FileSpan; for nil, the zero FileSpan (not
+// sampled: a FileSpanWriter ignores it).
 func FileSpanOf(s sdktrace.ReadOnlySpan) FileSpan {
+	if s == nil {
+		return FileSpan{}
+	}
 	return FileSpan{
 		Name: s.Name(), SpanContext: s.SpanContext(), Parent: s.Parent(), Kind: s.SpanKind(),
 		Start: s.StartTime().UnixNano(), End: s.EndTime().UnixNano(),
