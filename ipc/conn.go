@@ -196,10 +196,18 @@ func (c *Conn) Send(ctx context.Context, m proto.Message) error {
 		return err
 	}
 	it.done = done
-	err = c.q.push(ctx, it, c.closing)
-	if cfg, ok := m.(*ipcpb.TaskConfiguration); ok && err == nil {
+	// A task is outstanding before it is queued: once queued, the writer
+	// may send it and the reader read its result before push returns.
+	cfg, isTask := m.(*ipcpb.TaskConfiguration)
+	if isTask {
 		c.outMu.Lock()
 		c.outstanding[cfg.Id] = sent{time.Now(), it.parent}
+		c.outMu.Unlock()
+	}
+	err = c.q.push(ctx, it, c.closing)
+	if isTask && err != nil {
+		c.outMu.Lock()
+		delete(c.outstanding, cfg.Id)
 		c.outMu.Unlock()
 	}
 	c.sendMu.Unlock()
