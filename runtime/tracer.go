@@ -5,6 +5,7 @@ import (
 	"reflect"
 	goruntime "runtime"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -85,6 +86,64 @@ type spanExport struct {
 	proc sdktrace.SpanProcessor
 	file otelsetup.FileSpanWriter // proc, if it is one
 	res  *resource.Resource
+	// lead and leads hold the attributes phase spans begin with, made
+	// and encoded once per phase (phaseLead): lead by phase and
+	// direction, for the first component seen with them, and leads
+	// (phaseKey → *SharedAttributes) for the others. Bounded by the
+	// Components' names, phases and directions.
+	lead  [telemetry.NumPhases + 1][telemetry.NumDirections]atomic.Pointer[phaseLeadSlot]
+	leads sync.Map
+}
+
+// phaseAttrs returns amdahl.component, amdahl.phase and amdahl.direction
+// (none for direction None) as SharedAttributes.
+func phaseAttrs(component string, ph telemetry.Phase, d telemetry.Direction) *otelsetup.SharedAttributes {
+	kvs := []attribute.KeyValue{telemetry.AttrComponent.String(component), telemetry.AttrPhase.String(ph.String())}
+	if d != telemetry.None {
+		kvs = append(kvs, telemetry.AttrDirection.String(d.String()))
+	}
+	return otelsetup.NewSharedAttributes(kvs...)
+}
+
+// phaseLeadSlot is a component's lead attributes for one phase and
+// direction.
+type phaseLeadSlot struct {
+	component string
+	attrs     *otelsetup.SharedAttributes
+}
+
+// phaseKey names a phase of a Component.
+type phaseKey struct {
+	component string
+	ph        telemetry.Phase
+	d         telemetry.Direction
+}
+
+// phaseLead returns the attributes a Component's phase span begins with,
+// amdahl.component, amdahl.phase and amdahl.direction (none for
+// direction None), as a Component's spans through the OTel API carry
+// them: nil for a span that is not a phase (ph zero).
+func (e *spanExport) phaseLead(component string, ph telemetry.Phase, d telemetry.Direction) *otelsetup.SharedAttributes {
+	if ph == 0 {
+		return nil
+	}
+	if !ph.Valid() || int(d) >= telemetry.NumDirections {
+		return phaseAttrs(component, ph, d) // not kept: a Component's phases are valid
+	}
+	// A string compare: a Component passes its name, the same string
+	// every time.
+	slot := &e.lead[ph][d]
+	if l := slot.Load(); l != nil && l.component == component {
+		return l.attrs
+	}
+	k := phaseKey{component, ph, d}
+	if a, ok := e.leads.Load(k); ok {
+		return a.(*otelsetup.SharedAttributes)
+	}
+	v, _ := e.leads.LoadOrStore(k, phaseAttrs(component, ph, d))
+	a := v.(*otelsetup.SharedAttributes)
+	slot.CompareAndSwap(nil, &phaseLeadSlot{component: component, attrs: a})
+	return a
 }
 
 // end hands the ended span sp of tracer t, with context sc and the
@@ -191,8 +250,7 @@ func (t *accountingTracer) startPhase(ctx context.Context, name, component strin
 	s.unit = unit
 	s.sp.Name, s.sp.Component, s.sp.Phase, s.sp.Direction, s.sp.Start = name, component, ph, d, start.UnixNano()
 	if t.export != nil && !s.ended {
-		s.rec = &spanRecord{parent: parent, kind: trace.SpanKindInternal}
-		s.rec.phaseAttrs(component, ph, d, phaseEndAttrs)
+		s.rec = &spanRecord{parent: parent, kind: trace.SpanKindInternal, lead: t.export.phaseLead(component, ph, d)}
 	}
 	return trace.ContextWithSpan(ctx, s), s
 }
@@ -210,9 +268,14 @@ func (t *accountingTracer) recordPhase(ctx context.Context, name, component stri
 	}
 	t.col.ended(unit, sp)
 	if t.export != nil {
-		r := spanRecord{parent: parent, kind: trace.SpanKindInternal}
-		r.phaseAttrs(component, ph, d, len(attrs))
-		r.addAttrs(attrs)
+		r := spanRecord{parent: parent, kind: trace.SpanKindInternal, lead: t.export.phaseLead(component, ph, d)}
+		if t.export.file != nil && r.canBorrow(attrs) {
+			// The file encodes the span before end returns: attrs
+			// need no copy.
+			r.attrs = attrs
+		} else {
+			r.addAttrs(attrs)
+		}
 		sc := trace.NewSpanContext(trace.SpanContextConfig{TraceID: trace.TraceID(sp.TraceID), SpanID: trace.SpanID(sp.SpanID),
 			TraceFlags: trace.FlagsSampled, TraceState: parent.TraceState()})
 		t.export.end(t, &r, sc, &sp)
@@ -470,8 +533,12 @@ const (
 // spanRecord is what an exporting span keeps besides its
 // attribution.Span: what the SDK would hand an exporter.
 type spanRecord struct {
-	parent        trace.SpanContext
-	kind          trace.SpanKind
+	parent trace.SpanContext
+	kind   trace.SpanKind
+	// lead are a phase span's first attributes (phaseLead), shared and
+	// encoded once; attrs follow them and repeat none of their keys (a
+	// key of lead set again moves lead into attrs: unshare).
+	lead          *otelsetup.SharedAttributes
 	attrs         []attribute.KeyValue // in order set; deduplicated at snapshot
 	events        []sdktrace.Event
 	links         []sdktrace.Link
@@ -490,6 +557,9 @@ func (r *spanRecord) addAttrs(kv []attribute.KeyValue) {
 			r.droppedAttrs++
 			continue
 		}
+		if r.lead.Has(a.Key) {
+			r.unshare()
+		}
 		r.attrs = append(r.attrs, a)
 		if len(r.attrs) >= 2*maxSpanAttrs {
 			r.attrs = r.dedupeAttrs()
@@ -497,10 +567,47 @@ func (r *spanRecord) addAttrs(kv []attribute.KeyValue) {
 	}
 }
 
+// unshare moves lead's attributes to the front of attrs, where a key of
+// theirs set again can replace its value.
+func (r *spanRecord) unshare() {
+	if r.lead == nil {
+		return
+	}
+	r.attrs = append(r.lead.KeyValues(), r.attrs...) // KeyValues is clipped: a copy
+	r.lead = nil
+}
+
+// canBorrow reports whether attrs can be the record's attributes as they
+// are: a few, all valid, none repeating a key of lead's or another's.
+func (r *spanRecord) canBorrow(attrs []attribute.KeyValue) bool {
+	if len(attrs) > fewAttrs {
+		return false
+	}
+	for i, a := range attrs {
+		if !a.Valid() || r.lead.Has(a.Key) {
+			return false
+		}
+		for _, b := range attrs[:i] {
+			if a.Key == b.Key {
+				return false
+			}
+		}
+	}
+	return true
+}
+
 // dedupeAttrs returns the attributes with each key once, where it was
 // first set, with the value it was last set to, and at most maxSpanAttrs
-// of them (the later keys are counted as dropped): the SDK's rules.
+// of them with lead's (the later keys are counted as dropped): the SDK's
+// rules. A list that holds no key twice and is within the limit is
+// returned as it is, not written to.
 func (r *spanRecord) dedupeAttrs() []attribute.KeyValue {
+	if r.lead != nil && r.lead.Len()+len(r.attrs) > maxSpanAttrs {
+		r.unshare() // the limit cuts attrs after lead's
+	}
+	if len(r.attrs) <= fewAttrs && !hasDupKey(r.attrs) {
+		return r.attrs
+	}
 	out := r.attrs[:0]
 next:
 	for _, a := range r.attrs {
@@ -521,26 +628,21 @@ next:
 	return out
 }
 
-// phaseAttrs adds the attributes of a Component's phase span:
-// amdahl.component, amdahl.phase and amdahl.direction (none for a span
-// that is not a phase, none for direction None), in a list with room for
-// more attributes besides: the span's attributes are then one allocation,
-// where growing the list from nothing made three.
-func (r *spanRecord) phaseAttrs(component string, ph telemetry.Phase, d telemetry.Direction, more int) {
-	if ph == 0 {
-		return
-	}
-	r.attrs = make([]attribute.KeyValue, 0, 3+more)
-	r.attrs = append(r.attrs, telemetry.AttrComponent.String(component), telemetry.AttrPhase.String(ph.String()))
-	if d != telemetry.None {
-		r.attrs = append(r.attrs, telemetry.AttrDirection.String(d.String()))
-	}
-}
+// fewAttrs is how many attributes are checked pair by pair for a key
+// given twice (hasDupKey) rather than deduplicated: a phase's one or two.
+const fewAttrs = 8
 
-// phaseEndAttrs is how many attributes a phase span started by a Component
-// is given room for besides its phase's: ipc's send ends with two
-// (amdahl.bytes, its buffer).
-const phaseEndAttrs = 2
+// hasDupKey reports whether a key is in kvs twice.
+func hasDupKey(kvs []attribute.KeyValue) bool {
+	for i := range kvs {
+		for j := range i {
+			if kvs[i].Key == kvs[j].Key {
+				return true
+			}
+		}
+	}
+	return false
+}
 
 // itemAttrs returns an event's or a link's attributes within
 // maxItemAttrs, and how many were dropped.
@@ -575,9 +677,10 @@ func (r *spanRecord) addLink(l trace.Link) {
 // fileSpan is the ended span sp of tracer t, with context sc, as the trace
 // file's processor takes it (and, through snapshot, any other).
 func (r *spanRecord) fileSpan(t *accountingTracer, sc trace.SpanContext, sp *attribution.Span) otelsetup.FileSpan {
+	attrs := r.dedupeAttrs() // first: it may move lead into attrs
 	return otelsetup.FileSpan{
 		Name: sp.Name, SpanContext: sc, Parent: r.parent, Kind: r.kind, Start: sp.Start, End: sp.End,
-		Attributes: r.dedupeAttrs(), Events: r.events, Links: r.links, Status: r.status,
+		Leading: r.lead, Attributes: attrs, Events: r.events, Links: r.links, Status: r.status,
 		DroppedAttributes: r.droppedAttrs, DroppedEvents: r.droppedEvents, DroppedLinks: r.droppedLinks,
 		Resource: t.export.res, Scope: t.scope,
 	}
@@ -589,7 +692,7 @@ func snapshot(fs otelsetup.FileSpan) sdktrace.ReadOnlySpan {
 	return tracetest.SpanStub{
 		Name: fs.Name, SpanContext: fs.SpanContext, Parent: fs.Parent, SpanKind: fs.Kind,
 		StartTime: time.Unix(0, fs.Start), EndTime: time.Unix(0, fs.End),
-		Attributes: fs.Attributes, Events: fs.Events, Links: fs.Links, Status: fs.Status,
+		Attributes: fs.AllAttributes(), Events: fs.Events, Links: fs.Links, Status: fs.Status,
 		DroppedAttributes: fs.DroppedAttributes, DroppedEvents: fs.DroppedEvents, DroppedLinks: fs.DroppedLinks,
 		Resource: fs.Resource, InstrumentationScope: fs.Scope,
 	}.Snapshot()

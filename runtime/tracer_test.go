@@ -15,6 +15,7 @@ import (
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
+	metricnoop "go.opentelemetry.io/otel/metric/noop"
 	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
@@ -543,6 +544,31 @@ func TestExportingSpanMatchesSDK(t *testing.T) {
 		ok.End()
 		_, plain := tp.Tracer("").Start(ctx, "plain")
 		plain.End()
+
+		// A Component's phase spans: their amdahl.component, amdahl.phase
+		// and amdahl.direction come first (the exporting tracer shares
+		// them, encoded once), then the phase's own attributes.
+		comp, err := telemetry.NewComponent("ipc", telemetry.ComponentConfig{TracerProvider: tp, MeterProvider: metricnoop.NewMeterProvider()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		pctx, ph := comp.StartPhase(ctx, telemetry.Serialize, telemetry.Request)
+		comp.StartLeaf(pctx, telemetry.Send, telemetry.Request).EndWith(telemetry.AttrBytes.Int(10), attribute.String("x", "y"), attribute.String("x", "z"))
+		comp.StartLeaf(pctx, telemetry.Send, telemetry.None).EndWith(attribute.KeyValue{}, attribute.Int("n", 1))
+		comp.StartLeaf(pctx, telemetry.Deserialize, telemetry.Request).EndWith(telemetry.AttrPhase.String("leaf"))
+		comp.RecordSpan(pctx, telemetry.Receive, telemetry.Reply, time.Unix(1, 0), time.Unix(2, 0), telemetry.AttrBytes.Int(5))
+		// Set again: a shared key takes its new value where it stands.
+		ph.Span().SetAttributes(attribute.Int("before", 1), telemetry.AttrPhase.String("again"), attribute.Int("after", 2))
+		ph.End()
+		// Past 128 with the phase's three: the later ones are dropped.
+		_, wph := comp.StartPhase(ctx, telemetry.Deserialize, telemetry.Reply)
+		for i := range 130 {
+			wph.Span().SetAttributes(attribute.Int(fmt.Sprint("p", i), i))
+		}
+		wph.End()
+		_, dph := comp.StartPhase(ctx, telemetry.Execute, telemetry.None)
+		dph.Span().SetAttributes(attribute.Int("p", 1), attribute.Int("p", 2))
+		dph.End()
 	}
 	sdkRec, ownRec := tracetest.NewSpanRecorder(), tracetest.NewSpanRecorder()
 	res := resource.NewSchemaless(attribute.String("service.name", "t"))
@@ -556,10 +582,18 @@ func TestExportingSpanMatchesSDK(t *testing.T) {
 	fileRec := fileSpanRecorder{tracetest.NewSpanRecorder()}
 	script(newExportingProvider(c, fileRec, res))
 
-	describe := func(s sdktrace.ReadOnlySpan) string {
+	// A parent of the same set is named (its id is random), any other
+	// given by its id.
+	describe := func(s sdktrace.ReadOnlySpan, set []sdktrace.ReadOnlySpan) string {
 		var b strings.Builder
+		parent := s.Parent().SpanID().String()
+		for _, p := range set {
+			if p.SpanContext().SpanID() == s.Parent().SpanID() {
+				parent = p.Name()
+			}
+		}
 		fmt.Fprintf(&b, "%s kind=%v scope=%+v parent=%v/%v remote=%v sampled=%v\n", s.Name(), s.SpanKind(), s.InstrumentationScope(),
-			s.Parent().SpanID(), s.Parent().IsValid(), s.Parent().IsRemote(), s.SpanContext().IsSampled())
+			parent, s.Parent().IsValid(), s.Parent().IsRemote(), s.SpanContext().IsSampled())
 		fmt.Fprintf(&b, "attrs=%v dropped=%d\n", s.Attributes(), s.DroppedAttributes())
 		for _, e := range s.Events() {
 			fmt.Fprintf(&b, "event %s %v %d; ", e.Name, e.Attributes, e.DroppedAttributeCount)
@@ -580,7 +614,7 @@ func TestExportingSpanMatchesSDK(t *testing.T) {
 			t.Fatalf("%s: %d spans exported, the SDK %d", own.name, len(own.got), len(want))
 		}
 		for i := range want {
-			if w, g := describe(want[i]), describe(own.got[i]); w != g {
+			if w, g := describe(want[i], want), describe(own.got[i], own.got); w != g {
 				t.Errorf("%s: span %d differs from the SDK's:\nSDK: %s\nown: %s", own.name, i, w, g)
 			}
 		}
@@ -726,5 +760,40 @@ func TestSpanOutlivesUnit(t *testing.T) {
 	works := accounted()
 	if len(works) != 2 || len(works[0].Nodes) != 1 || len(works[1].Nodes) != 2 {
 		t.Fatalf("accounted %d units (%v): want 2, of 1 node (the root; its late phases dropped) and 2 (root, serialize)", len(works), works)
+	}
+}
+
+// TestPhaseLead: the attributes an exported phase span begins with are
+// its own component's, phase's and direction's, made once per phase,
+// whether the component was the first seen with that phase and direction
+// (the array) or not (the map); a phase no Component makes is not kept.
+func TestPhaseLead(t *testing.T) {
+	var e spanExport
+	str := func(a *otelsetup.SharedAttributes) string { return fmt.Sprint(a.KeyValues()) }
+	for range 2 {
+		for _, c := range []string{"ipc", "taskhost", "chunking"} {
+			for _, ph := range telemetry.Phases() {
+				for d := range telemetry.Direction(telemetry.NumDirections) {
+					a := e.phaseLead(c, ph, d)
+					want := fmt.Sprint([]attribute.KeyValue{telemetry.AttrComponent.String(c), telemetry.AttrPhase.String(ph.String()), telemetry.AttrDirection.String(d.String())})
+					if d == telemetry.None {
+						want = fmt.Sprint([]attribute.KeyValue{telemetry.AttrComponent.String(c), telemetry.AttrPhase.String(ph.String())})
+					}
+					if got := str(a); got != want {
+						t.Fatalf("phaseLead(%s, %v, %v) = %s, want %s", c, ph, d, got, want)
+					}
+					if again := e.phaseLead(c, ph, d); again != a {
+						t.Fatalf("phaseLead(%s, %v, %v) made twice", c, ph, d)
+					}
+				}
+			}
+		}
+	}
+	if a := e.phaseLead("ipc", 0, telemetry.None); a != nil {
+		t.Errorf("not a phase: %s, want none", str(a))
+	}
+	bad := telemetry.Phase(99)
+	if a, b := e.phaseLead("ipc", bad, telemetry.None), e.phaseLead("ipc", bad, telemetry.None); a == b || a.Len() != 2 {
+		t.Errorf("an invalid phase: %s (kept: %v)", str(a), a == b)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/amdahl-rt/amdahl/internal/outfile"
 	"io"
 	"math"
+	"slices"
 	"strconv"
 	"sync"
 	"unicode/utf8"
@@ -63,11 +64,17 @@ const traceFileBufSize = 64 << 10
 // (FileSpanWriter), from a tracer that records its own spans and would
 // otherwise make a read-only span of each only for the file to read it
 // back. Start and End are Unix nanoseconds.
+//
+// Leading, if not nil, are the span's first attributes, shared with other
+// spans and encoded once (a phase's amdahl.component, amdahl.phase and
+// amdahl.direction); Attributes follow them and must not repeat one of
+// their keys. The span's attributes are then AllAttributes.
 type FileSpan struct {
 	Name                string
 	SpanContext, Parent trace.SpanContext
 	Kind                trace.SpanKind
 	Start, End          int64
+	Leading             *SharedAttributes
 	Attributes          []attribute.KeyValue
 	Events              []sdktrace.Event
 	Links               []sdktrace.Link
@@ -77,6 +84,87 @@ type FileSpan struct {
 	DroppedLinks        int
 	Resource            *resource.Resource
 	Scope               instrumentation.Scope
+}
+
+// AllAttributes returns the span's attributes: Leading's, then
+// Attributes. It allocates only when there are both.
+func (s *FileSpan) AllAttributes() []attribute.KeyValue {
+	if s.Leading == nil || len(s.Leading.kvs) == 0 {
+		return s.Attributes
+	}
+	if len(s.Attributes) == 0 {
+		return s.Leading.KeyValues()
+	}
+	all := make([]attribute.KeyValue, 0, len(s.Leading.kvs)+len(s.Attributes))
+	return append(append(all, s.Leading.kvs...), s.Attributes...)
+}
+
+// SharedAttributes are attributes that many spans begin with, encoded for
+// the trace file once (FileSpan.Leading): a span that leads with them
+// needs no attribute list of its own for them, and they are copied into
+// the file rather than encoded again for each span. Immutable; safe to
+// share.
+type SharedAttributes struct {
+	kvs  []attribute.KeyValue
+	json []byte // the key-values' OTLP JSON, comma-separated, no brackets
+}
+
+// NewSharedAttributes returns kvs as SharedAttributes, under the SDK's
+// rules for a span's attributes: one with an empty key is left out, and a
+// key given twice is kept once, where it first appears, with its last
+// value.
+func NewSharedAttributes(kvs ...attribute.KeyValue) *SharedAttributes {
+	a := &SharedAttributes{kvs: make([]attribute.KeyValue, 0, len(kvs))}
+next:
+	for _, kv := range kvs {
+		if !kv.Valid() {
+			continue
+		}
+		for i := range a.kvs {
+			if a.kvs[i].Key == kv.Key {
+				a.kvs[i] = kv
+				continue next
+			}
+		}
+		a.kvs = append(a.kvs, kv)
+	}
+	for i, kv := range a.kvs {
+		if i > 0 {
+			a.json = append(a.json, ',')
+		}
+		a.json = appendKeyValue(a.json, kv)
+	}
+	return a
+}
+
+// KeyValues returns the attributes (none of nil). The slice is the
+// SharedAttributes'; appending to it copies it.
+func (a *SharedAttributes) KeyValues() []attribute.KeyValue {
+	if a == nil {
+		return nil
+	}
+	return slices.Clip(a.kvs)
+}
+
+// Len returns how many attributes there are (none for nil).
+func (a *SharedAttributes) Len() int {
+	if a == nil {
+		return 0
+	}
+	return len(a.kvs)
+}
+
+// Has reports whether one of the attributes has key k (none of nil's).
+func (a *SharedAttributes) Has(k attribute.Key) bool {
+	if a == nil {
+		return false
+	}
+	for i := range a.kvs {
+		if a.kvs[i].Key == k {
+			return true
+		}
+	}
+	return false
 }
 
 // FileSpanOf returns s as a FileSpan; for nil, the zero FileSpan (not
@@ -386,7 +474,18 @@ func spanFlags(tf trace.TraceFlags, remote bool) uint32 {
 func appendSpan(b []byte, s *FileSpan) []byte {
 	sc, parent := &s.SpanContext, &s.Parent
 	b = append(b, '{')
-	b = appendAttrs(b, s.Attributes)
+	if s.Leading != nil && len(s.Leading.json) > 0 {
+		b = appendKey(b, "attributes")
+		b = append(b, '[')
+		b = append(b, s.Leading.json...)
+		for _, kv := range s.Attributes {
+			b = append(b, ',')
+			b = appendKeyValue(b, kv)
+		}
+		b = append(b, ']')
+	} else {
+		b = appendAttrs(b, s.Attributes)
+	}
 	b = appendCount(b, "droppedAttributesCount", s.DroppedAttributes)
 	b = appendCount(b, "droppedEventsCount", s.DroppedEvents)
 	b = appendCount(b, "droppedLinksCount", s.DroppedLinks)

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"math"
 	"os"
@@ -528,5 +529,59 @@ func BenchmarkTraceFile(b *testing.B) {
 				b.Fatal(err)
 			}
 		})
+	}
+}
+
+// TestSharedAttributes: a span whose first attributes are shared
+// (FileSpan.Leading, encoded once) is written byte for byte as the same
+// span with them in its own list, for every split of every varied span's
+// attributes; and NewSharedAttributes keeps the SDK's rules (an invalid
+// attribute left out, a key given twice kept where it first appears,
+// with its last value).
+func TestSharedAttributes(t *testing.T) {
+	var spans []sdktrace.ReadOnlySpan
+	for _, b := range variedBatches(t) {
+		spans = append(spans, b...)
+	}
+	splits := 0
+	for i, s := range spans {
+		fs := FileSpanOf(s)
+		attrs := fs.Attributes
+		want := appendSpan(nil, &fs)
+		for k := 0; k <= len(attrs); k++ {
+			if slices.ContainsFunc(attrs[:k], func(kv attribute.KeyValue) bool { return !kv.Valid() }) {
+				break
+			}
+			split := fs
+			split.Leading, split.Attributes = NewSharedAttributes(attrs[:k]...), attrs[k:]
+			if got := appendSpan(nil, &split); !bytes.Equal(got, want) {
+				t.Fatalf("span %d, %d shared attributes:\n got %s\nwant %s", i, k, got, want)
+			}
+			// fmt: a NaN attribute is not == itself.
+			if got := split.AllAttributes(); fmt.Sprint(got) != fmt.Sprint(attrs) {
+				t.Fatalf("span %d, %d shared: AllAttributes %v, want %v", i, k, got, attrs)
+			}
+			splits++
+		}
+	}
+	if splits < 20 {
+		t.Fatalf("only %d splits tried", splits)
+	}
+
+	a := NewSharedAttributes(attribute.String("a", "1"), attribute.KeyValue{}, attribute.Int("b", 2), attribute.String("a", "last"))
+	if got, want := a.KeyValues(), []attribute.KeyValue{attribute.String("a", "last"), attribute.Int("b", 2)}; !slices.Equal(got, want) {
+		t.Errorf("NewSharedAttributes: %v, want %v", got, want)
+	}
+	if a.Len() != 2 || !a.Has("b") || a.Has("c") {
+		t.Errorf("Len %d, Has(b) %v, Has(c) %v: want 2, true, false", a.Len(), a.Has("b"), a.Has("c"))
+	}
+	var none *SharedAttributes
+	if none.Len() != 0 || none.Has("a") || none.KeyValues() != nil {
+		t.Error("a nil SharedAttributes is not empty")
+	}
+	// Appending to KeyValues leaves the shared list alone.
+	_ = append(a.KeyValues(), attribute.Int("c", 3))
+	if got := a.KeyValues(); len(got) != 2 {
+		t.Errorf("after an append to KeyValues: %v", got)
 	}
 }
