@@ -824,6 +824,13 @@ func appendString(b []byte, s string) []byte {
 	b = append(b, '"')
 	done := 0 // s[:done] is in b
 	for i := 0; i < len(s); {
+		// Eight bytes at a time while none needs a second look.
+		for i+8 <= len(s) && plain8(s[i:i+8]) {
+			i += 8
+		}
+		if i == len(s) {
+			break
+		}
 		c := s[i]
 		if c < utf8.RuneSelf {
 			if c >= 0x20 && c != '"' && c != '\\' {
@@ -868,6 +875,21 @@ func appendString(b []byte, s string) []byte {
 	}
 	b = append(b, s[done:]...)
 	return append(b, '"')
+}
+
+// plain8 reports whether none of the eight bytes of s needs a second
+// look from appendString: all ASCII, none a control character, '"' or
+// '\\'. Each test is the bit trick that finds a byte below n in a word:
+// (x - n·0x01…) &^ x & 0x80… is not zero exactly when one is (for n up to
+// 0x80), applied to x for the control characters and to x XOR the byte
+// for '"' and '\\' (below 1: equal).
+func plain8(s string) bool {
+	_ = s[7]
+	x := uint64(s[0]) | uint64(s[1])<<8 | uint64(s[2])<<16 | uint64(s[3])<<24 |
+		uint64(s[4])<<32 | uint64(s[5])<<40 | uint64(s[6])<<48 | uint64(s[7])<<56
+	const ones, highs = 0x0101010101010101, 0x8080808080808080
+	quote, backslash := x^('"'*ones), x^('\\'*ones)
+	return (x|(x-0x20*ones)&^x|(quote-ones)&^quote|(backslash-ones)&^backslash)&highs == 0
 }
 
 // writeErr returns the first write error, if any.

@@ -585,3 +585,22 @@ func TestSharedAttributes(t *testing.T) {
 		t.Errorf("after an append to KeyValues: %v", got)
 	}
 }
+
+// TestPlain8: every byte value at every position of the eight, among
+// plain bytes and among bytes that are themselves just plain (0x20, 0x7f,
+// the neighbours of '"' and '\\'), is told apart as a byte-by-byte look
+// tells it: the word tricks' borrows must not hide or invent one.
+func TestPlain8(t *testing.T) {
+	plain := func(c byte) bool { return c >= 0x20 && c < 0x80 && c != '"' && c != '\\' }
+	for _, fill := range []byte{'a', 0x20, 0x7f, '"' + 1, '"' - 1, '\\' + 1, '\\' - 1} {
+		for pos := range 8 {
+			for v := range 256 {
+				w := []byte(strings.Repeat(string(fill), 8))
+				w[pos] = byte(v)
+				if got, want := plain8(string(w)), plain(byte(v)); got != want {
+					t.Fatalf("plain8(%q) = %v, want %v", w, got, want)
+				}
+			}
+		}
+	}
+}
