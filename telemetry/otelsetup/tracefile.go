@@ -185,8 +185,11 @@ func FileSpanOf(s sdktrace.ReadOnlySpan) FileSpan {
 // FileSpanWriter is implemented by the trace file's span processor
 // (Telemetry.TraceFileOnly): EndFileSpan writes s as OnEnd writes a
 // read-only span with the same fields. It keeps nothing of s: the span is
-// encoded before it returns. s is a value, not a pointer, so that the
-// caller's span need not move to the heap for the call.
+// encoded before it returns, and an implementation must not keep s's
+// slices (Attributes, Events, Links) past its return, which callers may
+// reuse (the runtime hands it a phase's attributes as the Component got
+// them). s is a value, not a pointer, so that the caller's span need not
+// move to the heap for the call.
 type FileSpanWriter interface {
 	EndFileSpan(s FileSpan)
 }
