@@ -14,8 +14,10 @@ import (
 	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
+	metricnoop "go.opentelemetry.io/otel/metric/noop"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
+	tracenoop "go.opentelemetry.io/otel/trace/noop"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -23,6 +25,7 @@ import (
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/amdahl-rt/amdahl/chunking/dtpb"
+	"github.com/amdahl-rt/amdahl/internal/grpctrace"
 	"github.com/amdahl-rt/amdahl/telemetry"
 )
 
@@ -100,7 +103,10 @@ type SidecarConfig struct {
 	Component *telemetry.Component
 	// TracerProvider and MeterProvider, if not nil, instrument the gRPC
 	// server with otelgrpc (W3C trace context from metadata) and receive the
-	// amdahl.sidecar.* metrics.
+	// amdahl.sidecar.* metrics. When both are the OTel API's no-ops
+	// (trace/noop, metric/noop), nothing would read otelgrpc's spans or
+	// metrics: the server then only takes each call's trace context from
+	// its metadata, the one thing of otelgrpc's that still mattered.
 	TracerProvider trace.TracerProvider
 	MeterProvider  metric.MeterProvider
 	// ServerOptions are added to the gRPC server's options (interceptors,
@@ -272,9 +278,16 @@ func NewSidecar(cfg SidecarConfig) (*Sidecar, error) {
 	}
 	opts = append(opts, grpc.ChainUnaryInterceptor(s.countUnary), grpc.ChainStreamInterceptor(s.countStream))
 	if cfg.TracerProvider != nil && cfg.MeterProvider != nil {
-		opts = append(opts, grpc.StatsHandler(otelgrpc.NewServerHandler(
-			otelgrpc.WithTracerProvider(cfg.TracerProvider), otelgrpc.WithMeterProvider(cfg.MeterProvider),
-			otelgrpc.WithPropagators(propagation.TraceContext{}))))
+		_, noSpans := cfg.TracerProvider.(tracenoop.TracerProvider)
+		if _, noMetrics := cfg.MeterProvider.(metricnoop.MeterProvider); noSpans && noMetrics {
+			// Nothing would read a call's span or its RPC metrics: the
+			// trace context is all otelgrpc would carry.
+			opts = append(opts, grpc.StatsHandler(grpctrace.Server{}))
+		} else {
+			opts = append(opts, grpc.StatsHandler(otelgrpc.NewServerHandler(
+				otelgrpc.WithTracerProvider(cfg.TracerProvider), otelgrpc.WithMeterProvider(cfg.MeterProvider),
+				otelgrpc.WithPropagators(propagation.TraceContext{}))))
+		}
 	}
 	s.srv = grpc.NewServer(append(opts, cfg.ServerOptions...)...)
 	dtpb.RegisterSidecarServer(s.srv, (*sidecarService)(s))

@@ -20,6 +20,7 @@ import (
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
+	metricnoop "go.opentelemetry.io/otel/metric/noop"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
@@ -32,6 +33,7 @@ import (
 
 	"github.com/amdahl-rt/amdahl/chunking"
 	"github.com/amdahl-rt/amdahl/chunking/dtpb"
+	"github.com/amdahl-rt/amdahl/internal/grpctrace"
 	"github.com/amdahl-rt/amdahl/ipc"
 	"github.com/amdahl-rt/amdahl/ipc/ipcpb"
 	"github.com/amdahl-rt/amdahl/ipc/taskproto"
@@ -432,6 +434,10 @@ func (r *Runtime) instrument(cfg Config) (tp trace.TracerProvider, mp metric.Met
 	return tp, mp, ipcComp, chunkComp, nil
 }
 
+// isLeaseMethod reports whether method (a gRPC method's name) is one of
+// the lease's calls.
+func isLeaseMethod(method string) bool { return method == "StartInstance" || method == "GetWorkItems" }
+
 // connect starts the in-process sidecar when there is none to complete
 // to, then the client, the chunking sender and the work-item stream. An
 // external sidecar must answer within SidecarConnectTimeout.
@@ -439,11 +445,13 @@ func (r *Runtime) connect(ctx context.Context, cfg Config, tp trace.TracerProvid
 	// The gRPC calls' own spans (otelgrpc's, client and in-process
 	// server): when only the attribution reads the run's spans they are
 	// not made. The trace context still crosses each call (a no-op tracer
-	// carries its parent's span context, which otelgrpc propagates), so the
-	// sidecar's phases stay in the unit's trace, under the span that made
-	// the call; a gRPC span is no phase, so its time counted toward the
-	// phase around it, as it now does without it (TestGRPCSpansChangeNoRow
-	// attributes a run's units with and without them).
+	// carries its parent's span context, which otelgrpc propagates; with
+	// no metrics read either, internal/grpctrace carries it instead of
+	// otelgrpc), so the sidecar's phases stay in the unit's trace, under
+	// the span that made the call; a gRPC span is no phase, so its time
+	// counted toward the phase around it, as it now does without it
+	// (TestGRPCSpansChangeNoRow attributes a run's units with and without
+	// them).
 	rpcTP := tp
 	if r.own != nil && !r.own.PhaseAttributes() {
 		rpcTP = tracenoop.NewTracerProvider()
@@ -491,11 +499,21 @@ func (r *Runtime) connect(ctx context.Context, cfg Config, tp trace.TracerProvid
 		r.sideCh = make(chan error, 1)
 		go func() { r.sideCh <- r.side.Serve(lis) }()
 	}
-	notLease := filters.Not(filters.Any(filters.MethodName("StartInstance"), filters.MethodName("GetWorkItems")))
+	// The lease's calls carry no trace context: they are the leaser's,
+	// not a unit's.
+	var stats grpc.DialOption
+	_, noSpans := rpcTP.(tracenoop.TracerProvider)
+	if _, noMetrics := mp.(metricnoop.MeterProvider); noSpans && noMetrics {
+		// Nothing reads a call's span or its RPC metrics: the trace
+		// context is all otelgrpc would carry (internal/grpctrace).
+		stats = grpc.WithStatsHandler(grpctrace.Client{Skip: isLeaseMethod})
+	} else {
+		notLease := filters.Not(filters.Any(filters.MethodName("StartInstance"), filters.MethodName("GetWorkItems")))
+		stats = grpc.WithStatsHandler(otelgrpc.NewClientHandler(otelgrpc.WithTracerProvider(rpcTP), otelgrpc.WithMeterProvider(mp),
+			otelgrpc.WithPropagators(propagation.TraceContext{}), otelgrpc.WithFilter(notLease)))
+	}
 	r.cc, err = grpc.NewClient(addr, append(dial,
-		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(chunking.DefaultMaxRecvMsgSize)),
-		grpc.WithStatsHandler(otelgrpc.NewClientHandler(otelgrpc.WithTracerProvider(rpcTP), otelgrpc.WithMeterProvider(mp),
-			otelgrpc.WithPropagators(propagation.TraceContext{}), otelgrpc.WithFilter(notLease))))...)
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(chunking.DefaultMaxRecvMsgSize)), stats)...)
 	if err != nil {
 		return fmt.Errorf("runtime: sidecar %s: %w", addr, err)
 	}

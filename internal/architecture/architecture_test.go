@@ -20,19 +20,20 @@ const module = "github.com/amdahl-rt/amdahl/"
 // ones that matter. docs/architecture.md draws the same table.
 var allowed = map[string][]string{
 	// The foundation: no module imports.
-	"internal/features": nil,
-	"internal/bytesize": nil,
-	"internal/outfile":  nil,
-	"internal/testcert": nil,
-	"internal/protogen": nil,
-	"ipc/ipcpb":         nil,
-	"chunking/dtpb":     nil,
-	"telemetry":         nil,
+	"internal/features":  nil,
+	"internal/bytesize":  nil,
+	"internal/outfile":   nil,
+	"internal/grpctrace": nil,
+	"internal/testcert":  nil,
+	"internal/protogen":  nil,
+	"ipc/ipcpb":          nil,
+	"chunking/dtpb":      nil,
+	"telemetry":          nil,
 
 	// Libraries: the OpenTelemetry API through telemetry, never the runtime.
 	"ipc":           {"ipc/ipcpb", "telemetry", "internal/bytesize"},
 	"ipc/taskproto": {"ipc", "ipc/ipcpb", "telemetry"},
-	"chunking":      {"chunking/dtpb", "telemetry"},
+	"chunking":      {"chunking/dtpb", "telemetry", "internal/grpctrace"},
 
 	// Telemetry beside the libraries: the SDK wiring, and attribution.
 	"telemetry/otelsetup":    {"telemetry", "internal/outfile"},
@@ -45,7 +46,7 @@ var allowed = map[string][]string{
 
 	// The host that ties it together.
 	"runtime/scenario": {"internal/bytesize"},
-	"runtime": {"chunking", "chunking/dtpb", "internal/bytesize", "internal/features", "ipc", "ipc/ipcpb", "ipc/taskproto",
+	"runtime": {"chunking", "chunking/dtpb", "internal/bytesize", "internal/features", "internal/grpctrace", "ipc", "ipc/ipcpb", "ipc/taskproto",
 		"runtime/scenario", "telemetry", "telemetry/attribution", "telemetry/otelsetup"},
 
 	// Programs: anything below them, nothing imports them.

@@ -110,9 +110,9 @@ type SharedAttributes struct {
 }
 
 // NewSharedAttributes returns kvs as SharedAttributes, under the SDK's
-// rules for a span's attributes: one with an empty key is left out, and a
-// key given twice is kept once, where it first appears, with its last
-// value.
+// rules for a span's attributes: an invalid one (attribute.KeyValue.Valid:
+// an empty key or no value) is left out, and a key given twice is kept
+// once, where it first appears, with its last value.
 func NewSharedAttributes(kvs ...attribute.KeyValue) *SharedAttributes {
 	a := &SharedAttributes{kvs: make([]attribute.KeyValue, 0, len(kvs))}
 next:

@@ -1,0 +1,73 @@
+package grpctrace
+
+import (
+	"context"
+	"net"
+	"testing"
+
+	"go.opentelemetry.io/otel/trace"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+)
+
+// TestPropagation: a call made under a span context reaches the server's
+// handler with it as its remote parent (ids, flags, trace state); a call
+// without one, or one the client skips, carries none.
+func TestPropagation(t *testing.T) {
+	seen := make(chan trace.SpanContext, 1)
+	srv := grpc.NewServer(grpc.StatsHandler(Server{}), grpc.ChainUnaryInterceptor(
+		func(ctx context.Context, req any, _ *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+			seen <- trace.SpanContextFromContext(ctx)
+			return h(ctx, req)
+		}))
+	healthpb.RegisterHealthServer(srv, health.NewServer())
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = srv.Serve(lis) }()
+	defer srv.Stop()
+
+	dial := func(skip func(string) bool) healthpb.HealthClient {
+		cc, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()),
+			grpc.WithStatsHandler(Client{Skip: skip}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = cc.Close() })
+		return healthpb.NewHealthClient(cc)
+	}
+	state, err := trace.ParseTraceState("vendor=abc,other=x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc := trace.NewSpanContext(trace.SpanContextConfig{TraceID: trace.TraceID{1, 2, 3}, SpanID: trace.SpanID{4, 5},
+		TraceFlags: trace.FlagsSampled, TraceState: state})
+	under := trace.ContextWithSpanContext(context.Background(), sc)
+	call := func(c healthpb.HealthClient, ctx context.Context) trace.SpanContext {
+		t.Helper()
+		if _, err := c.Check(ctx, &healthpb.HealthCheckRequest{}); err != nil {
+			t.Fatal(err)
+		}
+		return <-seen
+	}
+
+	c := dial(nil)
+	got := call(c, under)
+	if want := sc.WithRemote(true); !got.Equal(want) || got.TraceState().String() != state.String() {
+		t.Errorf("the server saw %v (state %q), want %v (state %q)", got, got.TraceState(), want, state)
+	}
+	if got := call(c, context.Background()); got.IsValid() {
+		t.Errorf("a call without a span context carried %v", got)
+	}
+	var asked string
+	skipping := dial(func(m string) bool { asked = m; return m == "Check" })
+	if got := call(skipping, under); got.IsValid() {
+		t.Errorf("a skipped call carried %v", got)
+	}
+	if asked != "Check" {
+		t.Errorf("Skip was asked about %q, want the method's name Check", asked)
+	}
+}
