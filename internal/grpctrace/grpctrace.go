@@ -65,11 +65,7 @@ func methodName(full string) string {
 
 // TagRPC implements stats.Handler.
 func (Server) TagRPC(ctx context.Context, _ *stats.RPCTagInfo) context.Context {
-	md, ok := metadata.FromIncomingContext(ctx)
-	if !ok {
-		return ctx
-	}
-	return propagation.TraceContext{}.Extract(ctx, incoming(md))
+	return propagation.TraceContext{}.Extract(ctx, incoming{ctx})
 }
 
 // HandleRPC implements stats.Handler: nothing.
@@ -113,22 +109,25 @@ func (p *pairs) Keys() []string {
 	return keys
 }
 
-// incoming is the carrier the server extracts from: a call's metadata,
-// whose keys are lower case, as the propagator's are.
-type incoming metadata.MD
+// incoming is the carrier the server extracts from: the call's
+// metadata, read key by key (metadata.ValueFromIncomingContext), not
+// copied whole as metadata.FromIncomingContext would. Extraction only
+// reads it.
+type incoming struct{ ctx context.Context }
 
 func (m incoming) Get(key string) string {
-	if v := m[key]; len(v) > 0 {
+	if v := metadata.ValueFromIncomingContext(m.ctx, key); len(v) > 0 {
 		return v[0]
 	}
 	return ""
 }
 
-func (m incoming) Set(key, value string) { m[key] = []string{value} }
+func (incoming) Set(string, string) {}
 
 func (m incoming) Keys() []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
+	md, _ := metadata.FromIncomingContext(m.ctx)
+	keys := make([]string, 0, len(md))
+	for k := range md {
 		keys = append(keys, k)
 	}
 	return keys
