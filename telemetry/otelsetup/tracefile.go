@@ -87,13 +87,11 @@ type FileSpan struct {
 }
 
 // AllAttributes returns the span's attributes: Leading's, then
-// Attributes. It allocates only when there are both.
+// Attributes; in a new slice when there are Leading ones (they are
+// shared with other spans: the caller may keep or change the result).
 func (s *FileSpan) AllAttributes() []attribute.KeyValue {
 	if s.Leading == nil || len(s.Leading.kvs) == 0 {
 		return s.Attributes
-	}
-	if len(s.Attributes) == 0 {
-		return s.Leading.KeyValues()
 	}
 	all := make([]attribute.KeyValue, 0, len(s.Leading.kvs)+len(s.Attributes))
 	return append(append(all, s.Leading.kvs...), s.Attributes...)

@@ -604,3 +604,15 @@ func TestPlain8(t *testing.T) {
 		}
 	}
 }
+
+// TestAllAttributesOwnSlice: the attributes of a span that leads with
+// shared ones come in a slice of its own, so that a span processor that
+// changes them does not change every span's.
+func TestAllAttributesOwnSlice(t *testing.T) {
+	lead := NewSharedAttributes(attribute.String("a", "1"))
+	s := FileSpan{Leading: lead}
+	s.AllAttributes()[0] = attribute.String("a", "changed")
+	if got := lead.KeyValues()[0].Value.AsString(); got != "1" {
+		t.Fatalf("changing a span's attributes changed the shared ones: %q", got)
+	}
+}
