@@ -1,13 +1,16 @@
 package main
 
 import (
+	"context"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/spf13/cobra"
+	tracenoop "go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/amdahl-rt/amdahl/chunking"
+	"github.com/amdahl-rt/amdahl/telemetry/otelsetup"
 )
 
 // sidecarBoundFlags are the flags of amdahl sidecar that raise or lower a
@@ -74,5 +77,33 @@ func TestSidecarFlags(t *testing.T) {
 				t.Errorf("got %+v, want %+v", got, tc.want)
 			}
 		})
+	}
+}
+
+// TestSidecarTracing: amdahl sidecar makes no span when nothing would read
+// one, and the SDK's when something does (here a recorder, as an
+// exporter or Pyroscope would).
+func TestSidecarTracing(t *testing.T) {
+	ctx := context.Background()
+	noEnv := otelsetup.WithLookupEnv(func(string) (string, bool) { return "", false })
+	for _, tc := range []struct {
+		name string
+		opts []otelsetup.Option
+		noop bool
+	}{
+		{"nothing reads spans", []otelsetup.Option{noEnv}, true},
+		{"a recorder reads them", []otelsetup.Option{noEnv, otelsetup.WithRecorder()}, false},
+	} {
+		tel, err := otelsetup.Setup(ctx, tc.opts...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, noop := sidecarTracing(tel).(tracenoop.TracerProvider)
+		if noop != tc.noop {
+			t.Errorf("%s: a no-op tracer provider %v, want %v", tc.name, noop, tc.noop)
+		}
+		if err := tel.Shutdown(ctx); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
