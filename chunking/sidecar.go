@@ -14,10 +14,8 @@ import (
 	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
-	metricnoop "go.opentelemetry.io/otel/metric/noop"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
-	tracenoop "go.opentelemetry.io/otel/trace/noop"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -278,8 +276,7 @@ func NewSidecar(cfg SidecarConfig) (*Sidecar, error) {
 	}
 	opts = append(opts, grpc.ChainUnaryInterceptor(s.countUnary), grpc.ChainStreamInterceptor(s.countStream))
 	if cfg.TracerProvider != nil && cfg.MeterProvider != nil {
-		_, noSpans := cfg.TracerProvider.(tracenoop.TracerProvider)
-		if _, noMetrics := cfg.MeterProvider.(metricnoop.MeterProvider); noSpans && noMetrics {
+		if grpctrace.Suffices(cfg.TracerProvider, cfg.MeterProvider) {
 			// Nothing would read a call's span or its RPC metrics: the
 			// trace context is all otelgrpc would carry.
 			opts = append(opts, grpc.StatsHandler(grpctrace.Server{}))

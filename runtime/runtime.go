@@ -20,7 +20,6 @@ import (
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
-	metricnoop "go.opentelemetry.io/otel/metric/noop"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
@@ -502,8 +501,7 @@ func (r *Runtime) connect(ctx context.Context, cfg Config, tp trace.TracerProvid
 	// The lease's calls carry no trace context: they are the leaser's,
 	// not a unit's.
 	var stats grpc.DialOption
-	_, noSpans := rpcTP.(tracenoop.TracerProvider)
-	if _, noMetrics := mp.(metricnoop.MeterProvider); noSpans && noMetrics {
+	if grpctrace.Suffices(rpcTP, mp) {
 		// Nothing reads a call's span or its RPC metrics: the trace
 		// context is all otelgrpc would carry (internal/grpctrace).
 		stats = grpc.WithStatsHandler(grpctrace.Client{Skip: isLeaseMethod})

@@ -580,17 +580,12 @@ func (r *spanRecord) unshare() {
 // canBorrow reports whether attrs can be the record's attributes as they
 // are: a few, all valid, none repeating a key of lead's or another's.
 func (r *spanRecord) canBorrow(attrs []attribute.KeyValue) bool {
-	if len(attrs) > fewAttrs {
+	if len(attrs) > fewAttrs || hasDupKey(attrs) {
 		return false
 	}
-	for i, a := range attrs {
+	for _, a := range attrs {
 		if !a.Valid() || r.lead.Has(a.Key) {
 			return false
-		}
-		for _, b := range attrs[:i] {
-			if a.Key == b.Key {
-				return false
-			}
 		}
 	}
 	return true

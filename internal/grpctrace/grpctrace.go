@@ -20,11 +20,23 @@ import (
 	"context"
 	"strings"
 
+	"go.opentelemetry.io/otel/metric"
+	metricnoop "go.opentelemetry.io/otel/metric/noop"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
+	tracenoop "go.opentelemetry.io/otel/trace/noop"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/stats"
 )
+
+// Suffices reports whether these handlers do all that otelgrpc's would on
+// tp and mp: whether both are the OTel API's no-ops (trace/noop,
+// metric/noop), so that nothing reads a call's span or its RPC metrics.
+func Suffices(tp trace.TracerProvider, mp metric.MeterProvider) bool {
+	_, noSpans := tp.(tracenoop.TracerProvider)
+	_, noMetrics := mp.(metricnoop.MeterProvider)
+	return noSpans && noMetrics
+}
 
 // Client is a client's stats.Handler: it injects the trace context of
 // each call's context into the call's metadata. Skip, if not nil, names

@@ -5,7 +5,12 @@ import (
 	"net"
 	"testing"
 
+	"go.opentelemetry.io/otel/metric"
+	metricnoop "go.opentelemetry.io/otel/metric/noop"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
+	tracenoop "go.opentelemetry.io/otel/trace/noop"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/health"
@@ -69,5 +74,26 @@ func TestPropagation(t *testing.T) {
 	}
 	if asked != "Check" {
 		t.Errorf("Skip was asked about %q, want the method's name Check", asked)
+	}
+}
+
+// TestSuffices: the handlers stand in for otelgrpc only when both
+// providers are no-ops.
+func TestSuffices(t *testing.T) {
+	sdkTP := sdktrace.NewTracerProvider()
+	defer func() { _ = sdkTP.Shutdown(context.Background()) }()
+	for _, tc := range []struct {
+		name string
+		tp   trace.TracerProvider
+		mp   metric.MeterProvider
+		want bool
+	}{
+		{"both no-ops", tracenoop.NewTracerProvider(), metricnoop.NewMeterProvider(), true},
+		{"spans read", sdkTP, metricnoop.NewMeterProvider(), false},
+		{"metrics read", tracenoop.NewTracerProvider(), sdkmetric.NewMeterProvider(), false},
+	} {
+		if got := Suffices(tc.tp, tc.mp); got != tc.want {
+			t.Errorf("%s: Suffices %v, want %v", tc.name, got, tc.want)
+		}
 	}
 }
