@@ -3,6 +3,7 @@ package grpctrace
 import (
 	"context"
 	"net"
+	"strings"
 	"testing"
 
 	"go.opentelemetry.io/otel/metric"
@@ -15,6 +16,8 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/stats"
 )
 
 // TestPropagation: a call made under a span context reaches the server's
@@ -94,6 +97,34 @@ func TestSuffices(t *testing.T) {
 	} {
 		if got := Suffices(tc.tp, tc.mp); got != tc.want {
 			t.Errorf("%s: Suffices %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
+
+// TestServerBadTraceContext: a traceparent that is not one, or a
+// tracestate past the specification's 32 members, from a client is
+// ignored: the call goes on with no parent, or with the parent alone.
+func TestServerBadTraceContext(t *testing.T) {
+	good := "00-0102030405060708090a0b0c0d0e0f10-0102030405060708-01"
+	many := strings.Repeat("k=v,", 40) + "k=v"
+	for _, tc := range []struct {
+		name, parent, state string
+		valid               bool
+		wantState           string
+	}{
+		{"not a traceparent", "garbage", "", false, ""},
+		{"an all-zero trace id", "00-00000000000000000000000000000000-0102030405060708-01", "", false, ""},
+		{"too long", good + strings.Repeat("0", 1<<16), "", false, ""},
+		{"a tracestate of 41 members", good, many, true, ""},
+	} {
+		md := metadata.Pairs("traceparent", tc.parent)
+		if tc.state != "" {
+			md.Append("tracestate", tc.state)
+		}
+		ctx := Server{}.TagRPC(metadata.NewIncomingContext(context.Background(), md), &stats.RPCTagInfo{FullMethodName: "/s/M"})
+		sc := trace.SpanContextFromContext(ctx)
+		if sc.IsValid() != tc.valid || sc.TraceState().String() != tc.wantState {
+			t.Errorf("%s: span context %v (state %q), want valid %v, state %q", tc.name, sc, sc.TraceState(), tc.valid, tc.wantState)
 		}
 	}
 }
