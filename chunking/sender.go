@@ -146,8 +146,15 @@ func (s *Sender) Complete(ctx context.Context, r *dtpb.OrchestratorResponse) (Re
 }
 
 func (s *Sender) sendChunk(ctx context.Context, i, n int, e *Encoded) (int, error) {
-	ctx, span := s.comp.Tracer().Start(ctx, "chunking.send.chunk", trace.WithAttributes(
-		attribute.Int(AttrChunkIndex, i), attribute.Int(AttrChunks, n), telemetry.AttrBytes.Int(len(e.Bytes))))
+	// The chunk's attributes only an exporter reads; without one, building
+	// them (the options escape into the interface call) was 0.6 µs of the
+	// parent's CPU a unit on mixed.
+	var opts []trace.SpanStartOption
+	if s.comp.SpanAttributes() {
+		opts = []trace.SpanStartOption{trace.WithAttributes(
+			attribute.Int(AttrChunkIndex, i), attribute.Int(AttrChunks, n), telemetry.AttrBytes.Int(len(e.Bytes)))}
+	}
+	ctx, span := s.comp.Tracer().Start(ctx, "chunking.send.chunk", opts...)
 	defer span.End()
 	var reply dtpb.CompleteTaskResponse
 	attempts, err := s.withRetry(ctx, span, func(ctx context.Context) error {

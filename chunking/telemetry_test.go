@@ -48,10 +48,23 @@ func TestTelemetry(t *testing.T) {
 	count := map[string]int{}
 	var serialize sdktrace.ReadOnlySpan
 	retries := 0
+	chunkIdx := map[int64]bool{}
 	for _, sp := range rec.Ended() {
 		count[sp.Name()]++
 		if sp.Name() == "chunking.serialize" {
 			serialize = sp
+		}
+		if sp.Name() == "chunking.send.chunk" {
+			// Exported spans keep the chunk's attributes
+			// (Component.SpanAttributes).
+			attrs := attribute.NewSet(sp.Attributes()...)
+			idx, _ := attrs.Value(AttrChunkIndex)
+			n, _ := attrs.Value(AttrChunks)
+			b, _ := attrs.Value(telemetry.AttrBytes)
+			if n.AsInt64() != 3 || b.AsInt64() <= 0 {
+				t.Errorf("chunk span attributes %v, want %s=3 and %s > 0", sp.Attributes(), AttrChunks, telemetry.AttrBytes)
+			}
+			chunkIdx[idx.AsInt64()] = idx.Type() == attribute.INT64
 		}
 		for _, e := range sp.Events() {
 			if e.Name == "retry" {
@@ -70,6 +83,9 @@ func TestTelemetry(t *testing.T) {
 	}
 	if retries != 1 {
 		t.Errorf("%d retry events, want 1", retries)
+	}
+	if !chunkIdx[0] || !chunkIdx[1] || !chunkIdx[2] {
+		t.Errorf("chunk spans' %s: %v, want 0, 1 and 2", AttrChunkIndex, chunkIdx)
 	}
 	if serialize != nil {
 		attrs := map[attribute.Key]attribute.Value{}

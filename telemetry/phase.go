@@ -305,6 +305,16 @@ func (c *Component) RecordsMetrics() bool { return c != nil && c.metrics }
 // Enabled reports whether the component records anything.
 func (c *Component) Enabled() bool { return c != nil }
 
+// SpanAttributes reports whether anything may read the attributes of the
+// spans a caller starts with Tracer: false when the component is disabled
+// or its TracerProvider is a PhaseTracer that exports nothing (the no-op
+// provider's, or the runtime's when only the attribution reads its
+// spans: PhaseAttributes false), where a caller may skip building
+// attributes that only an exporter or a sampler would see. Attributes
+// the attribution reads (amdahl.component, amdahl.phase, …) are a
+// phase's own and need no caller's.
+func (c *Component) SpanAttributes() bool { return c != nil && (c.fast == nil || c.fastAttrs) }
+
 // Tracer returns the component's tracer, or a no-op tracer when disabled.
 func (c *Component) Tracer() trace.Tracer {
 	if c == nil {

@@ -86,6 +86,37 @@ func TestPhaseTracerPath(t *testing.T) {
 	}
 }
 
+// TestSpanAttributes: a caller may skip a span's attributes only where
+// nothing reads them: a disabled component, the no-op provider, a
+// PhaseTracer that exports nothing. An SDK provider (exporters,
+// samplers) and an exporting PhaseTracer read them.
+func TestSpanAttributes(t *testing.T) {
+	var disabled *Component
+	if disabled.SpanAttributes() {
+		t.Error("a disabled component's span attributes are read")
+	}
+	sdk := sdktrace.NewTracerProvider()
+	t.Cleanup(func() { _ = sdk.Shutdown(context.Background()) })
+	for _, c := range []struct {
+		name string
+		tp   trace.TracerProvider
+		want bool
+	}{
+		{"SDK", sdk, true},
+		{"no-op", tracenoop.NewTracerProvider(), false},
+		{"PhaseTracer exporting nothing", nullPhaseTracer{}, false},
+		{"exporting PhaseTracer", &exportingPhaseTracer{TracerProvider: sdk}, true},
+	} {
+		comp, err := NewComponent("chunking", ComponentConfig{TracerProvider: c.tp, MeterProvider: metricnoop.NewMeterProvider()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := comp.SpanAttributes(); got != c.want {
+			t.Errorf("%s: SpanAttributes %v, want %v", c.name, got, c.want)
+		}
+	}
+}
+
 // nullPhaseTracer takes phases and keeps nothing, allocating nothing.
 type nullPhaseTracer struct{ tracenoop.TracerProvider }
 
