@@ -23,9 +23,13 @@ import (
 func BenchmarkHandlers(b *testing.B) {
 	sc := trace.NewSpanContext(trace.SpanContextConfig{TraceID: trace.TraceID{1}, SpanID: trace.SpanID{2}, TraceFlags: trace.FlagsSampled})
 	client := trace.ContextWithSpanContext(context.Background(), sc)
-	var carrier pairs
-	propagation.TraceContext{}.Inject(client, &carrier)
-	server := metadata.NewIncomingContext(context.Background(), metadata.Pairs(append(carrier, ":authority", "127.0.0.1", "content-type", "application/grpc")...))
+	carrier := propagation.MapCarrier{}
+	propagation.TraceContext{}.Inject(client, carrier)
+	md := metadata.MD{":authority": {"127.0.0.1"}, "content-type": {"application/grpc"}}
+	for k, v := range carrier {
+		md.Append(k, v)
+	}
+	server := metadata.NewIncomingContext(context.Background(), md)
 	info := &stats.RPCTagInfo{FullMethodName: "/TaskHubSidecarService/CompleteOrchestratorTask"}
 	now := time.Now()
 	clientEvents := []stats.RPCStats{&stats.Begin{Client: true, BeginTime: now}, &stats.OutHeader{Client: true},
