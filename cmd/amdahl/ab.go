@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/amdahl-rt/amdahl/internal/outfile"
 	"io"
 	"log/slog"
 	"os"
@@ -15,6 +14,7 @@ import (
 	"time"
 
 	"github.com/amdahl-rt/amdahl/internal/htmlreport"
+	"github.com/amdahl-rt/amdahl/internal/outfile"
 	"github.com/amdahl-rt/amdahl/runtime"
 	"github.com/amdahl-rt/amdahl/runtime/scenario"
 	"github.com/amdahl-rt/amdahl/telemetry/attribution"

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/amdahl-rt/amdahl/internal/outfile"
 	"io"
 	"log/slog"
 	"os"
@@ -19,6 +18,7 @@ import (
 	"github.com/spf13/cobra"
 	"google.golang.org/grpc/credentials"
 
+	"github.com/amdahl-rt/amdahl/internal/outfile"
 	"github.com/amdahl-rt/amdahl/runtime"
 	"github.com/amdahl-rt/amdahl/runtime/scenario"
 	"github.com/amdahl-rt/amdahl/telemetry"

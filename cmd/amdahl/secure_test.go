@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"github.com/amdahl-rt/amdahl/internal/testcert"
 	"io"
 	"net"
 	"os"
@@ -12,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/amdahl-rt/amdahl/internal/testcert"
 )
 
 // writeSelfSigned writes a self-signed certificate for loopback and its key

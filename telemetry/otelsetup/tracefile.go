@@ -7,7 +7,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"github.com/amdahl-rt/amdahl/internal/outfile"
 	"io"
 	"math"
 	"slices"
@@ -21,6 +20,8 @@ import (
 	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
+
+	"github.com/amdahl-rt/amdahl/internal/outfile"
 )
 
 // TraceFileExporter is a span exporter that writes each batch of spans as one
