@@ -43,7 +43,11 @@
 # 95 % interval. Both arms read the runtime's own
 # measurements (Summary.throughput_per_s, Summary.e2e_p50_ns), which do not
 # depend on telemetry. The load average is printed before and after: on a
-# shared machine, quote it with the ratios.
+# shared machine, quote it with the ratios. An interval covers the pairs'
+# noise, not how the machine drifts over the hour: on the 2-vCPU VM two
+# sets of 100 pairs of the same code, half an hour apart, gave taxes of
+# 1.2 % and 4.6 % with disjoint intervals. Run sets at different times
+# and quote their range.
 #
 # With -r REV it also builds amdahl at git revision REV and runs its pair
 # in the same rounds (the four runs in an order rotated per round), so the
