@@ -373,6 +373,19 @@ func TestTraceFileMatchesSDK(t *testing.T) {
 		sigs[own] = traceFileSignatures(t, path)
 	}
 	sdk, mine := sigs[false], sigs[true]
+	// The lease's calls get no client span (isLeaseMethod); a unit's
+	// completion does.
+	for _, l := range sdk {
+		if strings.Contains(l, "/StartInstance under") && strings.Contains(l, "| kind 3 ") ||
+			strings.Contains(l, "/GetWorkItems under") && strings.Contains(l, "| kind 3 ") {
+			t.Errorf("a lease call has a client span: %s", l)
+		}
+	}
+	if !slices.ContainsFunc(sdk, func(l string) bool {
+		return strings.Contains(l, "/CompleteOrchestratorTask under") && strings.Contains(l, "| kind 3 ")
+	}) {
+		t.Error("no completion has a client span")
+	}
 	if slices.Equal(sdk, mine) {
 		return
 	}

@@ -43,9 +43,10 @@ func Suffices(tp trace.TracerProvider, mp metric.MeterProvider) bool {
 
 // Client is a client's stats.Handler: it injects the trace context of
 // each call's context into the call's metadata. Skip, if not nil, names
-// the calls that get none: it is given the method's name (the part of
-// the full method name after its last '/'), as otelgrpc's filters.MethodName
-// sees it.
+// the calls that get none: it is given the method's name (MethodName),
+// as otelgrpc's filters.MethodName sees it. (otelgrpc's filter differs:
+// a call it filters out gets no span, but its trace context is still
+// injected.)
 type Client struct {
 	Skip func(method string) bool
 }
@@ -65,7 +66,7 @@ func (h Client) TagRPC(ctx context.Context, info *stats.RPCTagInfo) context.Cont
 	if !sc.IsValid() {
 		return ctx
 	}
-	if h.Skip != nil && h.Skip(methodName(info.FullMethodName)) {
+	if h.Skip != nil && h.Skip(MethodName(info.FullMethodName)) {
 		return ctx
 	}
 	// What propagation.TraceContext.Inject writes, formatted here: the
@@ -101,9 +102,9 @@ func traceparent(sc trace.SpanContext) string {
 	return string(b[:])
 }
 
-// methodName is the part of full ("/package.Service/Method") after its
-// last '/'.
-func methodName(full string) string {
+// MethodName is the part of a gRPC full method name
+// ("/package.Service/Method") after its last '/'.
+func MethodName(full string) string {
 	return full[strings.LastIndexByte(full, '/')+1:]
 }
 
