@@ -127,12 +127,7 @@ next:
 		}
 		a.kvs = append(a.kvs, kv)
 	}
-	for i, kv := range a.kvs {
-		if i > 0 {
-			a.json = append(a.json, ',')
-		}
-		a.json = appendKeyValue(a.json, kv)
-	}
+	a.json = appendKeyValueList(nil, false, a.kvs)
 	return a
 }
 
@@ -476,18 +471,11 @@ func spanFlags(tf trace.TraceFlags, remote bool) uint32 {
 func appendSpan(b []byte, s *FileSpan) []byte {
 	sc, parent := &s.SpanContext, &s.Parent
 	b = append(b, '{')
-	if s.Leading != nil && len(s.Leading.json) > 0 {
-		b = appendKey(b, "attributes")
-		b = append(b, '[')
-		b = append(b, s.Leading.json...)
-		for _, kv := range s.Attributes {
-			b = append(b, ',')
-			b = appendKeyValue(b, kv)
-		}
-		b = append(b, ']')
-	} else {
-		b = appendAttrs(b, s.Attributes)
+	var lead []byte
+	if s.Leading != nil {
+		lead = s.Leading.json
 	}
+	b = appendLeadAttrs(b, lead, s.Attributes)
 	b = appendCount(b, "droppedAttributesCount", s.DroppedAttributes)
 	b = appendCount(b, "droppedEventsCount", s.DroppedEvents)
 	b = appendCount(b, "droppedLinksCount", s.DroppedLinks)
@@ -660,12 +648,18 @@ func appendTraceState(b []byte, ts trace.TraceState) []byte {
 }
 
 // appendAttrs appends "attributes":[…], omitted when there are none.
-func appendAttrs(b []byte, kvs []attribute.KeyValue) []byte {
-	if len(kvs) == 0 {
+func appendAttrs(b []byte, kvs []attribute.KeyValue) []byte { return appendLeadAttrs(b, nil, kvs) }
+
+// appendLeadAttrs appends the attributes field: lead (key-values already
+// encoded, comma-separated, as SharedAttributes keeps them), then kvs;
+// nothing when both are empty.
+func appendLeadAttrs(b, lead []byte, kvs []attribute.KeyValue) []byte {
+	if len(lead) == 0 && len(kvs) == 0 {
 		return b
 	}
 	b = appendKey(b, "attributes")
-	return appendKeyValues(b, kvs)
+	b = append(append(b, '['), lead...)
+	return append(appendKeyValueList(b, len(lead) > 0, kvs), ']')
 }
 
 func appendAttrIter(b []byte, it attribute.Iterator) []byte {
@@ -685,14 +679,20 @@ func appendAttrIter(b []byte, it attribute.Iterator) []byte {
 }
 
 func appendKeyValues(b []byte, kvs []attribute.KeyValue) []byte {
-	b = append(b, '[')
-	for i, kv := range kvs {
-		if i > 0 {
+	return append(appendKeyValueList(append(b, '['), false, kvs), ']')
+}
+
+// appendKeyValueList appends kvs comma-separated, with a comma before the
+// first if after is set (something precedes them in the list).
+func appendKeyValueList(b []byte, after bool, kvs []attribute.KeyValue) []byte {
+	for _, kv := range kvs {
+		if after {
 			b = append(b, ',')
 		}
 		b = appendKeyValue(b, kv)
+		after = true
 	}
-	return append(b, ']')
+	return b
 }
 
 func appendKeyValue(b []byte, kv attribute.KeyValue) []byte {
