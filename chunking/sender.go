@@ -194,8 +194,14 @@ func (s *Sender) withRetry(ctx context.Context, span trace.Span, f func(context.
 		if err == nil {
 			return attempt, nil
 		}
+		if ctx.Err() != nil {
+			// The context ended during the attempt: that, not what the
+			// attempt made of it (often Unavailable or Canceled), is why
+			// it stops.
+			return attempt, fmt.Errorf("%w (attempt %d: %v)", ctx.Err(), attempt, err)
+		}
 		code := status.Code(err)
-		if !retryable(code) || attempt >= s.retry.MaxAttempts || ctx.Err() != nil {
+		if !retryable(code) || attempt >= s.retry.MaxAttempts {
 			return attempt, err
 		}
 		s.metrics.retried(ctx, code)

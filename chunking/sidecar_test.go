@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
@@ -348,6 +349,33 @@ func TestSenderHonoursContext(t *testing.T) {
 	}
 	if res.Abandoned {
 		t.Errorf("abandoned on cancellation; want the lease left to expire")
+	}
+}
+
+// TestRetryReportsContextEnd: when the context ends during an attempt,
+// the retry loop reports the context's end, whatever the attempt
+// returned (a retryable Unavailable here), and tries no more.
+// TestSenderHonoursContext meets this only when the cancellation lands
+// during the attempt.
+func TestRetryReportsContextEnd(t *testing.T) {
+	rg := startRig(t, SidecarConfig{})
+	s, err := NewSender(rg.conn, SenderConfig{Retry: RetryPolicy{MaxAttempts: 5, BaseDelay: time.Millisecond, MaxDelay: time.Millisecond}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	calls := 0
+	n, err := s.withRetry(ctx, trace.SpanFromContext(ctx), func(context.Context) error {
+		calls++
+		cancel()
+		return status.Error(codes.Unavailable, "injected")
+	})
+	if !errors.Is(err, context.Canceled) || n != 1 || calls != 1 {
+		t.Fatalf("got %d attempts (%d calls), %v; want 1 and context.Canceled", n, calls, err)
+	}
+	if !strings.Contains(err.Error(), "injected") {
+		t.Errorf("error %q does not say what the attempt returned", err)
 	}
 }
 
