@@ -3,7 +3,10 @@ package runtime
 import (
 	"context"
 	"fmt"
+	"os"
 	"path/filepath"
+	goruntime "runtime"
+	"runtime/pprof"
 	"slices"
 	"testing"
 	"time"
@@ -504,4 +507,227 @@ func benchPool(b *testing.B) (*pool, Settings, Config) {
 		}
 	})
 	return p, set, cfg
+}
+
+// BenchmarkTelemetryTax measures what telemetry costs a run, with both
+// arms in one process: two Runtimes of the scenario's settings
+// (runtime.nodes=2, runtime.concurrency=4, each with its own task hosts
+// and, for mixed, its own in-process sidecar), one with amdahl run's
+// default telemetry (otelsetup with no exporter: spans into attribution),
+// one with OTEL_SDK_DISABLED=true (its hosts too). Each iteration is a
+// round: a block of the scenario's units through each arm, the order
+// alternated per round, both arms drawing the same units (one generator
+// each, one seed). A block is timed from its first Submit to the end of
+// its accounting (Wait: on the on arm, the critical paths of the block's
+// units, so that none of its cost lands in the next block), after a GC
+// outside the timing, so that neither arm collects the other's garbage.
+//
+// Blocks of a fraction of a second, alternated, meet the same machine:
+// scripts/telemetry-tax.sh pairs whole processes seconds apart, and its
+// sets drift with the VM over the hour (runtime/README.md, "Measured").
+// What a block leaves out is what a whole run adds: process start,
+// telemetry setup and the first units' warm-up (one round, untimed).
+//
+// Per round it takes on/off of the block's throughput (units over the
+// block's time), of its e2e p50 (the exact median of its units' Result.E2E)
+// and of the process's CPU per unit (the runtime's own: the hosts are
+// other processes), and reports each as the geometric mean over rounds
+// with its 95 % interval (Student's t over the log ratios):
+// thr-ratio, thr-lo, thr-hi (below 1: telemetry costs throughput),
+// p50-ratio, p50-lo, p50-hi (above 1: it lengthens units) and cpu-ratio,
+// cpu-lo, cpu-hi; and each arm's median units/s. Where the kernel says
+// how long each task host ran (Linux: /proc/PID/schedstat), it also
+// reports, as scripts/telemetry-tax.sh prints them, busy (throughput
+// times the hosts' CPU per unit: their CPU seconds per second, in which
+// how fast the machine ran the block cancels out; it reads as the
+// throughput ratio while telemetry leaves the hosts' work alone) and
+// rt/host (the runtime's CPU per unit over its hosts').
+//
+//	go test -run '^$' -bench TelemetryTax -benchtime 100x -count 1 ./runtime/
+//
+// Each arm's goroutines carry the pprof label arm=on or arm=off, so that
+// one CPU profile of the benchmark splits into the two arms' profiles,
+// sampled over the same seconds: -cpuprofile, then go tool pprof
+// -tagfocus arm=on (and arm=off).
+func BenchmarkTelemetryTax(b *testing.B) {
+	for _, tc := range []struct {
+		scenario string
+		block    int // units per arm per round
+	}{
+		{"taskhost", 1000},
+		{"mixed", 250},
+	} {
+		b.Run("scenario="+tc.scenario, func(b *testing.B) { benchTelemetryTax(b, tc.scenario, tc.block) })
+	}
+}
+
+// taxArm is one arm of BenchmarkTelemetryTax: a Runtime, its units and
+// their results.
+type taxArm struct {
+	labels  context.Context // carries the pprof label arm=on or arm=off
+	r       *Runtime
+	gen     *scenario.Generator
+	results chan Result
+	units   int // submitted so far
+}
+
+func newTaxArm(b *testing.B, sc *scenario.Scenario, set Settings, disabled bool, block int) *taxArm {
+	ctx := context.Background()
+	tel, err := otelsetup.Setup(ctx, otelsetup.WithLookupEnv(noEnv), otelsetup.WithSDKDisabled(disabled))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = tel.Shutdown(ctx) })
+	cfg := testConfig(b, set, nil)
+	cfg.UseTelemetry(tel)
+	if disabled {
+		// As amdahl run's task hosts inherit it.
+		cfg.HostEnv = append(cfg.HostEnv, otelsetup.EnvSDKDisabled+"=true")
+	}
+	arm := "on"
+	if disabled {
+		arm = "off"
+	}
+	a := &taxArm{labels: pprof.WithLabels(ctx, pprof.Labels("arm", arm)), gen: sc.NewGenerator(), results: make(chan Result, block)}
+	cfg.OnResult = func(res Result) { a.results <- res } // never blocks: a block's results fit
+	// The runtime's goroutines (workers, accounting, and those its task
+	// hosts' connections start) inherit the label from New's.
+	pprof.Do(ctx, pprof.Labels("arm", arm), func(context.Context) { a.r, err = New(ctx, cfg) })
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() {
+		if err := a.r.Close(ctx); err != nil {
+			b.Error(err)
+		}
+	})
+	return a
+}
+
+// taxBlock is what runBlock measured of one block.
+type taxBlock struct {
+	elapsed, p50 time.Duration
+	cpu          time.Duration // this process's
+	hostCPU      time.Duration // the task hosts'; 0 when the kernel does not say
+}
+
+// hostsCPU returns how long the runtime's task hosts' threads have run on
+// a CPU, from /proc/PID/task/TID/schedstat (nanoseconds, where
+// /proc/PID/stat counts clock ticks; /proc/PID/schedstat is the main
+// thread's alone), or 0 where that cannot be read. A thread that exited
+// takes its time with it: a Go host's threads live as long as it does.
+func hostsCPU(r *Runtime) time.Duration {
+	r.pool.mu.Lock()
+	pids := make([]int, 0, len(r.pool.all))
+	for _, h := range r.pool.all {
+		pids = append(pids, h.pid)
+	}
+	r.pool.mu.Unlock()
+	var sum time.Duration
+	for _, pid := range pids {
+		tasks, err := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/schedstat", pid))
+		if err != nil || len(tasks) == 0 {
+			return 0
+		}
+		for _, f := range tasks {
+			b, err := os.ReadFile(f)
+			var ns int64
+			if err == nil {
+				_, err = fmt.Sscan(string(b), &ns)
+			}
+			if err != nil {
+				return 0
+			}
+			sum += time.Duration(ns)
+		}
+	}
+	return sum
+}
+
+// runBlock runs n units through the arm.
+func (a *taxArm) runBlock(b *testing.B, n int) taxBlock {
+	ctx := context.Background()
+	goruntime.GC()
+	pprof.SetGoroutineLabels(a.labels) // Submit's share of the block
+	defer pprof.SetGoroutineLabels(ctx)
+	host0, cpu0, start := hostsCPU(a.r), processCPU(), time.Now()
+	e2e := make([]time.Duration, 0, n)
+	for range n {
+		if err := a.r.Submit(ctx, a.gen.Next()); err != nil {
+			b.Fatal(err)
+		}
+		a.units++
+	}
+	for range n {
+		res := <-a.results
+		if res.Outcome != telemetry.OK && res.Class != "oversized action" { // mixed's fail-fast fanout shape
+			b.Fatalf("unit %d: %s: %s", res.Seq, res.Class, res.Reason)
+		}
+		e2e = append(e2e, res.E2E)
+	}
+	if err := a.r.Wait(ctx); err != nil {
+		b.Fatal(err)
+	}
+	blk := taxBlock{elapsed: time.Since(start), cpu: processCPU() - cpu0}
+	if host1 := hostsCPU(a.r); host0 > 0 && host1 > host0 {
+		blk.hostCPU = host1 - host0
+	}
+	slices.Sort(e2e)
+	blk.p50 = e2e[len(e2e)/2]
+	return blk
+}
+
+func benchTelemetryTax(b *testing.B, name string, block int) {
+	sc, err := scenario.Builtin(name)
+	if err != nil {
+		b.Fatal(err)
+	}
+	set := testSettings(b)
+	on := newTaxArm(b, sc, set, false, block)
+	off := newTaxArm(b, sc, set, true, block)
+	on.runBlock(b, block) // warm-up: hosts started, buffers grown, shapes learnt
+	off.runBlock(b, block)
+
+	// Per arm (0 on, 1 off), per round: throughput, e2e p50, CPU per
+	// unit, host busy, runtime/host CPU.
+	const nMeasures = 5
+	var m [2][nMeasures][]float64
+	hosts := true
+	round := 0
+	for b.Loop() {
+		arms := [2]*taxArm{on, off}
+		if round%2 == 1 {
+			arms[0], arms[1] = off, on
+		}
+		for _, a := range arms {
+			blk := a.runBlock(b, block)
+			k := 0
+			if a == off {
+				k = 1
+			}
+			thr, cpu, hostCPU := float64(block)/blk.elapsed.Seconds(), float64(blk.cpu)/float64(block), float64(blk.hostCPU)/float64(block)
+			hosts = hosts && hostCPU > 0
+			for i, v := range [nMeasures]float64{thr, float64(blk.p50), cpu, thr * hostCPU, cpu / hostCPU} {
+				m[k][i] = append(m[k][i], v)
+			}
+		}
+		round++
+	}
+	b.StopTimer()
+	if got, want := on.r.Summary().Attribution.Works, on.units; got != want {
+		b.Fatalf("attribution covers %d units of the on arm, want %d", got, want)
+	}
+	for i, name := range [nMeasures]string{"thr", "p50", "cpu", "busy", "rt/host"} {
+		if i >= 3 && !hosts {
+			break
+		}
+		// MeanGain's paired gain is 1 - e^d, d the mean log(on/off).
+		g := attribution.MeanGain(m[1][i], m[0][i], attribution.CompareOptions{Paired: true})
+		b.ReportMetric(1-g.Value, name+"-ratio")
+		b.ReportMetric(1-g.Hi, name+"-lo")
+		b.ReportMetric(1-g.Lo, name+"-hi")
+	}
+	median := func(xs []float64) float64 { s := slices.Sorted(slices.Values(xs)); return s[len(s)/2] }
+	b.ReportMetric(median(m[0][0]), "on-units/s")
+	b.ReportMetric(median(m[1][0]), "off-units/s")
 }
