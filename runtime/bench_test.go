@@ -717,6 +717,10 @@ func benchTelemetryTax(b *testing.B, name string, block int) {
 	if got, want := on.r.Summary().Attribution.Works, on.units; got != want {
 		b.Fatalf("attribution covers %d units of the on arm, want %d", got, want)
 	}
+	if round < 2 {
+		b.Logf("%d round: the ratios need two or more (-benchtime 100x)", round)
+		return
+	}
 	for i, name := range [nMeasures]string{"thr", "p50", "cpu", "busy", "rt/host"} {
 		if i >= 3 && !hosts {
 			break
