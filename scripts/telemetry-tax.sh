@@ -47,7 +47,10 @@
 # noise, not how the machine drifts over the hour: on the 2-vCPU VM two
 # sets of 100 pairs of the same code, half an hour apart, gave taxes of
 # 1.2 % and 4.6 % with disjoint intervals. Run sets at different times
-# and quote their range.
+# and quote their range. BenchmarkTelemetryTax (runtime/bench_test.go)
+# measures the same ratios with both arms in one process, in blocks a
+# fraction of a second apart, without process start (runtime/README.md,
+# "In one process").
 #
 # With -r REV it also builds amdahl at git revision REV and runs its pair
 # in the same rounds (the four runs in an order rotated per round), so the
