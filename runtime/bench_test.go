@@ -536,7 +536,7 @@ func benchPool(b *testing.B) (*pool, Settings, Config) {
 // thr-ratio, thr-lo, thr-hi (below 1: telemetry costs throughput),
 // p50-ratio, p50-lo, p50-hi (above 1: it lengthens units) and cpu-ratio,
 // cpu-lo, cpu-hi; and each arm's median units/s. Where the kernel says
-// how long each task host ran (Linux: /proc/PID/schedstat), it also
+// how long each task host ran (Linux: /proc/PID/task/*/schedstat), it also
 // reports, as scripts/telemetry-tax.sh prints them, busy (throughput
 // times the hosts' CPU per unit: their CPU seconds per second, in which
 // how fast the machine ran the block cancels out; it reads as the
@@ -584,15 +584,15 @@ func newTaxArm(b *testing.B, sc *scenario.Scenario, set Settings, disabled bool,
 		// As amdahl run's task hosts inherit it.
 		cfg.HostEnv = append(cfg.HostEnv, otelsetup.EnvSDKDisabled+"=true")
 	}
-	arm := "on"
+	arm := pprof.Labels("arm", "on")
 	if disabled {
-		arm = "off"
+		arm = pprof.Labels("arm", "off")
 	}
-	a := &taxArm{labels: pprof.WithLabels(ctx, pprof.Labels("arm", arm)), gen: sc.NewGenerator(), results: make(chan Result, block)}
+	a := &taxArm{labels: pprof.WithLabels(ctx, arm), gen: sc.NewGenerator(), results: make(chan Result, block)}
 	cfg.OnResult = func(res Result) { a.results <- res } // never blocks: a block's results fit
 	// The runtime's goroutines (workers, accounting, and those its task
 	// hosts' connections start) inherit the label from New's.
-	pprof.Do(ctx, pprof.Labels("arm", arm), func(context.Context) { a.r, err = New(ctx, cfg) })
+	pprof.Do(ctx, arm, func(context.Context) { a.r, err = New(ctx, cfg) })
 	if err != nil {
 		b.Fatal(err)
 	}
