@@ -292,10 +292,10 @@ func BenchmarkUnitTelemetry(b *testing.B) {
 				defer func() { _ = sdk.Shutdown(context.Background()) }()
 				tp = sdk
 			case "accounting":
-				own = newAccountingProvider(c)
+				own = newAccountingProvider(c, nil)
 				tp = own
 			case "own+export":
-				own = newExportingProvider(c, export, res)
+				own = newExportingProvider(c, export, res, nil)
 				tp = own
 			}
 			comps := map[string]*telemetry.Component{}

@@ -142,6 +142,15 @@ type Config struct {
 	// TracerProvider, whose spans it would never see.
 	SpanExport   sdktrace.SpanProcessor
 	SpanResource *resource.Resource
+	// Sampler, with no TracerProvider, decides which units the runtime's
+	// own tracer samples, as an SDK provider's sampler would decide for
+	// the unit's root (its children follow it, as under the samplers
+	// OTEL_TRACES_SAMPLER names): only those are attributed (and
+	// exported, with SpanExport); the others record no span and cost
+	// little. nil samples every unit. UseTelemetry sets it from
+	// otelsetup.Telemetry.Sampler (OTEL_TRACES_SAMPLER). With a
+	// TracerProvider, the provider's sampler decides.
+	Sampler sdktrace.Sampler
 	// PhaseLabels runs every phase body under the pprof label
 	// phase=<name> (telemetry.ComponentConfig.PhaseLabels).
 	PhaseLabels bool
@@ -202,7 +211,7 @@ type SpanProcessorRegistry interface {
 func (c *Config) UseTelemetry(tel *otelsetup.Telemetry) {
 	c.TracerProvider, c.MeterProvider, c.Spans, c.PhaseLabels = tel.TracerProvider(), tel.MeterProvider(), tel, tel.PhaseLabels()
 	c.AccountRemoteDirectly = !tel.RemoteSpansWanted()
-	c.SpanExport, c.SpanResource = nil, nil
+	c.SpanExport, c.SpanResource, c.Sampler = nil, nil, tel.Sampler()
 	if tel.SpansOnlyForAttribution() {
 		c.TracerProvider, c.Spans = nil, nil
 	} else if proc, res := tel.TraceFileOnly(); proc != nil {
@@ -391,12 +400,12 @@ func (r *Runtime) instrument(cfg Config) (tp trace.TracerProvider, mp metric.Met
 		if res == nil {
 			res = resource.Default() // as an SDK provider's without one
 		}
-		r.own = newExportingProvider(r.col, cfg.SpanExport, res)
+		r.own = newExportingProvider(r.col, cfg.SpanExport, res, cfg.Sampler)
 		tp, spans = r.own, nil
 	} else if tp == nil {
 		// Nothing but attribution reads the spans: the runtime's own
 		// tracer hands them to the collector without the SDK.
-		r.own = newAccountingProvider(r.col)
+		r.own = newAccountingProvider(r.col, cfg.Sampler)
 		tp, spans = r.own, nil
 	} else if spans == nil {
 		sdk, ok := tp.(*sdktrace.TracerProvider)
@@ -1079,6 +1088,10 @@ type Summary struct {
 	// critical-path share q and naive share, over the units whose traces
 	// were sampled.
 	Attribution attribution.Report `json:"attribution"`
+	// Sampler describes the sampler that chose those units
+	// (Config.Sampler: OTEL_TRACES_SAMPLER), "" when there was none (every
+	// unit's trace sampled, or a TracerProvider's sampler decided).
+	Sampler string `json:"sampler,omitempty"`
 	// Kinds is the same attribution per kind of unit ("taskhost",
 	// "fanout"), when the run had more than one.
 	Kinds map[string]attribution.Report `json:"kinds,omitempty"`
@@ -1099,6 +1112,9 @@ func (r *Runtime) Summary() Summary {
 		Scenario:      r.cfg.Scenario, Variant: r.set.Variant, Settings: r.set.Map(),
 		OK: r.counts[telemetry.OK], Failed: r.counts[telemetry.Failed], Cancelled: r.counts[telemetry.Cancelled],
 		Failures: map[string]int{}, Examples: map[string]string{},
+	}
+	if r.cfg.Sampler != nil {
+		s.Sampler = r.cfg.Sampler.Description()
 	}
 	for k, v := range r.classes {
 		s.Failures[k] = v

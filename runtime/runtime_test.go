@@ -1250,3 +1250,57 @@ func TestSummaryMatchesTrees(t *testing.T) {
 		t.Errorf("summary attribution differs from Trees over the recorded spans:\n got %+v\nwant %+v", sum.Attribution, want)
 	}
 }
+
+// TestSampledUnits: with a sampler from OTEL_TRACES_SAMPLER, the runtime's
+// own tracer attributes the units whose roots it samples, each whole
+// (every row has one span per attributed unit), and no other: a ratio
+// of one half attributes some units and not all, always_off none; every
+// unit still runs, and the summary names the sampler.
+func TestSampledUnits(t *testing.T) {
+	ctx := context.Background()
+	const units = 60
+	for _, tc := range []struct {
+		sampler, arg, desc string
+		some               bool // some units attributed, not all; else none
+	}{
+		{"parentbased_traceidratio", "0.5", "TraceIDRatioBased{0.5}", true},
+		{"always_off", "", "AlwaysOffSampler", false},
+	} {
+		t.Run(tc.sampler, func(t *testing.T) {
+			env := map[string]string{otelsetup.EnvTracesSampler: tc.sampler, otelsetup.EnvTracesSamplerArg: tc.arg}
+			tel, err := otelsetup.Setup(ctx, otelsetup.WithLookupEnv(func(k string) (string, bool) { v, ok := env[k]; return v, ok }))
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = tel.Shutdown(ctx) })
+			sc, err := scenario.Builtin("taskhost")
+			if err != nil {
+				t.Fatal(err)
+			}
+			cfg := testConfig(t, testSettings(t, fmt.Sprintf("scenario.count=%d", units)), nil)
+			cfg.UseTelemetry(tel)
+			if cfg.TracerProvider != nil || cfg.Sampler == nil {
+				t.Fatalf("UseTelemetry: TracerProvider %T, Sampler %v: want the runtime's own tracer, with the sampler", cfg.TracerProvider, cfg.Sampler)
+			}
+			sum, err := Run(ctx, cfg, sc)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if sum.OK != units {
+				t.Fatalf("%d of %d units ok (%v)", sum.OK, units, sum.Examples)
+			}
+			works := sum.Attribution.Works
+			if tc.some != (works > 0 && works < units) || (!tc.some && works != 0) {
+				t.Fatalf("attribution covers %d of %d units, want some and not all: %v", works, units, tc.some)
+			}
+			for _, row := range sum.Attribution.Rows {
+				if row.Name != "other" && row.Spans != works {
+					t.Errorf("row %s has %d spans for %d units attributed: a sampled unit was not whole, or an unsampled one counted", row.Name, row.Spans, works)
+				}
+			}
+			if !strings.Contains(sum.Sampler, tc.desc) {
+				t.Errorf("Summary.Sampler %q does not name the sampler", sum.Sampler)
+			}
+		})
+	}
+}

@@ -32,17 +32,20 @@ import (
 // real, sampled W3C span contexts, so trace context still propagates to
 // the task hosts and the sidecar, and exemplars still name their trace.
 //
-// It behaves as the SDK with its default sampler (parent-based, always
-// on) would for the runtime: roots are sampled, a child follows its
-// parent's sampled flag.
+// It samples as the SDK would with sampler (nil: the SDK's default,
+// parent-based, always on) for the runtime: a root as sampler decides, a
+// child as its parent is (child). A span under an unsampled parent is no
+// new object: it is the parent's non-recording span (unsampled), so an
+// unsampled unit costs its root and its clock reads, and no collection.
 type accountingTracer struct {
 	embedded.Tracer
 	provider trace.TracerProvider // an *accountingProvider or *exportingProvider
 	col      *collector
 	// With export (an exportingProvider's tracers), every span is also
 	// handed whole to export.proc, under the tracer's scope.
-	export *spanExport
-	scope  instrumentation.Scope
+	export  *spanExport
+	scope   instrumentation.Scope
+	sampler sdktrace.Sampler // Config.Sampler; nil samples every root
 }
 
 // accountingProvider is the accountingTracer's trace.TracerProvider.
@@ -74,6 +77,7 @@ type exportingProvider struct {
 	phaseTracer // through the Component's scope's tracer
 	col         *collector
 	export      *spanExport
+	sampler     sdktrace.Sampler
 
 	mu      sync.Mutex
 	tracers map[instrumentation.Scope]*accountingTracer
@@ -162,9 +166,9 @@ var (
 	_ telemetry.PhaseTracer = (*accountingProvider)(nil)
 )
 
-func newExportingProvider(col *collector, proc sdktrace.SpanProcessor, res *resource.Resource) *exportingProvider {
+func newExportingProvider(col *collector, proc sdktrace.SpanProcessor, res *resource.Resource, sampler sdktrace.Sampler) *exportingProvider {
 	fw, _ := proc.(otelsetup.FileSpanWriter)
-	p := &exportingProvider{col: col, export: &spanExport{proc: proc, file: fw, res: res},
+	p := &exportingProvider{col: col, export: &spanExport{proc: proc, file: fw, res: res}, sampler: sampler,
 		tracers: map[instrumentation.Scope]*accountingTracer{}}
 	p.phaseTracer = phaseTracer{t: p.Tracer(telemetry.ScopeName, trace.WithInstrumentationVersion(telemetry.Version)).(*accountingTracer), attrs: true}
 	return p
@@ -187,16 +191,17 @@ func (p *exportingProvider) Tracer(name string, opts ...trace.TracerOption) trac
 	defer p.mu.Unlock()
 	t, ok := p.tracers[scope]
 	if !ok {
-		t = &accountingTracer{provider: p, col: p.col, export: p.export, scope: scope}
+		t = &accountingTracer{provider: p, col: p.col, export: p.export, scope: scope, sampler: p.sampler}
 		p.tracers[scope] = t
 	}
 	return t
 }
 
-// newAccountingProvider returns the tracer provider whose spans go to col.
-func newAccountingProvider(col *collector) *accountingProvider {
+// newAccountingProvider returns the tracer provider whose spans go to
+// col, sampled with sampler (nil: every root).
+func newAccountingProvider(col *collector, sampler sdktrace.Sampler) *accountingProvider {
 	p := &accountingProvider{}
-	p.tracer = accountingTracer{provider: p, col: col}
+	p.tracer = accountingTracer{provider: p, col: col, sampler: sampler}
 	p.phaseTracer = phaseTracer{t: &p.tracer}
 	return p
 }
@@ -246,7 +251,10 @@ func endPhaseSpan(span trace.Span, end time.Time) {
 // such as amdahl.work, with no attributes).
 func (t *accountingTracer) startPhase(ctx context.Context, name, component string, ph telemetry.Phase, d telemetry.Direction, start time.Time) (context.Context, trace.Span) {
 	parent, unit := parentOf(ctx)
-	s := t.newSpan(parent)
+	if span, ok := unsampled(ctx, parent); ok {
+		return ctx, span
+	}
+	s := t.newSpan(ctx, parent, name)
 	s.unit = unit
 	s.sp.Name, s.sp.Component, s.sp.Phase, s.sp.Direction, s.sp.Start = name, component, ph, d, start.UnixNano()
 	if t.export != nil && !s.ended {
@@ -258,7 +266,7 @@ func (t *accountingTracer) startPhase(ctx context.Context, name, component strin
 // recordPhase records a phase span whole, with attrs besides its phase's.
 func (t *accountingTracer) recordPhase(ctx context.Context, name, component string, ph telemetry.Phase, d telemetry.Direction, start, end time.Time, attrs []attribute.KeyValue) {
 	parent, unit := parentOf(ctx)
-	sp, sampled := t.child(parent)
+	sp, sampled := t.child(ctx, parent, name)
 	if !sampled {
 		return
 	}
@@ -287,9 +295,13 @@ func (t *accountingTracer) Start(ctx context.Context, name string, opts ...trace
 	cfg := trace.NewSpanStartConfig(opts...)
 	parent, unit := parentOf(ctx)
 	if cfg.NewRoot() {
+		// As the SDK: the sampler sees no parent either.
+		ctx = trace.ContextWithSpanContext(ctx, trace.SpanContext{})
 		parent, unit = trace.SpanContext{}, nil
+	} else if span, ok := unsampled(ctx, parent); ok {
+		return ctx, span
 	}
-	s := t.newSpan(parent)
+	s := t.newSpan(ctx, parent, name)
 	s.unit = unit
 	start := cfg.Timestamp()
 	if start.IsZero() {
@@ -324,15 +336,35 @@ func parentOf(ctx context.Context) (trace.SpanContext, *unitBuf) {
 	return span.SpanContext(), nil
 }
 
-// newSpan returns a span, not started yet, as a child of parent (a root
-// if parent is not valid).
-func (t *accountingTracer) newSpan(parent trace.SpanContext) *accountingSpan {
+// unsampled returns the span of a child of parent, the span context of
+// ctx's span, when parent is valid and not sampled: ctx's span itself,
+// when it records nothing (ours, or the OTel API's non-recording span),
+// so that the child costs no object and no ids. Its End, attributes and
+// events are no-ops, and it propagates its parent's context, unsampled,
+// which is all a non-recording span is read for.
+func unsampled(ctx context.Context, parent trace.SpanContext) (trace.Span, bool) {
+	if !parent.IsValid() || parent.IsSampled() {
+		return nil, false
+	}
+	if span := trace.SpanFromContext(ctx); !span.IsRecording() {
+		return span, true
+	}
+	return nil, false // a recording parent, unsampled (an SDK sampler's RecordOnly)
+}
+
+// newSpan returns a span named name, not started yet, as a child of
+// parent (a root if parent is not valid), ctx the context it starts in.
+func (t *accountingTracer) newSpan(ctx context.Context, parent trace.SpanContext, name string) *accountingSpan {
 	s := &accountingSpan{tracer: t}
 	var sampled bool
-	s.sp, sampled = t.child(parent)
+	s.sp, sampled = t.child(ctx, parent, name)
 	flags := trace.FlagsSampled
 	if !sampled {
 		flags, s.ended = 0, true // not recording
+		if parent.IsValid() {
+			// A child of a recording parent that is not sampled.
+			s.sp.TraceID, s.sp.SpanID = attribution.TraceID(parent.TraceID()), t.col.newSpanID()
+		}
 	}
 	s.sc = trace.NewSpanContext(trace.SpanContextConfig{
 		TraceID: trace.TraceID(s.sp.TraceID), SpanID: trace.SpanID(s.sp.SpanID), TraceFlags: flags,
@@ -341,18 +373,29 @@ func (t *accountingTracer) newSpan(parent trace.SpanContext) *accountingSpan {
 	return s
 }
 
-// child returns the ids of a new span under parent (a root, in a new
-// trace, if parent is not valid), and whether it is sampled: as the SDK's
-// default sampler (parent-based, always on) decides, a root is, a child
-// is if its parent is.
-func (t *accountingTracer) child(parent trace.SpanContext) (attribution.Span, bool) {
-	sp := attribution.Span{SpanID: t.col.newSpanID()}
+// child returns the ids of a new span named name under parent (a root, in
+// a new trace, if parent is not valid), ctx the context it starts in,
+// and whether it is sampled. A root is as t.sampler decides (always,
+// without one), a child as its parent is, with no ids when it is not.
+// For a child that is what every sampler OTEL_TRACES_SAMPLER names
+// decides in a trace whose root is ours: the parent-based ones follow
+// the parent, traceidratio decides by the trace id as it did for the
+// root, always_on and always_off are constant.
+func (t *accountingTracer) child(ctx context.Context, parent trace.SpanContext, name string) (attribution.Span, bool) {
 	if !parent.IsValid() {
-		sp.TraceID = t.col.newTraceID()
-		return sp, true
+		sp := attribution.Span{TraceID: t.col.newTraceID(), SpanID: t.col.newSpanID()}
+		if t.sampler == nil {
+			return sp, true
+		}
+		res := t.sampler.ShouldSample(sdktrace.SamplingParameters{ParentContext: ctx, TraceID: trace.TraceID(sp.TraceID),
+			Name: name, Kind: trace.SpanKindInternal})
+		return sp, res.Decision == sdktrace.RecordAndSample
 	}
-	sp.TraceID, sp.ParentID = attribution.TraceID(parent.TraceID()), attribution.SpanID(parent.SpanID())
-	return sp, parent.IsSampled()
+	if !parent.IsSampled() {
+		return attribution.Span{}, false
+	}
+	return attribution.Span{TraceID: attribution.TraceID(parent.TraceID()), SpanID: t.col.newSpanID(),
+		ParentID: attribution.SpanID(parent.SpanID())}, true
 }
 
 // accountingSpan is a span of the accountingTracer. Like every span, it is

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -60,7 +61,7 @@ func keepingCollector(t *testing.T) (*collector, func() []attribution.Work) {
 // and a runtime and an ipc Component on an accountingProvider over it.
 func accountingComponents(t *testing.T) (col *collector, accounted func() []attribution.Work, rt, ipcComp *telemetry.Component) {
 	col, accounted = keepingCollector(t)
-	tp := newAccountingProvider(col)
+	tp := newAccountingProvider(col, nil)
 	var err error
 	if rt, err = telemetry.NewComponent("runtime", telemetry.ComponentConfig{TracerProvider: tp}); err != nil {
 		t.Fatal(err)
@@ -168,7 +169,7 @@ func TestAccountingTracerSpans(t *testing.T) {
 func TestAccountingTracerConcurrent(t *testing.T) {
 	col := newCollector(func(attribution.Work, any) {}, nil)
 	defer col.close()
-	_, s := newAccountingProvider(col).Tracer("").Start(context.Background(), "s")
+	_, s := newAccountingProvider(col, nil).Tracer("").Start(context.Background(), "s")
 	var wg sync.WaitGroup
 	for i := range 4 {
 		wg.Add(1)
@@ -601,10 +602,10 @@ func TestExportingSpanMatchesSDK(t *testing.T) {
 	script(sdk)
 	c := newCollector(func(attribution.Work, any) {}, nil)
 	defer c.close()
-	script(newExportingProvider(c, ownRec, res))
+	script(newExportingProvider(c, ownRec, res, nil))
 	// The same through the trace file's way in: FileSpans, no read-only span.
 	fileRec := fileSpanRecorder{tracetest.NewSpanRecorder()}
-	script(newExportingProvider(c, fileRec, res))
+	script(newExportingProvider(c, fileRec, res, nil))
 
 	// A parent of the same set is named (its id is random), any other
 	// given by its id.
@@ -821,3 +822,73 @@ func TestPhaseLead(t *testing.T) {
 		t.Errorf("an invalid phase: %s (kept: %v)", str(a), a == b)
 	}
 }
+
+// TestUnsampledUnit: under a sampler that drops a unit's root, the
+// accountingTracer's spans under it are that root's own non-recording
+// span: no object, no ids, nothing reaches the collector, and what a
+// task host is handed is the root's unsampled context. A sampled root
+// under the same tracer is recorded as ever.
+func TestUnsampledUnit(t *testing.T) {
+	col, _ := keepingCollector(t)
+	var drop atomic.Bool
+	tp := newAccountingProvider(col, dropSampler{&drop})
+	// No metrics: what a run records when nothing reads them.
+	mp := metricnoop.NewMeterProvider()
+	rt, err := telemetry.NewComponent("runtime", telemetry.ComponentConfig{TracerProvider: tp, MeterProvider: mp})
+	if err != nil {
+		t.Fatal(err)
+	}
+	comp, err := telemetry.NewComponent("ipc", telemetry.ComponentConfig{TracerProvider: tp, MeterProvider: mp})
+	if err != nil {
+		t.Fatal(err)
+	}
+	drop.Store(true)
+	ctx, work := rt.StartWork(context.Background())
+	root := work.Span().SpanContext()
+	if !root.IsValid() || root.IsSampled() || work.Span().IsRecording() {
+		t.Fatalf("root %+v (recording %v): want valid, unsampled, not recording", root, work.Span().IsRecording())
+	}
+	col.track(root.TraceID(), nil) // as if it were: nothing may reach it
+	phases := func() {
+		pctx, ph := comp.StartPhase(ctx, telemetry.Send, telemetry.Request)
+		if trace.SpanFromContext(pctx) != work.Span() || ph.Span() != work.Span() {
+			t.Fatal("a phase under an unsampled root is not the root's span")
+		}
+		ph.End()
+		comp.StartLeaf(ctx, telemetry.Serialize, telemetry.Request).End()
+		comp.RecordSpan(ctx, telemetry.Receive, telemetry.Reply, time.Unix(1, 0), time.Unix(2, 0))
+		_, s := rt.Tracer().Start(ctx, "other")
+		s.End()
+	}
+	if n := testing.AllocsPerRun(100, phases); n != 0 {
+		t.Errorf("phases under an unsampled root allocate %v times, want 0", n)
+	}
+	work.End(telemetry.OK, nil)
+	if got := keptSpans(col, root.TraceID()); len(got) != 0 {
+		t.Errorf("an unsampled unit reached the collector: %d spans", len(got))
+	}
+
+	drop.Store(false)
+	ctx, work = rt.StartWork(context.Background())
+	sampled := work.Span().SpanContext()
+	col.track(sampled.TraceID(), nil)
+	_, ph := comp.StartPhase(ctx, telemetry.Send, telemetry.Request)
+	ph.End()
+	if got := keptSpans(col, sampled.TraceID()); !sampled.IsSampled() || len(got) != 1 {
+		t.Errorf("a sampled root (%v) kept %d phase spans, want 1", sampled.IsSampled(), len(got))
+	}
+	work.End(telemetry.OK, nil)
+}
+
+// dropSampler drops every root while drop is set, and samples it
+// otherwise.
+type dropSampler struct{ drop *atomic.Bool }
+
+func (s dropSampler) ShouldSample(sdktrace.SamplingParameters) sdktrace.SamplingResult {
+	if s.drop.Load() {
+		return sdktrace.SamplingResult{Decision: sdktrace.Drop}
+	}
+	return sdktrace.SamplingResult{Decision: sdktrace.RecordAndSample}
+}
+
+func (dropSampler) Description() string { return "dropSampler" }

@@ -285,6 +285,15 @@ func writeSummary(w io.Writer, s runtime.Summary, out, wrote string) error {
 			attribution.RoundDuration(s.ProcessCPU/time.Duration(s.Submitted)))
 	}
 	fmt.Fprintln(w)
+	if s.Sampler != "" {
+		// The variables say it shorter than the sampler's description.
+		arg := ""
+		if v := os.Getenv(otelsetup.EnvTracesSamplerArg); v != "" {
+			arg = " " + otelsetup.EnvTracesSamplerArg + "=" + v
+		}
+		fmt.Fprintf(w, "traces sampled (%s=%s%s): attribution covers %d of %d units\n",
+			otelsetup.EnvTracesSampler, os.Getenv(otelsetup.EnvTracesSampler), arg, s.Attribution.Works, s.Submitted)
+	}
 	if len(s.Failures) > 0 {
 		classes := make([]string, 0, len(s.Failures))
 		for c := range s.Failures {

@@ -32,8 +32,10 @@
 //	OTEL_EXPORTER_OTLP_METRICS_TEMPORALITY_PREFERENCE, _DEFAULT_HISTOGRAM_AGGREGATION  read by the OTLP metric
 //	                                  exporter (default cumulative, explicit buckets: the instruments' own)
 //	OTEL_METRIC_EXPORT_INTERVAL, _TIMEOUT  the periodic OTLP/console metric reader (SDK; default 60 s, 30 s)
-//	OTEL_TRACES_SAMPLER, OTEL_TRACES_SAMPLER_ARG, OTEL_BSP_*  read by the SDK itself (OTEL_BSP_* for OTLP
-//	                                  only: the trace file has its own batcher, lines of 1024 spans, 4 queued)
+//	OTEL_TRACES_SAMPLER, OTEL_TRACES_SAMPLER_ARG  the sampler (Sampler): always_on, always_off, traceidratio
+//	                                  and their parentbased_ forms; a bad name or ratio is a ConfigError
+//	OTEL_BSP_*                        read by the SDK itself (for OTLP only: the trace file has its own
+//	                                  batcher, lines of 1024 spans, 4 queued)
 //	AMDAHL_TRACE_FILE                 write spans as OTLP JSON lines to this file (WithTraceFile)
 //	AMDAHL_METRICS_ADDR               serve Prometheus /metrics on host:port (WithMetricsAddr)
 //	AMDAHL_PROFILE_DIR                write cpu.pprof and heap.pprof here (WithProfileDir)
@@ -94,8 +96,9 @@
 // WithMetricsHandler), an OTLP or console metrics exporter, or a reader
 // given to Setup; otherwise MeterProvider is a no-op, and a
 // telemetry.Component built on it skips its records. When no exporter,
-// trace file, recorder, span processor, sampler of the program's or
-// Pyroscope would see a span, SpansOnlyForAttribution is true: a runtime
+// trace file, recorder, span processor, sampler of the program's
+// (WithSampler) or Pyroscope would see a span, SpansOnlyForAttribution is
+// true: a runtime
 // then traces with its own tracer straight into its attribution
 // (runtime.Config.UseTelemetry), and the SDK's tracer provider goes
 // unused. When the trace file is the only other reader, TraceFileOnly

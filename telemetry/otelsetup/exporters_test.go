@@ -349,8 +349,8 @@ func TestRemoteSpansNotExported(t *testing.T) {
 // TestSpanConsumers: remote spans are wanted exactly when something set
 // up here would get them (RemoteSpansWanted), and the spans go to nothing
 // but later-registered processors exactly when no exporter, trace file,
-// recorder, span processor, sampler or Pyroscope would see one
-// (SpansOnlyForAttribution).
+// recorder, span processor, sampler of the program's or Pyroscope would
+// see one (SpansOnlyForAttribution).
 func TestSpanConsumers(t *testing.T) {
 	col := newCollector(t)
 	dir := t.TempDir()
@@ -370,7 +370,8 @@ func TestSpanConsumers(t *testing.T) {
 		{"recorder", nil, []Option{WithRecorder()}, true, false},
 		{"span processor", nil, []Option{WithSpanProcessor(tracetest.NewSpanRecorder())}, true, false},
 		{"sampler", nil, []Option{WithSampler(sdktrace.TraceIDRatioBased(0.5))}, false, false},
-		{"sampler from the environment", map[string]string{EnvTracesSampler: "traceidratio"}, nil, false, false},
+		// The runtime's own tracer applies it (Sampler).
+		{"sampler from the environment", map[string]string{EnvTracesSampler: "traceidratio"}, nil, false, true},
 		{"SDK disabled", nil, []Option{WithRecorder(), WithSDKDisabled(true)}, false, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

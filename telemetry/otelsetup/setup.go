@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -51,9 +52,10 @@ const (
 	EnvPhaseLabels         = "AMDAHL_PHASE_LABELS"
 	EnvPyroscopeAddress    = "PYROSCOPE_SERVER_ADDRESS"
 	EnvPyroscopeAppName    = "PYROSCOPE_APPLICATION_NAME"
-	// EnvTracesSampler is read by the SDK itself; Setup reads it only to
-	// know whether the program chose a sampler (SpansOnlyForAttribution).
-	EnvTracesSampler = "OTEL_TRACES_SAMPLER"
+	// EnvTracesSampler and EnvTracesSamplerArg choose the sampler, as
+	// the OTel specification names them (Sampler).
+	EnvTracesSampler    = "OTEL_TRACES_SAMPLER"
+	EnvTracesSamplerArg = "OTEL_TRACES_SAMPLER_ARG"
 )
 
 // Option configures Setup. Options are applied after the environment, so an
@@ -70,7 +72,8 @@ type config struct {
 	traces         signalEnv
 	metrics        signalEnv
 	processors     []sdktrace.SpanProcessor
-	sampler        sdktrace.Sampler
+	sampler        sdktrace.Sampler // WithSampler's
+	envSampler     sdktrace.Sampler // OTEL_TRACES_SAMPLER's
 	metricsAddr    string
 	metricsHandler bool
 	readers        []sdkmetric.Reader
@@ -192,9 +195,10 @@ func (c *config) labels() bool {
 // WithLookupEnv replaces os.LookupEnv (tests, or a program that reads its
 // settings from elsewhere) for the variables Setup reads itself, which
 // include the selection of exporters (OTEL_TRACES_EXPORTER,
-// OTEL_METRICS_EXPORTER, whether an OTLP endpoint is set). The exporters,
+// OTEL_METRICS_EXPORTER, whether an OTLP endpoint is set) and the sampler
+// (OTEL_TRACES_SAMPLER, OTEL_TRACES_SAMPLER_ARG). The exporters,
 // autoexport and the SDK read the values they use (OTEL_EXPORTER_OTLP_*,
-// OTEL_TRACES_SAMPLER, OTEL_BSP_*, …) from the process environment: a
+// OTEL_BSP_*, …) from the process environment: a
 // lookup that hides every variable selects no exporter, and one that
 // selects an exporter the process environment contradicts is a
 // *ConfigError.
@@ -228,6 +232,7 @@ type Telemetry struct {
 	traceFileProc  sdktrace.SpanProcessor // the trace file's writer, registered on sdkTP
 	resource       *resource.Resource     // sdkTP's
 	remoteWanted   bool                   // something set up here gets amdahl.remote=true spans
+	sampler        sdktrace.Sampler       // OTEL_TRACES_SAMPLER's, for a runtime's own tracer (Sampler)
 	// spansOnlyRegistered: only span processors registered after Setup
 	// would see a span (SpansOnlyForAttribution); spansOnlyFile: those
 	// and the trace file's writer (TraceFileOnly).
@@ -305,10 +310,17 @@ func Setup(ctx context.Context, opts ...Option) (*Telemetry, error) {
 	}
 
 	// Traces.
-	tpOpts := []sdktrace.TracerProviderOption{sdktrace.WithResource(res)}
-	if c.sampler != nil {
-		tpOpts = append(tpOpts, sdktrace.WithSampler(c.sampler))
+	// The sampler is always given: the SDK would otherwise read
+	// OTEL_TRACES_SAMPLER from the process environment, behind
+	// WithLookupEnv.
+	sampler := sdktrace.ParentBased(sdktrace.AlwaysSample()) // the SDK's default
+	switch {
+	case c.sampler != nil:
+		sampler = c.sampler
+	case c.envSampler != nil:
+		sampler, t.sampler = c.envSampler, c.envSampler
 	}
+	tpOpts := []sdktrace.TracerProviderOption{sdktrace.WithResource(res), sdktrace.WithSampler(sampler)}
 	for _, sp := range c.processors {
 		tpOpts = append(tpOpts, sdktrace.WithSpanProcessor(sp))
 	}
@@ -354,14 +366,11 @@ func Setup(ctx context.Context, opts ...Option) (*Telemetry, error) {
 		t.resource = res // the SDK only reports the merge's error, too
 	}
 	t.remoteWanted = c.recorder || c.traceFile != "" || len(c.processors) > 0 || (exp != nil && c.remoteSpans)
-	// The SDK reads its sampler from the process environment, whatever
-	// WithLookupEnv says.
-	_, samplerEnv := c.env(EnvTracesSampler)
-	if v, ok := os.LookupEnv(EnvTracesSampler); ok && strings.TrimSpace(v) != "" {
-		samplerEnv = true
-	}
+	// A sampler from the environment is one a runtime's own tracer
+	// applies (Sampler); one of the program's (WithSampler) may read
+	// what only the SDK's spans carry.
 	t.spansOnlyFile = !c.recorder && len(c.processors) == 0 && exp == nil &&
-		c.sampler == nil && !samplerEnv && c.pyroscope.ServerAddress == ""
+		c.sampler == nil && c.pyroscope.ServerAddress == ""
 	t.spansOnlyRegistered = t.spansOnlyFile && c.traceFile == ""
 
 	// Metrics: recorded when something reads them: /metrics (served at
@@ -456,6 +465,14 @@ func (c *config) fromEnv() error {
 		default:
 			return &ConfigError{Setting: EnvPhaseLabels, Value: v, Reason: "want true, false or auto"}
 		}
+	}
+	if v, ok := c.env(EnvTracesSampler); ok {
+		arg, _ := c.env(EnvTracesSamplerArg)
+		s, err := parseSampler(v, arg)
+		if err != nil {
+			return err
+		}
+		c.envSampler = s
 	}
 	if v, ok := c.env(EnvPyroscopeAddress); ok {
 		c.pyroscope.ServerAddress = v
@@ -708,14 +725,68 @@ func (t *Telemetry) RemoteSpansWanted() bool { return t != nil && t.sdkTP != nil
 // TracerProvider would reach nothing but the span processors registered
 // after Setup (RegisterSpanProcessor: a runtime's attribution): no
 // exporter (OTLP or console), no trace file, no recorder, no span
-// processor given to Setup, no sampler of the program's (WithSampler,
-// OTEL_TRACES_SAMPLER) and no Pyroscope (whose span_id labels come from
+// processor given to Setup, no sampler of the program's (WithSampler;
+// OTEL_TRACES_SAMPLER's is applied by the runtime's tracer: Sampler) and
+// no Pyroscope (whose span_id labels come from
 // the SDK's spans). A runtime then records its spans with its own tracer,
 // straight into its attribution, instead of the SDK's
 // (runtime.Config.UseTelemetry). False for a nil Telemetry or with the
 // SDK disabled.
 func (t *Telemetry) SpansOnlyForAttribution() bool {
 	return t != nil && t.sdkTP != nil && t.spansOnlyRegistered
+}
+
+// Sampler returns the sampler OTEL_TRACES_SAMPLER (and
+// OTEL_TRACES_SAMPLER_ARG) chose, which TracerProvider's spans are
+// sampled with, and which a runtime's own tracer must apply to the traces
+// it starts when it records them instead (SpansOnlyForAttribution,
+// TraceFileOnly; runtime.Config.Sampler). nil when the variable is not
+// set (the SDK's default: parent-based, always on), when the program gave
+// its own (WithSampler), for a nil Telemetry and with the SDK disabled.
+func (t *Telemetry) Sampler() sdktrace.Sampler {
+	if t == nil || t.sdkTP == nil {
+		return nil
+	}
+	return t.sampler
+}
+
+// parseSampler returns the sampler OTEL_TRACES_SAMPLER names, with arg
+// (OTEL_TRACES_SAMPLER_ARG, "" when unset) the ratio of the trace-id
+// ratio samplers (1 when unset), as the SDK reads them. Where the SDK
+// would log a bad name or ratio and go on with another sampler, it is a
+// *ConfigError: a run meant to sample a tenth of its traces must not
+// record all of them, or none, unnoticed.
+func parseSampler(name, arg string) (sdktrace.Sampler, error) {
+	ratio := func() (sdktrace.Sampler, error) {
+		if arg == "" {
+			return sdktrace.TraceIDRatioBased(1), nil
+		}
+		v, err := strconv.ParseFloat(arg, 64)
+		if err != nil || !(v >= 0 && v <= 1) {
+			return nil, &ConfigError{Setting: EnvTracesSamplerArg, Value: arg, Reason: "want a ratio from 0 to 1 for " + name}
+		}
+		return sdktrace.TraceIDRatioBased(v), nil
+	}
+	switch strings.ToLower(name) {
+	case "always_on":
+		return sdktrace.AlwaysSample(), nil
+	case "always_off":
+		return sdktrace.NeverSample(), nil
+	case "traceidratio":
+		return ratio()
+	case "parentbased_always_on":
+		return sdktrace.ParentBased(sdktrace.AlwaysSample()), nil
+	case "parentbased_always_off":
+		return sdktrace.ParentBased(sdktrace.NeverSample()), nil
+	case "parentbased_traceidratio":
+		s, err := ratio()
+		if err != nil {
+			return nil, err
+		}
+		return sdktrace.ParentBased(s), nil
+	}
+	return nil, &ConfigError{Setting: EnvTracesSampler, Value: name,
+		Reason: "want always_on, always_off, traceidratio, parentbased_always_on, parentbased_always_off or parentbased_traceidratio"}
 }
 
 // TraceFileOnly returns the span processor that writes the trace file

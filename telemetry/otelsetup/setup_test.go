@@ -672,3 +672,88 @@ func TestOTLPDropsCounted(t *testing.T) {
 		t.Error("nil Telemetry: got counts, want zero")
 	}
 }
+
+// TestSamplerFromEnvironment: OTEL_TRACES_SAMPLER and its argument are
+// read through the lookup, as the SDK would read them, and the tracer
+// provider samples with that sampler, which Sampler returns for a
+// runtime's own tracer; a bad name or ratio is a *ConfigError naming the
+// variable; a sampler of the program's wins and is not returned.
+func TestSamplerFromEnvironment(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name, arg string
+		want      string // the sampler's description; "" none
+		sampled   bool   // a root of TracerProvider's
+		bad       string // the setting named by the error
+	}{
+		{"", "", "", true, ""},
+		{"always_on", "", "AlwaysOnSampler", true, ""},
+		{"ALWAYS_OFF", "", "AlwaysOffSampler", false, ""},
+		{"traceidratio", "", "TraceIDRatioBased{1}", true, ""},
+		{"traceidratio", "0", "TraceIDRatioBased{0}", false, ""},
+		{"parentbased_traceidratio", "0.0", "ParentBased{root:TraceIDRatioBased{0}", false, ""},
+		{"traceidratio", " 1 ", "TraceIDRatioBased{1}", true, ""},
+		{"parentbased_always_off", "", "ParentBased{root:AlwaysOffSampler", false, ""},
+		{"parentbased_always_on", "", "ParentBased{root:AlwaysOnSampler", true, ""},
+		{"traceidratio", "1.5", "", false, EnvTracesSamplerArg},
+		{"parentbased_traceidratio", "tenth", "", false, EnvTracesSamplerArg},
+		{"traceidratio", "NaN", "", false, EnvTracesSamplerArg},
+		{"jaeger_remote", "", "", false, EnvTracesSampler},
+	} {
+		t.Run(tc.name+"/"+tc.arg, func(t *testing.T) {
+			tel, err := Setup(ctx, WithLookupEnv(envOf(map[string]string{EnvTracesSampler: tc.name, EnvTracesSamplerArg: tc.arg})))
+			if tc.bad != "" {
+				var ce *ConfigError
+				if !errors.As(err, &ce) || ce.Setting != tc.bad {
+					t.Fatalf("got %v, want a *ConfigError for %s", err, tc.bad)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer func() { _ = tel.Shutdown(ctx) }()
+			got := ""
+			if s := tel.Sampler(); s != nil {
+				got = s.Description()
+			}
+			if !strings.HasPrefix(got, tc.want) || (tc.want == "") != (got == "") {
+				t.Errorf("Sampler: %q, want %q", got, tc.want)
+			}
+			if tc.name != "" && !tel.SpansOnlyForAttribution() {
+				t.Error("a sampler from the environment took the runtime's own tracer away (SpansOnlyForAttribution false)")
+			}
+			_, span := tel.TracerProvider().Tracer("test").Start(ctx, "root")
+			defer span.End()
+			if got := span.SpanContext().IsSampled(); got != tc.sampled {
+				t.Errorf("a root is sampled: %v, want %v", got, tc.sampled)
+			}
+		})
+	}
+	t.Run("not behind the lookup", func(t *testing.T) {
+		// The SDK would read the process environment itself.
+		t.Setenv(EnvTracesSampler, "always_off")
+		tel, err := Setup(ctx, WithLookupEnv(noEnv))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _ = tel.Shutdown(ctx) }()
+		_, span := tel.TracerProvider().Tracer("test").Start(ctx, "root")
+		defer span.End()
+		if !span.SpanContext().IsSampled() || tel.Sampler() != nil {
+			t.Error("the process environment's OTEL_TRACES_SAMPLER was read behind WithLookupEnv")
+		}
+	})
+	t.Run("the program's", func(t *testing.T) {
+		tel, err := Setup(ctx, WithLookupEnv(envOf(map[string]string{EnvTracesSampler: "always_on"})), WithSampler(sdktrace.NeverSample()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _ = tel.Shutdown(ctx) }()
+		_, span := tel.TracerProvider().Tracer("test").Start(ctx, "root")
+		defer span.End()
+		if span.SpanContext().IsSampled() || tel.Sampler() != nil || tel.SpansOnlyForAttribution() {
+			t.Error("WithSampler's sampler did not win, or was handed to the runtime's own tracer")
+		}
+	})
+}
