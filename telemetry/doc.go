@@ -100,19 +100,26 @@
 //
 // # Sampling
 //
-// The sampler is the SDK's (OTEL_TRACES_SAMPLER, OTEL_TRACES_SAMPLER_ARG;
-// default parentbased_always_on, so every unit is sampled). A unit whose
-// root amdahl.work is not sampled is not recorded either: the built-in
-// samplers either record and sample or drop, its phase spans inherit the
-// decision (parentbased_*) or get the same one from the trace ID
-// (traceidratio), and no span of its trace reaches a span processor, the
-// trace file, OTLP or the in-memory recorder. The runtime's attribution
-// (runtime/collector.go) therefore never sees such a unit: when the root
-// ends, runtime.finish sees the root unsampled and drops the unit and its
-// tracked trace (dropUnit, collector.forget). What that leaves:
+// The sampler is OTEL_TRACES_SAMPLER's, with OTEL_TRACES_SAMPLER_ARG
+// (otelsetup reads them; default parentbased_always_on, so every unit is
+// sampled): the SDK's when it records the spans, and the runtime's own
+// tracer's when only the attribution (and the trace file) read them
+// (otelsetup.Telemetry.Sampler, runtime.Config.Sampler), which decides a
+// unit's root with it and makes every span under an unsampled one that
+// root's own non-recording span. A unit whose root amdahl.work is not
+// sampled is not recorded either: the built-in samplers either record and
+// sample or drop, its phase spans inherit the decision (parentbased_*) or
+// get the same one from the trace ID (traceidratio), and no span of its
+// trace reaches a span processor, the trace file, OTLP or the in-memory
+// recorder. The runtime's attribution (runtime/collector.go) therefore
+// never sees such a unit: Submit tracks only a sampled root's trace. What
+// that leaves:
 //
 //	amdahl.work.duration, amdahl.phase.duration   every unit, sampled or not (recorded by the phase API, not from spans)
-//	amdahl.phase.critical                         sampled units only (computed from the unit's spans)
+//	amdahl.phase.critical                         sampled units only (computed from the unit's spans): the
+//	                                              dashboards' q divides it by amdahl.work.duration, so under a
+//	                                              ratio sampler it reads low by that ratio (the terminal's and
+//	                                              the HTML's q are over the sampled units alone)
 //	Summary counts (submitted, ok, failed, …)     every unit
 //	Summary attribution (e2e quantiles, q, r)     sampled units only: a ratio sampler thins the sample, an
 //	                                              always_off one leaves units but no phase rows
