@@ -75,6 +75,12 @@ var (
 // sel is the label filter of every amdahl series (Grafana variables).
 const sel = `amdahl_scenario=~"$scenario", amdahl_variant=~"$variant"`
 
+// attributed, added to sel, keeps the work time of the units that
+// amdahl_phase_critical_seconds covers: under a sampler, a unit whose
+// trace was not sampled has amdahl_sampled="false" (telemetry.AttrSampled);
+// without one no series has the label. q's denominator.
+const attributed = `, amdahl_sampled!="false"`
+
 // svc keeps the series of the processes whose resource service.name is
 // $service_name: the Prometheus exporter puts resource attributes on
 // target_info only, joined by job and instance.
@@ -100,8 +106,11 @@ const (
 
 // variantRate is the rate of name over the window win for one variant
 // ($baseline or $candidate) instead of the $variant selection.
-func variantRate(name, variant, win string) string {
-	return `(rate(` + name + `{amdahl_scenario=~"$scenario", amdahl_variant="` + variant + `"}[` + win + `])` + svc + `)`
+func variantRate(name, variant, win string) string { return variantRateOf(name, "", variant, win) }
+
+// variantRateOf is variantRate of the series name{…, extra}.
+func variantRateOf(name, extra, variant, win string) string {
+	return `(rate(` + name + `{amdahl_scenario=~"$scenario", amdahl_variant="` + variant + `"` + extra + `}[` + win + `])` + svc + `)`
 }
 
 // Windows: $__rate_interval for time series; $__range for the A/B
@@ -116,7 +125,7 @@ const (
 var (
 	// QCritical is each row's critical-path share q over the time range.
 	QCritical = `sum by (` + row + `) ` + rateOver("amdahl_phase_critical_seconds_sum", "", winRange) +
-		` / ignoring(` + row + `) group_left sum(` + rateOver("amdahl_work_duration_seconds_sum", "", winRange) + `)`
+		` / ignoring(` + row + `) group_left sum(` + rateOver("amdahl_work_duration_seconds_sum", attributed, winRange) + `)`
 	// QNaive is each row's naive share (span time / e2e time) over the
 	// time range.
 	QNaive = `sum by (` + row + `) ` + rateOver("amdahl_phase_duration_seconds_sum", "", winRange) +
@@ -124,13 +133,13 @@ var (
 	// QCriticalPerWork is each row's mean critical time per unit of work,
 	// by variant, over the time range.
 	QCriticalPerWork = `sum by (` + row + `, amdahl_variant) ` + rateOver("amdahl_phase_critical_seconds_sum", "", winRange) +
-		` / ignoring(` + row + `) group_left sum by (amdahl_variant) ` + rateOver("amdahl_work_duration_seconds_count", "", winRange)
+		` / ignoring(` + row + `) group_left sum by (amdahl_variant) ` + rateOver("amdahl_work_duration_seconds_count", attributed, winRange)
 )
 
 // qOf is q of one variant over win.
 func qOf(variant, win string) string {
 	return `sum by (` + row + `) ` + variantRate("amdahl_phase_critical_seconds_sum", variant, win) +
-		` / ignoring(` + row + `) group_left sum(` + variantRate("amdahl_work_duration_seconds_sum", variant, win) + `)`
+		` / ignoring(` + row + `) group_left sum(` + variantRateOf("amdahl_work_duration_seconds_sum", attributed, variant, win) + `)`
 }
 
 // rOf is each row's r = 1 − mean span duration in $candidate / in
@@ -249,7 +258,7 @@ func Attribution() (dashboard.Dashboard, error) {
 			WithTarget(promQuery("A", QCriticalPerWork, "").Instant().Format(prometheus.PromQueryFormatTable))).
 		WithPanel(series(8, "Critical-path share q over time", "percentunit").
 			WithTarget(promQuery("A", `sum by (`+row+`) `+rate("amdahl_phase_critical_seconds_sum", "")+
-				` / ignoring(`+row+`) group_left sum(`+rate("amdahl_work_duration_seconds_sum", "")+`)`, rowLegend))).
+				` / ignoring(`+row+`) group_left sum(`+rate("amdahl_work_duration_seconds_sum", attributed)+`)`, rowLegend))).
 		WithRow(dashboard.NewRowBuilder("A/B: $candidate against $baseline, over the time range")).
 		WithPanel(bargauge.NewPanelBuilder().Id(4).Title("r per row: 1 − mean span time in $candidate / in $baseline").Unit("percentunit").
 			Orientation(common.VizOrientationHorizontal).Datasource(promDS).

@@ -61,6 +61,7 @@
 // ScopeName:
 //
 //	amdahl.work.duration   s  component attributes + amdahl.outcome        → amdahl_work_duration_seconds_*
+//	                          (+ amdahl.sampled=false for a unit whose trace was not sampled)
 //	amdahl.phase.duration  s  amdahl.component, .phase, .direction + component attributes → amdahl_phase_duration_seconds_*
 //	amdahl.phase.critical  s  same as amdahl.phase.duration                → amdahl_phase_critical_seconds_*
 //	                          (amdahl.component is the row's: a unit's critical path crosses ipc, taskhost, chunking, runtime)
@@ -117,9 +118,9 @@
 //
 //	amdahl.work.duration, amdahl.phase.duration   every unit, sampled or not (recorded by the phase API, not from spans)
 //	amdahl.phase.critical                         sampled units only (computed from the unit's spans): the
-//	                                              dashboards' q divides it by amdahl.work.duration, so under a
-//	                                              ratio sampler it reads low by that ratio (the terminal's and
-//	                                              the HTML's q are over the sampled units alone)
+//	                                              dashboards' q divides it by the amdahl.work.duration of the
+//	                                              units not marked amdahl.sampled=false, so q is over the
+//	                                              sampled units, as the terminal's and the HTML's are
 //	Summary counts (submitted, ok, failed, …)     every unit
 //	Summary attribution (e2e quantiles, q, r)     sampled units only: a ratio sampler thins the sample, an
 //	                                              always_off one leaves units but no phase rows

@@ -32,6 +32,10 @@ const (
 	AttrScenario  attribute.Key = "amdahl.scenario"
 	AttrVariant   attribute.Key = "amdahl.variant"
 	AttrOutcome   attribute.Key = "amdahl.outcome"
+	// AttrSampled is false on amdahl.work.duration for a unit whose trace
+	// was not sampled, and absent otherwise: q's denominator is the work
+	// time of the units amdahl.phase.critical covers (sampled ones).
+	AttrSampled attribute.Key = "amdahl.sampled"
 	// Span-only: never put these on metrics.
 	AttrWorkID = attribute.Key("amdahl.work.id")
 	AttrBytes  = attribute.Key("amdahl.bytes")

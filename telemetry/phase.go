@@ -163,6 +163,8 @@ type Component struct {
 
 	workOpts   []trace.SpanStartOption
 	workMetric [len(outcomeNames)]metric.RecordOption
+	// workUnsampled: workMetric's, with amdahl.sampled=false.
+	workUnsampled [len(outcomeNames)]metric.RecordOption
 
 	attrs    []attribute.KeyValue
 	critOpts sync.Map // criticalKey -> metric.RecordOption
@@ -257,6 +259,7 @@ func NewComponent(name string, cfg ComponentConfig) (*Component, error) {
 	for o := range outcomeNames {
 		kv := append(append([]attribute.KeyValue(nil), cfg.Attributes...), AttrOutcome.String(outcomeNames[o]))
 		c.workMetric[o] = metric.WithAttributeSet(attribute.NewSet(kv...))
+		c.workUnsampled[o] = metric.WithAttributeSet(attribute.NewSet(append(kv, AttrSampled.Bool(false))...))
 	}
 	return c, nil
 }
@@ -689,7 +692,12 @@ func (w WorkSpan) End(o Outcome, err error) time.Duration {
 	w.span.SetAttributes(outcomeAttrs[o]...)
 	w.c.endSpan(w.span, now, err)
 	if w.c.metrics {
-		w.c.workHist.Record(w.ctx, d.Seconds(), w.c.workMetric[o])
+		opt := w.c.workMetric[o]
+		if !w.span.SpanContext().IsSampled() {
+			// Not attributed: amdahl.phase.critical has none of it.
+			opt = w.c.workUnsampled[o]
+		}
+		w.c.workHist.Record(w.ctx, d.Seconds(), opt)
 	}
 	return d
 }

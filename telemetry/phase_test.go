@@ -3,6 +3,8 @@ package telemetry
 import (
 	"context"
 	"errors"
+	"fmt"
+	"maps"
 	"runtime/pprof"
 	"strings"
 	"testing"
@@ -432,5 +434,49 @@ func TestLeafSpanLikePhase(t *testing.T) {
 	}
 	if n != 3 {
 		t.Errorf("%s recorded %d times, want 3 (a phase and two leaves)", MetricPhaseDuration, n)
+	}
+}
+
+// TestWorkDurationMarksUnsampledUnits: amdahl.work.duration of a unit
+// whose root was not sampled carries amdahl.sampled=false (the dashboards
+// leave it out of q's denominator, as amdahl.phase.critical has none of
+// it); a sampled unit's carries no such attribute.
+func TestWorkDurationMarksUnsampledUnits(t *testing.T) {
+	ctx := context.Background()
+	reader := sdkmetric.NewManualReader()
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+	defer func() { _ = mp.Shutdown(ctx) }()
+	for _, sampled := range []bool{true, false, false} {
+		s := sdktrace.NeverSample()
+		if sampled {
+			s = sdktrace.AlwaysSample()
+		}
+		tp := sdktrace.NewTracerProvider(sdktrace.WithSampler(s))
+		c, err := NewComponent("runtime", ComponentConfig{TracerProvider: tp, MeterProvider: mp})
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, w := c.StartWork(ctx)
+		w.End(OK, nil)
+		_ = tp.Shutdown(ctx)
+	}
+	var rm metricdata.ResourceMetrics
+	if err := reader.Collect(ctx, &rm); err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]uint64{}
+	for _, sm := range rm.ScopeMetrics {
+		for _, m := range sm.Metrics {
+			if m.Name != MetricWorkDuration {
+				continue
+			}
+			for _, dp := range m.Data.(metricdata.Histogram[float64]).DataPoints {
+				v, ok := dp.Attributes.Value(AttrSampled)
+				got[fmt.Sprintf("%v %s", ok, v.Emit())] += dp.Count
+			}
+		}
+	}
+	if want := map[string]uint64{"false ": 1, "true false": 2}; !maps.Equal(got, want) {
+		t.Errorf("work durations by amdahl.sampled (present, value): %v, want %v", got, want)
 	}
 }

@@ -245,7 +245,7 @@ func TestJSONFullyPopulated(t *testing.T) {
 	for name, v := range map[string]any{
 		"summary": runtime.Summary{SchemaVersion: sv, Settings: map[string]string{"ipc.buffer": "1MiB"},
 			Failures: map[string]int{"oversized action": 1}, Examples: map[string]string{"oversized action": "…"},
-			Attribution: rep, Kinds: map[string]attribution.Report{"taskhost": rep}},
+			Attribution: rep, Kinds: map[string]attribution.Report{"taskhost": rep}, Sampler: "AlwaysOnSampler"},
 		"ab": abResult{SchemaVersion: sv, Baseline: map[string]string{"a.b": "c"}, Candidate: map[string]string{"a.b": "d"}, Differ: []string{"a.b"},
 			Runs: []abRun{{Side: "baseline"}}, Comparison: cmp, WallGain: iv, ThroughputUp: iv,
 			Causal: []attribution.Causal{{Row: "taskhost.execute", Weight: iv, Added: 100}}},

@@ -453,3 +453,29 @@ func TestRunExportsOTLP(t *testing.T) {
 		}
 	}
 }
+
+// TestSummarySaysWhatWasSampled: under a sampler the run's table says
+// how many of its units the attribution covers, with the variables that
+// chose them; without one it says nothing of sampling.
+func TestSummarySaysWhatWasSampled(t *testing.T) {
+	t.Setenv("OTEL_TRACES_SAMPLER", "parentbased_traceidratio")
+	t.Setenv("OTEL_TRACES_SAMPLER_ARG", "0.25")
+	s := runtime.Summary{Submitted: 2000, OK: 2000, Sampler: "ParentBased{root:TraceIDRatioBased{0.25}}",
+		Attribution: attribution.Report{Works: 500}}
+	var b strings.Builder
+	if err := writeSummary(&b, s, "", ""); err != nil {
+		t.Fatal(err)
+	}
+	want := "traces sampled (OTEL_TRACES_SAMPLER=parentbased_traceidratio OTEL_TRACES_SAMPLER_ARG=0.25): attribution covers 500 of 2000 units\n"
+	if !strings.Contains(b.String(), want) {
+		t.Errorf("the table lacks %q:\n%s", want, b.String())
+	}
+	s.Sampler = ""
+	b.Reset()
+	if err := writeSummary(&b, s, "", ""); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(b.String(), "sampled") {
+		t.Errorf("without a sampler the table speaks of sampling:\n%s", b.String())
+	}
+}
