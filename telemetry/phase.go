@@ -169,6 +169,10 @@ type Component struct {
 	attrs    []attribute.KeyValue
 	critOpts sync.Map // criticalKey -> metric.RecordOption
 	delay    [NumPhases + 1]time.Duration
+	// quiet[p]: a phase p of this component records nothing but its span
+	// (a PhaseTracer's, no metrics, labels or delay): under a parent
+	// sampled out it is skipped whole (unrecorded).
+	quiet [NumPhases + 1]bool
 }
 
 type criticalKey struct {
@@ -227,6 +231,9 @@ func NewComponent(name string, cfg ComponentConfig) (*Component, error) {
 			return nil, fmt.Errorf("telemetry: component %s: delay %v for %v: want a phase and a duration ≥ 0", name, d, p)
 		}
 		c.delay[p] = d
+	}
+	for p := range c.quiet {
+		c.quiet[p] = c.fast != nil && !c.metrics && !c.labels && c.delay[p] == 0
 	}
 	var err error
 	if c.phaseHist, c.criticalHist, c.workHist, err = instruments(cfg.MeterProvider); err != nil {
@@ -422,6 +429,9 @@ func (c *Component) startLeaf(ctx context.Context, p Phase, d Direction, labels 
 	if !p.Valid() || d > Reply {
 		panic(fmt.Sprintf("telemetry: StartLeaf(%v, %v): invalid phase or direction", p, d))
 	}
+	if span, ok := c.unrecorded(ctx, p); ok {
+		return PhaseSpan{span: span}
+	}
 	ps := PhaseSpan{c: c, ctx: ctx, start: time.Now(), phase: p, dir: d, leaf: true}
 	if labels {
 		_, ps = ps.setLabels(ctx)
@@ -446,6 +456,9 @@ func (c *Component) StartDetached(ctx context.Context, p Phase, d Direction) (co
 // start starts the span of phase p (direction d) as a child of the span in ctx.
 func (c *Component) start(ctx context.Context, p Phase, d Direction) (context.Context, PhaseSpan) {
 	parent := ctx
+	if span, ok := c.unrecorded(ctx, p); ok {
+		return ctx, PhaseSpan{span: span}
+	}
 	if c.fast != nil {
 		now := time.Now()
 		ctx, span := c.fast.StartPhaseSpan(ctx, c.spanNames[p][d], c.name, p, d, now)
@@ -453,6 +466,22 @@ func (c *Component) start(ctx context.Context, p Phase, d Direction) (context.Co
 	}
 	ctx, span := c.tracer.Start(ctx, c.spanNames[p][d], c.spanOpts[p][d]...)
 	return ctx, PhaseSpan{c: c, ctx: parent, span: span, start: time.Now(), phase: p, dir: d}
+}
+
+// unrecorded returns the span in ctx when phase p under it would record
+// nothing at all: the component records nothing of p but its span
+// (quiet), and that span is sampled out (valid, not sampled, not
+// recording), under which a PhaseTracer (the runtime's own tracer) makes
+// no span. Such a phase is a disabled PhaseSpan over that span: it reads
+// no clock, its End returns 0, and its Span is the parent's, whose
+// context it propagates.
+func (c *Component) unrecorded(ctx context.Context, p Phase) (trace.Span, bool) {
+	if !c.quiet[p] {
+		return nil, false
+	}
+	span := trace.SpanFromContext(ctx)
+	sc := span.SpanContext()
+	return span, sc.IsValid() && !sc.IsSampled() && !span.IsRecording()
 }
 
 func hasLabels(ctx context.Context) bool {

@@ -293,3 +293,56 @@ func TestOffTracer(t *testing.T) {
 		t.Errorf("two phases with an attribute each allocate %v times with the no-op provider, want at most 2", n)
 	}
 }
+
+// TestSampledOutPhases: through a PhaseTracer, a phase under a span
+// sampled out (valid, unsampled, not recording) is not handed to the
+// tracer at all and reads no clock (End returns 0); its Span is the
+// parent's. A phase the component records anything else of (metrics,
+// labels, a delay) or under a sampled parent goes to the tracer as ever.
+func TestSampledOutPhases(t *testing.T) {
+	out := trace.ContextWithSpanContext(context.Background(), trace.NewSpanContext(trace.SpanContextConfig{
+		TraceID: trace.TraceID{1}, SpanID: trace.SpanID{2}}))
+	in := trace.ContextWithSpanContext(context.Background(), trace.NewSpanContext(trace.SpanContextConfig{
+		TraceID: trace.TraceID{1}, SpanID: trace.SpanID{2}, TraceFlags: trace.FlagsSampled}))
+	for _, tc := range []struct {
+		name   string
+		ctx    context.Context
+		cfg    ComponentConfig
+		handed bool
+	}{
+		{"sampled out", out, ComponentConfig{MeterProvider: metricnoop.NewMeterProvider()}, false},
+		{"sampled", in, ComponentConfig{MeterProvider: metricnoop.NewMeterProvider()}, true},
+		{"sampled out, labels", out, ComponentConfig{MeterProvider: metricnoop.NewMeterProvider(), PhaseLabels: true}, true},
+		{"sampled out, a delay", out, ComponentConfig{MeterProvider: metricnoop.NewMeterProvider(), Delay: map[Phase]time.Duration{Send: time.Nanosecond, Serialize: time.Nanosecond}}, true},
+		{"sampled out, metrics", out, ComponentConfig{MeterProvider: metricnoopless{}}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := &fakePhaseTracer{}
+			tc.cfg.TracerProvider = f
+			c, err := NewComponent("ipc", tc.cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, ph := c.StartPhase(tc.ctx, Serialize, Request)
+			d := ph.End()
+			lf := c.StartLeaf(tc.ctx, Send, Request)
+			lf.End()
+			handed := len(f.started)+len(f.recorded) > 0
+			if handed != tc.handed {
+				t.Fatalf("handed to the tracer: %v (started %q, recorded %q), want %v", handed, f.started, f.recorded, tc.handed)
+			}
+			if !tc.handed {
+				if d != 0 || !ph.Start().IsZero() {
+					t.Errorf("a sampled-out phase read the clock: start %v, duration %v", ph.Start(), d)
+				}
+				if got := ph.Span().SpanContext(); !got.Equal(trace.SpanContextFromContext(tc.ctx)) {
+					t.Errorf("a sampled-out phase's span context %v, want its parent's", got)
+				}
+			}
+		})
+	}
+}
+
+// metricnoopless is a meter provider that is not the no-op one: a
+// Component records metrics on it.
+type metricnoopless struct{ metricnoop.MeterProvider }
