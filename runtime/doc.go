@@ -56,10 +56,12 @@
 //
 // The runtime keeps the spans of units in flight as compact
 // attribution.Spans. When nothing but the attribution reads the spans (no
-// exporter, trace file, recorder, span processor, sampler or Pyroscope:
-// Config.TracerProvider nil, which UseTelemetry leaves so when
-// otelsetup's SpansOnlyForAttribution says so), the runtime traces with
-// its own tracer (tracer.go), whose spans are those compact records from
+// exporter, trace file, recorder, span processor, sampler of the
+// program's or Pyroscope: Config.TracerProvider nil, which UseTelemetry
+// leaves so when otelsetup's SpansOnlyForAttribution says so), the
+// runtime traces with its own tracer (tracer.go), which samples each
+// unit's root with OTEL_TRACES_SAMPLER's sampler (Config.Sampler; every
+// unit without one) and whose spans are those compact records from
 // the start, with real W3C span contexts, and go to the accounting when
 // they end: no SDK span is made, and the phase API hands it its phases
 // whole (telemetry.PhaseTracer: no span options, and no span at all for a
