@@ -1089,8 +1089,9 @@ type Summary struct {
 	// were sampled.
 	Attribution attribution.Report `json:"attribution"`
 	// Sampler describes the sampler that chose those units
-	// (Config.Sampler: OTEL_TRACES_SAMPLER), "" when there was none (every
-	// unit's trace sampled, or a TracerProvider's sampler decided).
+	// (Config.Sampler: OTEL_TRACES_SAMPLER, whether the runtime's own
+	// tracer or the SDK's applied it), "" when Config.Sampler was nil
+	// (every unit's trace sampled, or a caller's TracerProvider decided).
 	Sampler string `json:"sampler,omitempty"`
 	// Kinds is the same attribution per kind of unit ("taskhost",
 	// "fanout"), when the run had more than one.
