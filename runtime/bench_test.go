@@ -2,12 +2,15 @@ package runtime
 
 import (
 	"context"
+	"flag"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	goruntime "runtime"
 	"runtime/pprof"
 	"slices"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -549,6 +552,20 @@ func benchPool(b *testing.B) (*pool, Settings, Config) {
 // one CPU profile of the benchmark splits into the two arms' profiles,
 // sampled over the same seconds: -cpuprofile, then go tool pprof
 // -tagfocus arm=on (and arm=off).
+//
+// With -tax.calibrate=D (after -args) a third arm runs in the same rounds,
+// the order rotated over the three: telemetry off, as the off arm, and D of
+// CPU spent on the worker's path per unit (a loop of arithmetic, in
+// OnResult, after the unit's e2e was taken; pprof label arm=cal). It says
+// what D of the runtime's own CPU per unit costs on this machine, as
+// telemetry's would, so that the tax reads as CPU: cal-thr-ratio, cal-lo,
+// cal-hi and cal-p50-ratio, cal-cpu-ratio (cal/off, as the tax's on/off);
+// cal-cpu-us (the cal arm's CPU per unit over off's: about D if a µs spent
+// costs a µs); on-cpu-us (the same for telemetry: its CPU per unit); and
+// tax-us, telemetry's throughput tax in µs of such CPU (D times the log of
+// thr-ratio over the log of cal-thr-ratio; a point estimate).
+//
+//	go test -run '^$' -bench TelemetryTax/scenario=taskhost -benchtime 240x ./runtime/ -args -tax.calibrate=5us
 func BenchmarkTelemetryTax(b *testing.B) {
 	for _, tc := range []struct {
 		scenario string
@@ -561,6 +578,8 @@ func BenchmarkTelemetryTax(b *testing.B) {
 	}
 }
 
+var taxCalibrate = flag.Duration("tax.calibrate", 0, "BenchmarkTelemetryTax: run a third arm, telemetry off with this much CPU spent per unit on the worker's path")
+
 // taxArm is one arm of BenchmarkTelemetryTax: a Runtime, its units and
 // their results.
 type taxArm struct {
@@ -571,7 +590,10 @@ type taxArm struct {
 	units   int // submitted so far
 }
 
-func newTaxArm(b *testing.B, sc *scenario.Scenario, set Settings, disabled bool, block int) *taxArm {
+// newTaxArm returns an arm with telemetry on, or off (disabled); with
+// spin > 0 (and disabled) the calibration arm, which spends spin of CPU
+// per unit on the worker's path.
+func newTaxArm(b *testing.B, sc *scenario.Scenario, set Settings, disabled bool, block int, spin time.Duration) *taxArm {
 	ctx := context.Background()
 	tel, err := otelsetup.Setup(ctx, otelsetup.WithLookupEnv(noEnv), otelsetup.WithSDKDisabled(disabled))
 	if err != nil {
@@ -585,11 +607,21 @@ func newTaxArm(b *testing.B, sc *scenario.Scenario, set Settings, disabled bool,
 		cfg.HostEnv = append(cfg.HostEnv, otelsetup.EnvSDKDisabled+"=true")
 	}
 	arm := pprof.Labels("arm", "on")
-	if disabled {
+	switch {
+	case spin > 0:
+		arm = pprof.Labels("arm", "cal")
+	case disabled:
 		arm = pprof.Labels("arm", "off")
 	}
 	a := &taxArm{labels: pprof.WithLabels(ctx, arm), gen: sc.NewGenerator(), results: make(chan Result, block)}
 	cfg.OnResult = func(res Result) { a.results <- res } // never blocks: a block's results fit
+	if spin > 0 {
+		n := spinIterations(spin)
+		cfg.OnResult = func(res Result) {
+			spinFor(n)
+			a.results <- res
+		}
+	}
 	// The runtime's goroutines (workers, accounting, and those its task
 	// hosts' connections start) inherit the label from New's.
 	pprof.Do(ctx, arm, func(context.Context) { a.r, err = New(ctx, cfg) })
@@ -683,28 +715,35 @@ func benchTelemetryTax(b *testing.B, name string, block int) {
 		b.Fatal(err)
 	}
 	set := testSettings(b)
-	on := newTaxArm(b, sc, set, false, block)
-	off := newTaxArm(b, sc, set, true, block)
-	on.runBlock(b, block) // warm-up: hosts started, buffers grown, shapes learnt
-	off.runBlock(b, block)
+	// Arm 0 is on, 1 off, 2 (with -tax.calibrate) the calibration arm.
+	arms := []*taxArm{newTaxArm(b, sc, set, false, block, 0), newTaxArm(b, sc, set, true, block, 0)}
+	if *taxCalibrate > 0 {
+		arms = append(arms, newTaxArm(b, sc, set, true, block, *taxCalibrate))
+	}
+	for _, a := range arms {
+		a.runBlock(b, block) // warm-up: hosts started, buffers grown, shapes learnt
+	}
 
-	// Per arm (0 on, 1 off), per round: throughput, e2e p50, CPU per
-	// unit, host busy, runtime/host CPU.
+	// Per arm, per round: throughput, e2e p50, CPU per unit, host busy,
+	// runtime/host CPU.
 	const nMeasures = 5
-	var m [2][nMeasures][]float64
+	m := make([][nMeasures][]float64, len(arms))
 	hosts := true
 	round := 0
+	order := slices.Clone(arms)
 	for b.Loop() {
-		arms := [2]*taxArm{on, off}
-		if round%2 == 1 {
-			arms[0], arms[1] = off, on
+		// Each arm first, second (and third) as often as the others:
+		// rotated by one each round, reversed every other cycle.
+		copy(order, arms)
+		for range round % len(arms) {
+			order = append(order[1:], order[0])
 		}
-		for _, a := range arms {
+		if (round/len(arms))%2 == 1 {
+			slices.Reverse(order)
+		}
+		for _, a := range order {
 			blk := a.runBlock(b, block)
-			k := 0
-			if a == off {
-				k = 1
-			}
+			k := slices.Index(arms, a)
 			thr, cpu, hostCPU := float64(block)/blk.elapsed.Seconds(), float64(blk.cpu)/float64(block), float64(blk.hostCPU)/float64(block)
 			hosts = hosts && hostCPU > 0
 			for i, v := range [nMeasures]float64{thr, float64(blk.p50), cpu, thr * hostCPU, cpu / hostCPU} {
@@ -714,24 +753,83 @@ func benchTelemetryTax(b *testing.B, name string, block int) {
 		round++
 	}
 	b.StopTimer()
-	if got, want := on.r.Summary().Attribution.Works, on.units; got != want {
+	if got, want := arms[0].r.Summary().Attribution.Works, arms[0].units; got != want {
 		b.Fatalf("attribution covers %d units of the on arm, want %d", got, want)
 	}
 	if round < 2 {
 		b.Logf("%d round: the ratios need two or more (-benchtime 100x)", round)
 		return
 	}
+	// ratio reports the geometric mean of arm k's over off's, per round,
+	// with its 95 % interval (MeanGain's paired gain is 1 - e^d, d the
+	// mean log ratio).
+	ratio := func(k, i int, name, lo, hi string) float64 {
+		g := attribution.MeanGain(m[1][i], m[k][i], attribution.CompareOptions{Paired: true})
+		b.ReportMetric(1-g.Value, name)
+		if lo != "" {
+			b.ReportMetric(1-g.Hi, lo)
+			b.ReportMetric(1-g.Lo, hi)
+		}
+		return 1 - g.Value
+	}
+	var thr float64
 	for i, name := range [nMeasures]string{"thr", "p50", "cpu", "busy", "rt/host"} {
 		if i >= 3 && !hosts {
 			break
 		}
-		// MeanGain's paired gain is 1 - e^d, d the mean log(on/off).
-		g := attribution.MeanGain(m[1][i], m[0][i], attribution.CompareOptions{Paired: true})
-		b.ReportMetric(1-g.Value, name+"-ratio")
-		b.ReportMetric(1-g.Hi, name+"-lo")
-		b.ReportMetric(1-g.Lo, name+"-hi")
+		r := ratio(0, i, name+"-ratio", name+"-lo", name+"-hi")
+		if i == 0 {
+			thr = r
+		}
 	}
 	median := func(xs []float64) float64 { s := slices.Sorted(slices.Values(xs)); return s[len(s)/2] }
 	b.ReportMetric(median(m[0][0]), "on-units/s")
 	b.ReportMetric(median(m[1][0]), "off-units/s")
+	if len(arms) < 3 {
+		return
+	}
+	calThr := ratio(2, 0, "cal-thr-ratio", "cal-lo", "cal-hi")
+	ratio(2, 1, "cal-p50-ratio", "", "")
+	ratio(2, 2, "cal-cpu-ratio", "", "")
+	// CPU per unit over off's, in µs: the median of the rounds' differences.
+	extra := func(k int) float64 {
+		d := make([]float64, len(m[k][2]))
+		for r := range d {
+			d[r] = m[k][2][r] - m[1][2][r]
+		}
+		return median(d) / 1e3
+	}
+	b.ReportMetric(extra(2), "cal-cpu-us")
+	b.ReportMetric(extra(0), "on-cpu-us")
+	if calThr < 1 {
+		b.ReportMetric(taxCalibrate.Seconds()*1e6*math.Log(thr)/math.Log(calThr), "tax-us")
+	}
+}
+
+// spinIterations returns how many rounds of spinFor take about d of CPU on
+// this machine, timed over 20 ms now (the benchmark calls it before its
+// rounds, with nothing else running).
+func spinIterations(d time.Duration) int {
+	const probe = 1 << 16
+	n, start := 0, time.Now()
+	for time.Since(start) < 20*time.Millisecond {
+		spinFor(probe)
+		n += probe
+	}
+	return max(1, int(float64(n)*d.Seconds()/time.Since(start).Seconds()))
+}
+
+// spinSink keeps spinFor's result alive, so the compiler keeps its loop.
+var spinSink atomic.Uint64
+
+// spinFor runs n rounds of a xorshift generator: CPU and registers only,
+// no memory beyond them.
+func spinFor(n int) {
+	x := uint64(88172645463325252)
+	for range n {
+		x ^= x << 13
+		x ^= x >> 7
+		x ^= x << 17
+	}
+	spinSink.Add(x)
 }
