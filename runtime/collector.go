@@ -103,17 +103,23 @@ type flushWaiter struct {
 // slice's capacity; gatherDelay is how long the woken goroutine lets
 // units gather, hurryAt how many waiting units end that early.
 //
-// The slices are kept small and few: the units that gather between two
-// passes (a few hundred at 50 ms) are written on the workers' cores and
-// read on the accounting goroutine's, and what they hold beyond their
-// spans only takes cache from the task hosts and the workers. With 16 and
-// 32 (against 32 and 256) a taskhost run's throughput was 1.3 %
-// [0.0, 2.7] higher and the runtime's CPU per unit 1.9 % [0.3, 3.5]
-// lower; mixed's did not move (BenchmarkTelemetryTax, a third arm with
-// the new sizes, 360 and 300 rounds; runtime/README.md).
+// The slices are kept small: the units that gather between two passes (a
+// few hundred at 50 ms) are written on the workers' cores and read on the
+// accounting goroutine's, and what they hold beyond their spans only takes
+// cache from the task hosts and the workers. With 16 and 32 kept (against
+// 32 and 256) a taskhost run's throughput was 1.3 % [0.0, 2.7] higher and
+// the runtime's CPU per unit 1.9 % [0.3, 3.5] lower; mixed's did not move
+// (BenchmarkTelemetryTax, a third arm with the new sizes, 360 and 300
+// rounds; runtime/README.md). Every slice of spansPerUnit a pass hands
+// back is kept (up to maxFreeUnits: as many as can wait for a pass, and
+// 1.5 MiB): a new one was 0.9 µs of a taskhost unit's 9 µs of telemetry
+// in the parent (perf of a 20,000-unit run: its allocation, zeroing and
+// page faults), a pass hands back a few hundred and only maxFree were
+// kept. Larger slices (a fanout unit's) are kept up to maxFree.
 const (
 	maxQueuedUnits = 1024
 	maxFree        = 32
+	maxFreeUnits   = maxQueuedUnits
 	spansPerUnit   = 16 // a taskhost unit has 12; a unit with more grows its slice
 	gatherDelay    = 50 * time.Millisecond
 	hurryAt        = maxQueuedUnits / 2
@@ -181,7 +187,7 @@ func (c *collector) releaseBufLocked(buf *unitBuf) handoff {
 	delete(c.traces, buf.id)
 	h := handoff{buf.spans, buf.owner}
 	buf.id, buf.spans, buf.owner = trace.TraceID{}, nil, nil
-	if len(c.bufs) < maxFree {
+	if len(c.bufs) < maxFreeUnits {
 		c.bufs = append(c.bufs, buf)
 	}
 	return h
@@ -201,7 +207,7 @@ func (c *collector) bufLocked(buf *unitBuf, id trace.TraceID) *unitBuf {
 }
 
 func (c *collector) recycleLocked(spans []attribution.Span) {
-	if len(c.free) < maxFree && cap(spans) <= 4*spansPerUnit {
+	if n := len(c.free); n < maxFree && cap(spans) <= 4*spansPerUnit || n < maxFreeUnits && cap(spans) == spansPerUnit {
 		c.free = append(c.free, spans[:0])
 	}
 }
