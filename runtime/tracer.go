@@ -236,6 +236,11 @@ func (p phaseTracer) RecordPhaseSpan(ctx context.Context, name, component string
 // PhaseAttributes implements telemetry.PhaseTracer.
 func (p phaseTracer) PhaseAttributes() bool { return p.attrs }
 
+// SamplesOut tells a telemetry.Component whether to look for a sampled-out
+// parent before each phase: only with a sampler (Config.Sampler); without
+// one every root is sampled, and so is every child of a sampled parent.
+func (p phaseTracer) SamplesOut() bool { return p.t.sampler != nil }
+
 // EndPhaseSpan implements telemetry.PhaseTracer.
 func (p phaseTracer) EndPhaseSpan(span trace.Span, end time.Time) { endPhaseSpan(span, end) }
 

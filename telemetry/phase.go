@@ -170,8 +170,9 @@ type Component struct {
 	critOpts sync.Map // criticalKey -> metric.RecordOption
 	delay    [NumPhases + 1]time.Duration
 	// quiet[p]: a phase p of this component records nothing but its span
-	// (a PhaseTracer's, no metrics, labels or delay): under a parent
-	// sampled out it is skipped whole (unrecorded).
+	// (a PhaseTracer's, no metrics, labels or delay) and the tracer may
+	// sample spans out: under a parent sampled out it is skipped whole
+	// (unrecorded).
 	quiet [NumPhases + 1]bool
 }
 
@@ -233,7 +234,7 @@ func NewComponent(name string, cfg ComponentConfig) (*Component, error) {
 		c.delay[p] = d
 	}
 	for p := range c.quiet {
-		c.quiet[p] = c.fast != nil && !c.metrics && !c.labels && c.delay[p] == 0
+		c.quiet[p] = c.fast != nil && samplesOut(c.fast) && !c.metrics && !c.labels && c.delay[p] == 0
 	}
 	var err error
 	if c.phaseHist, c.criticalHist, c.workHist, err = instruments(cfg.MeterProvider); err != nil {

@@ -40,6 +40,27 @@ type PhaseTracer interface {
 	PhaseAttributes() bool
 }
 
+// A PhaseTracer may also say whether it samples spans out on its own
+// (SamplesOut: a sampler that can drop a root, or a child of a sampled
+// parent). A Component skips a phase under a span that was sampled out
+// (no clock read, no call to the tracer) only when its tracer does, or
+// does not say: the check is a look-up of the span in the context for
+// every phase, which a tracer that samples every unit pays for nothing.
+// A phase under a remote parent sampled out still makes no span: the
+// tracer returns that parent's non-recording span, as it must anyway.
+type samplesOuter interface {
+	SamplesOut() bool
+}
+
+// samplesOut reports whether t may sample spans out (true when it does not
+// say).
+func samplesOut(t PhaseTracer) bool {
+	if s, ok := t.(samplesOuter); ok {
+		return s.SamplesOut()
+	}
+	return true
+}
+
 // PhaseTracerOf returns the PhaseTracer a Component built on tp takes its
 // phase spans through: tp itself if it is one; for the OTel API's no-op
 // provider (trace/noop, as otelsetup gives with OTEL_SDK_DISABLED=true),

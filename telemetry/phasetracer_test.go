@@ -309,16 +309,22 @@ func TestSampledOutPhases(t *testing.T) {
 		ctx    context.Context
 		cfg    ComponentConfig
 		handed bool
+		all    bool // the tracer says it samples every span (SamplesOut false)
 	}{
-		{"sampled out", out, ComponentConfig{MeterProvider: metricnoop.NewMeterProvider()}, false},
-		{"sampled", in, ComponentConfig{MeterProvider: metricnoop.NewMeterProvider()}, true},
-		{"sampled out, labels", out, ComponentConfig{MeterProvider: metricnoop.NewMeterProvider(), PhaseLabels: true}, true},
-		{"sampled out, a delay", out, ComponentConfig{MeterProvider: metricnoop.NewMeterProvider(), Delay: map[Phase]time.Duration{Send: time.Nanosecond, Serialize: time.Nanosecond}}, true},
-		{"sampled out, metrics", out, ComponentConfig{MeterProvider: metricnoopless{}}, true},
+		{"sampled out", out, ComponentConfig{MeterProvider: metricnoop.NewMeterProvider()}, false, false},
+		{"sampled", in, ComponentConfig{MeterProvider: metricnoop.NewMeterProvider()}, true, false},
+		{"sampled out, labels", out, ComponentConfig{MeterProvider: metricnoop.NewMeterProvider(), PhaseLabels: true}, true, false},
+		{"sampled out, a delay", out, ComponentConfig{MeterProvider: metricnoop.NewMeterProvider(), Delay: map[Phase]time.Duration{Send: time.Nanosecond, Serialize: time.Nanosecond}}, true, false},
+		{"sampled out, metrics", out, ComponentConfig{MeterProvider: metricnoopless{}}, true, false},
+		// Not looked for: the tracer makes no span under it all the same.
+		{"sampled out, a tracer that samples every span", out, ComponentConfig{MeterProvider: metricnoop.NewMeterProvider()}, true, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := &fakePhaseTracer{}
 			tc.cfg.TracerProvider = f
+			if tc.all {
+				tc.cfg.TracerProvider = samplesAll{f}
+			}
 			c, err := NewComponent("ipc", tc.cfg)
 			if err != nil {
 				t.Fatal(err)
@@ -342,6 +348,11 @@ func TestSampledOutPhases(t *testing.T) {
 		})
 	}
 }
+
+// samplesAll is a PhaseTracer that says it samples out no span.
+type samplesAll struct{ *fakePhaseTracer }
+
+func (samplesAll) SamplesOut() bool { return false }
 
 // metricnoopless is a meter provider that is not the no-op one: a
 // Component records metrics on it.
