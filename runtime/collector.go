@@ -58,6 +58,7 @@ type collector struct {
 	mu     sync.Mutex
 	traces map[trace.TraceID]*unitBuf // the units in flight, by trace
 	free   [][]attribution.Span       // emptied span slices, for reuse
+	freeN  int                        // the spans they hold (their capacities)
 	bufs   []*unitBuf                 // buffers of units handed off, for reuse
 
 	// The hand-off, guarded by qmu.
@@ -98,29 +99,32 @@ type flushWaiter struct {
 	ch   chan struct{}
 }
 
-// maxQueuedUnits bounds the units ended and not yet accounted; maxFree the
-// span slices (and unit buffers) kept for reuse; spansPerUnit is a new
-// slice's capacity; gatherDelay is how long the woken goroutine lets
-// units gather, hurryAt how many waiting units end that early.
+// maxQueuedUnits bounds the units ended and not yet accounted;
+// maxFreeUnits the unit buffers kept for reuse and maxFreeSpans the spans
+// the emptied slices kept for reuse hold (their capacities); spansPerUnit
+// is a new slice's capacity; gatherDelay is how long the woken goroutine
+// lets units gather, hurryAt how many waiting units end that early.
 //
 // The slices are kept small: the units that gather between two passes (a
 // few hundred at 50 ms) are written on the workers' cores and read on the
 // accounting goroutine's, and what they hold beyond their spans only takes
-// cache from the task hosts and the workers. With 16 and 32 kept (against
-// 32 and 256) a taskhost run's throughput was 1.3 % [0.0, 2.7] higher and
-// the runtime's CPU per unit 1.9 % [0.3, 3.5] lower; mixed's did not move
-// (BenchmarkTelemetryTax, a third arm with the new sizes, 360 and 300
-// rounds; runtime/README.md). Every slice of spansPerUnit a pass hands
-// back is kept (up to maxFreeUnits: as many as can wait for a pass, and
-// 1.5 MiB): a new one was 0.9 µs of a taskhost unit's 9 µs of telemetry
-// in the parent (perf of a 20,000-unit run: its allocation, zeroing and
-// page faults), a pass hands back a few hundred and only maxFree were
-// kept. Larger slices (a fanout unit's) are kept up to maxFree.
+// cache from the task hosts and the workers. With 16 spans and 32 slices
+// kept (against 32 and 256) a taskhost run's throughput was 1.3 % [0.0,
+// 2.7] higher and the runtime's CPU per unit 1.9 % [0.3, 3.5] lower;
+// mixed's did not move (BenchmarkTelemetryTax, a third arm with the new
+// sizes, 360 and 300 rounds; runtime/README.md). Since December 4 every
+// slice a pass hands back is kept, up to maxFreeSpans (as many units as
+// can wait for a pass, 1.5 MiB of spans), and a slice of more than four
+// units' worth (a fanout's) is dropped: a new slice was 0.9 µs of a
+// taskhost unit's 9 µs of telemetry in the parent (perf of a
+// 20,000-unit run: its allocation, zeroing and page faults), and with 32
+// slices kept a pass of a few hundred units allocated most of the next
+// pass's anew (a mixed unit of 17 spans, two: its slice grew).
 const (
 	maxQueuedUnits = 1024
-	maxFree        = 32
 	maxFreeUnits   = maxQueuedUnits
 	spansPerUnit   = 16 // a taskhost unit has 12; a unit with more grows its slice
+	maxFreeSpans   = maxFreeUnits * spansPerUnit
 	gatherDelay    = 50 * time.Millisecond
 	hurryAt        = maxQueuedUnits / 2
 )
@@ -158,6 +162,7 @@ func (c *collector) track(id trace.TraceID, owner any) *unitBuf {
 	var spans []attribution.Span
 	if n := len(c.free); n > 0 {
 		spans, c.free = c.free[n-1], c.free[:n-1]
+		c.freeN -= cap(spans)
 	} else {
 		spans = make([]attribution.Span, 0, spansPerUnit)
 	}
@@ -207,8 +212,9 @@ func (c *collector) bufLocked(buf *unitBuf, id trace.TraceID) *unitBuf {
 }
 
 func (c *collector) recycleLocked(spans []attribution.Span) {
-	if n := len(c.free); n < maxFree && cap(spans) <= 4*spansPerUnit || n < maxFreeUnits && cap(spans) == spansPerUnit {
+	if n := cap(spans); n <= 4*spansPerUnit && c.freeN+n <= maxFreeSpans {
 		c.free = append(c.free, spans[:0])
+		c.freeN += n
 	}
 }
 

@@ -283,3 +283,33 @@ func TestCollectorIDs(t *testing.T) {
 		t.Errorf("%d of %d span ids follow the one before by 1: a counter, not random", steps, workers*per)
 	}
 }
+
+// TestCollectorKeepsSlicesBounded: every emptied span slice a pass hands
+// back is kept for the next units, up to maxFreeSpans spans in all, and a
+// fanout's large slice is not kept at all.
+func TestCollectorKeepsSlicesBounded(t *testing.T) {
+	c := newCollector(func(attribution.Work, any) {}, nil)
+	defer c.close()
+	kept := func() (int, int) {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		return len(c.free), c.freeN
+	}
+	c.recycle(make([]attribution.Span, 0, 8*spansPerUnit))
+	if n, held := kept(); n != 0 || held != 0 {
+		t.Fatalf("a slice of %d spans kept: %d slices, %d spans", 8*spansPerUnit, n, held)
+	}
+	for range 2 * maxFreeUnits {
+		c.recycle(make([]attribution.Span, 3, spansPerUnit))
+	}
+	if n, held := kept(); n != maxFreeUnits || held != maxFreeSpans {
+		t.Fatalf("after %d slices of %d: %d kept holding %d spans, want %d holding %d", 2*maxFreeUnits, spansPerUnit, n, held, maxFreeUnits, maxFreeSpans)
+	}
+	buf := c.track(trace.TraceID{1}, nil)
+	if len(buf.spans) != 0 || cap(buf.spans) != spansPerUnit {
+		t.Errorf("a tracked unit's slice: len %d cap %d, want an emptied one of %d", len(buf.spans), cap(buf.spans), spansPerUnit)
+	}
+	if n, held := kept(); n != maxFreeUnits-1 || held != maxFreeSpans-spansPerUnit {
+		t.Errorf("after a unit took one: %d kept holding %d spans, want %d holding %d", n, held, maxFreeUnits-1, maxFreeSpans-spansPerUnit)
+	}
+}
