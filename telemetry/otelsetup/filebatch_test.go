@@ -41,12 +41,15 @@ func (b *lockedBuffer) Write(p []byte) (int, error) {
 	return b.buf.Write(p)
 }
 
-// names returns the names of the spans written so far, line by line.
+// names returns the names of the spans written so far, line by line: of
+// the whole lines only, since the writer may be in the middle of one (a
+// line of 4 MiB reaches the file in several writes).
 func (b *lockedBuffer) names(t *testing.T) []string {
 	t.Helper()
 	b.mu.Lock()
 	data := bytes.Clone(b.buf.Bytes())
 	b.mu.Unlock()
+	data = data[:bytes.LastIndexByte(data, '\n')+1]
 	var names []string
 	for line := range bytes.Lines(data) {
 		var req struct {
