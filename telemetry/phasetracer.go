@@ -17,6 +17,11 @@ import (
 // it; through any other provider they are the same spans made with the
 // OTel API, with the same names and attributes. The runtime's own tracer,
 // which feeds its attribution when nothing exports the spans, is one.
+//
+// A PhaseTracer may also have a method SamplesOut() bool, reporting
+// whether it may start a span sampled out (its sampler can drop a root);
+// when it reports false, a Component does not look for a sampled-out
+// parent before each phase (samplesOuter, below).
 type PhaseTracer interface {
 	trace.TracerProvider
 	// StartPhaseSpan starts the span name of component's phase p
