@@ -223,6 +223,9 @@ func TestOffTracer(t *testing.T) {
 	if _, ok := PhaseTracerOf(tp).(offTracer); !ok {
 		t.Fatalf("PhaseTracerOf(no-op provider) = %T, want the off tracer", PhaseTracerOf(tp))
 	}
+	if samplesOut(PhaseTracerOf(tp)) {
+		t.Error("the off tracer says it samples out: its Components look for sampled-out parents for nothing")
+	}
 	c, err := NewComponent("ipc", ComponentConfig{TracerProvider: tp, MeterProvider: metricnoop.NewMeterProvider()})
 	if err != nil {
 		t.Fatal(err)
