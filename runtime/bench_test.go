@@ -730,20 +730,17 @@ func benchTelemetryTax(b *testing.B, name string, block int) {
 	m := make([][nMeasures][]float64, len(arms))
 	hosts := true
 	round := 0
-	order := slices.Clone(arms)
 	for b.Loop() {
 		// Each arm first, second (and third) as often as the others:
 		// rotated by one each round, reversed every other cycle.
-		copy(order, arms)
-		for range round % len(arms) {
-			order = append(order[1:], order[0])
-		}
-		if (round/len(arms))%2 == 1 {
-			slices.Reverse(order)
-		}
-		for _, a := range order {
+		n := len(arms)
+		for j := range n {
+			if (round/n)%2 == 1 {
+				j = n - 1 - j
+			}
+			k := (j + round) % n
+			a := arms[k]
 			blk := a.runBlock(b, block)
-			k := slices.Index(arms, a)
 			thr, cpu, hostCPU := float64(block)/blk.elapsed.Seconds(), float64(blk.cpu)/float64(block), float64(blk.hostCPU)/float64(block)
 			hosts = hosts && hostCPU > 0
 			for i, v := range [nMeasures]float64{thr, float64(blk.p50), cpu, thr * hostCPU, cpu / hostCPU} {
