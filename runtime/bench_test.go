@@ -715,6 +715,9 @@ func benchTelemetryTax(b *testing.B, name string, block int) {
 		b.Fatal(err)
 	}
 	set := testSettings(b)
+	if *taxCalibrate < 0 {
+		b.Fatalf("-tax.calibrate=%v: want a duration of CPU per unit, 0 (no calibration arm) or more", *taxCalibrate)
+	}
 	// Arm 0 is on, 1 off, 2 (with -tax.calibrate) the calibration arm.
 	arms := []*taxArm{newTaxArm(b, sc, set, false, block, 0), newTaxArm(b, sc, set, true, block, 0)}
 	if *taxCalibrate > 0 {
