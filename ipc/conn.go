@@ -112,6 +112,7 @@ type item struct {
 	// context, a no-op one if none): the send span's parent.
 	parent trace.Span
 	done   chan error // nil in async mode; flush markers have frame == nil
+	at     time.Time  // when it was serialized
 }
 
 // sent is a task configuration awaiting its result: when it was sent, and
@@ -201,7 +202,7 @@ func (c *Conn) Send(ctx context.Context, m proto.Message) error {
 	cfg, isTask := m.(*ipcpb.TaskConfiguration)
 	if isTask {
 		c.outMu.Lock()
-		c.outstanding[cfg.Id] = sent{time.Now(), it.parent}
+		c.outstanding[cfg.Id] = sent{it.at, it.parent}
 		c.outMu.Unlock()
 	}
 	err = c.q.push(ctx, it, c.closing)
@@ -258,8 +259,10 @@ func (c *Conn) serialize(ctx context.Context, t Type, m proto.Message) (*item, e
 		return nil, err
 	}
 	*buf = frame
-	ph.EndWith(telemetry.AttrBytes.Int(len(frame) - HeaderSize))
-	return &item{frame: frame, buf: buf, t: t, parent: trace.SpanFromContext(ctx)}, nil
+	// One clock read for the phase's end and the item's time.
+	end := time.Now()
+	ph.EndAt(end, telemetry.AttrBytes.Int(len(frame)-HeaderSize))
+	return &item{frame: frame, buf: buf, t: t, parent: trace.SpanFromContext(ctx), at: end}, nil
 }
 
 // Flush blocks until every packet queued before it has been written, and
@@ -365,15 +368,21 @@ func (c *Conn) write(ctx context.Context, it *item) error {
 	if it.parent.SpanContext().IsValid() {
 		ctx = trace.ContextWithSpan(ctx, it.parent)
 	}
+	// The send phase and the blocked time share their clock reads: the
+	// phase's start (when it reads one) and the write's end.
 	ph := c.phases(it.t).StartLeaf(ctx, telemetry.Send, c.role)
-	start := time.Now()
+	start := ph.Start()
+	if start.IsZero() {
+		start = time.Now()
+	}
 	c.writeStart.Store(start.UnixNano())
 	if c.cfg.onWrite != nil {
 		c.cfg.onWrite(it.t, len(it.frame))
 	}
 	_, err := c.nc.Write(it.frame)
+	end := time.Now()
 	c.writeStart.Store(0)
-	blocked := time.Since(start)
+	blocked := end.Sub(start)
 	c.m.blocked.Record(ctx, blocked.Seconds(), c.m.blockedOpt[c.role])
 	if err != nil {
 		err = fmt.Errorf("ipc: write %s packet (%d bytes): %w", it.t, len(it.frame), err)
@@ -381,7 +390,7 @@ func (c *Conn) write(ctx context.Context, it *item) error {
 		return err
 	}
 	c.m.packet(ctx, opSend, c.role, len(it.frame))
-	ph.EndWith(telemetry.AttrBytes.Int(len(it.frame)), AttrBuffer.Int(c.bufEf))
+	ph.EndAt(end, telemetry.AttrBytes.Int(len(it.frame)), AttrBuffer.Int(c.bufEf))
 	return nil
 }
 

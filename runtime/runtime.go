@@ -598,11 +598,12 @@ func (r *Runtime) Submit(ctx context.Context, it scenario.Item) error {
 		setUnit(u.work.Span(), r.col.track(sc.TraceID(), u))
 	}
 	var dctx context.Context
-	dctx, disp := u.comp.StartDetached(wctx, telemetry.Dispatch, telemetry.None)
+	// Dispatch and the queue wait begin when the unit does: one clock read.
+	dctx, disp := u.comp.StartDetachedAt(wctx, telemetry.Dispatch, telemetry.None, u.start)
 	u.disp = disp
 	// The wait for a worker (Submit blocked on a full queue, then queued)
 	// is its own row: load, not code.
-	u.queued = u.comp.StartDetachedLeaf(dctx, telemetry.Queue, telemetry.None)
+	u.queued = u.comp.StartDetachedLeafAt(dctx, telemetry.Queue, telemetry.None, u.start)
 	select {
 	case <-r.stopping:
 		r.finish(u, telemetry.Cancelled, "cancelled", ErrClosed)
@@ -805,13 +806,14 @@ func (r *Runtime) runTask(ctx context.Context, u *unit) (string, error) {
 		Id: uint64(u.item.Seq) + 1, TaskName: name, TaskLocation: "amdahl", ProjectFile: u.id,
 		Parameters: params, Environment: task.Environment,
 	}
-	// Dispatch ends once the host is ours; the round trip on the host is
-	// its own span beside it, so the gaps between the ipc phases of both
-	// processes (kernel transit, wake-ups) are not charged to dispatch.
-	r.endDispatch(u)
-	// One clock read for the host span's start and the send's: they are
-	// the same instant (a clock read is 0.1–0.25 µs on the 2-vCPU VM).
+	// Dispatch ends once the host is ours and the task's configuration
+	// built; the round trip on the host is its own span beside it, so the
+	// gaps between the ipc phases of both processes (kernel transit,
+	// wake-ups) are not charged to dispatch. One clock read for
+	// dispatch's end, the host span's start and the send's: they are the
+	// same instant (a clock read is 0.1–0.25 µs on the 2-vCPU VM).
 	sendStart := time.Now()
+	u.disp.EndAt(sendStart)
 	hctx, hs := startHostSpan(ctx, r.phaseTP, r.tracer, h.id, h.pid, sendStart)
 	in, err := h.run(hctx, cfg, r.set.TaskTimeout)
 	r.pool.release(h)

@@ -376,7 +376,7 @@ func (c *Component) startPhase(ctx context.Context, p Phase, d Direction) (conte
 	if !p.Valid() || d > Reply {
 		panic(fmt.Sprintf("telemetry: StartPhase(%v, %v): invalid phase or direction", p, d))
 	}
-	ctx, ps := c.start(ctx, p, d)
+	ctx, ps := c.start(ctx, p, d, time.Time{})
 	if c.labels {
 		return ps.setLabels(ctx)
 	}
@@ -413,7 +413,7 @@ func (c *Component) StartLeaf(ctx context.Context, p Phase, d Direction) PhaseSp
 	if c == nil {
 		return PhaseSpan{}
 	}
-	return c.startLeaf(ctx, p, d, c.labels)
+	return c.startLeaf(ctx, p, d, c.labels, time.Time{})
 }
 
 // StartDetachedLeaf is StartLeaf for a phase that ends on another
@@ -423,17 +423,32 @@ func (c *Component) StartDetachedLeaf(ctx context.Context, p Phase, d Direction)
 	if c == nil {
 		return PhaseSpan{}
 	}
-	return c.startLeaf(ctx, p, d, false)
+	return c.startLeaf(ctx, p, d, false, time.Time{})
 }
 
-func (c *Component) startLeaf(ctx context.Context, p Phase, d Direction, labels bool) PhaseSpan {
+// StartDetachedLeafAt is StartDetachedLeaf for a phase that started at
+// start, an instant the caller read from the clock for something else
+// (a unit's queue wait begins when the unit does): the phase reads no
+// clock to start. A zero start is now.
+func (c *Component) StartDetachedLeafAt(ctx context.Context, p Phase, d Direction, start time.Time) PhaseSpan {
+	if c == nil {
+		return PhaseSpan{}
+	}
+	return c.startLeaf(ctx, p, d, false, start)
+}
+
+// startLeaf starts a leaf at start (zero: now).
+func (c *Component) startLeaf(ctx context.Context, p Phase, d Direction, labels bool, start time.Time) PhaseSpan {
 	if !p.Valid() || d > Reply {
 		panic(fmt.Sprintf("telemetry: StartLeaf(%v, %v): invalid phase or direction", p, d))
 	}
 	if span, ok := c.unrecorded(ctx, p); ok {
 		return PhaseSpan{span: span}
 	}
-	ps := PhaseSpan{c: c, ctx: ctx, start: time.Now(), phase: p, dir: d, leaf: true}
+	if start.IsZero() {
+		start = time.Now()
+	}
+	ps := PhaseSpan{c: c, ctx: ctx, start: start, phase: p, dir: d, leaf: true}
 	if labels {
 		_, ps = ps.setLabels(ctx)
 	}
@@ -445,28 +460,46 @@ func (c *Component) startLeaf(ctx context.Context, p Phase, d Direction, labels 
 // started it (a unit's queue wait and dispatch, which span the submitting
 // goroutine and a worker). Its End may be called from any goroutine, once.
 func (c *Component) StartDetached(ctx context.Context, p Phase, d Direction) (context.Context, PhaseSpan) {
+	return c.StartDetachedAt(ctx, p, d, time.Time{})
+}
+
+// StartDetachedAt is StartDetached for a phase that started at start, an
+// instant the caller read from the clock for something else (a unit's
+// dispatch begins when the unit does): the phase reads no clock to
+// start. A zero start is now.
+func (c *Component) StartDetachedAt(ctx context.Context, p Phase, d Direction, start time.Time) (context.Context, PhaseSpan) {
 	if c == nil {
 		return ctx, PhaseSpan{}
 	}
 	if !p.Valid() || d > Reply {
 		panic(fmt.Sprintf("telemetry: StartDetached(%v, %v): invalid phase or direction", p, d))
 	}
-	return c.start(ctx, p, d)
+	return c.start(ctx, p, d, start)
 }
 
-// start starts the span of phase p (direction d) as a child of the span in ctx.
-func (c *Component) start(ctx context.Context, p Phase, d Direction) (context.Context, PhaseSpan) {
+// start starts the span of phase p (direction d) as a child of the span
+// in ctx, at start (zero: now).
+func (c *Component) start(ctx context.Context, p Phase, d Direction, start time.Time) (context.Context, PhaseSpan) {
 	parent := ctx
 	if span, ok := c.unrecorded(ctx, p); ok {
 		return ctx, PhaseSpan{span: span}
 	}
 	if c.fast != nil {
-		now := time.Now()
-		ctx, span := c.fast.StartPhaseSpan(ctx, c.spanNames[p][d], c.name, p, d, now)
-		return ctx, PhaseSpan{c: c, ctx: parent, span: span, start: now, phase: p, dir: d}
+		if start.IsZero() {
+			start = time.Now()
+		}
+		ctx, span := c.fast.StartPhaseSpan(ctx, c.spanNames[p][d], c.name, p, d, start)
+		return ctx, PhaseSpan{c: c, ctx: parent, span: span, start: start, phase: p, dir: d}
 	}
-	ctx, span := c.tracer.Start(ctx, c.spanNames[p][d], c.spanOpts[p][d]...)
-	return ctx, PhaseSpan{c: c, ctx: parent, span: span, start: time.Now(), phase: p, dir: d}
+	opts := c.spanOpts[p][d]
+	if !start.IsZero() {
+		opts = append(opts[:len(opts):len(opts)], trace.WithTimestamp(start))
+	}
+	ctx, span := c.tracer.Start(ctx, c.spanNames[p][d], opts...)
+	if start.IsZero() {
+		start = time.Now()
+	}
+	return ctx, PhaseSpan{c: c, ctx: parent, span: span, start: start, phase: p, dir: d}
 }
 
 // unrecorded returns the span in ctx when phase p under it would record
@@ -518,7 +551,7 @@ func (ps PhaseSpan) End() time.Duration {
 	if ps.c == nil {
 		return 0
 	}
-	return ps.end(nil, nil)
+	return ps.end(time.Time{}, nil, nil)
 }
 
 // EndWith is End with attributes for the phase's span (sizes, counts):
@@ -527,23 +560,39 @@ func (ps PhaseSpan) EndWith(attrs ...attribute.KeyValue) time.Duration {
 	if ps.c == nil {
 		return 0
 	}
-	return ps.end(nil, attrs)
+	return ps.end(time.Time{}, nil, attrs)
+}
+
+// EndAt is EndWith for a phase that ended at end, an instant the caller
+// read from the clock for its own timing (a write's blocked time): the
+// phase reads no clock to end. A zero end is now, and so is the end of a
+// phase perturbed by a delay (perturb.*), which the phase must include.
+func (ps PhaseSpan) EndAt(end time.Time, attrs ...attribute.KeyValue) time.Duration {
+	if ps.c == nil {
+		return 0
+	}
+	return ps.end(end, nil, attrs)
 }
 
 // Fail is End for a phase that failed: the span's status is set to Error with
 // err's message and err is recorded as an event.
 func (ps PhaseSpan) Fail(err error) time.Duration {
-	return ps.end(err, nil)
+	return ps.end(time.Time{}, err, nil)
 }
 
-func (ps PhaseSpan) end(err error, attrs []attribute.KeyValue) time.Duration {
+// end ends the phase at now (zero: read the clock).
+func (ps PhaseSpan) end(now time.Time, err error, attrs []attribute.KeyValue) time.Duration {
 	if ps.c == nil {
 		return 0
 	}
 	if dl := ps.c.delay[ps.phase]; dl > 0 {
 		time.Sleep(dl)
+		now = time.Time{} // the delay is the phase's
 	}
-	now := time.Now()
+	given := !now.IsZero()
+	if !given {
+		now = time.Now()
+	}
 	d := now.Sub(ps.start)
 	if ps.leaf {
 		ps.c.recordSpan(ps.ctx, ps.phase, ps.dir, ps.start, now, err, attrs)
@@ -551,7 +600,7 @@ func (ps PhaseSpan) end(err error, attrs []attribute.KeyValue) time.Duration {
 		if len(attrs) > 0 {
 			ps.span.SetAttributes(attrs...)
 		}
-		ps.c.endSpan(ps.span, now, err)
+		ps.c.endSpan(ps.span, now, given, err)
 		if ps.c.metrics {
 			ps.c.phaseHist.Record(ps.ctx, d.Seconds(), ps.c.metricOpt[ps.phase][ps.dir])
 		}
@@ -563,15 +612,19 @@ func (ps PhaseSpan) end(err error, attrs []attribute.KeyValue) time.Duration {
 }
 
 // endSpan ends span at now (through the PhaseTracer, if there is one),
-// with err as its error status if not nil.
-func (c *Component) endSpan(span trace.Span, now time.Time, err error) {
+// with err as its error status if not nil. Through the OTel API the span
+// reads its own clock, unless now was given (EndAt).
+func (c *Component) endSpan(span trace.Span, now time.Time, given bool, err error) {
 	if err != nil {
 		span.RecordError(err)
 		span.SetStatus(codes.Error, err.Error())
 	}
-	if c.fast != nil {
+	switch {
+	case c.fast != nil:
 		c.fast.EndPhaseSpan(span, now)
-	} else {
+	case given:
+		span.End(trace.WithTimestamp(now))
+	default:
 		span.End()
 	}
 }
@@ -720,7 +773,7 @@ func (w WorkSpan) End(o Outcome, err error) time.Duration {
 		o = Failed
 	}
 	w.span.SetAttributes(outcomeAttrs[o]...)
-	w.c.endSpan(w.span, now, err)
+	w.c.endSpan(w.span, now, false, err)
 	if w.c.metrics {
 		opt := w.c.workMetric[o]
 		if !w.span.SpanContext().IsSampled() {

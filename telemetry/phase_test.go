@@ -12,6 +12,7 @@ import (
 
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
+	metricnoop "go.opentelemetry.io/otel/metric/noop"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
@@ -478,5 +479,85 @@ func TestWorkDurationMarksUnsampledUnits(t *testing.T) {
 	}
 	if want := map[string]uint64{"false ": 1, "true false": 2}; !maps.Equal(got, want) {
 		t.Errorf("work durations by amdahl.sampled (present, value): %v, want %v", got, want)
+	}
+}
+
+// TestPhaseAtGivenTimes: StartDetachedAt, StartDetachedLeafAt and EndAt
+// take the instants the caller read instead of reading the clock, through
+// the OTel API and through a PhaseTracer; a perturbed phase's EndAt still
+// includes its delay; a zero instant is now; a disabled component reads
+// nothing and returns 0.
+func TestPhaseAtGivenTimes(t *testing.T) {
+	start := time.Now().Add(-time.Hour).Truncate(time.Microsecond)
+	end := start.Add(3 * time.Millisecond)
+
+	c, sr, _ := newTestComponent(t, "runtime")
+	ctx, ph := c.StartDetachedAt(context.Background(), Dispatch, None, start)
+	leaf := c.StartDetachedLeafAt(ctx, Queue, None, start)
+	if ph.Start() != start || leaf.Start() != start {
+		t.Fatalf("Start = %v and %v, want %v", ph.Start(), leaf.Start(), start)
+	}
+	if d := leaf.EndAt(end.Add(-time.Millisecond)); d != 2*time.Millisecond {
+		t.Errorf("leaf EndAt = %v, want 2ms", d)
+	}
+	if d := ph.EndAt(end, attribute.Int("n", 1)); d != 3*time.Millisecond {
+		t.Errorf("EndAt = %v, want 3ms", d)
+	}
+	got := map[string][2]time.Time{}
+	for _, s := range sr.Ended() {
+		got[s.Name()] = [2]time.Time{s.StartTime(), s.EndTime()}
+		if s.Name() == "runtime.dispatch" && attrMap(s.Attributes())["n"] != "1" {
+			t.Errorf("dispatch attributes %v, want n=1 among them", s.Attributes())
+		}
+	}
+	want := map[string][2]time.Time{"runtime.dispatch": {start, end}, "runtime.queue": {start, end.Add(-time.Millisecond)}}
+	if !maps.Equal(got, want) {
+		t.Errorf("spans %v, want %v", got, want)
+	}
+
+	// Through a PhaseTracer: the times it is handed are the given ones.
+	f := &fakePhaseTracer{}
+	fc, err := NewComponent("runtime", ComponentConfig{TracerProvider: f, MeterProvider: metricnoop.NewMeterProvider()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, fph := fc.StartDetachedAt(context.Background(), Dispatch, None, start)
+	fph.EndAt(end)
+	fleaf := fc.StartDetachedLeafAt(context.Background(), Queue, None, start)
+	fleaf.EndAt(end)
+	if len(f.ended) != 1 || !f.ended[0].Equal(end) {
+		t.Errorf("PhaseTracer ended at %v, want [%v]", f.ended, end)
+	}
+	if len(f.recorded) != 1 || !strings.HasSuffix(f.recorded[0], " 3ms") {
+		t.Errorf("PhaseTracer recorded %q, want the queue leaf of 3ms", f.recorded)
+	}
+
+	// A zero instant is now.
+	before := time.Now()
+	_, zph := c.StartDetachedAt(context.Background(), Dispatch, None, time.Time{})
+	if zph.Start().Before(before) {
+		t.Errorf("StartDetachedAt(zero) started at %v, before the call at %v", zph.Start(), before)
+	}
+	if d := zph.EndAt(time.Time{}); d < 0 {
+		t.Errorf("EndAt(zero) = %v", d)
+	}
+
+	// A perturbed phase's delay is its own: EndAt reads the clock after it.
+	pc, err := NewComponent("ipc", ComponentConfig{TracerProvider: f, MeterProvider: metricnoop.NewMeterProvider(),
+		Delay: map[Phase]time.Duration{Send: 2 * time.Millisecond}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sp := pc.StartLeaf(context.Background(), Send, Request)
+	if d := sp.EndAt(sp.Start()); d < 2*time.Millisecond {
+		t.Errorf("perturbed EndAt = %v, want at least the 2ms delay", d)
+	}
+
+	var off *Component
+	if _, oph := off.StartDetachedAt(context.Background(), Dispatch, None, start); oph.EndAt(end) != 0 || !oph.Start().IsZero() {
+		t.Error("a disabled component's phase at given times records")
+	}
+	if off.StartDetachedLeafAt(context.Background(), Queue, None, start).EndAt(end) != 0 {
+		t.Error("a disabled component's leaf at given times records")
 	}
 }
