@@ -261,7 +261,11 @@ func (c *Conn) serialize(ctx context.Context, t Type, m proto.Message) (*item, e
 	*buf = frame
 	// One clock read for the phase's end and the item's time.
 	end := time.Now()
-	ph.EndAt(end, telemetry.AttrBytes.Int(len(frame)-HeaderSize))
+	if c.phases(t).SpanAttributes() {
+		ph.EndAt(end, telemetry.AttrBytes.Int(len(frame)-HeaderSize))
+	} else {
+		ph.EndAt(end) // nothing reads the attributes: building them allocates
+	}
 	return &item{frame: frame, buf: buf, t: t, parent: trace.SpanFromContext(ctx), at: end}, nil
 }
 
@@ -390,7 +394,11 @@ func (c *Conn) write(ctx context.Context, it *item) error {
 		return err
 	}
 	c.m.packet(ctx, opSend, c.role, len(it.frame))
-	ph.EndAt(end, telemetry.AttrBytes.Int(len(it.frame)), AttrBuffer.Int(c.bufEf))
+	if c.phases(it.t).SpanAttributes() {
+		ph.EndAt(end, telemetry.AttrBytes.Int(len(it.frame)), AttrBuffer.Int(c.bufEf))
+	} else {
+		ph.EndAt(end)
+	}
 	return nil
 }
 
@@ -532,6 +540,10 @@ func remoteContext(ctx context.Context, parent []byte, carrier map[string]string
 const tracestateKey = "tracestate"
 
 func (c *Conn) pastPhase(ctx context.Context, p telemetry.Phase, start, end time.Time, n int) {
+	if !c.cfg.comp.SpanAttributes() {
+		c.cfg.comp.RecordSpan(ctx, p, c.peer, start, end) // nothing reads the attributes
+		return
+	}
 	c.cfg.comp.RecordSpan(ctx, p, c.peer, start, end, telemetry.AttrBytes.Int(n))
 }
 

@@ -317,7 +317,8 @@ func (c *Component) RecordsMetrics() bool { return c != nil && c.metrics }
 func (c *Component) Enabled() bool { return c != nil }
 
 // SpanAttributes reports whether anything may read the attributes of the
-// spans a caller starts with Tracer: false when the component is disabled
+// spans a caller starts with Tracer, or gives a phase (EndWith, EndAt,
+// RecordSpan): false when the component is disabled
 // or its TracerProvider is a PhaseTracer that exports nothing (the no-op
 // provider's, or the runtime's when only the attribution reads its
 // spans: PhaseAttributes false), where a caller may skip building
