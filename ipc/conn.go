@@ -109,8 +109,10 @@ type item struct {
 	buf   *[]byte
 	t     Type
 	// parent is the span the packet was sent under (the span in Send's
-	// context, a no-op one if none): the send span's parent.
+	// context, a no-op one if none): the send span's parent. ctx is Send's
+	// context, which carries it, kept for a task's result (sent).
 	parent trace.Span
+	ctx    context.Context
 	done   chan error // nil in async mode; flush markers have frame == nil
 	at     time.Time  // when it was serialized
 }
@@ -121,10 +123,12 @@ type item struct {
 // deserialize spans start under that span itself rather than under its
 // span context: the same parent, which a tracer can then recognise as
 // its own (the runtime's files such a span by its unit without looking
-// its trace up).
+// its trace up). ctx is the Send's context, which carries that span: the
+// result's spans are recorded in it, with no context made for them.
 type sent struct {
 	at     time.Time
 	parent trace.Span
+	ctx    context.Context
 }
 
 func newConn(nc stream, cfg config, m *metrics, parent bool) *Conn {
@@ -202,7 +206,7 @@ func (c *Conn) Send(ctx context.Context, m proto.Message) error {
 	cfg, isTask := m.(*ipcpb.TaskConfiguration)
 	if isTask {
 		c.outMu.Lock()
-		c.outstanding[cfg.Id] = sent{it.at, it.parent}
+		c.outstanding[cfg.Id] = sent{it.at, it.parent, it.ctx}
 		c.outMu.Unlock()
 	}
 	err = c.q.push(ctx, it, c.closing)
@@ -266,7 +270,7 @@ func (c *Conn) serialize(ctx context.Context, t Type, m proto.Message) (*item, e
 	} else {
 		ph.EndAt(end) // nothing reads the attributes: building them allocates
 	}
-	return &item{frame: frame, buf: buf, t: t, parent: trace.SpanFromContext(ctx), at: end}, nil
+	return &item{frame: frame, buf: buf, t: t, parent: trace.SpanFromContext(ctx), ctx: ctx, at: end}, nil
 }
 
 // Flush blocks until every packet queued before it has been written, and
@@ -370,6 +374,8 @@ func (c *Conn) writeLoop() {
 
 func (c *Conn) write(ctx context.Context, it *item) error {
 	if it.parent.SpanContext().IsValid() {
+		// Not it.ctx: the phase's End restores the labels of the context
+		// it started in, and the writer must not keep the sender's.
 		ctx = trace.ContextWithSpan(ctx, it.parent)
 	}
 	// The send phase and the blocked time share their clock reads: the
@@ -507,7 +513,7 @@ func (c *Conn) readOne(ctx context.Context, rd *Reader) (*Incoming, error) {
 		// request was sent under, when that is still the one it names.
 		var pctx context.Context
 		if req.parent != nil && sameSpan(req.parent.SpanContext(), in.remote) {
-			pctx = trace.ContextWithSpan(ctx, req.parent)
+			pctx = req.ctx
 		} else {
 			pctx = in.Context(ctx)
 		}
