@@ -174,6 +174,12 @@ type Component struct {
 	// sample spans out: under a parent sampled out it is skipped whole
 	// (unrecorded).
 	quiet [NumPhases + 1]bool
+	// off: the component records nothing at all and changes nothing (the
+	// off tracer's, OTEL_SDK_DISABLED=true; no metrics, labels or delay):
+	// its phases are a disabled component's, reading no clock, and only
+	// a phase started with a context asks the tracer for the span the
+	// no-op tracer would give (propagation).
+	off bool
 }
 
 type criticalKey struct {
@@ -233,8 +239,11 @@ func NewComponent(name string, cfg ComponentConfig) (*Component, error) {
 		}
 		c.delay[p] = d
 	}
+	_, offTracer := c.fast.(offTracer)
+	c.off = offTracer && !c.metrics && !c.labels
 	for p := range c.quiet {
 		c.quiet[p] = c.fast != nil && samplesOut(c.fast) && !c.metrics && !c.labels && c.delay[p] == 0
+		c.off = c.off && c.delay[p] == 0
 	}
 	var err error
 	if c.phaseHist, c.criticalHist, c.workHist, err = instruments(cfg.MeterProvider); err != nil {
@@ -313,8 +322,10 @@ func (c *Component) SpanName(p Phase, d Direction) string {
 // skip preparing what it would record.
 func (c *Component) RecordsMetrics() bool { return c != nil && c.metrics }
 
-// Enabled reports whether the component records anything.
-func (c *Component) Enabled() bool { return c != nil }
+// Enabled reports whether the component records anything: false when
+// disabled, and on the OTel API's no-op providers (OTEL_SDK_DISABLED=true)
+// unless it sets labels or delays phases.
+func (c *Component) Enabled() bool { return c != nil && !c.off }
 
 // SpanAttributes reports whether anything may read the attributes of the
 // spans a caller starts with Tracer, or gives a phase (EndWith, EndAt,
@@ -443,6 +454,9 @@ func (c *Component) startLeaf(ctx context.Context, p Phase, d Direction, labels 
 	if !p.Valid() || d > Reply {
 		panic(fmt.Sprintf("telemetry: StartLeaf(%v, %v): invalid phase or direction", p, d))
 	}
+	if c.off {
+		return PhaseSpan{}
+	}
 	if span, ok := c.unrecorded(ctx, p); ok {
 		return PhaseSpan{span: span}
 	}
@@ -482,6 +496,12 @@ func (c *Component) StartDetachedAt(ctx context.Context, p Phase, d Direction, s
 // in ctx, at start (zero: now).
 func (c *Component) start(ctx context.Context, p Phase, d Direction, start time.Time) (context.Context, PhaseSpan) {
 	parent := ctx
+	if c.off {
+		// The span the no-op tracer would give, for the context; no
+		// clock read, and End does nothing.
+		ctx, span := c.fast.StartPhaseSpan(ctx, c.spanNames[p][d], c.name, p, d, time.Time{})
+		return ctx, PhaseSpan{span: span}
+	}
 	if span, ok := c.unrecorded(ctx, p); ok {
 		return ctx, PhaseSpan{span: span}
 	}
@@ -683,7 +703,7 @@ func (c *Component) RecordPhase(ctx context.Context, p Phase, d Direction, dur t
 // way phase spans are built after the fact; an invalid phase or direction
 // (which may come from another process) records nothing.
 func (c *Component) RecordSpan(ctx context.Context, p Phase, d Direction, start, end time.Time, attrs ...attribute.KeyValue) {
-	if c == nil || !p.Valid() || d > Reply {
+	if c == nil || c.off || !p.Valid() || d > Reply {
 		return
 	}
 	c.recordSpan(ctx, p, d, start, end, nil, attrs)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"maps"
+	"runtime/pprof"
 	"slices"
 	"strings"
 	"testing"
@@ -272,6 +273,37 @@ func TestOffTracer(t *testing.T) {
 			}
 		})
 	}
+	// Nothing is recorded, so nothing is measured: no clock read, and
+	// the component says it records nothing (callers skip what they
+	// would hand it); with metrics, labels or a delay it still does.
+	if c.Enabled() {
+		t.Error("a Component on the no-op providers says it records")
+	}
+	if _, ph := c.StartPhase(remote, Send, Request); ph.End() != 0 || !ph.Start().IsZero() {
+		t.Error("a phase on the no-op providers read the clock")
+	}
+	if ph := c.StartLeaf(remote, Serialize, Request); ph.End() != 0 || !ph.Start().IsZero() {
+		t.Error("a leaf on the no-op providers read the clock")
+	}
+	for _, cfg := range []ComponentConfig{{PhaseLabels: true}, {Delay: map[Phase]time.Duration{Send: time.Nanosecond}}, {}} {
+		cfg.TracerProvider = tp
+		if cfg.PhaseLabels || cfg.Delay != nil {
+			cfg.MeterProvider = metricnoop.NewMeterProvider()
+		}
+		oc, err := NewComponent("ipc", cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !oc.Enabled() {
+			t.Errorf("labels %v, delay %v, metrics %v: Enabled false, want true", cfg.PhaseLabels, cfg.Delay, cfg.MeterProvider == nil)
+		}
+		_, ph := oc.StartPhase(remote, Send, Request)
+		if ph.End() <= 0 && ph.Start().IsZero() {
+			t.Errorf("labels %v, delay %v: the phase read no clock", cfg.PhaseLabels, cfg.Delay)
+		}
+		pprof.SetGoroutineLabels(context.Background())
+	}
+
 	ctx := remote
 	t0 := time.Unix(100, 0)
 	if n := testing.AllocsPerRun(100, func() {
