@@ -180,7 +180,11 @@
 // OTEL_SDK_DISABLED=true) a Component makes no span and allocates nothing
 // for a phase (PhaseTracerOf; TestOffTracer): it returns what the no-op
 // tracer would, the caller's context and span where that span does not
-// record, so an incoming trace context still passes through. It still
-// reads the clock for the durations its End returns
-// (BenchmarkPhase/noop-providers).
+// record, so an incoming trace context still passes through. With a
+// no-op MeterProvider too, and no labels or delay, the Component records
+// nothing at all and is off: its phases read no clock and their End
+// returns 0, as a disabled Component's, and Enabled reports false, so a
+// caller skips what it would only hand over (ipc's past phases, the
+// runtime's host phases). With labels or a delay it reads the clock as
+// ever. BenchmarkPhase/noop-providers measures the off Component.
 package telemetry
