@@ -239,12 +239,11 @@ func NewComponent(name string, cfg ComponentConfig) (*Component, error) {
 		}
 		c.delay[p] = d
 	}
-	_, offTracer := c.fast.(offTracer)
-	c.off = offTracer && !c.metrics && !c.labels
 	for p := range c.quiet {
 		c.quiet[p] = c.fast != nil && samplesOut(c.fast) && !c.metrics && !c.labels && c.delay[p] == 0
-		c.off = c.off && c.delay[p] == 0
 	}
+	_, isOff := c.fast.(offTracer)
+	c.off = isOff && !c.metrics && !c.labels && c.delay == [NumPhases + 1]time.Duration{}
 	var err error
 	if c.phaseHist, c.criticalHist, c.workHist, err = instruments(cfg.MeterProvider); err != nil {
 		return nil, err
@@ -432,10 +431,7 @@ func (c *Component) StartLeaf(ctx context.Context, p Phase, d Direction) PhaseSp
 // goroutine than the one that started it: it sets no pprof label (a
 // unit's queue wait).
 func (c *Component) StartDetachedLeaf(ctx context.Context, p Phase, d Direction) PhaseSpan {
-	if c == nil {
-		return PhaseSpan{}
-	}
-	return c.startLeaf(ctx, p, d, false, time.Time{})
+	return c.StartDetachedLeafAt(ctx, p, d, time.Time{})
 }
 
 // StartDetachedLeafAt is StartDetachedLeaf for a phase that started at
