@@ -583,7 +583,8 @@ func (ps PhaseSpan) EndWith(attrs ...attribute.KeyValue) time.Duration {
 // EndAt is EndWith for a phase that ended at end, an instant the caller
 // read from the clock for its own timing (a write's blocked time): the
 // phase reads no clock to end. A zero end is now, and so is the end of a
-// phase perturbed by a delay (perturb.*), which the phase must include.
+// phase perturbed by a delay (perturb.*), which the phase must include;
+// an end before the phase's start is its start (the phase is empty).
 func (ps PhaseSpan) EndAt(end time.Time, attrs ...attribute.KeyValue) time.Duration {
 	if ps.c == nil {
 		return 0
@@ -609,6 +610,8 @@ func (ps PhaseSpan) end(now time.Time, err error, attrs []attribute.KeyValue) ti
 	given := !now.IsZero()
 	if !given {
 		now = time.Now()
+	} else if now.Before(ps.start) {
+		now = ps.start // an end given before the start: an empty phase
 	}
 	d := now.Sub(ps.start)
 	if ps.leaf {

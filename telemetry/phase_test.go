@@ -532,6 +532,16 @@ func TestPhaseAtGivenTimes(t *testing.T) {
 		t.Errorf("PhaseTracer recorded %q, want the queue leaf of 3ms", f.recorded)
 	}
 
+	// An end before the start is the start: an empty phase, not a
+	// negative one.
+	_, bph := c.StartDetachedAt(context.Background(), Dispatch, None, end)
+	if d := bph.EndAt(start); d != 0 {
+		t.Errorf("EndAt before the start = %v, want 0", d)
+	}
+	if got := sr.Ended(); got[len(got)-1].EndTime() != end {
+		t.Errorf("span ended before the start at %v, want its start %v", got[len(got)-1].EndTime(), end)
+	}
+
 	// A zero instant is now.
 	before := time.Now()
 	_, zph := c.StartDetachedAt(context.Background(), Dispatch, None, time.Time{})
