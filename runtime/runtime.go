@@ -949,8 +949,8 @@ func (r *Runtime) runFanout(ctx context.Context, u *unit) (string, error) {
 // component, phase, direction and times, parented to the host span), and
 // to amdahl.phase.duration, without SDK spans.
 func (r *Runtime) childSpans(ctx context.Context, res *ipcpb.TaskResult, sendStart, replyStart time.Time) {
-	if !r.hostComp.Enabled() {
-		return // nothing would record them (OTEL_SDK_DISABLED=true)
+	if !r.hostComp.Records(ctx) {
+		return // nothing would record them (OTEL_SDK_DISABLED=true, or the unit's trace sampled out)
 	}
 	var buf [taskproto.NumTimings]taskproto.Timing
 	timings := taskproto.AppendTimings(buf[:0], res, sendStart, replyStart)

@@ -863,6 +863,9 @@ func TestUnsampledUnit(t *testing.T) {
 	if n := testing.AllocsPerRun(100, phases); n != 0 {
 		t.Errorf("phases under an unsampled root allocate %v times, want 0", n)
 	}
+	if comp.Records(ctx) {
+		t.Error("Records under an unsampled root: true, want false (the host's phases would be built for nothing)")
+	}
 	work.End(telemetry.OK, nil)
 	if got := keptSpans(col, root.TraceID()); len(got) != 0 {
 		t.Errorf("an unsampled unit reached the collector: %d spans", len(got))
@@ -872,6 +875,9 @@ func TestUnsampledUnit(t *testing.T) {
 	ctx, work = rt.StartWork(context.Background())
 	sampled := work.Span().SpanContext()
 	col.track(sampled.TraceID(), nil)
+	if !comp.Records(ctx) {
+		t.Error("Records under a sampled root: false, want true")
+	}
 	_, ph := comp.StartPhase(ctx, telemetry.Send, telemetry.Request)
 	ph.End()
 	if got := keptSpans(col, sampled.TraceID()); !sampled.IsSampled() || len(got) != 1 {

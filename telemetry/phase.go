@@ -174,6 +174,8 @@ type Component struct {
 	// sample spans out: under a parent sampled out it is skipped whole
 	// (unrecorded).
 	quiet [NumPhases + 1]bool
+	// quietAll: every phase is quiet.
+	quietAll bool
 	// off: the component records nothing at all and changes nothing (the
 	// off tracer's, OTEL_SDK_DISABLED=true; no metrics, labels or delay):
 	// its phases are a disabled component's, reading no clock, and only
@@ -239,8 +241,10 @@ func NewComponent(name string, cfg ComponentConfig) (*Component, error) {
 		}
 		c.delay[p] = d
 	}
+	c.quietAll = true
 	for p := range c.quiet {
 		c.quiet[p] = c.fast != nil && samplesOut(c.fast) && !c.metrics && !c.labels && c.delay[p] == 0
+		c.quietAll = c.quietAll && c.quiet[p]
 	}
 	_, isOff := c.fast.(offTracer)
 	c.off = isOff && !c.metrics && !c.labels && c.delay == [NumPhases + 1]time.Duration{}
@@ -325,6 +329,25 @@ func (c *Component) RecordsMetrics() bool { return c != nil && c.metrics }
 // disabled, and on the OTel API's no-op providers (OTEL_SDK_DISABLED=true)
 // unless it sets labels or delays phases.
 func (c *Component) Enabled() bool { return c != nil && !c.off }
+
+// Records reports whether a phase of the component under the span in ctx
+// may record anything: false when Enabled is, and when that span is
+// sampled out and every phase of the component would be skipped whole
+// under it (the component records nothing of its phases but their spans,
+// and its tracer makes no span under a sampled-out parent: see
+// PhaseTracer's SamplesOut). A caller may then skip preparing phases it
+// would only hand the component to drop (the runtime's host phases, built
+// from a task's reply).
+func (c *Component) Records(ctx context.Context) bool {
+	if !c.Enabled() {
+		return false
+	}
+	if !c.quietAll {
+		return true
+	}
+	_, skip := c.unrecorded(ctx, Execute)
+	return !skip
+}
 
 // SpanAttributes reports whether anything may read the attributes of the
 // spans a caller starts with Tracer, or gives a phase (EndWith, EndAt,
@@ -700,10 +723,15 @@ func (c *Component) RecordPhase(ctx context.Context, p Phase, d Direction, dur t
 // with the attributes StartPhase gives plus attrs (span-only: amdahl.bytes,
 // amdahl.remote), and its duration in amdahl.phase.duration. It is the one
 // way phase spans are built after the fact; an invalid phase or direction
-// (which may come from another process) records nothing.
+// (which may come from another process) records nothing, and so does a
+// phase StartPhase would skip under the span in ctx, a sampled-out one
+// (Records).
 func (c *Component) RecordSpan(ctx context.Context, p Phase, d Direction, start, end time.Time, attrs ...attribute.KeyValue) {
 	if c == nil || c.off || !p.Valid() || d > Reply {
 		return
+	}
+	if _, skip := c.unrecorded(ctx, p); skip {
+		return // as a phase started under a span sampled out
 	}
 	c.recordSpan(ctx, p, d, start, end, nil, attrs)
 }

@@ -372,6 +372,16 @@ func TestSampledOutPhases(t *testing.T) {
 			if handed != tc.handed {
 				t.Fatalf("handed to the tracer: %v (started %q, recorded %q), want %v", handed, f.started, f.recorded, tc.handed)
 			}
+			// A phase measured elsewhere goes the same way.
+			f.started, f.recorded = nil, nil
+			now := time.Now()
+			c.RecordSpan(tc.ctx, Send, Reply, now, now.Add(time.Microsecond))
+			if handed := len(f.recorded) > 0; handed != tc.handed {
+				t.Errorf("RecordSpan handed to the tracer: %v (recorded %q), want %v", handed, f.recorded, tc.handed)
+			}
+			if got := c.Records(tc.ctx); got != tc.handed {
+				t.Errorf("Records = %v, want %v", got, tc.handed)
+			}
 			if !tc.handed {
 				if d != 0 || !ph.Start().IsZero() {
 					t.Errorf("a sampled-out phase read the clock: start %v, duration %v", ph.Start(), d)
