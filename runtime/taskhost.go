@@ -202,8 +202,11 @@ func ServeHost(ctx context.Context, tasks map[string]TaskFunc, opts ...ipc.Optio
 		case *ipcpb.Shutdown:
 			return conn.Shutdown(ctx)
 		case *ipcpb.TaskConfiguration:
-			res, start, dur := runTask(in.Context(ctx), comp, tasks, m, delay)
-			if err := taskproto.Reply(ctx, conn, in, res, start, dur); err != nil {
+			// The task and its reply run under the parent's span: one
+			// context for both (Reply's in.Context passes it on).
+			tctx := in.Context(ctx)
+			res, start, dur := runTask(tctx, comp, tasks, m, delay)
+			if err := taskproto.Reply(tctx, conn, in, res, start, dur); err != nil {
 				return fmt.Errorf("taskhost: reply to task %d: %w", m.GetId(), err)
 			}
 		default:
