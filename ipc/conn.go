@@ -63,11 +63,10 @@ func (in *Incoming) SpanContext() trace.SpanContext { return in.remote }
 // Context returns parent carrying the span context the sender put in the
 // packet's W3C trace context (the trace_context field of a task
 // configuration or result; which span it names is the Codec's protocol), so
-// spans started from it join the sender's trace. Without one, or when
-// parent's span context is that one already (a context Context returned,
-// passed on), it returns parent.
+// spans started from it join the sender's trace. Without one it returns
+// parent.
 func (in *Incoming) Context(parent context.Context) context.Context {
-	if !in.remote.IsValid() || trace.SpanContextFromContext(parent).Equal(in.remote) {
+	if !in.remote.IsValid() {
 		return parent
 	}
 	return trace.ContextWithRemoteSpanContext(parent, in.remote)

@@ -203,7 +203,7 @@ func ServeHost(ctx context.Context, tasks map[string]TaskFunc, opts ...ipc.Optio
 			return conn.Shutdown(ctx)
 		case *ipcpb.TaskConfiguration:
 			// The task and its reply run under the parent's span: one
-			// context for both (Reply's in.Context passes it on).
+			// context for both (Reply sends under it as it is).
 			tctx := in.Context(ctx)
 			res, start, dur := runTask(tctx, comp, tasks, m, delay)
 			if err := taskproto.Reply(tctx, conn, in, res, start, dur); err != nil {

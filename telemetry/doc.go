@@ -112,7 +112,12 @@
 // sample or drop, its phase spans inherit the decision (parentbased_*) or
 // get the same one from the trace ID (traceidratio), and no span of its
 // trace reaches a span processor, the trace file, OTLP or the in-memory
-// recorder. The runtime's attribution (runtime/collector.go) therefore
+// recorder. Under such a root a Component's phase that records nothing
+// else (no metrics, labels or delay) is skipped whole, its tracer not
+// called and no clock read: StartPhase, StartLeaf and RecordSpan alike;
+// Component.Records tells a caller that would prepare phases to hand it
+// (the runtime builds no host phases from the reply of a unit sampled
+// out). The runtime's attribution (runtime/collector.go) therefore
 // never sees such a unit: Submit tracks only a sampled root's trace. What
 // that leaves:
 //

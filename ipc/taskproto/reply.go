@@ -5,6 +5,8 @@ import (
 	"errors"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/amdahl-rt/amdahl/ipc"
 	"github.com/amdahl-rt/amdahl/ipc/ipcpb"
 )
@@ -21,7 +23,8 @@ var ErrNoCodec = errors.New("taskproto: the connection does not speak the task-h
 // a tracestate) to the request's trace context. The reply's own serialize phase is measured while the codec
 // encodes it and appended to the encoded packet as a fourth timing (it is
 // not added to res.Timings). The reply's serialize and send spans, when
-// conn records them, are children of the request's span (in.Context).
+// conn records them, are children of the request's span (in.Context; ctx
+// itself when it carries that span already, as in.Context's result does).
 //
 // conn must have been opened with WithCodec (else ErrNoCodec). Reply
 // blocks as conn.Send does, and, as with Send, res must not be used
@@ -40,8 +43,14 @@ func Reply(ctx context.Context, conn *ipc.Conn, in *ipc.Incoming, res *ipcpb.Tas
 		&ipcpb.PhaseTiming{Phase: ipcpb.Phase_PHASE_EXECUTE, StartOffsetNs: int64(execStart.Sub(base)), DurationNs: int64(execDur)},
 	)
 	c.setAnchor(res, base)
-	// The reply's own serialize and send spans join the request's trace.
-	err := conn.Send(in.Context(ctx), res)
+	// The reply's own serialize and send spans join the request's trace,
+	// under ctx as it is when it carries the request's span already (a
+	// task host derives one context for the task and its reply).
+	sctx := ctx
+	if !trace.SpanContextFromContext(ctx).Equal(in.SpanContext()) {
+		sctx = in.Context(ctx)
+	}
+	err := conn.Send(sctx, res)
 	c.takeAnchor(res) // when Send failed before encoding
 	return err
 }
