@@ -5,13 +5,17 @@ package telemetrytest
 
 import (
 	"context"
+	"sync"
 	"testing"
+	"time"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace"
+	tracenoop "go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/amdahl-rt/amdahl/telemetry"
 )
@@ -92,4 +96,61 @@ func (x *Memory) Sum(t testing.TB, name string, attrs map[string]string) int64 {
 		}
 	}
 	return total
+}
+
+// Leaves is a telemetry.PhaseTracer that keeps, by span name, the last
+// leaf recorded (RecordPhaseSpan): the context it was recorded under and
+// its attributes. Exported is what it answers PhaseAttributes (whether
+// anything reads a phase's attributes). Its started phases make no span:
+// they return the caller's context and its span.
+type Leaves struct {
+	tracenoop.TracerProvider
+	Exported bool
+
+	mu     sync.Mutex
+	leaves map[string]Leaf
+}
+
+// Leaf is one leaf a Leaves recorded.
+type Leaf struct {
+	Ctx   context.Context
+	Attrs []attribute.KeyValue
+}
+
+var _ telemetry.PhaseTracer = (*Leaves)(nil)
+
+// StartPhaseSpan implements telemetry.PhaseTracer.
+func (l *Leaves) StartPhaseSpan(ctx context.Context, _, _ string, _ telemetry.Phase, _ telemetry.Direction, _ time.Time) (context.Context, trace.Span) {
+	return ctx, trace.SpanFromContext(ctx)
+}
+
+// EndPhaseSpan implements telemetry.PhaseTracer.
+func (l *Leaves) EndPhaseSpan(trace.Span, time.Time) {}
+
+// RecordPhaseSpan implements telemetry.PhaseTracer: it keeps the leaf.
+func (l *Leaves) RecordPhaseSpan(ctx context.Context, name, _ string, _ telemetry.Phase, _ telemetry.Direction, _, _ time.Time, attrs []attribute.KeyValue) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.leaves == nil {
+		l.leaves = map[string]Leaf{}
+	}
+	l.leaves[name] = Leaf{Ctx: ctx, Attrs: append([]attribute.KeyValue(nil), attrs...)}
+}
+
+// PhaseAttributes implements telemetry.PhaseTracer.
+func (l *Leaves) PhaseAttributes() bool { return l.Exported }
+
+// Get returns the last leaf named name, and whether there was one.
+func (l *Leaves) Get(name string) (Leaf, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	lf, ok := l.leaves[name]
+	return lf, ok
+}
+
+// Len returns how many names the leaves recorded have.
+func (l *Leaves) Len() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.leaves)
 }

@@ -5,15 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"sync"
 	"testing"
 	"time"
 
-	"go.opentelemetry.io/otel/attribute"
 	metricnoop "go.opentelemetry.io/otel/metric/noop"
 	"go.opentelemetry.io/otel/trace"
-	tracenoop "go.opentelemetry.io/otel/trace/noop"
 
+	"github.com/amdahl-rt/amdahl/internal/telemetrytest"
 	"github.com/amdahl-rt/amdahl/ipc"
 	"github.com/amdahl-rt/amdahl/ipc/ipcpb"
 	"github.com/amdahl-rt/amdahl/telemetry"
@@ -291,41 +289,13 @@ func TestControlPacketsPlain(t *testing.T) {
 	}
 }
 
-// ctxTracer is a PhaseTracer that keeps the context each leaf is recorded
-// under, by span name.
-type ctxTracer struct {
-	tracenoop.TracerProvider
-	mu   sync.Mutex
-	ctxs map[string]context.Context
-}
-
-func (c *ctxTracer) StartPhaseSpan(ctx context.Context, _, _ string, _ telemetry.Phase, _ telemetry.Direction, _ time.Time) (context.Context, trace.Span) {
-	return ctx, trace.SpanFromContext(ctx)
-}
-
-func (c *ctxTracer) EndPhaseSpan(trace.Span, time.Time) {}
-
-func (c *ctxTracer) RecordPhaseSpan(ctx context.Context, name, _ string, _ telemetry.Phase, _ telemetry.Direction, _, _ time.Time, _ []attribute.KeyValue) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.ctxs[name] = ctx
-}
-
-func (c *ctxTracer) PhaseAttributes() bool { return false }
-
-func (c *ctxTracer) ctx(name string) context.Context {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.ctxs[name]
-}
-
 // TestReplyUnderTheRequestsContext: Reply given a context that carries the
 // request's span already (a task host derives one for the task and its
 // reply) sends under that context as it is, making no second one; under
 // another it sends under the request's span.
 func TestReplyUnderTheRequestsContext(t *testing.T) {
 	ctx := context.Background()
-	ct := &ctxTracer{ctxs: map[string]context.Context{}}
+	ct := &telemetrytest.Leaves{}
 	comp, err := telemetry.NewComponent("ipc", telemetry.ComponentConfig{TracerProvider: ct, MeterProvider: metricnoop.NewMeterProvider()})
 	if err != nil {
 		t.Fatal(err)
@@ -347,7 +317,8 @@ func TestReplyUnderTheRequestsContext(t *testing.T) {
 		if _, err := parent.Recv(ctx); err != nil {
 			t.Fatal(err)
 		}
-		got := ct.ctx("ipc.serialize")
+		lf, _ := ct.Get("ipc.serialize")
+		got := lf.Ctx
 		if sc := trace.SpanContextFromContext(got); sc.SpanID() != want.SpanID() {
 			t.Errorf("the reply's serialize under span %v, want the request's %v", sc.SpanID(), want.SpanID())
 		}
