@@ -70,7 +70,14 @@
 # OTEL_TRACES_SAMPLER=parentbased_traceidratio OTEL_TRACES_SAMPLER_ARG=0.25
 # measures the tax of attributing one unit in four.
 #
-# Usage: scripts/telemetry-tax.sh [-n pairs] [-s scenario] [-r rev] [-o] [-- extra amdahl run args]
+# With -b VAR=VALUE[,VAR=VALUE...] the off arm runs with telemetry on and
+# that environment instead of OTEL_SDK_DISABLED=true: a baseline other than
+# everything off. -b OTEL_TRACES_SAMPLER=always_off measures what the units'
+# spans and their accounting cost over a run whose units are all sampled
+# out (trace context still on the pipe and the gRPC calls, roots still
+# made); the tax against off is the two's product.
+#
+# Usage: scripts/telemetry-tax.sh [-n pairs] [-s scenario] [-r rev] [-o | -b env] [-- extra amdahl run args]
 #   e.g. scripts/telemetry-tax.sh -n 10 -s mixed -r HEAD~3
 # Needs go, git and jq.
 set -euo pipefail
@@ -79,12 +86,14 @@ pairs=10
 scenario=taskhost
 rev=
 out=
-while getopts "n:s:r:oh" opt; do
+baseline=
+while getopts "n:s:r:ob:h" opt; do
 	case $opt in
 	n) pairs=$OPTARG ;;
 	s) scenario=$OPTARG ;;
 	r) rev=$OPTARG ;;
 	o) out=1 ;;
+	b) baseline=$OPTARG ;;
 	*) sed -n '2,/^set -euo/{/^set -euo/!p}' "$0"; exit 2 ;;
 	esac
 done
@@ -96,6 +105,21 @@ if ! [[ $pairs =~ ^[1-9][0-9]*$ ]] || ((pairs > 1000)); then
 	exit 2
 fi
 command -v jq >/dev/null || { echo "telemetry-tax: needs jq" >&2; exit 2; }
+off_env=(OTEL_SDK_DISABLED=true)
+if [[ -n $baseline ]]; then
+	if [[ -n $out ]]; then
+		echo "telemetry-tax: -b and -o: -o measures --out against telemetry on; give one of them" >&2
+		exit 2
+	fi
+	IFS=, read -ra off_env <<<"$baseline"
+	for kv in "${off_env[@]}"; do
+		if ! [[ $kv =~ ^[A-Za-z_][A-Za-z0-9_]*=.*$ ]]; then
+			echo "telemetry-tax: -b $baseline: want VAR=VALUE[,VAR=VALUE...], got \"$kv\"" >&2
+			exit 2
+		fi
+	done
+	off_env=(OTEL_SDK_DISABLED=false "${off_env[@]}")
+fi
 
 root=$(cd "$(dirname "$0")/.." && pwd)
 work=$(mktemp -d)
@@ -113,15 +137,15 @@ fi
 # run BUILD ARM OUT: one run, its --json summary in OUT and its CPU seconds
 # (user + system, children included) in OUT.cpu.
 run() {
-	local build=$1 arm=$2 out=$3 disabled=false args=()
+	local build=$1 arm=$2 out=$3 args=() envs=(OTEL_SDK_DISABLED=false)
 	if [[ -n $out_mode ]]; then
 		rm -rf "$work/out"
 		[[ $arm == on ]] && args=(--out "$work/out")
 	elif [[ $arm == off ]]; then
-		disabled=true
+		envs=("${off_env[@]}")
 	fi
 	local TIMEFORMAT='%U %S'
-	{ time OTEL_SDK_DISABLED=$disabled "$work/$build" run --scenario "$scenario" --json ${args[@]+"${args[@]}"} ${extra[@]+"${extra[@]}"} >"$out" 2>"$out.err"; } 2>"$out.time" ||
+	{ time env "${envs[@]}" "$work/$build" run --scenario "$scenario" --json ${args[@]+"${args[@]}"} ${extra[@]+"${extra[@]}"} >"$out" 2>"$out.err"; } 2>"$out.time" ||
 		{ cat "$out.err" >&2; exit 1; }
 	awk '{ print $1 + $2 }' "$out.time" >"$out.cpu"
 	if [[ -n $out_mode && $arm == on ]]; then
@@ -143,6 +167,7 @@ run() {
 out_mode=$out
 what="telemetry (on: as configured, off: OTEL_SDK_DISABLED=true)"
 [[ -n $out_mode ]] && what="--out (telemetry on in both; on: with --out, off: without)"
+[[ -n $baseline ]] && what="telemetry (on: as configured, off: telemetry on with $baseline)"
 echo "measuring $what"
 echo "scenario $scenario, $pairs pairs${rev:+, base $rev}; load before: $(cut -d' ' -f1-3 /proc/loadavg)"
 printf '%4s %5s %9s %10s %10s %9s %9s %9s %9s %7s %7s %9s %8s %8s %9s\n' pair build first thr_on thr_off thr_ratio p50_on_us p50_off_us p50_ratio cpu_on cpu_off cpu_ratio rt_on_us rt_off_us rt_ratio
