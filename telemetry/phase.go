@@ -345,7 +345,7 @@ func (c *Component) Records(ctx context.Context) bool {
 	if !c.quietAll {
 		return true
 	}
-	_, skip := c.unrecorded(ctx, Execute)
+	_, skip := c.unrecorded(ctx, Execute) // every phase is quiet: any one answers for all
 	return !skip
 }
 

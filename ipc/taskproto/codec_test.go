@@ -325,5 +325,8 @@ func TestReplyUnderTheRequestsContext(t *testing.T) {
 		if c == tctx && got != tctx {
 			t.Error("Reply under a context carrying the request's span made another one")
 		}
+		if c == ctx && got == tctx {
+			t.Error("Reply under a plain context recorded no serialize leaf of its own")
+		}
 	}
 }
