@@ -343,7 +343,7 @@ func BenchmarkUnitTelemetry(b *testing.B) {
 					spans[i] = attribution.Span{TraceID: attribution.TraceID(host.TraceID()), SpanID: c.newSpanID(), ParentID: attribution.SpanID(host.SpanID()),
 						Name: hostComp.SpanName(p, d), Component: "taskhost", Start: now.UnixNano(), End: now.UnixNano() + 1000, Phase: p, Direction: d, Remote: true}
 				}
-				_, unit := parentOf(hctx)
+				_, unit, _, _ := parentOf(hctx)
 				c.add(unit, host.TraceID(), spans[:])
 				hs.End()
 				work.End(telemetry.OK, nil)

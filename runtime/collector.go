@@ -66,6 +66,7 @@ type collector struct {
 	room      sync.Cond     // on qmu: pending has room, or closed
 	pending   []handoff     // units ended, not taken yet
 	handed    uint64        // units handed off so far
+	recorded  uint64        // of them, as records (record.go)
 	accounted uint64        // of them, accounted
 	waiters   []flushWaiter // flush calls waiting
 	idle      bool          // the goroutine waits for wake
@@ -87,10 +88,13 @@ type unitBuf struct {
 	owner any // what track was given, handed to onWork with the unit
 }
 
-// handoff is a unit ended and not accounted yet: its spans and owner.
+// handoff is a unit ended and not accounted yet: its spans and owner,
+// or its record (a task unit's, record.go), whose spans the accounting
+// makes.
 type handoff struct {
 	spans []attribution.Span
 	owner any
+	rec   *unitRecord
 }
 
 // flushWaiter is a flush waiting for the first upTo units handed off.
@@ -190,7 +194,7 @@ func (c *collector) forget(id trace.TraceID) {
 // owner; buf is kept for reuse. mu is held.
 func (c *collector) releaseBufLocked(buf *unitBuf) handoff {
 	delete(c.traces, buf.id)
-	h := handoff{buf.spans, buf.owner}
+	h := handoff{spans: buf.spans, owner: buf.owner}
 	buf.id, buf.spans, buf.owner = trace.TraceID{}, nil, nil
 	if len(c.bufs) < maxFreeUnits {
 		c.bufs = append(c.bufs, buf)
@@ -280,7 +284,12 @@ func (c *collector) ended(buf *unitBuf, sp attribution.Span) {
 	}
 	h := c.releaseBufLocked(buf)
 	c.mu.Unlock()
+	c.handOff(h)
+}
 
+// handOff hands a unit ended to the accounting goroutine, waiting while
+// maxQueuedUnits wait.
+func (c *collector) handOff(h handoff) {
 	c.qmu.Lock()
 	for len(c.pending) >= maxQueuedUnits && !c.closed {
 		c.room.Wait()
@@ -289,11 +298,14 @@ func (c *collector) ended(buf *unitBuf, sp attribution.Span) {
 		// Only after close, when every unit has ended: account here.
 		c.qmu.Unlock()
 		var b attribution.Builder
-		c.accountUnit(&b, h)
+		c.accountUnit(&b, new([]attribution.Span), h)
 		return
 	}
 	c.pending = append(c.pending, h)
 	c.handed++
+	if h.rec != nil {
+		c.recorded++
+	}
 	c.wakeLocked()
 	if len(c.pending) == hurryAt {
 		c.hurryUp() // enough for a pass: no need to wait for more
@@ -322,6 +334,7 @@ func (c *collector) hurryUp() {
 func (c *collector) account() {
 	defer close(c.done)
 	var took []handoff
+	var scratch []attribution.Span // a record's spans (accountUnit)
 	b := attribution.Builder{Reuse: true}
 	gather := time.NewTimer(time.Hour)
 	gather.Stop()
@@ -357,9 +370,11 @@ func (c *collector) account() {
 		c.room.Broadcast()
 		c.qmu.Unlock()
 		for _, h := range took {
-			c.accountUnit(&b, h)
-			clear(h.spans) // drop the strings the spans hold
-			c.recycle(h.spans)
+			c.accountUnit(&b, &scratch, h)
+			if h.rec == nil {
+				clear(h.spans) // drop the strings the spans hold
+				c.recycle(h.spans)
+			}
 		}
 		clear(took) // drop the slices, now recycled, and the owners
 		c.qmu.Lock()
@@ -393,7 +408,14 @@ func (c *collector) recycle(spans []attribution.Span) {
 // accountUnit attributes the unit handed off (its spans are of one trace;
 // they hold more than one unit only if a unit was nested in another's
 // trace), with b's scratch space.
-func (c *collector) accountUnit(b *attribution.Builder, h handoff) {
+func (c *collector) accountUnit(b *attribution.Builder, scratch *[]attribution.Span, h handoff) {
+	if h.rec != nil {
+		// A record's spans are made in the Builder's goroutine's
+		// scratch space, which the next unit's overwrite.
+		*scratch = h.rec.spans((*scratch)[:0])
+		h.spans = *scratch
+		defer clear(*scratch)
+	}
 	diag := b.EachTree(h.spans, func(w attribution.Work) { c.onWork(w, h.owner) })
 	if c.onDiag != nil {
 		c.onDiag(diag)

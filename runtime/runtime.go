@@ -255,7 +255,12 @@ type Runtime struct {
 	rt, rtChunk, hostComp *telemetry.Component
 	tracer                trace.Tracer
 	own                   telemetry.PhaseTracer // the runtime's own tracer, when it is the run's
-	phaseTP               telemetry.PhaseTracer // own, or the run's provider's (telemetry.PhaseTracerOf); nil: the OTel API
+	// records, when not nil, are the names of a task unit's record's
+	// spans: the run keeps a task unit's spans in its record (record.go)
+	// when only the attribution reads them (own is an
+	// accountingProvider) and every unit is sampled (no Config.Sampler).
+	records *recordNames
+	phaseTP telemetry.PhaseTracer // own, or the run's provider's (telemetry.PhaseTracerOf); nil: the OTel API
 
 	queue    chan *unit
 	stopping chan struct{}      // closed when no more work is accepted
@@ -302,6 +307,9 @@ type unit struct {
 	comp       *telemetry.Component
 	start      time.Time
 	outputs    map[string]string // the task's, once its host replied
+	// rec is the unit's record when its spans are kept in it (a task
+	// unit sent straight to a host, with Runtime.records; record.go).
+	rec unitRecord
 }
 
 // New starts a Runtime: its instrumentation on the given providers, the sidecar connection (and the
@@ -434,6 +442,9 @@ func (r *Runtime) instrument(cfg Config) (tp trace.TracerProvider, mp metric.Met
 		}
 	}
 	r.tracer = r.rt.Tracer()
+	if _, ok := r.own.(*accountingProvider); ok && cfg.Sampler == nil {
+		r.records = newRecordNames(r.rt, ipcComp, r.hostComp)
+	}
 	r.phaseTP = r.own
 	if r.phaseTP == nil {
 		r.phaseTP = telemetry.PhaseTracerOf(tp)
@@ -586,15 +597,24 @@ func (r *Runtime) Submit(ctx context.Context, it scenario.Item) error {
 	if it.Kind == scenario.KindFanout {
 		u.comp = r.rtChunk
 	}
-	// Every unit is a root of its own trace.
-	root := trace.ContextWithSpanContext(context.Background(), trace.SpanContext{})
+	// Every unit is a root of its own trace. A task unit of the taskhost
+	// shape keeps its spans in its record (record.go) when it can.
+	var root context.Context
+	if r.records != nil && it.Kind == scenario.KindTask && !it.Task.Orchestration {
+		u.rec.names, u.rec.col, u.rec.owner = r.records, r.col, u
+		root = context.WithValue(context.Background(), recordKey{}, &u.rec)
+	} else {
+		root = trace.ContextWithSpanContext(context.Background(), trace.SpanContext{})
+	}
 	wctx, work := u.comp.StartWork(root, telemetry.AttrWorkID.String(u.id), AttrKind.String(it.Kind.String()),
 		AttrShape.String(it.Shape))
 	u.work = work
 	u.start = u.work.Start()
 	// A sampled root's unit is attributed: its spans are collected in a
-	// buffer that hands the unit to onWork with them.
-	if sc := u.work.Span().SpanContext(); sc.IsSampled() {
+	// buffer that hands the unit to onWork with them (or in its record).
+	if _, ok := u.work.Span().(*recSpan); ok {
+		// the record hands the unit off
+	} else if sc := u.work.Span().SpanContext(); sc.IsSampled() {
 		setUnit(u.work.Span(), r.col.track(sc.TraceID(), u))
 	}
 	var dctx context.Context
@@ -629,6 +649,10 @@ func (r *Runtime) Submit(ctx context.Context, it scenario.Item) error {
 }
 
 func (r *Runtime) dropUnit(u *unit) {
+	if s, ok := u.work.Span().(*recSpan); ok {
+		s.rec.drop()
+		return
+	}
 	r.col.forget(u.work.Span().SpanContext().TraceID())
 }
 
@@ -949,10 +973,22 @@ func (r *Runtime) runFanout(ctx context.Context, u *unit) (string, error) {
 // component, phase, direction and times, parented to the host span), and
 // to amdahl.phase.duration, without SDK spans.
 func (r *Runtime) childSpans(ctx context.Context, res *ipcpb.TaskResult, sendStart, replyStart time.Time) {
+	var buf [taskproto.NumTimings]taskproto.Timing
+	_, unit, rec, rs := parentOf(ctx)
+	if rs != nil && rs == &rec.host {
+		// The host span of a unit's record: the phases go to its slots.
+		timings := taskproto.AppendTimings(buf[:0], res, sendStart, replyStart)
+		if r.hostComp.RecordsMetrics() {
+			for _, t := range timings {
+				r.hostComp.RecordPhase(ctx, t.Phase, t.Direction, t.End.Sub(t.Start))
+			}
+		}
+		rec.hostPhases(rs.tracer, r.hostComp, timings)
+		return
+	}
 	if !r.hostComp.Records(ctx) {
 		return // nothing would record them (OTEL_SDK_DISABLED=true, or the unit's trace sampled out)
 	}
-	var buf [taskproto.NumTimings]taskproto.Timing
 	timings := taskproto.AppendTimings(buf[:0], res, sendStart, replyStart)
 	host := trace.SpanContextFromContext(ctx)
 	if !r.cfg.AccountRemoteDirectly || !host.IsSampled() || r.hostComp == nil {
@@ -975,7 +1011,13 @@ func (r *Runtime) childSpans(ctx context.Context, res *ipcpb.TaskResult, sendSta
 		}
 		n++
 	}
-	_, unit := parentOf(ctx)
+	if rec != nil {
+		// A second host span of a unit's record: kept beside its slots.
+		for _, sp := range spans[:n] {
+			rec.addExtra(sp)
+		}
+		return
+	}
 	r.col.add(unit, host.TraceID(), spans[:n])
 }
 

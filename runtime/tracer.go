@@ -245,7 +245,11 @@ func (p phaseTracer) SamplesOut() bool { return p.t.sampler != nil }
 func (p phaseTracer) EndPhaseSpan(span trace.Span, end time.Time) { endPhaseSpan(span, end) }
 
 func endPhaseSpan(span trace.Span, end time.Time) {
-	if s, ok := span.(*accountingSpan); ok {
+	switch s := span.(type) {
+	case *accountingSpan:
+		s.endAt(end)
+		return
+	case *recSpan:
 		s.endAt(end)
 		return
 	}
@@ -255,12 +259,23 @@ func endPhaseSpan(span trace.Span, end time.Time) {
 // startPhase starts a phase span (p zero: a span that is not a phase,
 // such as amdahl.work, with no attributes).
 func (t *accountingTracer) startPhase(ctx context.Context, name, component string, ph telemetry.Phase, d telemetry.Direction, start time.Time) (context.Context, trace.Span) {
-	parent, unit := parentOf(ctx)
+	parent, unit, rec, rs := parentOf(ctx)
+	switch {
+	case rs != nil:
+		if s := rec.startChild(t, rs, name, component, ph, d, start); s != nil {
+			return trace.ContextWithSpan(ctx, s), s
+		}
+	case !parent.IsValid() && t.export == nil && t.sampler == nil:
+		if r := recordOf(ctx); r != nil && !r.root.started {
+			s := r.startRoot(t, start)
+			return trace.ContextWithSpan(ctx, s), s
+		}
+	}
 	if span, ok := unsampled(ctx, parent); ok {
 		return ctx, span
 	}
 	s := t.newSpan(ctx, parent, name)
-	s.unit = unit
+	s.unit, s.urec = unit, rec
 	s.sp.Name, s.sp.Component, s.sp.Phase, s.sp.Direction, s.sp.Start = name, component, ph, d, start.UnixNano()
 	if t.export != nil && !s.ended {
 		s.rec = &spanRecord{parent: parent, kind: trace.SpanKindInternal, lead: t.export.phaseLead(component, ph, d)}
@@ -270,7 +285,11 @@ func (t *accountingTracer) startPhase(ctx context.Context, name, component strin
 
 // recordPhase records a phase span whole, with attrs besides its phase's.
 func (t *accountingTracer) recordPhase(ctx context.Context, name, component string, ph telemetry.Phase, d telemetry.Direction, start, end time.Time, attrs []attribute.KeyValue) {
-	parent, unit := parentOf(ctx)
+	parent, unit, rec, rs := parentOf(ctx)
+	if rs != nil {
+		rec.recordLeaf(t, rs, name, component, ph, d, start, end, attrs)
+		return
+	}
 	sp, sampled := t.child(ctx, parent, name)
 	if !sampled {
 		return
@@ -279,7 +298,11 @@ func (t *accountingTracer) recordPhase(ctx context.Context, name, component stri
 	for _, kv := range attrs {
 		sp.SetAttribute(kv)
 	}
-	t.col.ended(unit, sp)
+	if rec != nil {
+		rec.addExtra(sp) // under a span the record has no slot for
+	} else {
+		t.col.ended(unit, sp)
+	}
 	if t.export != nil {
 		r := spanRecord{parent: parent, kind: trace.SpanKindInternal, lead: t.export.phaseLead(component, ph, d)}
 		if t.export.file != nil && r.canBorrow(attrs) {
@@ -298,16 +321,16 @@ func (t *accountingTracer) recordPhase(ctx context.Context, name, component stri
 // Start implements trace.Tracer.
 func (t *accountingTracer) Start(ctx context.Context, name string, opts ...trace.SpanStartOption) (context.Context, trace.Span) {
 	cfg := trace.NewSpanStartConfig(opts...)
-	parent, unit := parentOf(ctx)
+	parent, unit, rec, _ := parentOf(ctx)
 	if cfg.NewRoot() {
 		// As the SDK: the sampler sees no parent either.
 		ctx = trace.ContextWithSpanContext(ctx, trace.SpanContext{})
-		parent, unit = trace.SpanContext{}, nil
+		parent, unit, rec = trace.SpanContext{}, nil, nil
 	} else if span, ok := unsampled(ctx, parent); ok {
 		return ctx, span
 	}
 	s := t.newSpan(ctx, parent, name)
-	s.unit = unit
+	s.unit, s.urec = unit, rec
 	start := cfg.Timestamp()
 	if start.IsZero() {
 		start = time.Now()
@@ -331,14 +354,18 @@ func (t *accountingTracer) Start(ctx context.Context, name string, opts ...trace
 }
 
 // parentOf returns the span context of the span in ctx (as
-// trace.SpanContextFromContext does), and its unit's buffer if it is one
-// of ours that carries one.
-func parentOf(ctx context.Context) (trace.SpanContext, *unitBuf) {
-	span := trace.SpanFromContext(ctx)
-	if s, ok := span.(*accountingSpan); ok {
-		return s.sc, s.unit
+// trace.SpanContextFromContext does), and if it is one of ours its
+// unit's buffer or record (record.go), and the span itself if it is one
+// of a record's.
+func parentOf(ctx context.Context) (trace.SpanContext, *unitBuf, *unitRecord, *recSpan) {
+	switch s := trace.SpanFromContext(ctx).(type) {
+	case *accountingSpan:
+		return s.sc, s.unit, s.urec, nil
+	case *recSpan:
+		return s.sc, nil, s.rec, s
+	default:
+		return s.SpanContext(), nil, nil, nil
 	}
-	return span.SpanContext(), nil
 }
 
 // unsampled returns the span of a child of parent, the span context of
@@ -414,6 +441,10 @@ type accountingSpan struct {
 	// is shared: inherited from the parent, or, on a unit's root, by
 	// setUnit.
 	unit *unitBuf
+	// urec, instead, is the record of the unit it belongs to (a span
+	// started under a record's span that the record has no slot for):
+	// it is kept with the record's spans.
+	urec *unitRecord
 
 	mu    sync.Mutex
 	sp    attribution.Span
@@ -444,7 +475,11 @@ func (s *accountingSpan) endAt(end time.Time) {
 	s.sp.End = end.UnixNano()
 	sp := s.sp
 	s.mu.Unlock()
-	s.tracer.col.ended(s.unit, sp)
+	if s.urec != nil {
+		s.urec.addExtra(sp)
+	} else {
+		s.tracer.col.ended(s.unit, sp)
+	}
 	if s.rec != nil {
 		s.tracer.export.end(s.tracer, s.rec, s.sc, &sp)
 	}

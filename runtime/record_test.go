@@ -1,0 +1,268 @@
+package runtime
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	metricnoop "go.opentelemetry.io/otel/metric/noop"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/amdahl-rt/amdahl/ipc/ipcpb"
+	"github.com/amdahl-rt/amdahl/runtime/scenario"
+	"github.com/amdahl-rt/amdahl/telemetry"
+	"github.com/amdahl-rt/amdahl/telemetry/attribution"
+)
+
+// recordRig is a collector keeping every unit it accounts, the runtime's
+// own tracer over it, and the Components a task unit's spans come from.
+type recordRig struct {
+	col                *collector
+	accounted          func() []attribution.Work
+	tp                 *accountingProvider
+	rt, ipc, host, etc *telemetry.Component
+	r                  *Runtime // childSpans' fields only
+	names              *recordNames
+}
+
+func newRecordRig(t *testing.T) *recordRig {
+	g := &recordRig{}
+	g.col, g.accounted = keepingCollector(t)
+	g.tp = newAccountingProvider(g.col, nil)
+	for _, c := range []struct {
+		dst  **telemetry.Component
+		name string
+	}{{&g.rt, "runtime"}, {&g.ipc, "ipc"}, {&g.host, "taskhost"}, {&g.etc, "custom"}} {
+		var err error
+		if *c.dst, err = telemetry.NewComponent(c.name, telemetry.ComponentConfig{TracerProvider: g.tp, MeterProvider: metricnoop.NewMeterProvider()}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	g.r = &Runtime{col: g.col, hostComp: g.host, cfg: Config{AccountRemoteDirectly: true}}
+	g.names = newRecordNames(g.rt, g.ipc, g.host)
+	return g
+}
+
+// at is a fixed instant plus us microseconds.
+func at(us int) time.Time { return time.Unix(1_700_000_000, 0).Add(time.Duration(us) * time.Microsecond) }
+
+// taskUnit plays one task unit of the taskhost shape through the tracer,
+// at fixed times, as Submit, the worker, ipc's writer and reader and the
+// host's reply make its spans: with rec its record (as Submit hands it),
+// else tracked by the collector. With extra, a phase the record has no
+// slot for starts under the host span, with a leaf under it, and a leaf
+// with an attribute (which a slot does not keep) is recorded beside.
+// It returns the context under the host span and the root span.
+func (g *recordRig) taskUnit(rec *unitRecord, extra bool) (context.Context, trace.Span) {
+	tp := g.tp
+	var ctx context.Context
+	if rec != nil {
+		ctx = context.WithValue(context.Background(), recordKey{}, rec)
+	} else {
+		ctx = trace.ContextWithSpanContext(context.Background(), trace.SpanContext{})
+	}
+	wctx, root := tp.StartPhaseSpan(ctx, telemetry.SpanWork, "", 0, telemetry.None, at(0))
+	if rec == nil {
+		setUnit(root, g.col.track(root.SpanContext().TraceID(), nil))
+	}
+	dctx, disp := tp.StartPhaseSpan(wctx, g.rt.SpanName(telemetry.Dispatch, telemetry.None), "runtime", telemetry.Dispatch, telemetry.None, at(0))
+	tp.RecordPhaseSpan(dctx, g.rt.SpanName(telemetry.Queue, telemetry.None), "runtime", telemetry.Queue, telemetry.None, at(0), at(100), nil)
+	tp.EndPhaseSpan(disp, at(300))
+	hctx, hs := startHostSpan(wctx, tp, nil, 1, 2, at(300))
+	leaf := func(ph telemetry.Phase, d telemetry.Direction, from, to int) {
+		g.ipc.RecordSpan(hctx, ph, d, at(from), at(to))
+	}
+	leaf(telemetry.Serialize, telemetry.Request, 300, 320)
+	leaf(telemetry.Send, telemetry.Request, 320, 350)
+	res := &ipcpb.TaskResult{ReceiveStartUnixNano: at(400).UnixNano(), Timings: []*ipcpb.PhaseTiming{
+		{Phase: ipcpb.Phase_PHASE_RECEIVE, StartOffsetNs: 0, DurationNs: 10_000},
+		{Phase: ipcpb.Phase_PHASE_DESERIALIZE, StartOffsetNs: 10_000, DurationNs: 20_000},
+		{Phase: ipcpb.Phase_PHASE_EXECUTE, StartOffsetNs: 30_000, DurationNs: 170_000},
+		{Phase: ipcpb.Phase_PHASE_REPLY_SERIALIZE, StartOffsetNs: 200_000, DurationNs: 5_000},
+	}}
+	g.r.childSpans(hctx, res, at(300), at(700))
+	if extra {
+		xctx, x := g.etc.StartDetachedAt(hctx, telemetry.Execute, telemetry.None, at(610))
+		g.etc.RecordSpan(xctx, telemetry.Serialize, telemetry.Request, at(620), at(640))
+		x.EndAt(at(650))
+		g.ipc.RecordSpan(hctx, telemetry.Send, telemetry.Reply, at(655), at(660), telemetry.AttrBytes.Int(7))
+	}
+	leaf(telemetry.Receive, telemetry.Reply, 700, 720)
+	leaf(telemetry.Deserialize, telemetry.Reply, 720, 740)
+	tp.EndPhaseSpan(hs, at(760))
+	root.SetAttributes(telemetry.AttrOutcome.String("ok"))
+	tp.EndPhaseSpan(root, at(800))
+	return hctx, root
+}
+
+// workString is a unit's attribution as text: its rows, and its nodes
+// (key, times, parent's key) sorted, so that two units made in another
+// order compare equal.
+func workString(w attribution.Work) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "e2e %v failed %v\n", w.E2E(), w.Root.Failed)
+	for _, s := range w.Stats {
+		fmt.Fprintf(&b, "row %v: critical %v naive %v count %d\n", s.Key, s.Critical, s.Naive, s.Count)
+	}
+	var nodes []string
+	for _, n := range w.Nodes {
+		parent := "-"
+		if n.Parent >= 0 {
+			p := w.Nodes[n.Parent]
+			parent = fmt.Sprintf("%v@%d", p.Key, p.Start)
+		}
+		nodes = append(nodes, fmt.Sprintf("node %v [%d, %d] far %v under %s\n", n.Key, n.Start, n.End, n.Far, parent))
+	}
+	slices.Sort(nodes)
+	b.WriteString(strings.Join(nodes, ""))
+	return b.String()
+}
+
+// TestRecordMatchesSpans: a task unit kept in its record is attributed as
+// the same unit's spans filed one by one with the collector: the same
+// rows with the same critical and naive times, and the same nodes, with
+// and without spans the record has no slot for (kept whole beside the
+// slots, with their parents). A unit of a record reaches the collector
+// as one record and is never in its map of traces.
+func TestRecordMatchesSpans(t *testing.T) {
+	for _, extra := range []bool{false, true} {
+		got := map[bool]string{}
+		for _, record := range []bool{false, true} {
+			g := newRecordRig(t)
+			var rec *unitRecord
+			if record {
+				rec = &unitRecord{names: g.names, col: g.col}
+			}
+			_, root := g.taskUnit(rec, extra)
+			if _, ok := root.(*recSpan); ok != record {
+				t.Fatalf("record %v: the root is a %T", record, root)
+			}
+			if err := g.col.flush(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			works := g.accounted()
+			if len(works) != 1 {
+				t.Fatalf("record %v: %d units accounted, want 1", record, len(works))
+			}
+			got[record] = workString(works[0])
+			g.col.qmu.Lock()
+			recorded := g.col.recorded
+			g.col.qmu.Unlock()
+			if want := map[bool]uint64{false: 0, true: 1}[record]; recorded != want {
+				t.Errorf("record %v: %d units handed off as records, want %d", record, recorded, want)
+			}
+			g.col.mu.Lock()
+			if n := len(g.col.traces); n != 0 {
+				t.Errorf("record %v: %d traces left in the collector's map", record, n)
+			}
+			g.col.mu.Unlock()
+		}
+		if got[true] != got[false] {
+			t.Errorf("extra %v: the record's attribution differs from the spans':\nspans:\n%s\nrecord:\n%s", extra, got[false], got[true])
+		}
+		want := 12
+		if extra {
+			want += 3
+		}
+		if n := strings.Count(got[true], "node "); n != want {
+			t.Errorf("extra %v: %d nodes, want %d:\n%s", extra, n, want, got[true])
+		}
+	}
+}
+
+// TestRecordLateAndDropped: a span that ends after its unit's root (and
+// so after the record was handed off) reaches no unit, as with the
+// collector's buffers (TestSpanOutlivesUnit); a record dropped before its
+// root ends (a unit never submitted) is not accounted.
+func TestRecordLateAndDropped(t *testing.T) {
+	g := newRecordRig(t)
+	rec := &unitRecord{names: g.names, col: g.col}
+	hctx, _ := g.taskUnit(rec, false)
+	g.ipc.RecordSpan(hctx, telemetry.Send, telemetry.Reply, at(900), at(950))
+	_, late := g.etc.StartDetachedAt(hctx, telemetry.Execute, telemetry.None, at(900))
+	late.EndAt(at(990))
+	if late.Span().IsRecording() {
+		t.Error("a span of a unit handed off records")
+	}
+
+	dropped := &unitRecord{names: g.names, col: g.col}
+	ctx := context.WithValue(context.Background(), recordKey{}, dropped)
+	_, root := g.tp.StartPhaseSpan(ctx, telemetry.SpanWork, "", 0, telemetry.None, at(0))
+	dropped.drop()
+	root.End()
+	if err := g.col.flush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	works := g.accounted()
+	if len(works) != 1 {
+		t.Fatalf("%d units accounted, want 1 (the dropped one is not)", len(works))
+	}
+	if n := len(works[0].Nodes); n != 12 {
+		t.Errorf("the unit has %d nodes, want 12 (the late spans reach it not)", n)
+	}
+}
+
+// TestRunKeepsTaskUnitsInRecords: in a taskhost run whose spans only the
+// attribution reads, every unit is kept in its record, and the summary
+// has the rows and span counts of the same run through the SDK; with a
+// sampler, or through the SDK, no unit is.
+func TestRunKeepsTaskUnitsInRecords(t *testing.T) {
+	sc, err := scenario.Builtin("taskhost")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const units = 40
+	rows := map[string]string{}
+	for _, path := range []string{"sdk", "records", "sampler"} {
+		cfg := testConfig(t, testSettings(t, fmt.Sprintf("scenario.count=%d", units)), nil)
+		cfg.MeterProvider = metricnoop.NewMeterProvider()
+		cfg.PhaseLabels = false
+		if path != "sdk" {
+			cfg.TracerProvider = nil
+		}
+		if path == "sampler" {
+			cfg.Sampler = dropSampler{new(atomic.Bool)} // samples every unit, but may not
+		}
+		r, err := New(context.Background(), cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		gen := sc.NewGenerator()
+		for range units {
+			if err := r.Submit(context.Background(), gen.Next()); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := r.Wait(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		sum := r.Summary()
+		r.col.qmu.Lock()
+		recorded := r.col.recorded
+		r.col.qmu.Unlock()
+		if err := r.Close(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		if want := map[string]uint64{"records": units}[path]; recorded != want {
+			t.Errorf("%s: %d units kept in records, want %d", path, recorded, want)
+		}
+		if sum.Submitted != units || sum.Attribution.Works != units {
+			t.Fatalf("%s: %d units ended, %d attributed, want %d", path, sum.Submitted, sum.Attribution.Works, units)
+		}
+		var b strings.Builder
+		fmt.Fprintf(&b, "failed %d\n", sum.Attribution.Failed)
+		for _, row := range sum.Attribution.Rows {
+			fmt.Fprintf(&b, "%s %d\n", row.Name, row.Spans)
+		}
+		rows[path] = b.String()
+	}
+	for _, path := range []string{"records", "sampler"} {
+		if rows[path] != rows["sdk"] {
+			t.Errorf("rows and their span counts differ:\nSDK:\n%s\n%s:\n%s", rows["sdk"], path, rows[path])
+		}
+	}
+}
