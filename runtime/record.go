@@ -21,26 +21,28 @@ import (
 // collector. The shape is fixed: the root (amdahl.work), runtime.dispatch
 // and its runtime.queue, runtime.host and under it ipc's serialize and
 // send of the request and receive and deserialize of the reply, and the
-// host's four phases from its reply. The root, dispatch and host spans
-// are the record's own trace.Spans (recSpan: the contexts carry them, and
-// the host span's context crosses the pipe); the other nine are slots of
-// two times each, written where the span would have ended. The unit is
+// host's four phases from its reply. The runtime writes its own phases
+// straight into the record (Submit, the worker: no Component, no
+// context); the root, dispatch and host spans are the record's own
+// trace.Spans (recSpan), which the unit's contexts carry, so that the
+// host span's context crosses the pipe and ipc's leaves, which reach the
+// run's tracer as ever, find their slots (RecordPhaseSpan under a
+// recSpan). The other nine spans are slots of two times each. The unit is
 // handed to the accounting once, at its root's end, and its spans are
 // made there, in the accounting goroutine's scratch space, in a fixed
-// order (so that the attribution's known-shape path takes them).
+// order (so that the attribution's known-shape path takes them), with
+// the root's, dispatch's and host span's random ids and fixed ones for
+// the slots.
 //
 // Nothing of what a span says is lost: a span the record has no slot for
-// (a phase a program adds under the unit, a leaf with attributes, a
+// (a phase a program starts under the unit, a leaf with attributes, a
 // second round trip) is kept whole beside the slots (extra), with its
-// own id and parent, as the collector would have kept it.
+// own id and parent, as the collector would have kept it. A span that
+// ends after its unit's root reaches no unit, as with the collector.
 //
-// The record is used only where nothing but the attribution reads the
-// spans (the accountingTracer without export) and every unit is sampled
-// (no Config.Sampler): see Runtime.records.
-
-// recordKey is the context key under which Submit hands a unit's record
-// to its root span's start.
-type recordKey struct{}
+// The record is used where nothing but the attribution reads the spans
+// and the runtime's Component would do nothing else with the unit's
+// root, dispatch and queue: see Runtime.records.
 
 // Leaf slots of a record, in the order its spans are made.
 const (
@@ -59,13 +61,16 @@ const (
 // recordNames is the run's names for a record's spans: its Components'
 // span names, made once.
 type recordNames struct {
-	runtime, ipc, host string // component names
+	t                  *accountingTracer // the run's own tracer
+	runtime, ipc, host string            // component names
 	dispatch           string
 	slot               [numSlots]string
+	// span is each slot's span but its trace, parent and times.
+	span [numSlots]attribution.Span
 }
 
-func newRecordNames(rt, ipcComp, hostComp *telemetry.Component) *recordNames {
-	n := &recordNames{runtime: rt.Name(), ipc: ipcComp.Name(), host: hostComp.Name(), dispatch: rt.SpanName(telemetry.Dispatch, telemetry.None)}
+func newRecordNames(t *accountingTracer, rt, ipcComp, hostComp *telemetry.Component) *recordNames {
+	n := &recordNames{t: t, runtime: rt.Name(), ipc: ipcComp.Name(), host: hostComp.Name(), dispatch: rt.SpanName(telemetry.Dispatch, telemetry.None)}
 	for s := range numSlots {
 		comp := ipcComp
 		switch {
@@ -76,6 +81,7 @@ func newRecordNames(rt, ipcComp, hostComp *telemetry.Component) *recordNames {
 		}
 		p, d := slotPhase(s)
 		n.slot[s] = comp.SpanName(p, d)
+		n.span[s] = attribution.Span{SpanID: slotID(s), Name: n.slot[s], Component: comp.Name(), Phase: p, Direction: d, Remote: s >= slotHostReceive}
 	}
 	return n
 }
@@ -105,10 +111,9 @@ func slotPhase(s int) (telemetry.Phase, telemetry.Direction) {
 }
 
 // unitRecord is a task unit's record (above). Its fields are guarded by
-// mu but for names, col and owner, set before the unit's root starts.
+// mu but for names and owner, set by begin, before the record is shared.
 type unitRecord struct {
 	names *recordNames
-	col   *collector
 	owner any // the runtime's unit, handed to onWork
 
 	mu               sync.Mutex
@@ -123,7 +128,6 @@ type unitRecord struct {
 type recSpan struct {
 	embedded.Span
 	rec     *unitRecord
-	tracer  *accountingTracer
 	sc      trace.SpanContext
 	sp      attribution.Span // guarded by rec.mu
 	started bool
@@ -132,39 +136,50 @@ type recSpan struct {
 
 var _ trace.Span = (*recSpan)(nil)
 
-// startRoot starts the record's root span at start, in a new trace.
-func (rec *unitRecord) startRoot(t *accountingTracer, start time.Time) *recSpan {
-	return rec.start(&rec.root, t, attribution.Span{TraceID: t.col.newTraceID(), SpanID: t.col.newSpanID(), Name: telemetry.SpanWork, Start: start.UnixNano()})
+// begin starts the record of a unit (owner, the runtime's unit) at
+// start: its root span, in a new trace, and its dispatch.
+func (rec *unitRecord) begin(names *recordNames, owner any, start time.Time) {
+	rec.names, rec.owner = names, owner
+	col, at := names.t.col, start.UnixNano()
+	root := attribution.Span{TraceID: col.newTraceID(), SpanID: col.newSpanID(), Name: telemetry.SpanWork, Start: at}
+	rec.root.start(rec, root)
+	rec.disp.start(rec, attribution.Span{TraceID: root.TraceID, SpanID: col.newSpanID(), ParentID: root.SpanID,
+		Name: names.dispatch, Component: names.runtime, Phase: telemetry.Dispatch, Start: at})
 }
 
-func (rec *unitRecord) start(s *recSpan, t *accountingTracer, sp attribution.Span) *recSpan {
-	s.rec, s.tracer, s.sp, s.started = rec, t, sp, true
+func (s *recSpan) start(rec *unitRecord, sp attribution.Span) {
+	s.rec, s.sp, s.started = rec, sp, true
 	s.sc = trace.NewSpanContext(trace.SpanContextConfig{TraceID: trace.TraceID(sp.TraceID), SpanID: trace.SpanID(sp.SpanID), TraceFlags: trace.FlagsSampled})
-	return s
 }
 
-// startChild starts the record's span for a phase span of parent (one of
-// the record's spans) named name, or returns nil if the record has none
-// for it (or has started it already): the dispatch under the root, the
-// host span under it.
-func (rec *unitRecord) startChild(t *accountingTracer, parent *recSpan, name, component string, ph telemetry.Phase, d telemetry.Direction, start time.Time) *recSpan {
-	var s *recSpan
-	switch {
-	case parent != &rec.root:
-		return nil
-	case ph == telemetry.Dispatch && d == telemetry.None && name == rec.names.dispatch && component == rec.names.runtime:
-		s = &rec.disp
-	case ph == 0 && name == SpanHost && component == "":
-		s = &rec.host
-	default:
-		return nil
-	}
-	if s.started {
-		return nil // a second round trip: kept as an extra span
+// startHost starts the record's runtime.host span at start, under the
+// root, and returns ctx carrying it. A second one (which a task unit
+// never starts) is a span of the run's tracer, kept beside the slots.
+func (rec *unitRecord) startHost(ctx context.Context, start time.Time) (context.Context, trace.Span) {
+	rec.mu.Lock()
+	again := rec.host.started || rec.handed
+	rec.mu.Unlock()
+	if again {
+		return rec.names.t.startPhase(trace.ContextWithSpan(ctx, &rec.root), SpanHost, "", 0, telemetry.None, start)
 	}
 	root := &rec.root.sp
-	return rec.start(s, t, attribution.Span{TraceID: root.TraceID, SpanID: t.col.newSpanID(), ParentID: root.SpanID,
-		Name: name, Component: component, Phase: ph, Direction: d, Start: start.UnixNano()})
+	rec.mu.Lock()
+	rec.host.start(rec, attribution.Span{TraceID: root.TraceID, SpanID: rec.names.t.col.newSpanID(), ParentID: root.SpanID,
+		Name: SpanHost, Start: start.UnixNano()})
+	rec.mu.Unlock()
+	return trace.ContextWithSpan(ctx, &rec.host), &rec.host
+}
+
+// end ends the unit at now (its root span; failed: its outcome is not
+// ok), hands it off, and returns its end-to-end time from start.
+func (rec *unitRecord) end(now, start time.Time, failed bool) time.Duration {
+	rec.mu.Lock()
+	if !rec.root.ended {
+		rec.root.sp.Failed = failed
+	}
+	rec.mu.Unlock()
+	rec.root.endAt(now)
+	return now.Sub(start)
 }
 
 // leafSlot returns the slot of a leaf of parent named name, or -1.
@@ -235,13 +250,13 @@ func (rec *unitRecord) addExtra(sp attribution.Span) {
 
 // recordLeaf records a leaf of parent, a span of the record: in its slot,
 // or whole as an extra span (with an id of its own).
-func (rec *unitRecord) recordLeaf(t *accountingTracer, parent *recSpan, name, component string, ph telemetry.Phase, d telemetry.Direction, start, end time.Time, attrs []attribute.KeyValue) {
+func (rec *unitRecord) recordLeaf(parent *recSpan, name, component string, ph telemetry.Phase, d telemetry.Direction, start, end time.Time, attrs []attribute.KeyValue) {
 	if len(attrs) == 0 {
 		if s := rec.leafSlot(parent, name, component, ph, d); s >= 0 && rec.setSlot(s, start.UnixNano(), end.UnixNano()) {
 			return
 		}
 	}
-	sp := attribution.Span{TraceID: attribution.TraceID(parent.sc.TraceID()), SpanID: t.col.newSpanID(), ParentID: attribution.SpanID(parent.sc.SpanID()),
+	sp := attribution.Span{TraceID: attribution.TraceID(parent.sc.TraceID()), SpanID: rec.names.t.col.newSpanID(), ParentID: attribution.SpanID(parent.sc.SpanID()),
 		Name: name, Component: component, Phase: ph, Direction: d, Start: start.UnixNano(), End: end.UnixNano()}
 	for _, kv := range attrs {
 		sp.SetAttribute(kv)
@@ -252,7 +267,7 @@ func (rec *unitRecord) recordLeaf(t *accountingTracer, parent *recSpan, name, co
 // hostPhases records a task host's phases from its reply (taskproto's
 // timings placed in the parent's clock) under the record's host span,
 // comp the host's Component.
-func (rec *unitRecord) hostPhases(t *accountingTracer, comp *telemetry.Component, timings []taskproto.Timing) {
+func (rec *unitRecord) hostPhases(comp *telemetry.Component, timings []taskproto.Timing) {
 	var extra [taskproto.NumTimings]int
 	n := 0
 	rec.mu.Lock()
@@ -275,7 +290,7 @@ func (rec *unitRecord) hostPhases(t *accountingTracer, comp *telemetry.Component
 	h := rec.host.sc
 	for _, i := range extra[:n] {
 		tm := timings[i]
-		rec.addExtra(attribution.Span{TraceID: attribution.TraceID(h.TraceID()), SpanID: t.col.newSpanID(), ParentID: attribution.SpanID(h.SpanID()),
+		rec.addExtra(attribution.Span{TraceID: attribution.TraceID(h.TraceID()), SpanID: rec.names.t.col.newSpanID(), ParentID: attribution.SpanID(h.SpanID()),
 			Name: comp.SpanName(tm.Phase, tm.Direction), Component: comp.Name(),
 			Start: tm.Start.UnixNano(), End: tm.End.UnixNano(), Phase: tm.Phase, Direction: tm.Direction, Remote: true})
 	}
@@ -311,16 +326,12 @@ func (rec *unitRecord) spans(dst []attribution.Span) []attribution.Span {
 		if t[1] == 0 {
 			continue
 		}
-		parent, comp := rec.host.sp.SpanID, n.ipc
-		switch {
-		case s == slotQueue:
-			parent, comp = rec.disp.sp.SpanID, n.runtime
-		case s >= slotHostReceive:
-			comp = n.host
+		dst = append(dst, n.span[s])
+		sp := &dst[len(dst)-1]
+		sp.TraceID, sp.ParentID, sp.Start, sp.End = rec.root.sp.TraceID, rec.host.sp.SpanID, t[0], t[1]
+		if s == slotQueue {
+			sp.ParentID = rec.disp.sp.SpanID
 		}
-		p, d := slotPhase(s)
-		dst = append(dst, attribution.Span{TraceID: rec.root.sp.TraceID, SpanID: slotID(s), ParentID: parent,
-			Start: t[0], End: t[1], Name: n.slot[s], Component: comp, Phase: p, Direction: d, Remote: s >= slotHostReceive})
 	}
 	if rec.host.ended {
 		dst = append(dst, rec.host.sp)
@@ -359,7 +370,7 @@ func (s *recSpan) endAt(end time.Time) {
 	dropped := rec.dropped
 	rec.mu.Unlock()
 	if !dropped {
-		rec.col.handOff(handoff{rec: rec, owner: rec.owner})
+		rec.names.t.col.handOff(handoff{rec: rec, owner: rec.owner})
 	}
 }
 
@@ -394,7 +405,7 @@ func (s *recSpan) SetName(name string) {
 func (s *recSpan) SpanContext() trace.SpanContext { return s.sc }
 
 // TracerProvider returns the tracer that made the span.
-func (s *recSpan) TracerProvider() trace.TracerProvider { return s.tracer.provider }
+func (s *recSpan) TracerProvider() trace.TracerProvider { return s.rec.names.t.provider }
 
 // Events, links, errors and status reach only exporters, and a record is
 // kept only when there is none (as an accountingSpan without export).
@@ -410,9 +421,3 @@ func (s *recSpan) RecordError(error, ...trace.EventOption) {}
 
 // SetStatus does nothing.
 func (s *recSpan) SetStatus(codes.Code, string) {}
-
-// recordOf returns the record ctx hands a root span, if any.
-func recordOf(ctx context.Context) *unitRecord {
-	rec, _ := ctx.Value(recordKey{}).(*unitRecord)
-	return rec
-}

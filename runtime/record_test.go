@@ -10,6 +10,7 @@ import (
 	"time"
 
 	metricnoop "go.opentelemetry.io/otel/metric/noop"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/amdahl-rt/amdahl/ipc/ipcpb"
@@ -43,36 +44,42 @@ func newRecordRig(t *testing.T) *recordRig {
 		}
 	}
 	g.r = &Runtime{col: g.col, hostComp: g.host, cfg: Config{AccountRemoteDirectly: true}}
-	g.names = newRecordNames(g.rt, g.ipc, g.host)
+	g.names = newRecordNames(&g.tp.tracer, g.rt, g.ipc, g.host)
 	return g
 }
 
 // at is a fixed instant plus us microseconds.
-func at(us int) time.Time { return time.Unix(1_700_000_000, 0).Add(time.Duration(us) * time.Microsecond) }
+func at(us int) time.Time {
+	return time.Unix(1_700_000_000, 0).Add(time.Duration(us) * time.Microsecond)
+}
 
-// taskUnit plays one task unit of the taskhost shape through the tracer,
-// at fixed times, as Submit, the worker, ipc's writer and reader and the
-// host's reply make its spans: with rec its record (as Submit hands it),
-// else tracked by the collector. With extra, a phase the record has no
-// slot for starts under the host span, with a leaf under it, and a leaf
-// with an attribute (which a slot does not keep) is recorded beside.
-// It returns the context under the host span and the root span.
+// taskUnit plays one task unit of the taskhost shape at fixed times, as
+// Submit, the worker, ipc's writer and reader and the host's reply make
+// its spans: with rec, kept in that record, as the runtime keeps a task
+// unit's; else through the tracer, tracked by the collector. With extra,
+// a phase the record has no slot for starts under the host span, with a
+// leaf under it, and a leaf with an attribute (which a slot does not
+// keep) is recorded beside. It returns the context under the host span
+// and the root span.
 func (g *recordRig) taskUnit(rec *unitRecord, extra bool) (context.Context, trace.Span) {
 	tp := g.tp
-	var ctx context.Context
+	var wctx, hctx context.Context
+	var root, hs trace.Span
 	if rec != nil {
-		ctx = context.WithValue(context.Background(), recordKey{}, rec)
+		rec.begin(g.names, nil, at(0))
+		root = &rec.root
+		wctx = trace.ContextWithSpan(context.Background(), root)
+		rec.setSlot(slotQueue, at(0).UnixNano(), at(100).UnixNano())
+		rec.disp.endAt(at(300))
+		hctx, hs = rec.startHost(wctx, at(300))
 	} else {
-		ctx = trace.ContextWithSpanContext(context.Background(), trace.SpanContext{})
-	}
-	wctx, root := tp.StartPhaseSpan(ctx, telemetry.SpanWork, "", 0, telemetry.None, at(0))
-	if rec == nil {
+		wctx, root = tp.StartPhaseSpan(trace.ContextWithSpanContext(context.Background(), trace.SpanContext{}), telemetry.SpanWork, "", 0, telemetry.None, at(0))
 		setUnit(root, g.col.track(root.SpanContext().TraceID(), nil))
+		dctx, disp := tp.StartPhaseSpan(wctx, g.rt.SpanName(telemetry.Dispatch, telemetry.None), "runtime", telemetry.Dispatch, telemetry.None, at(0))
+		tp.RecordPhaseSpan(dctx, g.rt.SpanName(telemetry.Queue, telemetry.None), "runtime", telemetry.Queue, telemetry.None, at(0), at(100), nil)
+		tp.EndPhaseSpan(disp, at(300))
+		hctx, hs = startHostSpan(wctx, tp, nil, 1, 2, at(300))
 	}
-	dctx, disp := tp.StartPhaseSpan(wctx, g.rt.SpanName(telemetry.Dispatch, telemetry.None), "runtime", telemetry.Dispatch, telemetry.None, at(0))
-	tp.RecordPhaseSpan(dctx, g.rt.SpanName(telemetry.Queue, telemetry.None), "runtime", telemetry.Queue, telemetry.None, at(0), at(100), nil)
-	tp.EndPhaseSpan(disp, at(300))
-	hctx, hs := startHostSpan(wctx, tp, nil, 1, 2, at(300))
 	leaf := func(ph telemetry.Phase, d telemetry.Direction, from, to int) {
 		g.ipc.RecordSpan(hctx, ph, d, at(from), at(to))
 	}
@@ -94,8 +101,12 @@ func (g *recordRig) taskUnit(rec *unitRecord, extra bool) (context.Context, trac
 	leaf(telemetry.Receive, telemetry.Reply, 700, 720)
 	leaf(telemetry.Deserialize, telemetry.Reply, 720, 740)
 	tp.EndPhaseSpan(hs, at(760))
-	root.SetAttributes(telemetry.AttrOutcome.String("ok"))
-	tp.EndPhaseSpan(root, at(800))
+	if rec != nil {
+		rec.end(at(800), at(0), false)
+	} else {
+		root.SetAttributes(telemetry.AttrOutcome.String("ok"))
+		tp.EndPhaseSpan(root, at(800))
+	}
 	return hctx, root
 }
 
@@ -135,7 +146,7 @@ func TestRecordMatchesSpans(t *testing.T) {
 			g := newRecordRig(t)
 			var rec *unitRecord
 			if record {
-				rec = &unitRecord{names: g.names, col: g.col}
+				rec = new(unitRecord)
 			}
 			_, root := g.taskUnit(rec, extra)
 			if _, ok := root.(*recSpan); ok != record {
@@ -180,8 +191,7 @@ func TestRecordMatchesSpans(t *testing.T) {
 // root ends (a unit never submitted) is not accounted.
 func TestRecordLateAndDropped(t *testing.T) {
 	g := newRecordRig(t)
-	rec := &unitRecord{names: g.names, col: g.col}
-	hctx, _ := g.taskUnit(rec, false)
+	hctx, _ := g.taskUnit(new(unitRecord), false)
 	g.ipc.RecordSpan(hctx, telemetry.Send, telemetry.Reply, at(900), at(950))
 	_, late := g.etc.StartDetachedAt(hctx, telemetry.Execute, telemetry.None, at(900))
 	late.EndAt(at(990))
@@ -189,11 +199,10 @@ func TestRecordLateAndDropped(t *testing.T) {
 		t.Error("a span of a unit handed off records")
 	}
 
-	dropped := &unitRecord{names: g.names, col: g.col}
-	ctx := context.WithValue(context.Background(), recordKey{}, dropped)
-	_, root := g.tp.StartPhaseSpan(ctx, telemetry.SpanWork, "", 0, telemetry.None, at(0))
+	var dropped unitRecord
+	dropped.begin(g.names, nil, at(0))
 	dropped.drop()
-	root.End()
+	dropped.end(at(10), at(0), false)
 	if err := g.col.flush(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -208,8 +217,9 @@ func TestRecordLateAndDropped(t *testing.T) {
 
 // TestRunKeepsTaskUnitsInRecords: in a taskhost run whose spans only the
 // attribution reads, every unit is kept in its record, and the summary
-// has the rows and span counts of the same run through the SDK; with a
-// sampler, or through the SDK, no unit is.
+// has the rows and span counts of the same run through the SDK; through
+// the SDK, with a sampler, or with metrics (which the runtime's
+// Component records of a unit's root, dispatch and queue), no unit is.
 func TestRunKeepsTaskUnitsInRecords(t *testing.T) {
 	sc, err := scenario.Builtin("taskhost")
 	if err != nil {
@@ -217,15 +227,20 @@ func TestRunKeepsTaskUnitsInRecords(t *testing.T) {
 	}
 	const units = 40
 	rows := map[string]string{}
-	for _, path := range []string{"sdk", "records", "sampler"} {
+	for _, path := range []string{"sdk", "records", "sampler", "metrics"} {
 		cfg := testConfig(t, testSettings(t, fmt.Sprintf("scenario.count=%d", units)), nil)
 		cfg.MeterProvider = metricnoop.NewMeterProvider()
 		cfg.PhaseLabels = false
 		if path != "sdk" {
 			cfg.TracerProvider = nil
 		}
-		if path == "sampler" {
+		switch path {
+		case "sampler":
 			cfg.Sampler = dropSampler{new(atomic.Bool)} // samples every unit, but may not
+		case "metrics":
+			mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(sdkmetric.NewManualReader()))
+			t.Cleanup(func() { _ = mp.Shutdown(context.Background()) })
+			cfg.MeterProvider = mp
 		}
 		r, err := New(context.Background(), cfg)
 		if err != nil {
@@ -260,7 +275,7 @@ func TestRunKeepsTaskUnitsInRecords(t *testing.T) {
 		}
 		rows[path] = b.String()
 	}
-	for _, path := range []string{"records", "sampler"} {
+	for _, path := range []string{"records", "sampler", "metrics"} {
 		if rows[path] != rows["sdk"] {
 			t.Errorf("rows and their span counts differ:\nSDK:\n%s\n%s:\n%s", rows["sdk"], path, rows[path])
 		}

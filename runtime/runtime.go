@@ -258,7 +258,10 @@ type Runtime struct {
 	// records, when not nil, are the names of a task unit's record's
 	// spans: the run keeps a task unit's spans in its record (record.go)
 	// when only the attribution reads them (own is an
-	// accountingProvider) and every unit is sampled (no Config.Sampler).
+	// accountingProvider), every unit is sampled (no Config.Sampler),
+	// and the runtime's Component would do nothing else with the unit's
+	// root, dispatch and queue (it records no metrics and delays no
+	// phase of its own).
 	records *recordNames
 	phaseTP telemetry.PhaseTracer // own, or the run's provider's (telemetry.PhaseTracerOf); nil: the OTel API
 
@@ -292,7 +295,34 @@ type Runtime struct {
 // rootContext is a context carrying the unit's root span only (metric
 // exemplars); the running unit's own context is runUnit's.
 func (u *unit) rootContext() context.Context {
-	return trace.ContextWithSpan(context.Background(), u.work.Span())
+	return trace.ContextWithSpan(context.Background(), u.rootSpan())
+}
+
+// rootSpan is the unit's root span (amdahl.work): its record's, or its
+// WorkSpan's.
+func (u *unit) rootSpan() trace.Span {
+	if u.recorded {
+		return &u.rec.root
+	}
+	return u.work.Span()
+}
+
+// dispSpan is the unit's runtime.dispatch span.
+func (u *unit) dispSpan() trace.Span {
+	if u.recorded {
+		return &u.rec.disp
+	}
+	return u.disp.Span()
+}
+
+// endDispatchAt ends the dispatch phase at end (span and
+// amdahl.phase.duration).
+func (u *unit) endDispatchAt(end time.Time) {
+	if u.recorded {
+		u.rec.disp.endAt(end)
+		return
+	}
+	u.disp.EndAt(end)
 }
 
 // unit is one unit of work in flight.
@@ -307,9 +337,11 @@ type unit struct {
 	comp       *telemetry.Component
 	start      time.Time
 	outputs    map[string]string // the task's, once its host replied
-	// rec is the unit's record when its spans are kept in it (a task
-	// unit sent straight to a host, with Runtime.records; record.go).
-	rec unitRecord
+	// recorded: the unit's spans are kept in rec, its record (a task
+	// unit sent straight to a host, with Runtime.records; record.go),
+	// and work, disp and queued are not used.
+	recorded bool
+	rec      unitRecord
 }
 
 // New starts a Runtime: its instrumentation on the given providers, the sidecar connection (and the
@@ -442,8 +474,8 @@ func (r *Runtime) instrument(cfg Config) (tp trace.TracerProvider, mp metric.Met
 		}
 	}
 	r.tracer = r.rt.Tracer()
-	if _, ok := r.own.(*accountingProvider); ok && cfg.Sampler == nil {
-		r.records = newRecordNames(r.rt, ipcComp, r.hostComp)
+	if own, ok := r.own.(*accountingProvider); ok && cfg.Sampler == nil && !r.rt.RecordsMetrics() && len(delays["runtime"]) == 0 {
+		r.records = newRecordNames(&own.tracer, r.rt, ipcComp, r.hostComp)
 	}
 	r.phaseTP = r.own
 	if r.phaseTP == nil {
@@ -597,33 +629,33 @@ func (r *Runtime) Submit(ctx context.Context, it scenario.Item) error {
 	if it.Kind == scenario.KindFanout {
 		u.comp = r.rtChunk
 	}
-	// Every unit is a root of its own trace. A task unit of the taskhost
-	// shape keeps its spans in its record (record.go) when it can.
-	var root context.Context
 	if r.records != nil && it.Kind == scenario.KindTask && !it.Task.Orchestration {
-		u.rec.names, u.rec.col, u.rec.owner = r.records, r.col, u
-		root = context.WithValue(context.Background(), recordKey{}, &u.rec)
+		// A task unit of the taskhost shape keeps its spans in its
+		// record (record.go): its root and dispatch begin now, and so
+		// does its queue wait.
+		u.recorded = true
+		u.start = time.Now()
+		u.rec.begin(r.records, u, u.start)
 	} else {
-		root = trace.ContextWithSpanContext(context.Background(), trace.SpanContext{})
+		// Every unit is a root of its own trace.
+		root := trace.ContextWithSpanContext(context.Background(), trace.SpanContext{})
+		wctx, work := u.comp.StartWork(root, telemetry.AttrWorkID.String(u.id), AttrKind.String(it.Kind.String()),
+			AttrShape.String(it.Shape))
+		u.work = work
+		u.start = u.work.Start()
+		// A sampled root's unit is attributed: its spans are collected in a
+		// buffer that hands the unit to onWork with them.
+		if sc := u.work.Span().SpanContext(); sc.IsSampled() {
+			setUnit(u.work.Span(), r.col.track(sc.TraceID(), u))
+		}
+		var dctx context.Context
+		// Dispatch and the queue wait begin when the unit does: one clock read.
+		dctx, disp := u.comp.StartDetachedAt(wctx, telemetry.Dispatch, telemetry.None, u.start)
+		u.disp = disp
+		// The wait for a worker (Submit blocked on a full queue, then queued)
+		// is its own row: load, not code.
+		u.queued = u.comp.StartDetachedLeafAt(dctx, telemetry.Queue, telemetry.None, u.start)
 	}
-	wctx, work := u.comp.StartWork(root, telemetry.AttrWorkID.String(u.id), AttrKind.String(it.Kind.String()),
-		AttrShape.String(it.Shape))
-	u.work = work
-	u.start = u.work.Start()
-	// A sampled root's unit is attributed: its spans are collected in a
-	// buffer that hands the unit to onWork with them (or in its record).
-	if _, ok := u.work.Span().(*recSpan); ok {
-		// the record hands the unit off
-	} else if sc := u.work.Span().SpanContext(); sc.IsSampled() {
-		setUnit(u.work.Span(), r.col.track(sc.TraceID(), u))
-	}
-	var dctx context.Context
-	// Dispatch and the queue wait begin when the unit does: one clock read.
-	dctx, disp := u.comp.StartDetachedAt(wctx, telemetry.Dispatch, telemetry.None, u.start)
-	u.disp = disp
-	// The wait for a worker (Submit blocked on a full queue, then queued)
-	// is its own row: load, not code.
-	u.queued = u.comp.StartDetachedLeafAt(dctx, telemetry.Queue, telemetry.None, u.start)
 	select {
 	case <-r.stopping:
 		r.finish(u, telemetry.Cancelled, "cancelled", ErrClosed)
@@ -641,16 +673,16 @@ func (r *Runtime) Submit(ctx context.Context, it scenario.Item) error {
 		// neither attributed nor counted in amdahl.work.duration.
 		r.dropUnit(u)
 		u.queueEnded = true // its span is never made
-		u.disp.Span().End()
-		u.work.Span().End()
+		u.dispSpan().End()
+		u.rootSpan().End()
 		r.inflight.Done()
 		return fmt.Errorf("runtime: submit: %w", ctx.Err())
 	}
 }
 
 func (r *Runtime) dropUnit(u *unit) {
-	if s, ok := u.work.Span().(*recSpan); ok {
-		s.rec.drop()
+	if u.recorded {
+		u.rec.drop()
 		return
 	}
 	r.col.forget(u.work.Span().SpanContext().TraceID())
@@ -694,7 +726,7 @@ func (r *Runtime) cancelQueued() {
 func (r *Runtime) runUnit(drain context.Context, u *unit) {
 	r.endQueue(u)
 	// The unit's context carries its root span and ends with the drain.
-	ctx := trace.ContextWithSpan(drain, u.work.Span())
+	ctx := trace.ContextWithSpan(drain, u.rootSpan())
 	var err error
 	var class string
 	outcome := telemetry.OK
@@ -721,13 +753,18 @@ func (r *Runtime) runUnit(drain context.Context, u *unit) {
 // finish ends the unit's spans (once) and records its result.
 func (r *Runtime) finish(u *unit, o telemetry.Outcome, class string, err error) {
 	r.endQueue(u)
-	if u.disp.Span().IsRecording() {
-		u.disp.End()
+	if u.dispSpan().IsRecording() {
+		u.endDispatchAt(time.Now())
 	}
-	if err != nil {
-		u.work.Span().SetAttributes(AttrReason.String(class))
+	var e2e time.Duration
+	if u.recorded {
+		e2e = u.rec.end(time.Now(), u.start, o != telemetry.OK)
+	} else {
+		if err != nil {
+			u.work.Span().SetAttributes(AttrReason.String(class))
+		}
+		e2e = u.work.End(o, err) // an unsampled root was never tracked (Submit)
 	}
-	e2e := u.work.End(o, err) // an unsampled root was never tracked (Submit)
 	res := Result{Seq: u.item.Seq, Kind: u.item.Kind, Shape: u.item.Shape, Outcome: o, Class: class, E2E: e2e, Outputs: u.outputs}
 	if err != nil {
 		res.Reason = err.Error()
@@ -784,18 +821,22 @@ func (r *Runtime) onWork(w attribution.Work, owner any) {
 func (r *Runtime) endQueue(u *unit) {
 	if !u.queueEnded {
 		u.queueEnded = true
+		if u.recorded {
+			u.rec.setSlot(slotQueue, u.start.UnixNano(), time.Now().UnixNano())
+			return
+		}
 		u.queued.End()
 	}
 }
 
 // endDispatch ends the dispatch phase (span and amdahl.phase.duration).
-func (r *Runtime) endDispatch(u *unit) { u.disp.End() }
+func (r *Runtime) endDispatch(u *unit) { u.endDispatchAt(time.Now()) }
 
 // runTask: acquire a host and run the task there; with an orchestration
 // (scenario.TaskItem.Orchestration), lease it first and complete it with
 // the task's outputs (or as failed) after.
 func (r *Runtime) runTask(ctx context.Context, u *unit) (string, error) {
-	dctx := trace.ContextWithSpan(ctx, u.disp.Span())
+	dctx := trace.ContextWithSpan(ctx, u.dispSpan())
 	task := u.item.Task
 	orch := task.Orchestration
 	var token string
@@ -837,8 +878,14 @@ func (r *Runtime) runTask(ctx context.Context, u *unit) (string, error) {
 	// dispatch's end, the host span's start and the send's: they are the
 	// same instant (a clock read is 0.1–0.25 µs on the 2-vCPU VM).
 	sendStart := time.Now()
-	u.disp.EndAt(sendStart)
-	hctx, hs := startHostSpan(ctx, r.phaseTP, r.tracer, h.id, h.pid, sendStart)
+	u.endDispatchAt(sendStart)
+	var hctx context.Context
+	var hs trace.Span
+	if u.recorded {
+		hctx, hs = u.rec.startHost(ctx, sendStart)
+	} else {
+		hctx, hs = startHostSpan(ctx, r.phaseTP, r.tracer, h.id, h.pid, sendStart)
+	}
 	in, err := h.run(hctx, cfg, r.set.TaskTimeout)
 	r.pool.release(h)
 	if err != nil {
@@ -941,7 +988,7 @@ func (r *Runtime) complete(ctx context.Context, resp *dtpb.OrchestratorResponse)
 // runFanout: lease the orchestration, then complete it with the item's
 // actions, chunked.
 func (r *Runtime) runFanout(ctx context.Context, u *unit) (string, error) {
-	dctx := trace.ContextWithSpan(ctx, u.disp.Span())
+	dctx := trace.ContextWithSpan(ctx, u.dispSpan())
 	token, err := r.lease.lease(dctx, r.sender, u.id)
 	r.endDispatch(u)
 	if err != nil {
@@ -983,7 +1030,7 @@ func (r *Runtime) childSpans(ctx context.Context, res *ipcpb.TaskResult, sendSta
 				r.hostComp.RecordPhase(ctx, t.Phase, t.Direction, t.End.Sub(t.Start))
 			}
 		}
-		rec.hostPhases(rs.tracer, r.hostComp, timings)
+		rec.hostPhases(r.hostComp, timings)
 		return
 	}
 	if !r.hostComp.Records(ctx) {

@@ -259,18 +259,7 @@ func endPhaseSpan(span trace.Span, end time.Time) {
 // startPhase starts a phase span (p zero: a span that is not a phase,
 // such as amdahl.work, with no attributes).
 func (t *accountingTracer) startPhase(ctx context.Context, name, component string, ph telemetry.Phase, d telemetry.Direction, start time.Time) (context.Context, trace.Span) {
-	parent, unit, rec, rs := parentOf(ctx)
-	switch {
-	case rs != nil:
-		if s := rec.startChild(t, rs, name, component, ph, d, start); s != nil {
-			return trace.ContextWithSpan(ctx, s), s
-		}
-	case !parent.IsValid() && t.export == nil && t.sampler == nil:
-		if r := recordOf(ctx); r != nil && !r.root.started {
-			s := r.startRoot(t, start)
-			return trace.ContextWithSpan(ctx, s), s
-		}
-	}
+	parent, unit, rec, _ := parentOf(ctx)
 	if span, ok := unsampled(ctx, parent); ok {
 		return ctx, span
 	}
@@ -287,7 +276,7 @@ func (t *accountingTracer) startPhase(ctx context.Context, name, component strin
 func (t *accountingTracer) recordPhase(ctx context.Context, name, component string, ph telemetry.Phase, d telemetry.Direction, start, end time.Time, attrs []attribute.KeyValue) {
 	parent, unit, rec, rs := parentOf(ctx)
 	if rs != nil {
-		rec.recordLeaf(t, rs, name, component, ph, d, start, end, attrs)
+		rec.recordLeaf(rs, name, component, ph, d, start, end, attrs)
 		return
 	}
 	sp, sampled := t.child(ctx, parent, name)
