@@ -140,10 +140,10 @@ var _ trace.Span = (*recSpan)(nil)
 // start: its root span, in a new trace, and its dispatch.
 func (rec *unitRecord) begin(names *recordNames, owner any, start time.Time) {
 	rec.names, rec.owner = names, owner
-	col, at := names.t.col, start.UnixNano()
-	root := attribution.Span{TraceID: col.newTraceID(), SpanID: col.newSpanID(), Name: telemetry.SpanWork, Start: at}
+	at := start.UnixNano()
+	root := attribution.Span{TraceID: names.t.col.newTraceID(), SpanID: rootID, Name: telemetry.SpanWork, Start: at}
 	rec.root.start(rec, root)
-	rec.disp.start(rec, attribution.Span{TraceID: root.TraceID, SpanID: col.newSpanID(), ParentID: root.SpanID,
+	rec.disp.start(rec, attribution.Span{TraceID: root.TraceID, SpanID: dispatchID, ParentID: root.SpanID,
 		Name: names.dispatch, Component: names.runtime, Phase: telemetry.Dispatch, Start: at})
 }
 
@@ -173,12 +173,7 @@ func (rec *unitRecord) startHost(ctx context.Context, start time.Time) (context.
 // end ends the unit at now (its root span; failed: its outcome is not
 // ok), hands it off, and returns its end-to-end time from start.
 func (rec *unitRecord) end(now, start time.Time, failed bool) time.Duration {
-	rec.mu.Lock()
-	if !rec.root.ended {
-		rec.root.sp.Failed = failed
-	}
-	rec.mu.Unlock()
-	rec.root.endAt(now)
+	rec.endSpan(&rec.root, now, failed)
 	return now.Sub(start)
 }
 
@@ -303,13 +298,19 @@ func (rec *unitRecord) drop() {
 	rec.mu.Unlock()
 }
 
-// slotID is the span id of leaf slot s: the slots' spans have no
-// children and their ids leave the process nowhere, so they take fixed
-// ids, distinct from one another and (with a probability of about
-// 2⁻⁶⁴ for each of the unit's random ids) from the unit's other spans.
+// slotID is the span id of leaf slot s, and rootID and dispatchID those
+// of the root and its dispatch: their ids leave the process nowhere (the
+// host span's, which crosses the pipe, is random), so they take fixed
+// ids, distinct from one another and (with a probability of about 2⁻⁶⁴
+// for each of the unit's random ids) from the unit's other spans.
 func slotID(s int) attribution.SpanID {
 	return attribution.SpanID{0xa4, 0xda, 0x41, 0x5e, 0xc0, 0xde, 0x5e, byte(1 + s)}
 }
+
+var (
+	rootID     = attribution.SpanID{0xa4, 0xda, 0x41, 0x5e, 0xc0, 0xde, 0x5e, 0x80}
+	dispatchID = attribution.SpanID{0xa4, 0xda, 0x41, 0x5e, 0xc0, 0xde, 0x5e, 0x81}
+)
 
 // spans appends the unit's spans to dst: dispatch, its queue, the ipc
 // leaves, the host's phases, the host span, the extra spans and the root,
@@ -353,8 +354,11 @@ func (s *recSpan) End(opts ...trace.SpanEndOption) {
 }
 
 // endAt ends the span at end, once; the root's end hands the unit off.
-func (s *recSpan) endAt(end time.Time) {
-	rec := s.rec
+func (s *recSpan) endAt(end time.Time) { s.rec.endSpan(s, end, false) }
+
+// endSpan ends s, one of the record's spans, at end, once (failed: the
+// root's outcome was not ok); the root's end hands the unit off.
+func (rec *unitRecord) endSpan(s *recSpan, end time.Time, failed bool) {
 	rec.mu.Lock()
 	if s.ended || rec.handed {
 		rec.mu.Unlock()
@@ -362,6 +366,7 @@ func (s *recSpan) endAt(end time.Time) {
 	}
 	s.ended = true
 	s.sp.End = end.UnixNano()
+	s.sp.Failed = s.sp.Failed || failed
 	if s != &rec.root {
 		rec.mu.Unlock()
 		return
