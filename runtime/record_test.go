@@ -220,6 +220,8 @@ func TestRecordLateAndDropped(t *testing.T) {
 // has the rows and span counts of the same run through the SDK; through
 // the SDK, with a sampler, or with metrics (which the runtime's
 // Component records of a unit's root, dispatch and queue), no unit is.
+// One unit in five asks for a task its host does not serve: it fails,
+// and fails alike in every path.
 func TestRunKeepsTaskUnitsInRecords(t *testing.T) {
 	sc, err := scenario.Builtin("taskhost")
 	if err != nil {
@@ -247,8 +249,14 @@ func TestRunKeepsTaskUnitsInRecords(t *testing.T) {
 			t.Fatal(err)
 		}
 		gen := sc.NewGenerator()
-		for range units {
-			if err := r.Submit(context.Background(), gen.Next()); err != nil {
+		for i := range units {
+			it := gen.Next()
+			if i%5 == 0 {
+				task := *it.Task
+				task.TaskName = "amdahl.no-such-task"
+				it.Task = &task
+			}
+			if err := r.Submit(context.Background(), it); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -265,8 +273,9 @@ func TestRunKeepsTaskUnitsInRecords(t *testing.T) {
 		if want := map[string]uint64{"records": units}[path]; recorded != want {
 			t.Errorf("%s: %d units kept in records, want %d", path, recorded, want)
 		}
-		if sum.Submitted != units || sum.Attribution.Works != units {
-			t.Fatalf("%s: %d units ended, %d attributed, want %d", path, sum.Submitted, sum.Attribution.Works, units)
+		if sum.Submitted != units || sum.Attribution.Works != units || sum.Failed != units/5 || sum.Attribution.Failed != sum.Failed {
+			t.Fatalf("%s: %d units ended, %d attributed, %d failed (%d attributed as failed), want %d, %d and %d", path,
+				sum.Submitted, sum.Attribution.Works, sum.Failed, sum.Attribution.Failed, units, units, units/5)
 		}
 		var b strings.Builder
 		fmt.Fprintf(&b, "failed %d\n", sum.Attribution.Failed)
