@@ -86,28 +86,33 @@ func newRecordNames(t *accountingTracer, rt, ipcComp, hostComp *telemetry.Compon
 	return n
 }
 
+// slotPhases is each leaf slot's phase and direction.
+var slotPhases = [numSlots]struct {
+	p telemetry.Phase
+	d telemetry.Direction
+}{
+	slotQueue:           {telemetry.Queue, telemetry.None},
+	slotSerialize:       {telemetry.Serialize, telemetry.Request},
+	slotSend:            {telemetry.Send, telemetry.Request},
+	slotReceive:         {telemetry.Receive, telemetry.Reply},
+	slotDeserialize:     {telemetry.Deserialize, telemetry.Reply},
+	slotHostReceive:     {telemetry.Receive, telemetry.Request},
+	slotHostDeserialize: {telemetry.Deserialize, telemetry.Request},
+	slotHostExecute:     {telemetry.Execute, telemetry.None},
+	slotHostSerialize:   {telemetry.Serialize, telemetry.Reply},
+}
+
 // slotPhase returns the phase and direction of leaf slot s.
-func slotPhase(s int) (telemetry.Phase, telemetry.Direction) {
-	switch s {
-	case slotQueue:
-		return telemetry.Queue, telemetry.None
-	case slotSerialize:
-		return telemetry.Serialize, telemetry.Request
-	case slotSend:
-		return telemetry.Send, telemetry.Request
-	case slotReceive:
-		return telemetry.Receive, telemetry.Reply
-	case slotDeserialize:
-		return telemetry.Deserialize, telemetry.Reply
-	case slotHostReceive:
-		return telemetry.Receive, telemetry.Request
-	case slotHostDeserialize:
-		return telemetry.Deserialize, telemetry.Request
-	case slotHostExecute:
-		return telemetry.Execute, telemetry.None
-	default:
-		return telemetry.Serialize, telemetry.Reply
+func slotPhase(s int) (telemetry.Phase, telemetry.Direction) { return slotPhases[s].p, slotPhases[s].d }
+
+// slotOf returns the slot in [lo, hi) of phase ph in direction d, or -1.
+func slotOf(lo, hi int, ph telemetry.Phase, d telemetry.Direction) int {
+	for s := lo; s < hi; s++ {
+		if slotPhases[s].p == ph && slotPhases[s].d == d {
+			return s
+		}
 	}
+	return -1
 }
 
 // unitRecord is a task unit's record (above). Its fields are guarded by
@@ -182,7 +187,7 @@ func (rec *unitRecord) leafSlot(parent *recSpan, name, component string, ph tele
 	n, s := rec.names, -1
 	switch {
 	case parent == &rec.host && component == n.ipc:
-		s = ipcSlot(ph, d)
+		s = slotOf(slotSerialize, slotHostReceive, ph, d) // ipc's
 	case parent == &rec.disp && component == n.runtime && ph == telemetry.Queue && d == telemetry.None:
 		s = slotQueue
 	}
@@ -190,37 +195,6 @@ func (rec *unitRecord) leafSlot(parent *recSpan, name, component string, ph tele
 		return -1
 	}
 	return s
-}
-
-// ipcSlot returns the slot of ipc's phase ph in direction d, or -1.
-func ipcSlot(ph telemetry.Phase, d telemetry.Direction) int {
-	switch {
-	case ph == telemetry.Serialize && d == telemetry.Request:
-		return slotSerialize
-	case ph == telemetry.Send && d == telemetry.Request:
-		return slotSend
-	case ph == telemetry.Receive && d == telemetry.Reply:
-		return slotReceive
-	case ph == telemetry.Deserialize && d == telemetry.Reply:
-		return slotDeserialize
-	}
-	return -1
-}
-
-// hostSlot returns the slot of the task host's phase ph in direction d,
-// or -1.
-func hostSlot(ph telemetry.Phase, d telemetry.Direction) int {
-	switch {
-	case ph == telemetry.Receive && d == telemetry.Request:
-		return slotHostReceive
-	case ph == telemetry.Deserialize && d == telemetry.Request:
-		return slotHostDeserialize
-	case ph == telemetry.Execute && d == telemetry.None:
-		return slotHostExecute
-	case ph == telemetry.Serialize && d == telemetry.Reply:
-		return slotHostSerialize
-	}
-	return -1
 }
 
 // setSlot records leaf slot s, once, unless the unit was handed off.
@@ -274,7 +248,7 @@ func (rec *unitRecord) hostPhases(comp *telemetry.Component, timings []taskproto
 		if !tm.Phase.Valid() || tm.Direction > telemetry.Reply {
 			continue // as RecordSpan: what another process sent
 		}
-		if s := hostSlot(tm.Phase, tm.Direction); s >= 0 && rec.slot[s][1] == 0 {
+		if s := slotOf(slotHostReceive, numSlots, tm.Phase, tm.Direction); s >= 0 && rec.slot[s][1] == 0 {
 			rec.slot[s] = [2]int64{tm.Start.UnixNano(), max(tm.End.UnixNano(), 1)}
 		} else if n < len(extra) {
 			extra[n] = i
@@ -342,16 +316,7 @@ func (rec *unitRecord) spans(dst []attribution.Span) []attribution.Span {
 }
 
 // End ends the span now, or at the WithTimestamp given.
-func (s *recSpan) End(opts ...trace.SpanEndOption) {
-	end := time.Now()
-	if len(opts) > 0 {
-		cfg := trace.NewSpanEndConfig(opts...)
-		if ts := cfg.Timestamp(); !ts.IsZero() {
-			end = ts
-		}
-	}
-	s.endAt(end)
-}
+func (s *recSpan) End(opts ...trace.SpanEndOption) { s.endAt(endTime(opts)) }
 
 // endAt ends the span at end, once; the root's end hands the unit off.
 func (s *recSpan) endAt(end time.Time) { s.rec.endSpan(s, end, false) }

@@ -442,15 +442,17 @@ type accountingSpan struct {
 }
 
 // End hands the span to the collector, once.
-func (s *accountingSpan) End(opts ...trace.SpanEndOption) {
-	end := time.Now()
+func (s *accountingSpan) End(opts ...trace.SpanEndOption) { s.endAt(endTime(opts)) }
+
+// endTime is the end a span's End options give (WithTimestamp), or now.
+func endTime(opts []trace.SpanEndOption) time.Time {
 	if len(opts) > 0 {
 		cfg := trace.NewSpanEndConfig(opts...)
 		if ts := cfg.Timestamp(); !ts.IsZero() {
-			end = ts
+			return ts
 		}
 	}
-	s.endAt(end)
+	return time.Now()
 }
 
 // endAt ends the span at end, once.
