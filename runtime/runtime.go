@@ -1018,7 +1018,8 @@ func (r *Runtime) runFanout(ctx context.Context, u *unit) (string, error) {
 // With Config.AccountRemoteDirectly the phases go to the collector as the
 // spans attribution would have read from the SDK's (the same names,
 // component, phase, direction and times, parented to the host span), and
-// to amdahl.phase.duration, without SDK spans.
+// to amdahl.phase.duration, without SDK spans. Under the host span of a
+// unit's record (record.go) they fill the record's slots.
 func (r *Runtime) childSpans(ctx context.Context, res *ipcpb.TaskResult, sendStart, replyStart time.Time) {
 	var buf [taskproto.NumTimings]taskproto.Timing
 	_, unit, rec, rs := parentOf(ctx)
