@@ -301,7 +301,7 @@ func (u *unit) rootContext() context.Context {
 // rootSpan is the unit's root span (amdahl.work): its record's, or its
 // WorkSpan's.
 func (u *unit) rootSpan() trace.Span {
-	if u.recorded {
+	if u.rec != nil {
 		return &u.rec.root
 	}
 	return u.work.Span()
@@ -309,7 +309,7 @@ func (u *unit) rootSpan() trace.Span {
 
 // dispSpan is the unit's runtime.dispatch span.
 func (u *unit) dispSpan() trace.Span {
-	if u.recorded {
+	if u.rec != nil {
 		return &u.rec.disp
 	}
 	return u.disp.Span()
@@ -318,7 +318,7 @@ func (u *unit) dispSpan() trace.Span {
 // endDispatchAt ends the dispatch phase at end (span and
 // amdahl.phase.duration).
 func (u *unit) endDispatchAt(end time.Time) {
-	if u.recorded {
+	if u.rec != nil {
 		u.rec.disp.endAt(end)
 		return
 	}
@@ -337,11 +337,17 @@ type unit struct {
 	comp       *telemetry.Component
 	start      time.Time
 	outputs    map[string]string // the task's, once its host replied
-	// recorded: the unit's spans are kept in rec, its record (a task
-	// unit sent straight to a host, with Runtime.records; record.go),
-	// and work, disp and queued are not used.
-	recorded bool
-	rec      unitRecord
+	// rec, when not nil, is the unit's record, where its spans are kept
+	// (a task unit sent straight to a host, with Runtime.records;
+	// record.go): work, disp and queued are not used. It is allocated
+	// with the unit (recordedUnit), so that other units stay small.
+	rec *unitRecord
+}
+
+// recordedUnit is a unit and its record, in one allocation.
+type recordedUnit struct {
+	unit
+	rec unitRecord
 }
 
 // New starts a Runtime: its instrumentation on the given providers, the sidecar connection (and the
@@ -624,16 +630,24 @@ func (r *Runtime) Submit(ctx context.Context, it scenario.Item) error {
 	r.inflight.Add(1)
 	r.smu.Unlock()
 	defer r.submits.Done()
-	u := &unit{item: it, id: fmt.Sprintf("%s%d", r.instancePrefix(), r.seq.Add(1))}
+	recorded := r.records != nil && it.Kind == scenario.KindTask && !it.Task.Orchestration
+	var u *unit
+	if recorded {
+		ru := new(recordedUnit)
+		u = &ru.unit
+		u.rec = &ru.rec
+	} else {
+		u = new(unit)
+	}
+	u.item, u.id = it, fmt.Sprintf("%s%d", r.instancePrefix(), r.seq.Add(1))
 	u.comp = r.rt // its transport attribute is the unit's
 	if it.Kind == scenario.KindFanout {
 		u.comp = r.rtChunk
 	}
-	if r.records != nil && it.Kind == scenario.KindTask && !it.Task.Orchestration {
+	if recorded {
 		// A task unit of the taskhost shape keeps its spans in its
 		// record (record.go): its root and dispatch begin now, and so
 		// does its queue wait.
-		u.recorded = true
 		u.start = time.Now()
 		u.rec.begin(r.records, u, u.start)
 	} else {
@@ -681,7 +695,7 @@ func (r *Runtime) Submit(ctx context.Context, it scenario.Item) error {
 }
 
 func (r *Runtime) dropUnit(u *unit) {
-	if u.recorded {
+	if u.rec != nil {
 		u.rec.drop()
 		return
 	}
@@ -757,7 +771,7 @@ func (r *Runtime) finish(u *unit, o telemetry.Outcome, class string, err error) 
 		u.endDispatchAt(time.Now())
 	}
 	var e2e time.Duration
-	if u.recorded {
+	if u.rec != nil {
 		e2e = u.rec.end(time.Now(), u.start, o != telemetry.OK)
 	} else {
 		if err != nil {
@@ -821,7 +835,7 @@ func (r *Runtime) onWork(w attribution.Work, owner any) {
 func (r *Runtime) endQueue(u *unit) {
 	if !u.queueEnded {
 		u.queueEnded = true
-		if u.recorded {
+		if u.rec != nil {
 			u.rec.setSlot(slotQueue, u.start.UnixNano(), time.Now().UnixNano())
 			return
 		}
@@ -881,7 +895,7 @@ func (r *Runtime) runTask(ctx context.Context, u *unit) (string, error) {
 	u.endDispatchAt(sendStart)
 	var hctx context.Context
 	var hs trace.Span
-	if u.recorded {
+	if u.rec != nil {
 		hctx, hs = u.rec.startHost(ctx, sendStart)
 	} else {
 		hctx, hs = startHostSpan(ctx, r.phaseTP, r.tracer, h.id, h.pid, sendStart)
