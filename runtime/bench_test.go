@@ -19,6 +19,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/amdahl-rt/amdahl/ipc/ipcpb"
+	"github.com/amdahl-rt/amdahl/ipc/taskproto"
 	"github.com/amdahl-rt/amdahl/runtime/scenario"
 	"github.com/amdahl-rt/amdahl/telemetry"
 	"github.com/amdahl-rt/amdahl/telemetry/attribution"
@@ -257,7 +258,9 @@ func BenchmarkRun(b *testing.B) {
 // path=sdk records the spans with the OTel SDK and the collector as
 // its span processor (a run with an exporter, a trace file or a
 // recorder); path=accounting with the runtime's accountingTracer (amdahl
-// run's default, where only attribution reads the spans); path=sdk+export
+// run's default, where only attribution reads the spans, for a unit a
+// record does not take); path=record keeps a task unit in its record
+// (record.go: amdahl run's default for taskhost's units); path=sdk+export
 // and own+export add the trace file (its batcher and its writes, to a
 // file in the test's directory), one with the SDK, one with the runtime's
 // exportingProvider (amdahl run --out). Metrics are
@@ -266,7 +269,7 @@ func BenchmarkRun(b *testing.B) {
 //
 //	go test -run '^$' -bench UnitTelemetry -benchmem -count 5 ./runtime/
 func BenchmarkUnitTelemetry(b *testing.B) {
-	for _, path := range []string{"sdk", "accounting", "sdk+export", "own+export"} {
+	for _, path := range []string{"sdk", "accounting", "record", "sdk+export", "own+export"} {
 		b.Run("path="+path, func(b *testing.B) {
 			var works int
 			c := newCollector(func(attribution.Work, any) { works++ }, nil)
@@ -294,7 +297,7 @@ func BenchmarkUnitTelemetry(b *testing.B) {
 				sdk := sdktrace.NewTracerProvider(opts...)
 				defer func() { _ = sdk.Shutdown(context.Background()) }()
 				tp = sdk
-			case "accounting":
+			case "accounting", "record":
 				own = newAccountingProvider(c, nil)
 				tp = own
 			case "own+export":
@@ -314,7 +317,13 @@ func BenchmarkUnitTelemetry(b *testing.B) {
 			b.ReportAllocs()
 			b.ResetTimer()
 			cpu0 := processCPU()
+			if path == "record" {
+				recordUnits(b, c, own.(*accountingProvider), rt, ipcComp, hostComp)
+			}
 			for i := range b.N {
+				if path == "record" {
+					break
+				}
 				ctx, work := rt.StartWork(root)
 				setUnit(work.Span(), c.track(work.Span().SpanContext().TraceID(), nil))
 				dctx, disp := rt.StartDetached(ctx, telemetry.Dispatch, telemetry.None)
@@ -358,6 +367,41 @@ func BenchmarkUnitTelemetry(b *testing.B) {
 				b.Fatalf("accounted %d units, want %d", works, b.N)
 			}
 		})
+	}
+}
+
+// recordUnits is BenchmarkUnitTelemetry's record path: b.N task units
+// kept in their records (record.go), as Submit, the worker, ipc (whose
+// leaves carry no attribute when nothing reads them) and the host's reply
+// make them.
+func recordUnits(b *testing.B, c *collector, own *accountingProvider, rt, ipcComp, hostComp *telemetry.Component) {
+	names := newRecordNames(&own.tracer, rt, ipcComp, hostComp)
+	for i := range b.N {
+		u := new(recordedUnit)
+		start := time.Now()
+		u.rec.begin(names, nil, start)
+		u.rec.setSlot(slotQueue, start.UnixNano(), time.Now().UnixNano())
+		sendStart := time.Now()
+		u.rec.disp.endAt(sendStart)
+		hctx, hs := u.rec.startHost(trace.ContextWithSpan(context.Background(), &u.rec.root), sendStart)
+		for _, p := range []telemetry.Phase{telemetry.Serialize, telemetry.Send} {
+			ipcComp.StartLeaf(hctx, p, telemetry.Request).End()
+		}
+		now := time.Now()
+		for _, p := range []telemetry.Phase{telemetry.Receive, telemetry.Deserialize} {
+			ipcComp.RecordSpan(hctx, p, telemetry.Reply, now, now.Add(time.Microsecond))
+		}
+		timings := [taskproto.NumTimings]taskproto.Timing{{Phase: telemetry.Receive, Direction: telemetry.Request},
+			{Phase: telemetry.Deserialize, Direction: telemetry.Request}, {Phase: telemetry.Execute}, {Phase: telemetry.Serialize, Direction: telemetry.Reply}}
+		for k := range timings {
+			timings[k].Start, timings[k].End = now, now.Add(time.Microsecond)
+		}
+		u.rec.hostPhases(hostComp, timings[:])
+		hs.End()
+		u.rec.end(time.Now(), start, false)
+		if i%256 == 255 || i == b.N-1 {
+			_ = c.flush(context.Background())
+		}
 	}
 }
 
