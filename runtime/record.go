@@ -61,16 +61,15 @@ const (
 // recordNames is the run's names for a record's spans: its Components'
 // span names, made once.
 type recordNames struct {
-	t                  *accountingTracer // the run's own tracer
-	runtime, ipc, host string            // component names
-	dispatch           string
-	slot               [numSlots]string
+	t            *accountingTracer // the run's own tracer
+	runtime, ipc string            // component names
+	dispatch     string
 	// span is each slot's span but its trace, parent and times.
 	span [numSlots]attribution.Span
 }
 
 func newRecordNames(t *accountingTracer, rt, ipcComp, hostComp *telemetry.Component) *recordNames {
-	n := &recordNames{t: t, runtime: rt.Name(), ipc: ipcComp.Name(), host: hostComp.Name(), dispatch: rt.SpanName(telemetry.Dispatch, telemetry.None)}
+	n := &recordNames{t: t, runtime: rt.Name(), ipc: ipcComp.Name(), dispatch: rt.SpanName(telemetry.Dispatch, telemetry.None)}
 	for s := range numSlots {
 		comp := ipcComp
 		switch {
@@ -80,8 +79,7 @@ func newRecordNames(t *accountingTracer, rt, ipcComp, hostComp *telemetry.Compon
 			comp = hostComp
 		}
 		p, d := slotPhase(s)
-		n.slot[s] = comp.SpanName(p, d)
-		n.span[s] = attribution.Span{SpanID: slotID(s), Name: n.slot[s], Component: comp.Name(), Phase: p, Direction: d, Remote: s >= slotHostReceive}
+		n.span[s] = attribution.Span{SpanID: slotID(s), Name: comp.SpanName(p, d), Component: comp.Name(), Phase: p, Direction: d, Remote: s >= slotHostReceive}
 	}
 	return n
 }
@@ -162,13 +160,11 @@ func (s *recSpan) start(rec *unitRecord, sp attribution.Span) {
 // never starts) is a span of the run's tracer, kept beside the slots.
 func (rec *unitRecord) startHost(ctx context.Context, start time.Time) (context.Context, trace.Span) {
 	rec.mu.Lock()
-	again := rec.host.started || rec.handed
-	rec.mu.Unlock()
-	if again {
+	if rec.host.started || rec.handed {
+		rec.mu.Unlock()
 		return rec.names.t.startPhase(trace.ContextWithSpan(ctx, &rec.root), SpanHost, "", 0, telemetry.None, start)
 	}
 	root := &rec.root.sp
-	rec.mu.Lock()
 	rec.host.start(rec, attribution.Span{TraceID: root.TraceID, SpanID: rec.names.t.col.newSpanID(), ParentID: root.SpanID,
 		Name: SpanHost, Start: start.UnixNano()})
 	rec.mu.Unlock()
@@ -191,7 +187,7 @@ func (rec *unitRecord) leafSlot(parent *recSpan, name, component string, ph tele
 	case parent == &rec.disp && component == n.runtime && ph == telemetry.Queue && d == telemetry.None:
 		s = slotQueue
 	}
-	if s < 0 || name != n.slot[s] {
+	if s < 0 || name != n.span[s].Name {
 		return -1
 	}
 	return s
@@ -256,12 +252,8 @@ func (rec *unitRecord) hostPhases(comp *telemetry.Component, timings []taskproto
 		}
 	}
 	rec.mu.Unlock()
-	h := rec.host.sc
 	for _, i := range extra[:n] {
-		tm := timings[i]
-		rec.addExtra(attribution.Span{TraceID: attribution.TraceID(h.TraceID()), SpanID: rec.names.t.col.newSpanID(), ParentID: attribution.SpanID(h.SpanID()),
-			Name: comp.SpanName(tm.Phase, tm.Direction), Component: comp.Name(),
-			Start: tm.Start.UnixNano(), End: tm.End.UnixNano(), Phase: tm.Phase, Direction: tm.Direction, Remote: true})
+		rec.addExtra(remoteSpan(comp, rec.host.sc, rec.names.t.col.newSpanID(), timings[i]))
 	}
 }
 

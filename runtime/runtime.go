@@ -1066,11 +1066,7 @@ func (r *Runtime) childSpans(ctx context.Context, res *ipcpb.TaskResult, sendSta
 			continue // as RecordSpan: what another process sent
 		}
 		r.hostComp.RecordPhase(ctx, t.Phase, t.Direction, t.End.Sub(t.Start))
-		spans[n] = attribution.Span{
-			TraceID: attribution.TraceID(host.TraceID()), SpanID: r.col.newSpanID(), ParentID: attribution.SpanID(host.SpanID()),
-			Name: r.hostComp.SpanName(t.Phase, t.Direction), Component: r.hostComp.Name(),
-			Start: t.Start.UnixNano(), End: t.End.UnixNano(), Phase: t.Phase, Direction: t.Direction, Remote: true,
-		}
+		spans[n] = remoteSpan(r.hostComp, host, r.col.newSpanID(), t)
 		n++
 	}
 	if rec != nil {
@@ -1081,6 +1077,14 @@ func (r *Runtime) childSpans(ctx context.Context, res *ipcpb.TaskResult, sendSta
 		return
 	}
 	r.col.add(unit, host.TraceID(), spans[:n])
+}
+
+// remoteSpan is the span of a task host's phase t (from its reply, placed
+// in the parent's clock), id under the host span host, as comp's.
+func remoteSpan(comp *telemetry.Component, host trace.SpanContext, id attribution.SpanID, t taskproto.Timing) attribution.Span {
+	return attribution.Span{TraceID: attribution.TraceID(host.TraceID()), SpanID: id, ParentID: attribution.SpanID(host.SpanID()),
+		Name: comp.SpanName(t.Phase, t.Direction), Component: comp.Name(),
+		Start: t.Start.UnixNano(), End: t.End.UnixNano(), Phase: t.Phase, Direction: t.Direction, Remote: true}
 }
 
 // Wait blocks until every submitted unit has ended and been accounted
