@@ -469,7 +469,7 @@ func (c *collector) ForceFlush(ctx context.Context) error { return c.flush(ctx) 
 type e2eStats struct {
 	n      int
 	total  time.Duration
-	sketch attribution.Sketch
+	sketch attribution.FineSketch
 }
 
 func (s *e2eStats) add(d time.Duration) {

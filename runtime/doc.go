@@ -93,7 +93,8 @@
 // ipc, taskhost, chunking, runtime), beside amdahl.work.duration, when a
 // metric reader reads them (otelsetup records metrics only then). The
 // Summary's attribution comes from bounded accumulators (per-row sums and
-// a log-bucket quantile sketch, within 1 % for p50 and p99): nothing is
+// log-bucket quantile sketches, within 1 % for a row's p99 and 0.05 % for
+// the end-to-end p50 and p99): nothing is
 // kept per unit once it has ended. Units whose root span was not sampled
 // are counted but not attributed.
 //

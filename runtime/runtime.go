@@ -1180,7 +1180,8 @@ type Summary struct {
 	// E2EMean, E2EP50 and E2EP99 are of every ended unit's end-to-end
 	// time (Result.E2E), measured by the runtime itself: they are there
 	// with telemetry off (OTEL_SDK_DISABLED=true) too, unlike
-	// Attribution's, which cover the sampled units. P50 and P99 within 1 %.
+	// Attribution's, which cover the sampled units. P50 and P99 within
+	// 0.05 % (attribution.FineSketch).
 	E2EMean time.Duration `json:"e2e_mean_ns"`
 	E2EP50  time.Duration `json:"e2e_p50_ns"`
 	E2EP99  time.Duration `json:"e2e_p99_ns"`

@@ -49,7 +49,7 @@ type Flame struct {
 	units  int
 	noTree int
 	folded time.Duration
-	e2e    Sketch
+	e2e    FineSketch
 }
 
 type flameNode struct {
@@ -198,7 +198,13 @@ type Bin struct {
 // smallest to the largest (one bin when they are all equal; none when
 // empty). Each value is binned at its bucket's estimate (within 1 %, as
 // Quantile); the counts add up to Count.
-func (s *Sketch) Histogram(n int) []Bin {
+func (s *Sketch) Histogram(n int) []Bin { return s.histogram(n, sketchGamma) }
+
+// Histogram is Sketch.Histogram, each value binned within 0.05 %.
+func (s *FineSketch) Histogram(n int) []Bin { return s.s.histogram(n, fineGamma) }
+
+// histogram is Histogram for buckets of γ = gamma.
+func (s *Sketch) histogram(n int, gamma float64) []Bin {
 	if s.n == 0 || n < 1 {
 		return nil
 	}
@@ -229,7 +235,7 @@ func (s *Sketch) Histogram(n int) []Bin {
 	}
 	for i, c := range s.counts {
 		if c > 0 {
-			put(time.Duration(math.Round(2*math.Pow(sketchGamma, float64(i))/(sketchGamma+1))), c)
+			put(bucketValue(s.base+i, gamma), c)
 		}
 	}
 	return out
