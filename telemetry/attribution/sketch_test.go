@@ -164,3 +164,23 @@ func TestSketchBucketTable(t *testing.T) {
 		check(d)
 	}
 }
+
+// Durations that keep falling, each a bucket below the last, grow a
+// FineSketch's buckets downwards by doubling: a few allocations, not one
+// per duration.
+func TestFineSketchFallingDurations(t *testing.T) {
+	allocs := testing.AllocsPerRun(1, func() {
+		var s FineSketch
+		d := 10 * time.Second
+		for range 20_000 {
+			s.Add(d)
+			d = time.Duration(float64(d) / 1.0011)
+		}
+		if s.Count() != 20_000 {
+			t.Fatalf("count %d, want 20000", s.Count())
+		}
+	})
+	if allocs > 64 {
+		t.Errorf("%v allocations for 20,000 falling durations, want at most 64", allocs)
+	}
+}
