@@ -380,10 +380,10 @@ func recordUnits(b *testing.B, c *collector, own *accountingProvider, rt, ipcCom
 		u := new(recordedUnit)
 		start := time.Now()
 		u.rec.begin(names, nil, start)
-		u.rec.setSlot(slotQueue, start.UnixNano(), time.Now().UnixNano())
+		u.rec.setSlot(slotQueue, start.UnixNano(), time.Now().UnixNano(), nil)
 		sendStart := time.Now()
 		u.rec.disp.endAt(sendStart)
-		hctx, hs := u.rec.startHost(trace.ContextWithSpan(context.Background(), &u.rec.root), sendStart)
+		hctx, hs := u.rec.startHost(trace.ContextWithSpan(context.Background(), &u.rec.root), sendStart, 1, 1)
 		for _, p := range []telemetry.Phase{telemetry.Serialize, telemetry.Send} {
 			ipcComp.StartLeaf(hctx, p, telemetry.Request).End()
 		}
@@ -398,7 +398,7 @@ func recordUnits(b *testing.B, c *collector, own *accountingProvider, rt, ipcCom
 		}
 		u.rec.hostPhases(hostComp, timings[:])
 		hs.End()
-		u.rec.end(time.Now(), start, false)
+		u.rec.end(time.Now(), start, telemetry.OK, "", nil)
 		if i%256 == 255 || i == b.N-1 {
 			_ = c.flush(context.Background())
 		}

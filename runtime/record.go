@@ -40,9 +40,17 @@ import (
 // own id and parent, as the collector would have kept it. A span that
 // ends after its unit's root reaches no unit, as with the collector.
 //
-// The record is used where nothing but the attribution reads the spans
-// and the runtime's Component would do nothing else with the unit's
-// root, dispatch and queue: see Runtime.records.
+// The record is used where nothing but the attribution and, at most, the
+// trace file read the spans, and the runtime's Component would do nothing
+// else with the unit's root, dispatch and queue: see Runtime.records.
+// With the trace file (the exporting tracer's spanExport) the record also
+// keeps what the file reads of its spans (recordExport: the root's and
+// host span's attributes, events and status, the leaves' attributes), and
+// hands the file all of them at the root's end, as the exporting tracer
+// would have one by one: the same names, attributes, kinds, scope and
+// resource, each span with an id of its own (TestTraceFileMatchesSDK,
+// taskhost). A span it keeps beside the slots goes to the file when it
+// ends, as any of the tracer's.
 
 // Leaf slots of a record, in the order its spans are made.
 const (
@@ -61,11 +69,14 @@ const (
 // recordNames is the run's names for a record's spans: its Components'
 // span names, made once.
 type recordNames struct {
-	t            *accountingTracer // the run's own tracer
+	t            *accountingTracer // the run's own tracer (with t.export, the trace file's)
 	runtime, ipc string            // component names
 	dispatch     string
 	// span is each slot's span but its trace, parent and times.
 	span [numSlots]attribution.Span
+	// rootAttrs are the attributes the runtime's Component starts a root
+	// with (its transport, scenario and variant), for the export.
+	rootAttrs []attribute.KeyValue
 }
 
 func newRecordNames(t *accountingTracer, rt, ipcComp, hostComp *telemetry.Component) *recordNames {
@@ -125,7 +136,36 @@ type unitRecord struct {
 	extra            []attribution.Span
 	handed           bool // the root ended: later spans reach no unit
 	dropped          bool // not submitted: nothing is handed off
+	// exp, when the run's spans are exported (names.t.export), is what
+	// the export reads besides the times; set by begin.
+	exp *recordExport
 }
+
+// recordExport is what the trace file reads of a record's spans besides
+// their times: the root's, dispatch's and host span's span records
+// (attributes, events, status, as the exporting tracer keeps them) and
+// each slot's attributes (ipc's sizes; a host phase's amdahl.remote).
+type recordExport struct {
+	span [3]spanRecord // the root's, dispatch's and host span's
+	// slotAttrs are the attributes of each slot's span, copied into kvs
+	// (a leaf whose attributes do not fit is kept beside the slots).
+	slotAttrs [numSlots][]attribute.KeyValue
+	kvs       [slotKVs]attribute.KeyValue
+	nkv       int
+	rootKVs   [8]attribute.KeyValue // the root's attributes' first backing
+}
+
+// slotKVs is how many attributes a record keeps for its leaves: ipc's
+// four leaves carry five (amdahl.bytes on each, the send's effective
+// buffer).
+const slotKVs = 6
+
+// Indexes of recordExport.span.
+const (
+	expRoot = iota
+	expDispatch
+	expHost
+)
 
 // recSpan is one of a record's root, dispatch and host spans.
 type recSpan struct {
@@ -133,6 +173,7 @@ type recSpan struct {
 	rec     *unitRecord
 	sc      trace.SpanContext
 	sp      attribution.Span // guarded by rec.mu
+	exp     *spanRecord      // in rec.exp, when exported
 	started bool
 	ended   bool
 }
@@ -141,40 +182,96 @@ var _ trace.Span = (*recSpan)(nil)
 
 // begin starts the record of a unit (owner, the runtime's unit) at
 // start: its root span, in a new trace, and its dispatch.
+// With the export, the root and dispatch take random ids (they are
+// written to the file, and a span kept beside the slots may name them as
+// its parent), and the root begins with the runtime Component's
+// attributes; work adds the unit's own (setWork).
 func (rec *unitRecord) begin(names *recordNames, owner any, start time.Time) {
 	rec.names, rec.owner = names, owner
 	at := start.UnixNano()
-	root := attribution.Span{TraceID: names.t.col.newTraceID(), SpanID: rootID, Name: telemetry.SpanWork, Start: at}
-	rec.root.start(rec, root)
-	rec.disp.start(rec, attribution.Span{TraceID: root.TraceID, SpanID: dispatchID, ParentID: root.SpanID,
-		Name: names.dispatch, Component: names.runtime, Phase: telemetry.Dispatch, Start: at})
+	rootSID, dispSID := rootID, dispatchID
+	if e := names.t.export; e != nil {
+		x := new(recordExport)
+		rec.exp = x
+		rootSID, dispSID = names.t.col.newSpanID(), names.t.col.newSpanID()
+		x.span[expRoot] = spanRecord{kind: trace.SpanKindInternal, attrs: x.rootKVs[:0]}
+		x.span[expRoot].addAttrs(names.rootAttrs)
+		x.span[expDispatch] = spanRecord{kind: trace.SpanKindInternal, lead: e.phaseLead(names.runtime, telemetry.Dispatch, telemetry.None)}
+		x.span[expHost] = spanRecord{kind: trace.SpanKindInternal}
+	}
+	root := attribution.Span{TraceID: names.t.col.newTraceID(), SpanID: rootSID, Name: telemetry.SpanWork, Start: at}
+	rec.root.start(rec, root, expRoot, trace.SpanContext{})
+	rec.disp.start(rec, attribution.Span{TraceID: root.TraceID, SpanID: dispSID, ParentID: root.SpanID,
+		Name: names.dispatch, Component: names.runtime, Phase: telemetry.Dispatch, Start: at}, expDispatch, rec.root.sc)
 }
 
-func (s *recSpan) start(rec *unitRecord, sp attribution.Span) {
+// setWork adds the unit's own attributes to the root (amdahl.work.id,
+// kind and shape), as the runtime's Component starts a root with them;
+// only the export reads them. Call it after begin, before the record is
+// shared.
+func (rec *unitRecord) setWork(attrs ...attribute.KeyValue) {
+	if rec.exp != nil {
+		rec.exp.span[expRoot].addAttrs(attrs)
+	}
+}
+
+// start starts s as sp, its parent's context parent; i is its span
+// record's index in rec.exp.
+func (s *recSpan) start(rec *unitRecord, sp attribution.Span, i int, parent trace.SpanContext) {
 	s.rec, s.sp, s.started = rec, sp, true
 	s.sc = trace.NewSpanContext(trace.SpanContextConfig{TraceID: trace.TraceID(sp.TraceID), SpanID: trace.SpanID(sp.SpanID), TraceFlags: trace.FlagsSampled})
+	if rec.exp != nil {
+		s.exp = &rec.exp.span[i]
+		s.exp.parent = parent
+	}
 }
 
 // startHost starts the record's runtime.host span at start, under the
-// root, and returns ctx carrying it. A second one (which a task unit
-// never starts) is a span of the run's tracer, kept beside the slots.
-func (rec *unitRecord) startHost(ctx context.Context, start time.Time) (context.Context, trace.Span) {
+// root, for the round trip on the host with id and pid (attributes only
+// the export reads), and returns ctx carrying it. A second one (which a
+// task unit never starts) is a span of the run's tracer, kept beside the
+// slots.
+func (rec *unitRecord) startHost(ctx context.Context, start time.Time, id, pid int) (context.Context, trace.Span) {
 	rec.mu.Lock()
 	if rec.host.started || rec.handed {
 		rec.mu.Unlock()
-		return rec.names.t.startPhase(trace.ContextWithSpan(ctx, &rec.root), SpanHost, "", 0, telemetry.None, start)
+		ctx, s := rec.names.t.startPhase(trace.ContextWithSpan(ctx, &rec.root), SpanHost, "", 0, telemetry.None, start)
+		if rec.exp != nil {
+			s.SetAttributes(AttrHostID.Int(id), AttrHostPID.Int(pid))
+		}
+		return ctx, s
 	}
 	root := &rec.root.sp
 	rec.host.start(rec, attribution.Span{TraceID: root.TraceID, SpanID: rec.names.t.col.newSpanID(), ParentID: root.SpanID,
-		Name: SpanHost, Start: start.UnixNano()})
+		Name: SpanHost, Start: start.UnixNano()}, expHost, rec.root.sc)
+	if rec.exp != nil {
+		rec.host.exp.addAttrs([]attribute.KeyValue{AttrHostID.Int(id), AttrHostPID.Int(pid)})
+	}
 	rec.mu.Unlock()
 	return trace.ContextWithSpan(ctx, &rec.host), &rec.host
 }
 
-// end ends the unit at now (its root span; failed: its outcome is not
-// ok), hands it off, and returns its end-to-end time from start.
-func (rec *unitRecord) end(now, start time.Time, failed bool) time.Duration {
-	rec.endSpan(&rec.root, now, failed)
+// end ends the unit at now with outcome o (class and err: why it did
+// not succeed), hands it off, and returns its end-to-end time from start.
+// The export's root gets what the runtime's Component would give it:
+// amdahl.reason (with an error), amdahl.outcome, then the error's
+// exception event and status.
+func (rec *unitRecord) end(now, start time.Time, o telemetry.Outcome, class string, err error) time.Duration {
+	if rec.exp != nil {
+		rec.mu.Lock()
+		if r := rec.root.exp; !rec.root.ended && !rec.handed {
+			if err != nil {
+				r.addAttrs([]attribute.KeyValue{AttrReason.String(class)})
+			}
+			r.addAttrs([]attribute.KeyValue{telemetry.AttrOutcome.String(o.String())})
+			if err != nil {
+				r.addEvent(eventException, exceptionEvent(err, nil))
+				r.setStatus(codes.Error, err.Error())
+			}
+		}
+		rec.mu.Unlock()
+	}
+	rec.endSpan(&rec.root, now, o != telemetry.OK)
 	return now.Sub(start)
 }
 
@@ -193,13 +290,48 @@ func (rec *unitRecord) leafSlot(parent *recSpan, name, component string, ph tele
 	return s
 }
 
-// setSlot records leaf slot s, once, unless the unit was handed off.
-func (rec *unitRecord) setSlot(s int, start, end int64) bool {
+// setSlot records leaf slot s, once, unless the unit was handed off;
+// attrs are its span's attributes for the export (keepable).
+func (rec *unitRecord) setSlot(s int, start, end int64, attrs []attribute.KeyValue) bool {
 	rec.mu.Lock()
 	ok := !rec.handed && rec.slot[s][1] == 0
 	if ok {
 		rec.slot[s] = [2]int64{start, max(end, 1)}
+		if x := rec.exp; x != nil && len(attrs) > 0 {
+			kv := x.kvs[x.nkv : x.nkv+len(attrs) : x.nkv+len(attrs)]
+			copy(kv, attrs)
+			x.nkv += len(attrs)
+			x.slotAttrs[s] = kv
+		}
 	}
+	rec.mu.Unlock()
+	return ok
+}
+
+// keepable reports whether a leaf's attributes can be kept in its slot:
+// none (without the export, the only case), or with the export as many
+// as the record has room left for, each valid, given once, and none that
+// attribution reads (they would change the slot's span) or that the
+// leaf's lead attributes hold.
+func (rec *unitRecord) keepable(attrs []attribute.KeyValue) bool {
+	if len(attrs) == 0 {
+		return true
+	}
+	x := rec.exp
+	if x == nil || len(attrs) > len(x.kvs) || hasDupKey(attrs) {
+		return false
+	}
+	for _, a := range attrs {
+		switch a.Key {
+		case telemetry.AttrRemote, telemetry.AttrPhase, telemetry.AttrDirection, telemetry.AttrComponent, telemetry.AttrOutcome:
+			return false
+		}
+		if !a.Valid() {
+			return false
+		}
+	}
+	rec.mu.Lock()
+	ok := x.nkv+len(attrs) <= len(x.kvs)
 	rec.mu.Unlock()
 	return ok
 }
@@ -214,10 +346,11 @@ func (rec *unitRecord) addExtra(sp attribution.Span) {
 }
 
 // recordLeaf records a leaf of parent, a span of the record: in its slot,
-// or whole as an extra span (with an id of its own).
+// or whole as an extra span (with an id of its own; with the export, it
+// goes to the file now).
 func (rec *unitRecord) recordLeaf(parent *recSpan, name, component string, ph telemetry.Phase, d telemetry.Direction, start, end time.Time, attrs []attribute.KeyValue) {
-	if len(attrs) == 0 {
-		if s := rec.leafSlot(parent, name, component, ph, d); s >= 0 && rec.setSlot(s, start.UnixNano(), end.UnixNano()) {
+	if rec.keepable(attrs) {
+		if s := rec.leafSlot(parent, name, component, ph, d); s >= 0 && rec.setSlot(s, start.UnixNano(), end.UnixNano(), attrs) {
 			return
 		}
 	}
@@ -227,6 +360,27 @@ func (rec *unitRecord) recordLeaf(parent *recSpan, name, component string, ph te
 		sp.SetAttribute(kv)
 	}
 	rec.addExtra(sp)
+	rec.exportLeaf(parent.sc, &sp, attrs)
+}
+
+// exportLeaf hands the file a leaf kept beside the slots (sp, with attrs
+// besides its phase's), under parent, if the record is exported and was
+// not handed off yet (as addExtra keeps it).
+func (rec *unitRecord) exportLeaf(parent trace.SpanContext, sp *attribution.Span, attrs []attribute.KeyValue) {
+	if rec.exp == nil {
+		return
+	}
+	rec.mu.Lock()
+	handed := rec.handed
+	rec.mu.Unlock()
+	if handed {
+		return
+	}
+	t := rec.names.t
+	r := spanRecord{parent: parent, kind: trace.SpanKindInternal, lead: t.export.phaseLead(sp.Component, sp.Phase, sp.Direction)}
+	r.addAttrs(attrs)
+	sc := trace.NewSpanContext(trace.SpanContextConfig{TraceID: trace.TraceID(sp.TraceID), SpanID: trace.SpanID(sp.SpanID), TraceFlags: trace.FlagsSampled})
+	t.export.end(t, &r, sc, sp)
 }
 
 // hostPhases records a task host's phases from its reply (taskproto's
@@ -246,6 +400,9 @@ func (rec *unitRecord) hostPhases(comp *telemetry.Component, timings []taskproto
 		}
 		if s := slotOf(slotHostReceive, numSlots, tm.Phase, tm.Direction); s >= 0 && rec.slot[s][1] == 0 {
 			rec.slot[s] = [2]int64{tm.Start.UnixNano(), max(tm.End.UnixNano(), 1)}
+			if rec.exp != nil {
+				rec.exp.slotAttrs[s] = remoteAttrs
+			}
 		} else if n < len(extra) {
 			extra[n] = i
 			n++
@@ -253,9 +410,15 @@ func (rec *unitRecord) hostPhases(comp *telemetry.Component, timings []taskproto
 	}
 	rec.mu.Unlock()
 	for _, i := range extra[:n] {
-		rec.addExtra(remoteSpan(comp, rec.host.sc, rec.names.t.col.newSpanID(), timings[i]))
+		sp := remoteSpan(comp, rec.host.sc, rec.names.t.col.newSpanID(), timings[i])
+		rec.addExtra(sp)
+		rec.exportLeaf(rec.host.sc, &sp, remoteAttrs)
 	}
 }
+
+// remoteAttrs are the attributes of a task host's phase's span in the
+// parent's trace (childSpans): amdahl.remote=true. Not written to.
+var remoteAttrs = []attribute.KeyValue{telemetry.AttrRemote.Bool(true)}
 
 // drop keeps the unit from being handed off (it was never submitted).
 func (rec *unitRecord) drop() {
@@ -331,9 +494,43 @@ func (rec *unitRecord) endSpan(s *recSpan, end time.Time, failed bool) {
 	rec.handed = true
 	dropped := rec.dropped
 	rec.mu.Unlock()
+	if rec.exp != nil {
+		rec.export() // dropped too: the exporting tracer's spans of a unit not submitted reach the file
+	}
 	if !dropped {
 		rec.names.t.col.handOff(handoff{rec: rec, owner: rec.owner})
 	}
+}
+
+// export hands the file the record's spans that ended, once its root has
+// (handed: nothing changes them any more), each as the exporting tracer
+// would have: a slot's with a random id of its own, under the host span
+// (the queue: under dispatch), its component's lead attributes and the
+// attributes kept in its slot.
+func (rec *unitRecord) export() {
+	t, x, n := rec.names.t, rec.exp, rec.names
+	if rec.disp.ended {
+		t.export.end(t, rec.disp.exp, rec.disp.sc, &rec.disp.sp)
+	}
+	for s := range numSlots {
+		tm := rec.slot[s]
+		if tm[1] == 0 {
+			continue
+		}
+		sp := n.span[s]
+		parent := &rec.host
+		if s == slotQueue {
+			parent = &rec.disp
+		}
+		sp.TraceID, sp.SpanID, sp.ParentID, sp.Start, sp.End = rec.root.sp.TraceID, t.col.newSpanID(), parent.sp.SpanID, tm[0], tm[1]
+		r := spanRecord{parent: parent.sc, kind: trace.SpanKindInternal, lead: t.export.phaseLead(sp.Component, sp.Phase, sp.Direction), attrs: x.slotAttrs[s]}
+		sc := trace.NewSpanContext(trace.SpanContextConfig{TraceID: trace.TraceID(sp.TraceID), SpanID: trace.SpanID(sp.SpanID), TraceFlags: trace.FlagsSampled})
+		t.export.end(t, &r, sc, &sp)
+	}
+	if rec.host.ended {
+		t.export.end(t, rec.host.exp, rec.host.sc, &rec.host.sp)
+	}
+	t.export.end(t, rec.root.exp, rec.root.sc, &rec.root.sp)
 }
 
 // IsRecording reports whether the span has not ended (nor its unit).
@@ -343,12 +540,16 @@ func (s *recSpan) IsRecording() bool {
 	return !s.ended && !s.rec.handed
 }
 
-// SetAttributes keeps the attributes attribution reads (amdahl.outcome).
+// SetAttributes keeps the attributes attribution reads (amdahl.outcome),
+// and with the export all of them.
 func (s *recSpan) SetAttributes(kv ...attribute.KeyValue) {
 	s.rec.mu.Lock()
-	if !s.ended {
+	if !s.ended && !s.rec.handed {
 		for _, a := range kv {
 			s.sp.SetAttribute(a)
+		}
+		if s.exp != nil {
+			s.exp.addAttrs(kv)
 		}
 	}
 	s.rec.mu.Unlock()
@@ -369,17 +570,56 @@ func (s *recSpan) SpanContext() trace.SpanContext { return s.sc }
 // TracerProvider returns the tracer that made the span.
 func (s *recSpan) TracerProvider() trace.TracerProvider { return s.rec.names.t.provider }
 
-// Events, links, errors and status reach only exporters, and a record is
-// kept only when there is none (as an accountingSpan without export).
+// Events, links, errors and status reach only exporters: without the
+// export they are dropped (a unit's failure reaches attribution as
+// amdahl.outcome), with it kept as the exporting tracer's spans keep them.
 
-// AddEvent does nothing.
-func (s *recSpan) AddEvent(string, ...trace.EventOption) {}
+// AddEvent adds an event, as the SDK would.
+func (s *recSpan) AddEvent(name string, opts ...trace.EventOption) {
+	if s.exp == nil {
+		return // exp is set before the span is shared
+	}
+	cfg := trace.NewEventConfig(opts...)
+	s.rec.mu.Lock()
+	if !s.ended && !s.rec.handed {
+		s.exp.addEvent(name, cfg)
+	}
+	s.rec.mu.Unlock()
+}
 
-// AddLink does nothing.
-func (s *recSpan) AddLink(trace.Link) {}
+// AddLink adds a link, as the SDK would.
+func (s *recSpan) AddLink(l trace.Link) {
+	if s.exp == nil {
+		return
+	}
+	s.rec.mu.Lock()
+	if !s.ended && !s.rec.handed {
+		s.exp.addLink(l)
+	}
+	s.rec.mu.Unlock()
+}
 
-// RecordError does nothing.
-func (s *recSpan) RecordError(error, ...trace.EventOption) {}
+// RecordError adds err as an exception event, as the SDK would.
+func (s *recSpan) RecordError(err error, opts ...trace.EventOption) {
+	if err == nil || s.exp == nil {
+		return
+	}
+	cfg := exceptionEvent(err, opts)
+	s.rec.mu.Lock()
+	if !s.ended && !s.rec.handed {
+		s.exp.addEvent(eventException, cfg)
+	}
+	s.rec.mu.Unlock()
+}
 
-// SetStatus does nothing.
-func (s *recSpan) SetStatus(codes.Code, string) {}
+// SetStatus sets the status as the SDK does.
+func (s *recSpan) SetStatus(code codes.Code, description string) {
+	if s.exp == nil {
+		return
+	}
+	s.rec.mu.Lock()
+	if !s.ended && !s.rec.handed {
+		s.exp.setStatus(code, description)
+	}
+	s.rec.mu.Unlock()
+}

@@ -69,9 +69,9 @@ func (g *recordRig) taskUnit(rec *unitRecord, extra bool) (context.Context, trac
 		rec.begin(g.names, nil, at(0))
 		root = &rec.root
 		wctx = trace.ContextWithSpan(context.Background(), root)
-		rec.setSlot(slotQueue, at(0).UnixNano(), at(100).UnixNano())
+		rec.setSlot(slotQueue, at(0).UnixNano(), at(100).UnixNano(), nil)
 		rec.disp.endAt(at(300))
-		hctx, hs = rec.startHost(wctx, at(300))
+		hctx, hs = rec.startHost(wctx, at(300), 1, 1)
 	} else {
 		wctx, root = tp.StartPhaseSpan(trace.ContextWithSpanContext(context.Background(), trace.SpanContext{}), telemetry.SpanWork, "", 0, telemetry.None, at(0))
 		setUnit(root, g.col.track(root.SpanContext().TraceID(), nil))
@@ -102,7 +102,7 @@ func (g *recordRig) taskUnit(rec *unitRecord, extra bool) (context.Context, trac
 	leaf(telemetry.Deserialize, telemetry.Reply, 720, 740)
 	tp.EndPhaseSpan(hs, at(760))
 	if rec != nil {
-		rec.end(at(800), at(0), false)
+		rec.end(at(800), at(0), telemetry.OK, "", nil)
 	} else {
 		root.SetAttributes(telemetry.AttrOutcome.String("ok"))
 		tp.EndPhaseSpan(root, at(800))
@@ -202,7 +202,7 @@ func TestRecordLateAndDropped(t *testing.T) {
 	var dropped unitRecord
 	dropped.begin(g.names, nil, at(0))
 	dropped.drop()
-	dropped.end(at(10), at(0), false)
+	dropped.end(at(10), at(0), telemetry.OK, "", nil)
 	if err := g.col.flush(context.Background()); err != nil {
 		t.Fatal(err)
 	}

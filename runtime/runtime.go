@@ -257,8 +257,9 @@ type Runtime struct {
 	own                   telemetry.PhaseTracer // the runtime's own tracer, when it is the run's
 	// records, when not nil, are the names of a task unit's record's
 	// spans: the run keeps a task unit's spans in its record (record.go)
-	// when only the attribution reads them (own is an
-	// accountingProvider), every unit is sampled (no Config.Sampler),
+	// when only the attribution and at most the trace file read them (own
+	// is an accountingProvider, or an exportingProvider: the record hands
+	// the file its spans), every unit is sampled (no Config.Sampler),
 	// and the runtime's Component would do nothing else with the unit's
 	// root, dispatch and queue (it records no metrics and delays no
 	// phase of its own).
@@ -480,8 +481,16 @@ func (r *Runtime) instrument(cfg Config) (tp trace.TracerProvider, mp metric.Met
 		}
 	}
 	r.tracer = r.rt.Tracer()
-	if own, ok := r.own.(*accountingProvider); ok && cfg.Sampler == nil && !r.rt.RecordsMetrics() && len(delays["runtime"]) == 0 {
-		r.records = newRecordNames(&own.tracer, r.rt, ipcComp, r.hostComp)
+	if cfg.Sampler == nil && !r.rt.RecordsMetrics() && len(delays["runtime"]) == 0 {
+		switch own := r.own.(type) {
+		case *accountingProvider:
+			r.records = newRecordNames(&own.tracer, r.rt, ipcComp, r.hostComp)
+		case *exportingProvider:
+			// The trace file reads the spans too: the record hands
+			// them to it, through the tracer of the Components' scope.
+			r.records = newRecordNames(own.phaseTracer.t, r.rt, ipcComp, r.hostComp)
+			r.records.rootAttrs = attrs(TransportIPC)
+		}
 	}
 	r.phaseTP = r.own
 	if r.phaseTP == nil {
@@ -650,6 +659,9 @@ func (r *Runtime) Submit(ctx context.Context, it scenario.Item) error {
 		// does its queue wait.
 		u.start = time.Now()
 		u.rec.begin(r.records, u, u.start)
+		if u.rec.exp != nil {
+			u.rec.setWork(telemetry.AttrWorkID.String(u.id), AttrKind.String(it.Kind.String()), AttrShape.String(it.Shape))
+		}
 	} else {
 		// Every unit is a root of its own trace.
 		root := trace.ContextWithSpanContext(context.Background(), trace.SpanContext{})
@@ -772,7 +784,7 @@ func (r *Runtime) finish(u *unit, o telemetry.Outcome, class string, err error) 
 	}
 	var e2e time.Duration
 	if u.rec != nil {
-		e2e = u.rec.end(time.Now(), u.start, o != telemetry.OK)
+		e2e = u.rec.end(time.Now(), u.start, o, class, err)
 	} else {
 		if err != nil {
 			u.work.Span().SetAttributes(AttrReason.String(class))
@@ -836,7 +848,7 @@ func (r *Runtime) endQueue(u *unit) {
 	if !u.queueEnded {
 		u.queueEnded = true
 		if u.rec != nil {
-			u.rec.setSlot(slotQueue, u.start.UnixNano(), time.Now().UnixNano())
+			u.rec.setSlot(slotQueue, u.start.UnixNano(), time.Now().UnixNano(), nil)
 			return
 		}
 		u.queued.End()
@@ -896,7 +908,7 @@ func (r *Runtime) runTask(ctx context.Context, u *unit) (string, error) {
 	var hctx context.Context
 	var hs trace.Span
 	if u.rec != nil {
-		hctx, hs = u.rec.startHost(ctx, sendStart)
+		hctx, hs = u.rec.startHost(ctx, sendStart, h.id, h.pid)
 	} else {
 		hctx, hs = startHostSpan(ctx, r.phaseTP, r.tracer, h.id, h.pid, sendStart)
 	}

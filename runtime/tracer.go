@@ -549,6 +549,17 @@ func (s *accountingSpan) RecordError(err error, opts ...trace.EventOption) {
 	if err == nil || s.rec == nil {
 		return // rec is set before the span is shared
 	}
+	cfg := exceptionEvent(err, opts)
+	s.mu.Lock()
+	if !s.ended {
+		s.rec.addEvent(eventException, cfg)
+	}
+	s.mu.Unlock()
+}
+
+// exceptionEvent is the exception event of RecordError(err, opts...), as
+// the SDK records it.
+func exceptionEvent(err error, opts []trace.EventOption) trace.EventConfig {
 	opts = append(opts, trace.WithAttributes(attribute.String(attrExceptionType, errorType(err)),
 		attribute.String(attrExceptionMessage, err.Error())))
 	cfg := trace.NewEventConfig(opts...)
@@ -557,24 +568,27 @@ func (s *accountingSpan) RecordError(err error, opts ...trace.EventOption) {
 		buf = buf[:goruntime.Stack(buf, false)]
 		cfg = trace.NewEventConfig(append(opts, trace.WithAttributes(attribute.String(attrExceptionStacktrace, string(buf))))...)
 	}
+	return cfg
+}
+
+// SetStatus sets the status as the SDK does (spanRecord.setStatus).
+func (s *accountingSpan) SetStatus(code codes.Code, description string) {
 	s.mu.Lock()
-	if !s.ended {
-		s.rec.addEvent(eventException, cfg)
+	if s.rec != nil && !s.ended {
+		s.rec.setStatus(code, description)
 	}
 	s.mu.Unlock()
 }
 
-// SetStatus sets the status as the SDK does: Ok is final, Error beats
+// setStatus sets the status as the SDK does: Ok is final, Error beats
 // Unset, and only an Error keeps its description.
-func (s *accountingSpan) SetStatus(code codes.Code, description string) {
-	s.mu.Lock()
-	if s.rec != nil && !s.ended && s.rec.status.Code <= code {
-		s.rec.status = sdktrace.Status{Code: code}
+func (r *spanRecord) setStatus(code codes.Code, description string) {
+	if r.status.Code <= code {
+		r.status = sdktrace.Status{Code: code}
 		if code == codes.Error {
-			s.rec.status.Description = description
+			r.status.Description = description
 		}
 	}
-	s.mu.Unlock()
 }
 
 // The exception event of RecordError, as the SDK records it

@@ -336,14 +336,26 @@ func TestHostComponentSpans(t *testing.T) {
 // attributes in the same order, events and status. Only ids, times and
 // the values that differ from run to run (work ids, host ids and pids,
 // delta-coded packet sizes, ports, error texts naming a work id) are left
-// out, and how the sidecar's work-item stream ended. The mixed scenario covers phase spans, leaves, the task hosts'
-// spans, chunking, otelgrpc's client and server spans and a failed unit.
+// out, and how the sidecar's work-item stream ended. The mixed scenario
+// covers phase spans, leaves, the task hosts' spans, chunking, otelgrpc's
+// client and server spans and a failed unit; taskhost the task units
+// whose spans their records hand the file (record.go), one in five
+// failing in its host (the root's reason, exception event and status);
+// task-timeouts task units whose host was killed (the host span's error
+// event).
 func TestTraceFileMatchesSDK(t *testing.T) {
-	sc, err := scenario.Builtin("mixed")
+	t.Run("mixed", func(t *testing.T) { testTraceFileMatchesSDK(t, "mixed", 60) })
+	t.Run("taskhost", func(t *testing.T) { testTraceFileMatchesSDK(t, "taskhost", 60) })
+	t.Run("task-timeouts", func(t *testing.T) {
+		testTraceFileMatchesSDK(t, "taskhost", 6, "runtime.task_timeout=2ms", "perturb.taskhost.execute=50ms")
+	})
+}
+
+func testTraceFileMatchesSDK(t *testing.T, name string, units int, set ...string) {
+	sc, err := scenario.Builtin(name)
 	if err != nil {
 		t.Fatal(err)
 	}
-	const units = 60
 	ctx := context.Background()
 	sigs := map[bool][]string{}
 	for _, own := range []bool{false, true} {
@@ -356,13 +368,36 @@ func TestTraceFileMatchesSDK(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		cfg := testConfig(t, testSettings(t, fmt.Sprintf("scenario.count=%d", units)), nil)
+		cfg := testConfig(t, testSettings(t, append([]string{fmt.Sprintf("scenario.count=%d", units)}, set...)...), nil)
 		cfg.UseTelemetry(tel)
 		if own != (cfg.SpanExport != nil) {
 			t.Fatalf("own=%v: SpanExport set %v", own, cfg.SpanExport != nil)
 		}
-		sum, err := Run(ctx, cfg, sc)
+		r, err := New(ctx, cfg)
 		if err != nil {
+			t.Fatal(err)
+		}
+		gen := sc.NewGenerator()
+		for i := range units {
+			it := gen.Next()
+			if name == "taskhost" && i%5 == 0 {
+				// A task its host does not serve: the unit fails.
+				task := *it.Task
+				task.TaskName = "amdahl.no-such-task"
+				it.Task = &task
+			}
+			if err := r.Submit(ctx, it); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := r.Wait(ctx); err != nil {
+			t.Fatal(err)
+		}
+		sum := r.Summary()
+		r.col.qmu.Lock()
+		recorded := r.col.recorded
+		r.col.qmu.Unlock()
+		if err := r.Close(ctx); err != nil {
 			t.Fatal(err)
 		}
 		if err := tel.Shutdown(ctx); err != nil {
@@ -371,9 +406,18 @@ func TestTraceFileMatchesSDK(t *testing.T) {
 		if sum.Attribution.Works != units {
 			t.Fatalf("own=%v: %d units attributed, want %d", own, sum.Attribution.Works, units)
 		}
+		// An own tracer's taskhost run keeps its units in records, which
+		// hand the file their spans.
+		if want := map[bool]int{true: units}[own && name == "taskhost"]; recorded != uint64(want) {
+			t.Errorf("own=%v: %d units kept in records, want %d", own, recorded, want)
+		}
 		sigs[own] = traceFileSignatures(t, path)
 	}
 	sdk, mine := sigs[false], sigs[true]
+	if name != "mixed" {
+		compareSignatures(t, sdk, mine)
+		return
+	}
 	// The lease's calls get no client span (isLeaseMethod); a unit's
 	// completion does.
 	for _, l := range sdk {
@@ -387,6 +431,13 @@ func TestTraceFileMatchesSDK(t *testing.T) {
 	}) {
 		t.Error("no completion has a client span")
 	}
+	compareSignatures(t, sdk, mine)
+}
+
+// compareSignatures fails t unless the trace files' span signatures
+// (traceFileSignatures) of the SDK and of the own tracer are the same.
+func compareSignatures(t *testing.T, sdk, mine []string) {
+	t.Helper()
 	if slices.Equal(sdk, mine) {
 		return
 	}
