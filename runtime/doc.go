@@ -72,14 +72,17 @@
 // other reader (amdahl run --out: Config.SpanExport, which UseTelemetry
 // sets from otelsetup's TraceFileOnly), the same tracer also keeps what
 // the SDK would export of each span and hands the file's writer the span
-// whole at its end, still without SDK spans. With that tracer, every unit
-// sampled and no metric or phase delay of the runtime's own Component
-// (amdahl run's default), a task unit sent straight to a host keeps its
-// spans as times in the unit itself (record.go): its root, dispatch,
-// queue and host span written there by the runtime, ipc's four leaves
-// and the host's phases in fixed slots, anything else whole beside them;
-// it is handed off once, and its spans are made by the accounting, in
-// the same shape every time. Otherwise it installs a span
+// whole at its end, still without SDK spans. With that tracer (with the
+// trace file or without), every unit sampled and no metric or phase
+// delay of the runtime's own Component (amdahl run's default, and amdahl
+// run --out's), a task unit sent straight to a host keeps its spans as
+// times in the unit itself (record.go): its root, dispatch, queue and
+// host span written there by the runtime, ipc's four leaves and the
+// host's phases in fixed slots, anything else whole beside them; it is
+// handed off once, and its spans are made by the accounting, in the same
+// shape every time. With the trace file the record also keeps what the
+// file reads of its spans (attributes, events, status) and hands the file
+// all of them when the root ends. Otherwise it installs a span
 // processor on the SDK that takes the same compact copy inside each
 // span's End. When a unit's root ends it is handed to the runtime's
 // accounting goroutine (through a bounded queue: a unit is never dropped;
