@@ -639,7 +639,7 @@ func (r *Runtime) Submit(ctx context.Context, it scenario.Item) error {
 	r.inflight.Add(1)
 	r.smu.Unlock()
 	defer r.submits.Done()
-	recorded := r.records != nil && it.Kind == scenario.KindTask && !it.Task.Orchestration
+	recorded := r.records != nil && it.Kind == scenario.KindTask
 	var u *unit
 	if recorded {
 		ru := new(recordedUnit)
@@ -659,6 +659,9 @@ func (r *Runtime) Submit(ctx context.Context, it scenario.Item) error {
 		// does its queue wait.
 		u.start = time.Now()
 		u.rec.begin(r.records, u, u.start)
+		if it.Task.Orchestration {
+			u.rec.track() // the sidecar's spans find it by its trace
+		}
 		if u.rec.exp != nil {
 			u.rec.setWork(telemetry.AttrWorkID.String(u.id), AttrKind.String(it.Kind.String()), AttrShape.String(it.Shape))
 		}

@@ -344,14 +344,17 @@ func TestHostComponentSpans(t *testing.T) {
 // task-timeouts task units whose host was killed (the host span's error
 // event).
 func TestTraceFileMatchesSDK(t *testing.T) {
-	t.Run("mixed", func(t *testing.T) { testTraceFileMatchesSDK(t, "mixed", 60) })
-	t.Run("taskhost", func(t *testing.T) { testTraceFileMatchesSDK(t, "taskhost", 60) })
+	t.Run("mixed", func(t *testing.T) { testTraceFileMatchesSDK(t, "mixed", 60, 0) })
+	t.Run("taskhost", func(t *testing.T) { testTraceFileMatchesSDK(t, "taskhost", 60, 5) })
 	t.Run("task-timeouts", func(t *testing.T) {
-		testTraceFileMatchesSDK(t, "taskhost", 6, "runtime.task_timeout=2ms", "perturb.taskhost.execute=50ms")
+		testTraceFileMatchesSDK(t, "taskhost", 6, 0, "runtime.task_timeout=2ms", "perturb.taskhost.execute=50ms")
 	})
 }
 
-func testTraceFileMatchesSDK(t *testing.T, name string, units int, set ...string) {
+// testTraceFileMatchesSDK runs units of the built-in scenario name, with
+// settings set, through both; with failEvery > 0 every failEvery-th unit
+// asks for a task its host does not serve.
+func testTraceFileMatchesSDK(t *testing.T, name string, units, failEvery int, set ...string) {
 	sc, err := scenario.Builtin(name)
 	if err != nil {
 		t.Fatal(err)
@@ -378,9 +381,13 @@ func testTraceFileMatchesSDK(t *testing.T, name string, units int, set ...string
 			t.Fatal(err)
 		}
 		gen := sc.NewGenerator()
+		tasks := 0
 		for i := range units {
 			it := gen.Next()
-			if name == "taskhost" && i%5 == 0 {
+			if it.Kind == scenario.KindTask {
+				tasks++
+			}
+			if failEvery > 0 && i%failEvery == 0 && it.Task != nil {
 				// A task its host does not serve: the unit fails.
 				task := *it.Task
 				task.TaskName = "amdahl.no-such-task"
@@ -406,9 +413,9 @@ func testTraceFileMatchesSDK(t *testing.T, name string, units int, set ...string
 		if sum.Attribution.Works != units {
 			t.Fatalf("own=%v: %d units attributed, want %d", own, sum.Attribution.Works, units)
 		}
-		// An own tracer's taskhost run keeps its units in records, which
-		// hand the file their spans.
-		if want := map[bool]int{true: units}[own && name == "taskhost"]; recorded != uint64(want) {
+		// An own tracer's run keeps its task units in records, which hand
+		// the file their spans.
+		if want := map[bool]int{true: tasks}[own]; recorded != uint64(want) {
 			t.Errorf("own=%v: %d units kept in records, want %d", own, recorded, want)
 		}
 		sigs[own] = traceFileSignatures(t, path)
