@@ -15,10 +15,10 @@ import (
 	"github.com/amdahl-rt/amdahl/telemetry/attribution"
 )
 
-// A task unit's record: the spans of a unit of the taskhost shape (a task
-// sent straight to a host, no orchestration), kept as times in the unit
-// itself rather than as span objects filed one by one with the
-// collector. The shape is fixed: the root (amdahl.work), runtime.dispatch
+// A task unit's record: the spans of a task unit, kept as times in the
+// unit itself rather than as span objects filed one by one with the
+// collector. The shape is the taskhost scenario's (a task sent straight
+// to a host): the root (amdahl.work), runtime.dispatch
 // and its runtime.queue, runtime.host and under it ipc's serialize and
 // send of the request and receive and deserialize of the reply, and the
 // host's four phases from its reply. The runtime writes its own phases
@@ -39,6 +39,11 @@ import (
 // second round trip) is kept whole beside the slots (extra), with its
 // own id and parent, as the collector would have kept it. A span that
 // ends after its unit's root reaches no unit, as with the collector.
+// A task unit in an orchestration keeps its lease's and completion's
+// spans there too (chunking's, under the root); the in-process
+// sidecar's spans, started on its goroutines under the trace context the
+// completion's gRPC call carried, reach the collector by trace, which
+// knows the record by its trace from Submit to the root's end (track).
 //
 // The record is used where nothing but the attribution and, at most, the
 // trace file read the spans, and the runtime's Component would do nothing

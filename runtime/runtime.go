@@ -339,8 +339,8 @@ type unit struct {
 	start      time.Time
 	outputs    map[string]string // the task's, once its host replied
 	// rec, when not nil, is the unit's record, where its spans are kept
-	// (a task unit sent straight to a host, with Runtime.records;
-	// record.go): work, disp and queued are not used. It is allocated
+	// (a task unit, with Runtime.records; record.go): work, disp and
+	// queued are not used. It is allocated
 	// with the unit (recordedUnit), so that other units stay small.
 	rec *unitRecord
 }
