@@ -317,31 +317,34 @@ func (rec *unitRecord) leafSlot(parent *recSpan, name, component string, ph tele
 // attrs are its span's attributes for the export (keepable).
 func (rec *unitRecord) setSlot(s int, start, end int64, attrs []attribute.KeyValue) bool {
 	rec.mu.Lock()
-	ok := !rec.handed && rec.slot[s][1] == 0
-	if ok {
-		rec.slot[s] = [2]int64{start, max(end, 1)}
-		if x := rec.exp; x != nil && len(attrs) > 0 {
-			kv := x.kvs[x.nkv : x.nkv+len(attrs) : x.nkv+len(attrs)]
-			copy(kv, attrs)
-			x.nkv += len(attrs)
-			x.slotAttrs[s] = kv
-		}
+	defer rec.mu.Unlock()
+	if rec.handed || rec.slot[s][1] != 0 {
+		return false
 	}
-	rec.mu.Unlock()
-	return ok
+	if len(attrs) > 0 {
+		x := rec.exp
+		if x == nil || x.nkv+len(attrs) > len(x.kvs) {
+			return false // no room: the leaf is kept beside the slots
+		}
+		kv := x.kvs[x.nkv : x.nkv+len(attrs) : x.nkv+len(attrs)]
+		copy(kv, attrs)
+		x.nkv += len(attrs)
+		x.slotAttrs[s] = kv
+	}
+	rec.slot[s] = [2]int64{start, max(end, 1)}
+	return true
 }
 
 // keepable reports whether a leaf's attributes can be kept in its slot:
-// none (without the export, the only case), or with the export as many
-// as the record has room left for, each valid, given once, and none that
-// attribution reads (they would change the slot's span) or that the
-// leaf's lead attributes hold.
+// none (without the export, the only case), or with the export a few,
+// each valid, given once, and none that attribution reads (they would
+// change the slot's span) or that the leaf's lead attributes hold.
+// setSlot checks that they fit.
 func (rec *unitRecord) keepable(attrs []attribute.KeyValue) bool {
 	if len(attrs) == 0 {
 		return true
 	}
-	x := rec.exp
-	if x == nil || len(attrs) > len(x.kvs) || hasDupKey(attrs) {
+	if rec.exp == nil || len(attrs) > slotKVs || hasDupKey(attrs) {
 		return false
 	}
 	for _, a := range attrs {
@@ -353,10 +356,7 @@ func (rec *unitRecord) keepable(attrs []attribute.KeyValue) bool {
 			return false
 		}
 	}
-	rec.mu.Lock()
-	ok := x.nkv+len(attrs) <= len(x.kvs)
-	rec.mu.Unlock()
-	return ok
+	return true
 }
 
 // addExtra keeps a span the record has no slot for.
@@ -387,16 +387,11 @@ func (rec *unitRecord) recordLeaf(parent *recSpan, name, component string, ph te
 }
 
 // exportLeaf hands the file a leaf kept beside the slots (sp, with attrs
-// besides its phase's), under parent, if the record is exported and was
-// not handed off yet (as addExtra keeps it).
+// besides its phase's), under parent, if the record is exported: also
+// after the root ended, when the attribution no longer takes it, as the
+// exporting tracer exports every span that ends.
 func (rec *unitRecord) exportLeaf(parent trace.SpanContext, sp *attribution.Span, attrs []attribute.KeyValue) {
 	if rec.exp == nil {
-		return
-	}
-	rec.mu.Lock()
-	handed := rec.handed
-	rec.mu.Unlock()
-	if handed {
 		return
 	}
 	t := rec.names.t

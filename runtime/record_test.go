@@ -9,8 +9,11 @@ import (
 	"testing"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
 	metricnoop "go.opentelemetry.io/otel/metric/noop"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/resource"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/amdahl-rt/amdahl/ipc/ipcpb"
@@ -287,6 +290,95 @@ func TestRunKeepsTaskUnitsInRecords(t *testing.T) {
 	for _, path := range []string{"records", "sampler", "metrics"} {
 		if rows[path] != rows["sdk"] {
 			t.Errorf("rows and their span counts differ:\nSDK:\n%s\n%s:\n%s", rows["sdk"], path, rows[path])
+		}
+	}
+}
+
+// TestRecordExportEdges: with the trace file, a record keeps a leaf's
+// attributes in its slot only while they fit (six) and say nothing the
+// attribution reads; any other leaf is kept beside the slots and written
+// when it ends, also after its unit's root has (the exporting tracer
+// writes every span that ends; the attribution no longer takes it).
+// Every span written has an id of its own, and every parent it names is
+// a span written.
+func TestRecordExportEdges(t *testing.T) {
+	col, _ := keepingCollector(t)
+	file := fileSpanRecorder{tracetest.NewSpanRecorder()}
+	p := newExportingProvider(col, file, resource.Empty(), nil)
+	var rt, ipcComp, host *telemetry.Component
+	for _, c := range []struct {
+		dst  **telemetry.Component
+		name string
+	}{{&rt, "runtime"}, {&ipcComp, "ipc"}, {&host, "taskhost"}} {
+		var err error
+		if *c.dst, err = telemetry.NewComponent(c.name, telemetry.ComponentConfig{TracerProvider: p, MeterProvider: metricnoop.NewMeterProvider()}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	names := newRecordNames(p.phaseTracer.t, rt, ipcComp, host)
+	var rec unitRecord
+	rec.begin(names, nil, at(0))
+	wctx := trace.ContextWithSpan(context.Background(), &rec.root)
+	rec.setSlot(slotQueue, at(0).UnixNano(), at(100).UnixNano(), nil)
+	rec.disp.endAt(at(300))
+	hctx, hs := rec.startHost(wctx, at(300), 1, 2)
+	n := func(k string, v int) attribute.KeyValue { return attribute.Int(k, v) }
+	ipcComp.RecordSpan(hctx, telemetry.Serialize, telemetry.Request, at(300), at(320), telemetry.AttrBytes.Int(10))
+	ipcComp.RecordSpan(hctx, telemetry.Send, telemetry.Request, at(320), at(350), telemetry.AttrBytes.Int(11), n("a", 1), n("b", 2), n("c", 3), n("d", 4))
+	ipcComp.RecordSpan(hctx, telemetry.Receive, telemetry.Reply, at(700), at(720), telemetry.AttrBytes.Int(12)) // a seventh: no room
+	ipcComp.RecordSpan(hctx, telemetry.Deserialize, telemetry.Reply, at(720), at(740), n("x", 1), n("x", 2))    // a key twice
+	hs.End(trace.WithTimestamp(at(760)))
+	rec.end(at(800), at(0), telemetry.OK, "", nil)
+	ipcComp.RecordSpan(hctx, telemetry.Send, telemetry.Reply, at(900), at(910), telemetry.AttrBytes.Int(13)) // after the root
+
+	var kept []string
+	for _, sp := range rec.spans(nil) {
+		kept = append(kept, sp.Name)
+	}
+	slices.Sort(kept)
+	if want := []string{"amdahl.work", "ipc.deserialize", "ipc.receive", "ipc.send", "ipc.serialize", "runtime.dispatch", "runtime.host", "runtime.queue"}; !slices.Equal(kept, want) {
+		t.Errorf("the record's spans for the attribution: %v, want %v", kept, want)
+	}
+	got := map[string]string{}
+	ids := map[trace.SpanID]bool{}
+	spans := file.Ended()
+	for _, s := range spans {
+		var b strings.Builder
+		for _, a := range s.Attributes() {
+			if k := string(a.Key); !strings.HasPrefix(k, "amdahl.component") && !strings.HasPrefix(k, "amdahl.phase") && !strings.HasPrefix(k, "amdahl.direction") {
+				fmt.Fprintf(&b, "%s=%s ", k, a.Value.Emit())
+			}
+		}
+		key := s.Name()
+		if s.StartTime().Equal(at(900)) {
+			key += " (late)"
+		}
+		got[key] = strings.TrimSpace(b.String())
+		if id := s.SpanContext().SpanID(); !id.IsValid() || ids[id] {
+			t.Errorf("%s: span id %v zero or given twice", s.Name(), id)
+		}
+		ids[s.SpanContext().SpanID()] = true
+	}
+	for _, s := range spans {
+		if s.Parent().IsValid() && !ids[s.Parent().SpanID()] {
+			t.Errorf("%s: its parent %v is not in the file", s.Name(), s.Parent().SpanID())
+		}
+	}
+	want := map[string]string{
+		"amdahl.work": "amdahl.outcome=ok", "runtime.dispatch": "", "runtime.queue": "",
+		"runtime.host":    "amdahl.host.id=1 amdahl.host.pid=2",
+		"ipc.serialize":   "amdahl.bytes=10",
+		"ipc.send":        "amdahl.bytes=11 a=1 b=2 c=3 d=4",
+		"ipc.receive":     "amdahl.bytes=12",
+		"ipc.deserialize": "x=2",
+		"ipc.send (late)": "amdahl.bytes=13",
+	}
+	if len(got) != len(want) || len(spans) != len(want) {
+		t.Errorf("%d spans written (%v), want %d", len(spans), got, len(want))
+	}
+	for k, v := range want {
+		if g, ok := got[k]; !ok || g != v {
+			t.Errorf("%s: attributes %q (written %v), want %q", k, g, ok, v)
 		}
 	}
 }
