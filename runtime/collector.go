@@ -86,10 +86,6 @@ type unitBuf struct {
 	id    trace.TraceID // zero while not in use
 	spans []attribution.Span
 	owner any // what track was given, handed to onWork with the unit
-	// rec, instead, is the record of a unit tracked by trace
-	// (trackRecord): the spans found by its trace are kept with the
-	// record's, and spans and owner are not used.
-	rec *unitRecord
 }
 
 // handoff is a unit ended and not accounted yet: its spans and owner,
@@ -185,29 +181,7 @@ func (c *collector) track(id trace.TraceID, owner any) *unitBuf {
 	return buf
 }
 
-// trackRecord makes the spans of trace id that reach the collector by
-// trace (ended and add with no buffer: the in-process sidecar's, under
-// the trace context a unit's gRPC call carried) go to rec, the record of
-// the unit whose root's trace it is, until forget(id). A record's own
-// spans and those started under them reach it directly.
-func (c *collector) trackRecord(id trace.TraceID, rec *unitRecord) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if _, ok := c.traces[id]; ok {
-		return
-	}
-	var buf *unitBuf
-	if n := len(c.bufs); n > 0 {
-		buf, c.bufs = c.bufs[n-1], c.bufs[:n-1]
-	} else {
-		buf = new(unitBuf)
-	}
-	buf.id, buf.rec = id, rec
-	c.traces[id] = buf
-}
-
-// forget drops a trace whose root never ended normally (not sampled), or
-// a record's (trackRecord) once its root ended.
+// forget drops a trace whose root never ended normally (not sampled).
 func (c *collector) forget(id trace.TraceID) {
 	c.mu.Lock()
 	if buf, ok := c.traces[id]; ok {
@@ -221,7 +195,7 @@ func (c *collector) forget(id trace.TraceID) {
 func (c *collector) releaseBufLocked(buf *unitBuf) handoff {
 	delete(c.traces, buf.id)
 	h := handoff{spans: buf.spans, owner: buf.owner}
-	buf.id, buf.spans, buf.owner, buf.rec = trace.TraceID{}, nil, nil, nil
+	buf.id, buf.spans, buf.owner = trace.TraceID{}, nil, nil
 	if len(c.bufs) < maxFreeUnits {
 		c.bufs = append(c.bufs, buf)
 	}
@@ -242,7 +216,7 @@ func (c *collector) bufLocked(buf *unitBuf, id trace.TraceID) *unitBuf {
 }
 
 func (c *collector) recycleLocked(spans []attribution.Span) {
-	if n := cap(spans); n > 0 && n <= 4*spansPerUnit && c.freeN+n <= maxFreeSpans {
+	if n := cap(spans); n <= 4*spansPerUnit && c.freeN+n <= maxFreeSpans {
 		c.free = append(c.free, spans[:0])
 		c.freeN += n
 	}
@@ -254,16 +228,7 @@ func (c *collector) recycleLocked(spans []attribution.Span) {
 // them may be a root.
 func (c *collector) add(buf *unitBuf, id trace.TraceID, spans []attribution.Span) {
 	c.mu.Lock()
-	buf = c.bufLocked(buf, id)
-	if buf != nil && buf.rec != nil {
-		rec := buf.rec // a record's trace (trackRecord)
-		c.mu.Unlock()
-		for _, sp := range spans {
-			rec.addExtra(sp)
-		}
-		return
-	}
-	if buf != nil {
+	if buf = c.bufLocked(buf, id); buf != nil {
 		buf.spans = append(buf.spans, spans...)
 	}
 	c.mu.Unlock()
@@ -311,13 +276,6 @@ func (c *collector) ended(buf *unitBuf, sp attribution.Span) {
 	if buf = c.bufLocked(buf, trace.TraceID(sp.TraceID)); buf == nil {
 		c.mu.Unlock()
 		return // not a unit's trace, or already accounted
-	}
-	if rec := buf.rec; rec != nil {
-		// A record's trace (trackRecord): kept beside its slots, unless
-		// its root has ended by now. Its root never ends here.
-		c.mu.Unlock()
-		rec.addExtra(sp)
-		return
 	}
 	buf.spans = append(buf.spans, sp)
 	if sp.Name != telemetry.SpanWork || !sp.ParentID.IsZero() {

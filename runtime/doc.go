@@ -75,11 +75,10 @@
 // whole at its end, still without SDK spans. With that tracer (with the
 // trace file or without), every unit sampled and no metric or phase
 // delay of the runtime's own Component (amdahl run's default, and amdahl
-// run --out's), a task unit keeps its spans as times in the unit itself
-// (record.go): its root, dispatch, queue and host span written there by
-// the runtime, ipc's four leaves and the host's phases in fixed slots,
-// anything else whole beside them (an orchestration's: chunking's, and
-// the in-process sidecar's, which the collector finds by trace); it is
+// run --out's), a task unit sent straight to a host keeps its spans as
+// times in the unit itself (record.go): its root, dispatch, queue and
+// host span written there by the runtime, ipc's four leaves and the
+// host's phases in fixed slots, anything else whole beside them; it is
 // handed off once, and its spans are made by the accounting, in the same
 // shape every time. With the trace file the record also keeps what the
 // file reads of its spans (attributes, events, status) and hands the file

@@ -15,10 +15,10 @@ import (
 	"github.com/amdahl-rt/amdahl/telemetry/attribution"
 )
 
-// A task unit's record: the spans of a task unit, kept as times in the
-// unit itself rather than as span objects filed one by one with the
-// collector. The shape is the taskhost scenario's (a task sent straight
-// to a host): the root (amdahl.work), runtime.dispatch
+// A task unit's record: the spans of a unit of the taskhost shape (a task
+// sent straight to a host, no orchestration), kept as times in the unit
+// itself rather than as span objects filed one by one with the
+// collector. The shape is fixed: the root (amdahl.work), runtime.dispatch
 // and its runtime.queue, runtime.host and under it ipc's serialize and
 // send of the request and receive and deserialize of the reply, and the
 // host's four phases from its reply. The runtime writes its own phases
@@ -39,11 +39,6 @@ import (
 // second round trip) is kept whole beside the slots (extra), with its
 // own id and parent, as the collector would have kept it. A span that
 // ends after its unit's root reaches no unit, as with the collector.
-// A task unit in an orchestration keeps its lease's and completion's
-// spans there too (chunking's, under the root); the in-process
-// sidecar's spans, started on its goroutines under the trace context the
-// completion's gRPC call carried, reach the collector by trace, which
-// knows the record by its trace from Submit to the root's end (track).
 //
 // The record is used where nothing but the attribution and, at most, the
 // trace file read the spans, and the runtime's Component would do nothing
@@ -141,7 +136,6 @@ type unitRecord struct {
 	extra            []attribution.Span
 	handed           bool // the root ended: later spans reach no unit
 	dropped          bool // not submitted: nothing is handed off
-	tracked          bool // the collector knows the record by its trace (track)
 	// exp, when the run's spans are exported (names.t.export), is what
 	// the export reads besides the times; set by begin.
 	exp *recordExport
@@ -210,23 +204,6 @@ func (rec *unitRecord) begin(names *recordNames, owner any, start time.Time) {
 	rec.disp.start(rec, attribution.Span{TraceID: root.TraceID, SpanID: dispSID, ParentID: root.SpanID,
 		Name: names.dispatch, Component: names.runtime, Phase: telemetry.Dispatch, Start: at}, expDispatch, rec.root.sc)
 }
-
-// track makes the spans that reach the collector by the record's trace,
-// not through its spans (the in-process sidecar's, started under the
-// trace context of a unit's gRPC call), go to the record, beside its
-// slots: for a unit whose task runs in an orchestration. Call it after
-// begin, before the record is shared.
-func (rec *unitRecord) track() {
-	rec.tracked = true
-	rec.extra = make([]attribution.Span, 0, orchestrationExtra)
-	rec.names.t.col.trackRecord(trace.TraceID(rec.root.sp.TraceID), rec)
-}
-
-// orchestrationExtra is the spans an orchestrated task unit keeps beside
-// its record's slots: chunking's serialize, send and send.chunk and the
-// sidecar's deserialize and execute, and under --out the completion's
-// client and server spans.
-const orchestrationExtra = 8
 
 // setWork adds the unit's own attributes to the root (amdahl.work.id,
 // kind and shape), as the runtime's Component starts a root with them;
@@ -443,14 +420,6 @@ func (rec *unitRecord) drop() {
 	rec.mu.Lock()
 	rec.dropped = true
 	rec.mu.Unlock()
-	rec.untrack()
-}
-
-// untrack stops the collector keeping the record's trace (track).
-func (rec *unitRecord) untrack() {
-	if rec.tracked {
-		rec.names.t.col.forget(trace.TraceID(rec.root.sp.TraceID))
-	}
 }
 
 // slotID is the span id of leaf slot s, and rootID and dispatchID those
@@ -520,7 +489,6 @@ func (rec *unitRecord) endSpan(s *recSpan, end time.Time, failed bool) {
 	rec.handed = true
 	dropped := rec.dropped
 	rec.mu.Unlock()
-	rec.untrack()
 	if rec.exp != nil {
 		rec.export() // dropped too: the exporting tracer's spans of a unit not submitted reach the file
 	}

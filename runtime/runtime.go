@@ -339,8 +339,8 @@ type unit struct {
 	start      time.Time
 	outputs    map[string]string // the task's, once its host replied
 	// rec, when not nil, is the unit's record, where its spans are kept
-	// (a task unit, with Runtime.records; record.go): work, disp and
-	// queued are not used. It is allocated
+	// (a task unit sent straight to a host, with Runtime.records;
+	// record.go): work, disp and queued are not used. It is allocated
 	// with the unit (recordedUnit), so that other units stay small.
 	rec *unitRecord
 }
@@ -639,7 +639,7 @@ func (r *Runtime) Submit(ctx context.Context, it scenario.Item) error {
 	r.inflight.Add(1)
 	r.smu.Unlock()
 	defer r.submits.Done()
-	recorded := r.records != nil && it.Kind == scenario.KindTask
+	recorded := r.records != nil && it.Kind == scenario.KindTask && !it.Task.Orchestration
 	var u *unit
 	if recorded {
 		ru := new(recordedUnit)
@@ -659,9 +659,6 @@ func (r *Runtime) Submit(ctx context.Context, it scenario.Item) error {
 		// does its queue wait.
 		u.start = time.Now()
 		u.rec.begin(r.records, u, u.start)
-		if it.Task.Orchestration {
-			u.rec.track() // the sidecar's spans find it by its trace
-		}
 		if u.rec.exp != nil {
 			u.rec.setWork(telemetry.AttrWorkID.String(u.id), AttrKind.String(it.Kind.String()), AttrShape.String(it.Shape))
 		}
