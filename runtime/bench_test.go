@@ -588,7 +588,11 @@ func benchPool(b *testing.B) (*pool, Settings, Config) {
 // times the hosts' CPU per unit: their CPU seconds per second, in which
 // how fast the machine ran the block cancels out; it reads as the
 // throughput ratio while telemetry leaves the hosts' work alone) and
-// rt/host (the runtime's CPU per unit over its hosts').
+// rt/host (the runtime's CPU per unit over its hosts'). For mixed it
+// also reports each kind's e2e p50 on/off, p50task-ratio (p50task-lo,
+// p50task-hi) and p50fanout-ratio: the median of the block's task units'
+// e2e times, and of its fanout units' (runtime/README.md, "December 5,
+// later": the task units carry mixed's e2e p50 tax).
 //
 //	go test -run '^$' -bench TelemetryTax -benchtime 100x -count 1 ./runtime/
 //
@@ -683,8 +687,9 @@ func newTaxArm(b *testing.B, sc *scenario.Scenario, set Settings, disabled bool,
 // taxBlock is what runBlock measured of one block.
 type taxBlock struct {
 	elapsed, p50 time.Duration
-	cpu          time.Duration // this process's
-	hostCPU      time.Duration // the task hosts'; 0 when the kernel does not say
+	kindP50      [2]time.Duration // of the task units and the fanout units; 0 for none
+	cpu          time.Duration    // this process's
+	hostCPU      time.Duration    // the task hosts'; 0 when the kernel does not say
 }
 
 // hostsCPU returns how long the runtime's task hosts' threads have run on
@@ -728,6 +733,7 @@ func (a *taxArm) runBlock(b *testing.B, n int) taxBlock {
 	defer pprof.SetGoroutineLabels(ctx)
 	host0, cpu0, start := hostsCPU(a.r), processCPU(), time.Now()
 	e2e := make([]time.Duration, 0, n)
+	var byKind [2][]time.Duration // task, fanout
 	for range n {
 		if err := a.r.Submit(ctx, a.gen.Next()); err != nil {
 			b.Fatal(err)
@@ -740,6 +746,9 @@ func (a *taxArm) runBlock(b *testing.B, n int) taxBlock {
 			b.Fatalf("unit %d: %s: %s", res.Seq, res.Class, res.Reason)
 		}
 		e2e = append(e2e, res.E2E)
+		if k := kindIndex(res.Kind); k >= 0 {
+			byKind[k] = append(byKind[k], res.E2E)
+		}
 	}
 	if err := a.r.Wait(ctx); err != nil {
 		b.Fatal(err)
@@ -750,7 +759,24 @@ func (a *taxArm) runBlock(b *testing.B, n int) taxBlock {
 	}
 	slices.Sort(e2e)
 	blk.p50 = e2e[len(e2e)/2]
+	for k, d := range byKind {
+		if len(d) > 0 {
+			slices.Sort(d)
+			blk.kindP50[k] = d[len(d)/2]
+		}
+	}
 	return blk
+}
+
+// kindIndex is the index of taxBlock.kindP50 for units of kind k, or -1.
+func kindIndex(k scenario.Kind) int {
+	switch k {
+	case scenario.KindTask:
+		return 0
+	case scenario.KindFanout:
+		return 1
+	}
+	return -1
 }
 
 func benchTelemetryTax(b *testing.B, name string, block int) {
@@ -772,8 +798,9 @@ func benchTelemetryTax(b *testing.B, name string, block int) {
 	}
 
 	// Per arm, per round: throughput, e2e p50, CPU per unit, host busy,
-	// runtime/host CPU.
-	const nMeasures = 5
+	// runtime/host CPU; then the task units' and the fanout units' e2e
+	// p50 (0 for a kind the block has none of).
+	const nMeasures = 7
 	m := make([][nMeasures][]float64, len(arms))
 	hosts := true
 	round := 0
@@ -790,7 +817,7 @@ func benchTelemetryTax(b *testing.B, name string, block int) {
 			blk := a.runBlock(b, block)
 			thr, cpu, hostCPU := float64(block)/blk.elapsed.Seconds(), float64(blk.cpu)/float64(block), float64(blk.hostCPU)/float64(block)
 			hosts = hosts && hostCPU > 0
-			for i, v := range [nMeasures]float64{thr, float64(blk.p50), cpu, thr * hostCPU, cpu / hostCPU} {
+			for i, v := range [nMeasures]float64{thr, float64(blk.p50), cpu, thr * hostCPU, cpu / hostCPU, float64(blk.kindP50[0]), float64(blk.kindP50[1])} {
 				m[k][i] = append(m[k][i], v)
 			}
 		}
@@ -817,7 +844,7 @@ func benchTelemetryTax(b *testing.B, name string, block int) {
 		return 1 - g.Value
 	}
 	var thr float64
-	for i, name := range [nMeasures]string{"thr", "p50", "cpu", "busy", "rt/host"} {
+	for i, name := range [...]string{"thr", "p50", "cpu", "busy", "rt/host"} {
 		if i >= 3 && !hosts {
 			break
 		}
@@ -825,6 +852,15 @@ func benchTelemetryTax(b *testing.B, name string, block int) {
 		if i == 0 {
 			thr = r
 		}
+	}
+	// Each kind's e2e p50, when every block of both arms had units of
+	// both kinds (mixed; a ratio needs a median in each).
+	everyBlock := func(i int) bool {
+		return !slices.Contains(m[0][i], 0) && !slices.Contains(m[1][i], 0)
+	}
+	if everyBlock(5) && everyBlock(6) {
+		ratio(0, 5, "p50task-ratio", "p50task-lo", "p50task-hi")
+		ratio(0, 6, "p50fanout-ratio", "", "")
 	}
 	median := func(xs []float64) float64 { s := slices.Sorted(slices.Values(xs)); return s[len(s)/2] }
 	b.ReportMetric(median(m[0][0]), "on-units/s")
