@@ -72,6 +72,12 @@
 # OTEL_TRACES_SAMPLER=parentbased_traceidratio OTEL_TRACES_SAMPLER_ARG=0.25
 # measures the tax of attributing one unit in four.
 #
+# Arguments after -- go to every amdahl run: -- --scenario-file F runs the
+# scenario in F instead of -s's, e.g. one workload of a mixed scenario
+# alone, to see which workload carries its tax (mixed's e2e p50 tax is
+# its orchestrated task units', diluted in its throughput by the fanout
+# units' time: runtime/README.md, "December 5, later").
+#
 # With -b VAR=VALUE[,VAR=VALUE...] the off arm runs with telemetry on and
 # that environment instead of OTEL_SDK_DISABLED=true: a baseline other than
 # everything off. -b OTEL_TRACES_SAMPLER=always_off measures what the units'
