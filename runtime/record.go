@@ -325,11 +325,7 @@ func (rec *unitRecord) keepable(attrs []attribute.KeyValue) bool {
 		return false
 	}
 	for _, a := range attrs {
-		switch a.Key {
-		case telemetry.AttrRemote, telemetry.AttrPhase, telemetry.AttrDirection, telemetry.AttrComponent, telemetry.AttrOutcome:
-			return false
-		}
-		if !a.Valid() {
+		if !a.Valid() || attribution.ReadsAttribute(a.Key) {
 			return false
 		}
 	}
@@ -371,9 +367,21 @@ func (rec *unitRecord) exportLeaf(parent trace.SpanContext, sp *attribution.Span
 	if rec.exp == nil {
 		return
 	}
+	rec.writeLeaf(parent, sp, attrs, false)
+}
+
+// writeLeaf hands the file sp, a leaf of the record's unit under parent,
+// with attrs after its phase's lead attributes: as they are if kept (a
+// slot's, keepable), else checked and copied as the exporting tracer
+// keeps a span's.
+func (rec *unitRecord) writeLeaf(parent trace.SpanContext, sp *attribution.Span, attrs []attribute.KeyValue, kept bool) {
 	t := rec.names.t
 	r := spanRecord{parent: parent, kind: trace.SpanKindInternal, lead: t.export.phaseLead(sp.Component, sp.Phase, sp.Direction)}
-	r.addAttrs(attrs)
+	if kept {
+		r.attrs = attrs
+	} else {
+		r.addAttrs(attrs)
+	}
 	sc := trace.NewSpanContext(trace.SpanContextConfig{TraceID: trace.TraceID(sp.TraceID), SpanID: trace.SpanID(sp.SpanID), TraceFlags: trace.FlagsSampled})
 	t.export.end(t, &r, sc, sp)
 }
@@ -518,9 +526,7 @@ func (rec *unitRecord) export() {
 			parent = &rec.disp
 		}
 		sp.TraceID, sp.SpanID, sp.ParentID, sp.Start, sp.End = rec.root.sp.TraceID, t.col.newSpanID(), parent.sp.SpanID, tm[0], tm[1]
-		r := spanRecord{parent: parent.sc, kind: trace.SpanKindInternal, lead: t.export.phaseLead(sp.Component, sp.Phase, sp.Direction), attrs: x.slotAttrs[s]}
-		sc := trace.NewSpanContext(trace.SpanContextConfig{TraceID: trace.TraceID(sp.TraceID), SpanID: trace.SpanID(sp.SpanID), TraceFlags: trace.FlagsSampled})
-		t.export.end(t, &r, sc, &sp)
+		rec.writeLeaf(parent.sc, &sp, x.slotAttrs[s], true)
 	}
 	if rec.host.ended {
 		t.export.end(t, rec.host.exp, rec.host.sc, &rec.host.sp)

@@ -37,18 +37,25 @@ func newRecordRig(t *testing.T) *recordRig {
 	g := &recordRig{}
 	g.col, g.accounted = keepingCollector(t)
 	g.tp = newAccountingProvider(g.col, nil)
-	for _, c := range []struct {
-		dst  **telemetry.Component
-		name string
-	}{{&g.rt, "runtime"}, {&g.ipc, "ipc"}, {&g.host, "taskhost"}, {&g.etc, "custom"}} {
-		var err error
-		if *c.dst, err = telemetry.NewComponent(c.name, telemetry.ComponentConfig{TracerProvider: g.tp, MeterProvider: metricnoop.NewMeterProvider()}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	g.rt, g.ipc, g.host, g.etc = recordComponents(t, g.tp)
 	g.r = &Runtime{col: g.col, hostComp: g.host, cfg: Config{AccountRemoteDirectly: true}}
 	g.names = newRecordNames(&g.tp.tracer, g.rt, g.ipc, g.host)
 	return g
+}
+
+// recordComponents returns the runtime, ipc, taskhost and a program's
+// ("custom") Components on tp, without metrics.
+func recordComponents(t *testing.T, tp trace.TracerProvider) (rt, ipcComp, host, etc *telemetry.Component) {
+	for _, c := range []struct {
+		dst  **telemetry.Component
+		name string
+	}{{&rt, "runtime"}, {&ipcComp, "ipc"}, {&host, "taskhost"}, {&etc, "custom"}} {
+		var err error
+		if *c.dst, err = telemetry.NewComponent(c.name, telemetry.ComponentConfig{TracerProvider: tp, MeterProvider: metricnoop.NewMeterProvider()}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return rt, ipcComp, host, etc
 }
 
 // at is a fixed instant plus us microseconds.
@@ -251,25 +258,8 @@ func TestRunKeepsTaskUnitsInRecords(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		gen := sc.NewGenerator()
-		for i := range units {
-			it := gen.Next()
-			if i%5 == 0 {
-				task := *it.Task
-				task.TaskName = "amdahl.no-such-task"
-				it.Task = &task
-			}
-			if err := r.Submit(context.Background(), it); err != nil {
-				t.Fatal(err)
-			}
-		}
-		if err := r.Wait(context.Background()); err != nil {
-			t.Fatal(err)
-		}
-		sum := r.Summary()
-		r.col.qmu.Lock()
-		recorded := r.col.recorded
-		r.col.qmu.Unlock()
+		runScenarioUnits(t, r, sc, units, 5)
+		sum, recorded := r.Summary(), r.recordedUnits()
 		if err := r.Close(context.Background()); err != nil {
 			t.Fatal(err)
 		}
@@ -305,16 +295,7 @@ func TestRecordExportEdges(t *testing.T) {
 	col, _ := keepingCollector(t)
 	file := fileSpanRecorder{tracetest.NewSpanRecorder()}
 	p := newExportingProvider(col, file, resource.Empty(), nil)
-	var rt, ipcComp, host *telemetry.Component
-	for _, c := range []struct {
-		dst  **telemetry.Component
-		name string
-	}{{&rt, "runtime"}, {&ipcComp, "ipc"}, {&host, "taskhost"}} {
-		var err error
-		if *c.dst, err = telemetry.NewComponent(c.name, telemetry.ComponentConfig{TracerProvider: p, MeterProvider: metricnoop.NewMeterProvider()}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	rt, ipcComp, host, _ := recordComponents(t, p)
 	names := newRecordNames(p.phaseTracer.t, rt, ipcComp, host)
 	var rec unitRecord
 	rec.begin(names, nil, at(0))
@@ -381,4 +362,34 @@ func TestRecordExportEdges(t *testing.T) {
 			t.Errorf("%s: attributes %q (written %v), want %q", k, g, ok, v)
 		}
 	}
+}
+
+// runScenarioUnits submits the first units of sc's units to r
+// (submitUnits) and waits for them; with failEvery > 0, every
+// failEvery-th task unit (the first among them) asks for a task its host
+// does not serve, and fails. It returns how many task units went
+// straight to a host (no orchestration).
+func runScenarioUnits(t *testing.T, r *Runtime, sc *scenario.Scenario, units, failEvery int) (straight int) {
+	t.Helper()
+	gen := sc.NewGenerator()
+	submitUnits(t, r, 0, units-1, func(i int) scenario.Item {
+		it := gen.Next()
+		if it.Kind == scenario.KindTask && !it.Task.Orchestration {
+			straight++
+		}
+		if failEvery > 0 && i%failEvery == 0 && it.Task != nil {
+			task := *it.Task
+			task.TaskName = "amdahl.no-such-task"
+			it.Task = &task
+		}
+		return it
+	})
+	return straight
+}
+
+// recordedUnits is how many units r handed off as records so far.
+func (r *Runtime) recordedUnits() uint64 {
+	r.col.qmu.Lock()
+	defer r.col.qmu.Unlock()
+	return r.col.recorded
 }

@@ -380,30 +380,8 @@ func testTraceFileMatchesSDK(t *testing.T, name string, units, failEvery int, se
 		if err != nil {
 			t.Fatal(err)
 		}
-		gen := sc.NewGenerator()
-		tasks := 0
-		for i := range units {
-			it := gen.Next()
-			if it.Kind == scenario.KindTask && !it.Task.Orchestration {
-				tasks++ // sent straight to a host: kept in a record
-			}
-			if failEvery > 0 && i%failEvery == 0 && it.Task != nil {
-				// A task its host does not serve: the unit fails.
-				task := *it.Task
-				task.TaskName = "amdahl.no-such-task"
-				it.Task = &task
-			}
-			if err := r.Submit(ctx, it); err != nil {
-				t.Fatal(err)
-			}
-		}
-		if err := r.Wait(ctx); err != nil {
-			t.Fatal(err)
-		}
-		sum := r.Summary()
-		r.col.qmu.Lock()
-		recorded := r.col.recorded
-		r.col.qmu.Unlock()
+		tasks := runScenarioUnits(t, r, sc, units, failEvery)
+		sum, recorded := r.Summary(), r.recordedUnits()
 		if err := r.Close(ctx); err != nil {
 			t.Fatal(err)
 		}

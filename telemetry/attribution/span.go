@@ -167,7 +167,7 @@ func FromSDKSpan(s sdktrace.ReadOnlySpan) Span {
 // that builds Spans itself (the runtime's, when nothing exports its
 // spans) calls it for each attribute a span is given.
 func (s *Span) SetAttribute(kv attribute.KeyValue) {
-	switch kv.Key {
+	switch kv.Key { // the keys of ReadsAttribute (TestReadsAttribute)
 	case telemetry.AttrRemote:
 		s.Remote = kv.Value.AsBool()
 	case telemetry.AttrPhase, telemetry.AttrDirection, telemetry.AttrComponent, telemetry.AttrOutcome:
@@ -177,6 +177,16 @@ func (s *Span) SetAttribute(kv attribute.KeyValue) {
 			s.setAttr(string(kv.Key), kv.Value.AsString(), nil)
 		}
 	}
+}
+
+// ReadsAttribute reports whether attribution reads attributes of key
+// (SetAttribute applies them): a span given one is not the span it was.
+func ReadsAttribute(key attribute.Key) bool {
+	switch key {
+	case telemetry.AttrRemote, telemetry.AttrPhase, telemetry.AttrDirection, telemetry.AttrComponent, telemetry.AttrOutcome:
+		return true
+	}
+	return false
 }
 
 // setAttr applies one string attribute; in, if not nil, interns the value.
