@@ -38,15 +38,16 @@ workloads:
           action_bytes: 64KiB
 `
 
-// memProfileRate samples an allocation every 1 KiB on average in the run
-// and its hosts (GODEBUG=memprofilerate, inherited by the hosts), not
+// memProfileRate samples an allocation every 256 bytes on average in the
+// run and its hosts (GODEBUG=memprofilerate, inherited by the hosts), not
 // every 512 KiB: every phase entry function's few allocations per unit are
-// then in the heap profiles. At 4 KiB, ipc's write (about 1.3 KiB of span
-// records per unit in phase send since --out records without SDK spans:
-// about three samples expected, none in about one run in twenty) went
-// unsampled once under load. 1 (every allocation) makes
-// the race-enabled hosts too slow to shut down in their grace.
-const memProfileRate = "1024"
+// then in the heap profiles. The thinnest is ipc's write: since --out keeps
+// a task unit's spans in its record, it allocates about 3 KiB in phase send
+// over this whole run (measured at rate 1). At 1024 that is about three
+// samples expected, and none came in 4 of 30 runs (one of them on CI); at
+// 256, about twelve, none in 30 runs. 1 (every allocation) makes the
+// race-enabled hosts too slow to shut down in their grace.
+const memProfileRate = "256"
 
 // runOut runs `amdahl run --out` as its own process (this test binary as
 // amdahl, its task hosts too) with memProfileRate, and returns the
