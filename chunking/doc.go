@@ -166,8 +166,10 @@
 // as "retry" events with amdahl.rpc.code and amdahl.chunking.attempt),
 // chunking.abandon, and on the sidecar chunking.deserialize (validation
 // and reassembly of each message) and chunking.execute (an applied
-// completion). The trace context travels in gRPC metadata through otelgrpc
-// stats handlers (W3C traceparent).
+// completion). The trace context travels in gRPC metadata (W3C
+// traceparent): through otelgrpc's stats handlers when the sidecar's
+// providers read spans or metrics, else through internal/grpctrace's
+// interceptors.
 //
 // Profiles: when the component sets pprof labels
 // (telemetry.ComponentConfig.PhaseLabels; in amdahl on whenever a CPU

@@ -278,8 +278,9 @@ func NewSidecar(cfg SidecarConfig) (*Sidecar, error) {
 	if cfg.TracerProvider != nil && cfg.MeterProvider != nil {
 		if grpctrace.Suffices(cfg.TracerProvider, cfg.MeterProvider) {
 			// Nothing would read a call's span or its RPC metrics: the
-			// trace context is all otelgrpc would carry.
-			opts = append(opts, grpc.StatsHandler(grpctrace.Server{}))
+			// trace context is all otelgrpc would carry; interceptors
+			// carry it without a stats handler's events.
+			opts = append(opts, grpc.ChainUnaryInterceptor(grpctrace.Server{}.Unary()), grpc.ChainStreamInterceptor(grpctrace.Server{}.Stream()))
 		} else {
 			opts = append(opts, grpc.StatsHandler(otelgrpc.NewServerHandler(
 				otelgrpc.WithTracerProvider(cfg.TracerProvider), otelgrpc.WithMeterProvider(cfg.MeterProvider),

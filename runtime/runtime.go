@@ -568,18 +568,20 @@ func (r *Runtime) connect(ctx context.Context, cfg Config, tp trace.TracerProvid
 		r.sideCh = make(chan error, 1)
 		go func() { r.sideCh <- r.side.Serve(lis) }()
 	}
-	var handler grpc.DialOption
+	var tracing []grpc.DialOption
 	if grpctrace.Suffices(rpcTP, mp) {
 		// Nothing reads a call's span or its RPC metrics: the trace
-		// context is all otelgrpc would carry (internal/grpctrace).
-		handler = grpc.WithStatsHandler(grpctrace.Client{Skip: isLeaseMethod})
+		// context is all otelgrpc would carry, and interceptors carry it
+		// without a stats handler's events (internal/grpctrace).
+		tc := grpctrace.Client{Skip: isLeaseMethod}
+		tracing = append(tracing, grpc.WithChainUnaryInterceptor(tc.Unary()), grpc.WithChainStreamInterceptor(tc.Stream()))
 	} else {
 		notLease := func(info *stats.RPCTagInfo) bool { return !isLeaseMethod(grpctrace.MethodName(info.FullMethodName)) }
-		handler = grpc.WithStatsHandler(otelgrpc.NewClientHandler(otelgrpc.WithTracerProvider(rpcTP), otelgrpc.WithMeterProvider(mp),
-			otelgrpc.WithPropagators(propagation.TraceContext{}), otelgrpc.WithFilter(notLease)))
+		tracing = append(tracing, grpc.WithStatsHandler(otelgrpc.NewClientHandler(otelgrpc.WithTracerProvider(rpcTP), otelgrpc.WithMeterProvider(mp),
+			otelgrpc.WithPropagators(propagation.TraceContext{}), otelgrpc.WithFilter(notLease))))
 	}
-	r.cc, err = grpc.NewClient(addr, append(dial,
-		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(chunking.DefaultMaxRecvMsgSize)), handler)...)
+	r.cc, err = grpc.NewClient(addr, append(append(tracing, dial...),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(chunking.DefaultMaxRecvMsgSize)))...)
 	if err != nil {
 		return fmt.Errorf("runtime: sidecar %s: %w", addr, err)
 	}

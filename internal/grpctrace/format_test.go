@@ -9,10 +9,7 @@ import (
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc/metadata"
-	"google.golang.org/grpc/stats"
 )
-
-var tagInfo = &stats.RPCTagInfo{FullMethodName: "/s/M"}
 
 // TestInjectMatchesPropagator: the client writes the metadata
 // propagation.TraceContext.Inject writes, for every flag byte and with
@@ -31,7 +28,7 @@ func TestInjectMatchesPropagator(t *testing.T) {
 			ctx := trace.ContextWithSpanContext(context.Background(), sc)
 			want := propagation.MapCarrier{}
 			propagation.TraceContext{}.Inject(ctx, want)
-			md, _ := metadata.FromOutgoingContext(Client{}.TagRPC(ctx, tagInfo))
+			md, _ := metadata.FromOutgoingContext(Client{}.inject(ctx, "/s/M"))
 			got := map[string]string{}
 			for k, v := range md {
 				if len(v) != 1 {
@@ -46,7 +43,7 @@ func TestInjectMatchesPropagator(t *testing.T) {
 	}
 }
 
-// extractBoth returns the span context Server.TagRPC and
+// extractBoth returns the span context Server.extract and
 // propagation.TraceContext.Extract take from a call's traceparent and
 // tracestate ("" for none).
 func extractBoth(parent, state string) (got, want trace.SpanContext) {
@@ -60,7 +57,7 @@ func extractBoth(parent, state string) (got, want trace.SpanContext) {
 		carrier.Set(tracestateKey, state)
 	}
 	ctx := metadata.NewIncomingContext(context.Background(), md)
-	got = trace.SpanContextFromContext(Server{}.TagRPC(ctx, tagInfo))
+	got = trace.SpanContextFromContext(Server{}.extract(ctx))
 	want = trace.SpanContextFromContext(propagation.TraceContext{}.Extract(context.Background(), carrier))
 	return got, want
 }

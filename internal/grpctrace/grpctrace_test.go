@@ -3,6 +3,7 @@ package grpctrace
 import (
 	"context"
 	"net"
+	"slices"
 	"strings"
 	"testing"
 
@@ -17,18 +18,22 @@ import (
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/metadata"
-	"google.golang.org/grpc/stats"
 )
 
 // TestPropagation: a call made under a span context reaches the server's
-// handler with it as its remote parent (ids, flags, trace state); a call
-// without one, or one the client skips, carries none.
+// handler with it as its remote parent (ids, flags, trace state), unary
+// and streaming; a call without one, or one the client skips, carries
+// none.
 func TestPropagation(t *testing.T) {
 	seen := make(chan trace.SpanContext, 1)
-	srv := grpc.NewServer(grpc.StatsHandler(Server{}), grpc.ChainUnaryInterceptor(
-		func(ctx context.Context, req any, _ *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+	srv := grpc.NewServer(
+		grpc.ChainUnaryInterceptor(Server{}.Unary(), func(ctx context.Context, req any, _ *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
 			seen <- trace.SpanContextFromContext(ctx)
 			return h(ctx, req)
+		}),
+		grpc.ChainStreamInterceptor(Server{}.Stream(), func(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, h grpc.StreamHandler) error {
+			seen <- trace.SpanContextFromContext(ss.Context())
+			return h(srv, ss)
 		}))
 	healthpb.RegisterHealthServer(srv, health.NewServer())
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
@@ -39,8 +44,9 @@ func TestPropagation(t *testing.T) {
 	defer srv.Stop()
 
 	dial := func(skip func(string) bool) healthpb.HealthClient {
+		c := Client{Skip: skip}
 		cc, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()),
-			grpc.WithStatsHandler(Client{Skip: skip}))
+			grpc.WithChainUnaryInterceptor(c.Unary()), grpc.WithChainStreamInterceptor(c.Stream()))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -61,26 +67,43 @@ func TestPropagation(t *testing.T) {
 		}
 		return <-seen
 	}
-
+	watch := func(c healthpb.HealthClient, ctx context.Context) trace.SpanContext {
+		t.Helper()
+		ctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		w, err := c.Watch(ctx, &healthpb.HealthCheckRequest{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := w.Recv(); err != nil {
+			t.Fatal(err)
+		}
+		return <-seen
+	}
+	want := sc.WithRemote(true)
 	c := dial(nil)
-	got := call(c, under)
-	if want := sc.WithRemote(true); !got.Equal(want) || got.TraceState().String() != state.String() {
-		t.Errorf("the server saw %v (state %q), want %v (state %q)", got, got.TraceState(), want, state)
+	for name, do := range map[string]func(healthpb.HealthClient, context.Context) trace.SpanContext{"unary": call, "stream": watch} {
+		if got := do(c, under); !got.Equal(want) || got.TraceState().String() != state.String() {
+			t.Errorf("%s: the server saw %v (state %q), want %v (state %q)", name, got, got.TraceState(), want, state)
+		}
+		if got := do(c, context.Background()); got.IsValid() {
+			t.Errorf("%s: a call without a span context carried %v", name, got)
+		}
 	}
-	if got := call(c, context.Background()); got.IsValid() {
-		t.Errorf("a call without a span context carried %v", got)
-	}
-	var asked string
-	skipping := dial(func(m string) bool { asked = m; return m == "Check" })
+	var asked []string
+	skipping := dial(func(m string) bool { asked = append(asked, m); return m == "Check" || m == "Watch" })
 	if got := call(skipping, under); got.IsValid() {
 		t.Errorf("a skipped call carried %v", got)
 	}
-	if asked != "Check" {
-		t.Errorf("Skip was asked about %q, want the method's name Check", asked)
+	if got := watch(skipping, under); got.IsValid() {
+		t.Errorf("a skipped stream carried %v", got)
+	}
+	if !slices.Equal(asked, []string{"Check", "Watch"}) {
+		t.Errorf("Skip was asked about %q, want the methods' names Check, Watch", asked)
 	}
 }
 
-// TestSuffices: the handlers stand in for otelgrpc only when both
+// TestSuffices: the interceptors stand in for otelgrpc only when both
 // providers are no-ops.
 func TestSuffices(t *testing.T) {
 	sdkTP := sdktrace.NewTracerProvider()
@@ -121,7 +144,7 @@ func TestServerBadTraceContext(t *testing.T) {
 		if tc.state != "" {
 			md.Append("tracestate", tc.state)
 		}
-		ctx := Server{}.TagRPC(metadata.NewIncomingContext(context.Background(), md), &stats.RPCTagInfo{FullMethodName: "/s/M"})
+		ctx := Server{}.extract(metadata.NewIncomingContext(context.Background(), md))
 		sc := trace.SpanContextFromContext(ctx)
 		if sc.IsValid() != tc.valid || sc.TraceState().String() != tc.wantState {
 			t.Errorf("%s: span context %v (state %q), want valid %v, state %q", tc.name, sc, sc.TraceState(), tc.valid, tc.wantState)
