@@ -347,14 +347,28 @@ func TestTraceFileMatchesSDK(t *testing.T) {
 	t.Run("mixed", func(t *testing.T) { testTraceFileMatchesSDK(t, "mixed", 60, 0) })
 	t.Run("taskhost", func(t *testing.T) { testTraceFileMatchesSDK(t, "taskhost", 60, 5) })
 	t.Run("task-timeouts", func(t *testing.T) {
-		testTraceFileMatchesSDK(t, "taskhost", 6, 0, "runtime.task_timeout=2ms", "perturb.taskhost.execute=50ms")
+		// The timeout covers the send: at 2 ms a send slowed by the race
+		// detector and a loaded machine sometimes timed out in one run
+		// and not the other (a failed ipc.send), in 2 of 2 full race
+		// runs and 1 in 8 alone beside two busy loops. At 100 ms only
+		// the execute, 1 s (the perturbation's most), outlives it.
+		sdk := testTraceFileMatchesSDK(t, "taskhost", 6, 0, "runtime.task_timeout=100ms", "perturb.taskhost.execute=1s")
+		killed := 0
+		for _, l := range sdk {
+			if strings.HasPrefix(l, SpanHost+" under") && strings.Contains(l, "| events exception{") {
+				killed++
+			}
+		}
+		if killed != 6 {
+			t.Errorf("%d host spans with an exception event, want 6 (one a unit: every host killed)", killed)
+		}
 	})
 }
 
 // testTraceFileMatchesSDK runs units of the built-in scenario name, with
 // settings set, through both; with failEvery > 0 every failEvery-th unit
 // asks for a task its host does not serve.
-func testTraceFileMatchesSDK(t *testing.T, name string, units, failEvery int, set ...string) {
+func testTraceFileMatchesSDK(t *testing.T, name string, units, failEvery int, set ...string) []string {
 	sc, err := scenario.Builtin(name)
 	if err != nil {
 		t.Fatal(err)
@@ -401,7 +415,7 @@ func testTraceFileMatchesSDK(t *testing.T, name string, units, failEvery int, se
 	sdk, mine := sigs[false], sigs[true]
 	if name != "mixed" {
 		compareSignatures(t, sdk, mine)
-		return
+		return sdk
 	}
 	// The lease's calls get no client span (isLeaseMethod); a unit's
 	// completion does.
@@ -417,6 +431,7 @@ func testTraceFileMatchesSDK(t *testing.T, name string, units, failEvery int, se
 		t.Error("no completion has a client span")
 	}
 	compareSignatures(t, sdk, mine)
+	return sdk
 }
 
 // compareSignatures fails t unless the trace files' span signatures
