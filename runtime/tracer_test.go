@@ -367,7 +367,8 @@ func TestTraceFileMatchesSDK(t *testing.T) {
 
 // testTraceFileMatchesSDK runs units of the built-in scenario name, with
 // settings set, through both; with failEvery > 0 every failEvery-th unit
-// asks for a task its host does not serve.
+// asks for a task its host does not serve. It returns the span signatures
+// of the SDK's file (traceFileSignatures).
 func testTraceFileMatchesSDK(t *testing.T, name string, units, failEvery int, set ...string) []string {
 	sc, err := scenario.Builtin(name)
 	if err != nil {

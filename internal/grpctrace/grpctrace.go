@@ -22,8 +22,9 @@
 // installed, gRPC copies each call's metadata and allocates an event for
 // every header, message and trailer on both sides, whether the handler
 // reads them or not. On a loopback unary call that machinery was about
-// 11 µs of CPU (BenchmarkCall: handler=stats against handler=interceptors,
-// no span context), more than the trace context itself.
+// 15 µs of CPU (BenchmarkCall, handler=stats against handler=interceptors,
+// medians of five runs: 66.7 against 50.5 µs without a span context, 71.9
+// against 57.2 with one), more than the trace context itself.
 package grpctrace
 
 import (
