@@ -577,50 +577,40 @@ func (s *recSpan) TracerProvider() trace.TracerProvider { return s.rec.names.t.p
 
 // AddEvent adds an event, as the SDK would.
 func (s *recSpan) AddEvent(name string, opts ...trace.EventOption) {
-	if s.exp == nil {
-		return // exp is set before the span is shared
+	if s.exp != nil {
+		cfg := trace.NewEventConfig(opts...)
+		s.whileOpen(func(r *spanRecord) { r.addEvent(name, cfg) })
 	}
-	cfg := trace.NewEventConfig(opts...)
-	s.rec.mu.Lock()
-	if !s.ended && !s.rec.handed {
-		s.exp.addEvent(name, cfg)
-	}
-	s.rec.mu.Unlock()
 }
 
 // AddLink adds a link, as the SDK would.
 func (s *recSpan) AddLink(l trace.Link) {
-	if s.exp == nil {
-		return
-	}
-	s.rec.mu.Lock()
-	if !s.ended && !s.rec.handed {
-		s.exp.addLink(l)
-	}
-	s.rec.mu.Unlock()
+	s.whileOpen(func(r *spanRecord) { r.addLink(l) })
 }
 
 // RecordError adds err as an exception event, as the SDK would.
 func (s *recSpan) RecordError(err error, opts ...trace.EventOption) {
-	if err == nil || s.exp == nil {
-		return
+	if err != nil && s.exp != nil {
+		cfg := exceptionEvent(err, opts)
+		s.whileOpen(func(r *spanRecord) { r.addEvent(eventException, cfg) })
 	}
-	cfg := exceptionEvent(err, opts)
-	s.rec.mu.Lock()
-	if !s.ended && !s.rec.handed {
-		s.exp.addEvent(eventException, cfg)
-	}
-	s.rec.mu.Unlock()
 }
 
 // SetStatus sets the status as the SDK does.
 func (s *recSpan) SetStatus(code codes.Code, description string) {
+	s.whileOpen(func(r *spanRecord) { r.setStatus(code, description) })
+}
+
+// whileOpen calls f with s's span record for the export, under the
+// record's lock, unless s is not exported (exp is set before the span is
+// shared) or it or its unit has ended.
+func (s *recSpan) whileOpen(f func(*spanRecord)) {
 	if s.exp == nil {
 		return
 	}
 	s.rec.mu.Lock()
 	if !s.ended && !s.rec.handed {
-		s.exp.setStatus(code, description)
+		f(s.exp)
 	}
 	s.rec.mu.Unlock()
 }
