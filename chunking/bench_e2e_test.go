@@ -7,6 +7,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/amdahl-rt/amdahl/chunking/dtpb"
+	"github.com/amdahl-rt/amdahl/internal/proccpu"
 )
 
 // BenchmarkEndToEnd sends a chunked completion (64 × 128 KiB, 3 chunks)
@@ -82,4 +83,57 @@ func BenchmarkEndToEnd(b *testing.B) {
 			}
 		}
 	})
+}
+
+// BenchmarkOrchestration runs one small orchestration a loop through the
+// real sidecar on loopback, as the runtime's orchestrated task units do:
+// StartInstance, its work item from the GetWorkItems stream, and a
+// one-action completion (Sender.Complete). It reports the process's CPU
+// per orchestration (cpu-ns/op, client and sidecar together) beside its
+// latency, by how the sidecar runs calls: workers=default keeps
+// DefaultStreamWorkers goroutines (SidecarConfig.StreamWorkers),
+// workers=none a new goroutine per call, whose stack grows on nearly
+// every call.
+//
+//	go test -run '^$' -bench Orchestration -benchtime 20000x -count 6 ./chunking/
+func BenchmarkOrchestration(b *testing.B) {
+	for _, w := range []struct {
+		name string
+		cfg  SidecarConfig
+	}{
+		{"default", SidecarConfig{OnApplied: func(Completion) {}}},
+		{"none", SidecarConfig{OnApplied: func(Completion) {}, ServerOptions: []grpc.ServerOption{grpc.NumStreamWorkers(0)}}},
+	} {
+		b.Run("workers="+w.name, func(b *testing.B) {
+			rg := startRig(b, w.cfg)
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			st, err := dtpb.GetWorkItems(ctx, rg.conn, &dtpb.GetWorkItemsRequest{})
+			if err != nil {
+				b.Fatal(err)
+			}
+			s, err := NewSender(rg.conn, SenderConfig{Planner: newPlanner(b, PlannerConfig{})})
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.ReportAllocs()
+			cpu0 := proccpu.Used()
+			for b.Loop() {
+				start, err := dtpb.StartInstance(ctx, rg.conn, &dtpb.CreateInstanceRequest{})
+				if err != nil {
+					b.Fatal(err)
+				}
+				wi, err := st.Recv()
+				if err != nil {
+					b.Fatal(err)
+				}
+				r := response(task(0, 100))
+				r.InstanceId = start.GetInstanceId()
+				if _, err := s.Complete(ctx, withToken(r, wi.GetCompletionToken())); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(proccpu.Used()-cpu0)/float64(b.N), "cpu-ns/op")
+		})
+	}
 }

@@ -117,6 +117,8 @@ func TestSidecarConfigInvalid(t *testing.T) {
 		{SidecarConfig{MaxTotalBufferedBytes: -1}, "SidecarConfig.MaxTotalBufferedBytes is -1, want ≥ 0"},
 		{SidecarConfig{MaxPendingInstances: -1}, "SidecarConfig.MaxPendingInstances is -1, want ≥ 0"},
 		{SidecarConfig{MaxInstanceIDBytes: -1}, "SidecarConfig.MaxInstanceIDBytes is -1, want ≥ 0"},
+		{SidecarConfig{StreamWorkers: -1}, "SidecarConfig.StreamWorkers is -1, want ≥ 0"},
+		{SidecarConfig{StreamWorkers: MaxStreamWorkers + 1}, "SidecarConfig.StreamWorkers is 8193, want at most 8192"},
 	} {
 		if _, err := NewSidecar(tc.cfg); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("NewSidecar(%+v): got %v, want an error with %q", tc.cfg, err, tc.want)

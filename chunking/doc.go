@@ -114,6 +114,11 @@
 //	    kept: each applied completion is handed to it once and is garbage
 //	    after; Sidecar.Applied counts them either way. amdahl sidecar and
 //	    the runtime's in-process sidecar count and keep nothing.
+//	StreamWorkers, 8 (at most MaxStreamWorkers, 8192): goroutines kept to
+//	    run calls on, each holding its grown stack while idle; a call that
+//	    finds them all busy runs on a goroutine of its own. The runtime's
+//	    in-process sidecar keeps one per unit in flight, and one for the
+//	    work-item stream.
 //
 // Work items given to Submit (in process, by the caller) are not bounded.
 //

@@ -3,7 +3,9 @@ package chunking
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -656,4 +658,59 @@ func TestMaxKeptCompletions(t *testing.T) {
 	if _, err := NewSidecar(SidecarConfig{MaxKeptCompletions: -1}); err == nil || !strings.Contains(err.Error(), "MaxKeptCompletions") {
 		t.Errorf("MaxKeptCompletions -1: err %v, want one naming the field", err)
 	}
+}
+
+// TestStreamWorkers: the sidecar runs its calls on the goroutines it
+// keeps (SidecarConfig.StreamWorkers), whose stacks stay grown, not on a
+// new goroutine per call; grpc.NumStreamWorkers(0) among ServerOptions
+// overrides it. Each call's goroutine is seen by an interceptor.
+func TestStreamWorkers(t *testing.T) {
+	const calls = 40
+	for _, tc := range []struct {
+		name    string
+		cfg     SidecarConfig
+		atMost  int // distinct goroutines the calls ran on
+		atLeast int
+	}{
+		{name: "default", atMost: DefaultStreamWorkers, atLeast: 1},
+		{name: "two", cfg: SidecarConfig{StreamWorkers: 2}, atMost: 2, atLeast: 1},
+		{name: "overridden", cfg: SidecarConfig{ServerOptions: []grpc.ServerOption{grpc.NumStreamWorkers(0)}}, atMost: calls, atLeast: calls},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var mu sync.Mutex
+			seen := map[string]int{}
+			cfg := tc.cfg
+			cfg.ServerOptions = append(cfg.ServerOptions, grpc.ChainUnaryInterceptor(
+				func(ctx context.Context, req any, _ *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+					mu.Lock()
+					seen[goroutineID(t)]++
+					mu.Unlock()
+					return handler(ctx, req)
+				}))
+			rg := startRig(t, cfg)
+			for i := range calls {
+				if _, err := dtpb.StartInstance(context.Background(), rg.conn, &dtpb.CreateInstanceRequest{InstanceId: fmt.Sprint("i-", i)}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if n := len(seen); n > tc.atMost || n < tc.atLeast {
+				t.Fatalf("%d calls ran on %d goroutines, want %d to %d", calls, n, tc.atLeast, tc.atMost)
+			}
+		})
+	}
+}
+
+// goroutineID is the calling goroutine's id, from the first line of its
+// stack ("goroutine 42 [running]:").
+func goroutineID(t *testing.T) string {
+	buf := make([]byte, 64)
+	buf = buf[:runtime.Stack(buf, false)]
+	f := strings.Fields(string(buf))
+	if len(f) < 2 || f[0] != "goroutine" {
+		t.Errorf("stack starts %q, want \"goroutine N\"", buf)
+		return ""
+	}
+	return f[1]
 }

@@ -18,6 +18,7 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/amdahl-rt/amdahl/internal/proccpu"
 	"github.com/amdahl-rt/amdahl/ipc/ipcpb"
 	"github.com/amdahl-rt/amdahl/ipc/taskproto"
 	"github.com/amdahl-rt/amdahl/runtime/scenario"
@@ -316,7 +317,7 @@ func BenchmarkUnitTelemetry(b *testing.B) {
 			root := trace.ContextWithSpanContext(context.Background(), trace.SpanContext{})
 			b.ReportAllocs()
 			b.ResetTimer()
-			cpu0 := processCPU()
+			cpu0 := proccpu.Used()
 			if path == "record" {
 				recordUnits(b, c, own.(*accountingProvider), rt, ipcComp, hostComp)
 			}
@@ -361,7 +362,7 @@ func BenchmarkUnitTelemetry(b *testing.B) {
 				}
 			}
 			b.StopTimer()
-			b.ReportMetric(float64(processCPU()-cpu0)/float64(b.N), "cpu-ns/op")
+			b.ReportMetric(float64(proccpu.Used()-cpu0)/float64(b.N), "cpu-ns/op")
 			c.close()
 			if works != b.N {
 				b.Fatalf("accounted %d units, want %d", works, b.N)
@@ -731,7 +732,7 @@ func (a *taxArm) runBlock(b *testing.B, n int) taxBlock {
 	goruntime.GC()
 	pprof.SetGoroutineLabels(a.labels) // Submit's share of the block
 	defer pprof.SetGoroutineLabels(ctx)
-	host0, cpu0, start := hostsCPU(a.r), processCPU(), time.Now()
+	host0, cpu0, start := hostsCPU(a.r), proccpu.Used(), time.Now()
 	e2e := make([]time.Duration, 0, n)
 	var byKind [2][]time.Duration // task, fanout
 	for range n {
@@ -753,7 +754,7 @@ func (a *taxArm) runBlock(b *testing.B, n int) taxBlock {
 	if err := a.r.Wait(ctx); err != nil {
 		b.Fatal(err)
 	}
-	blk := taxBlock{elapsed: time.Since(start), cpu: processCPU() - cpu0}
+	blk := taxBlock{elapsed: time.Since(start), cpu: proccpu.Used() - cpu0}
 	if host1 := hostsCPU(a.r); host0 > 0 && host1 > host0 {
 		blk.hostCPU = host1 - host0
 	}

@@ -33,6 +33,7 @@ import (
 	"github.com/amdahl-rt/amdahl/chunking"
 	"github.com/amdahl-rt/amdahl/chunking/dtpb"
 	"github.com/amdahl-rt/amdahl/internal/grpctrace"
+	"github.com/amdahl-rt/amdahl/internal/proccpu"
 	"github.com/amdahl-rt/amdahl/ipc"
 	"github.com/amdahl-rt/amdahl/ipc/ipcpb"
 	"github.com/amdahl-rt/amdahl/ipc/taskproto"
@@ -393,7 +394,7 @@ func New(ctx context.Context, cfg Config) (_ *Runtime, err error) {
 		profileDir: cfg.HostProfileDir,
 		ipcOpts:    append(cfg.Settings.ipcOptions(), ipc.WithTelemetry(ipcComp), ipc.WithMeterProvider(mp), ipc.WithLogger(r.log)),
 	})
-	r.start, r.startCPU = time.Now(), processCPU()
+	r.start, r.startCPU = time.Now(), proccpu.Used()
 	for range cfg.Settings.Concurrency {
 		r.workers.Add(1)
 		go r.worker(drain)
@@ -556,6 +557,9 @@ func (r *Runtime) connect(ctx context.Context, cfg Config, tp trace.TracerProvid
 	if addr == "" {
 		r.ownSide = true
 		if r.side, err = chunking.NewSidecar(chunking.SidecarConfig{Component: chunkComp, TracerProvider: rpcTP, MeterProvider: mp,
+			// A worker goroutine for each unit in flight and one for the
+			// work-item stream: no call grows a new goroutine's stack.
+			StreamWorkers: min(cfg.Settings.Concurrency+1, chunking.MaxStreamWorkers),
 			// Count, keep nothing: the payloads are garbage once applied.
 			OnApplied: func(chunking.Completion) {}}); err != nil {
 			return err
@@ -1262,7 +1266,7 @@ func (r *Runtime) Summary() Summary {
 		s.Throughput = float64(s.Submitted) / s.Elapsed.Seconds()
 	}
 	s.HostsSpawned, s.HostsReplaced = r.pool.spawned.Load(), r.pool.replaced.Load()
-	if cpu := processCPU(); cpu > r.startCPU {
+	if cpu := proccpu.Used(); cpu > r.startCPU {
 		s.ProcessCPU = cpu - r.startCPU
 	}
 	s.SidecarApplied = -1

@@ -24,6 +24,7 @@ var allowed = map[string][]string{
 	"internal/bytesize":  nil,
 	"internal/outfile":   nil,
 	"internal/grpctrace": nil,
+	"internal/proccpu":   nil,
 	"internal/testcert":  nil,
 	"internal/protogen":  nil,
 	"ipc/ipcpb":          nil,
@@ -46,7 +47,7 @@ var allowed = map[string][]string{
 
 	// The host that ties it together.
 	"runtime/scenario": {"internal/bytesize"},
-	"runtime": {"chunking", "chunking/dtpb", "internal/bytesize", "internal/features", "internal/grpctrace", "ipc", "ipc/ipcpb", "ipc/taskproto",
+	"runtime": {"chunking", "chunking/dtpb", "internal/bytesize", "internal/features", "internal/grpctrace", "internal/proccpu", "ipc", "ipc/ipcpb", "ipc/taskproto",
 		"runtime/scenario", "telemetry", "telemetry/attribution", "telemetry/otelsetup"},
 
 	// Programs: anything below them, nothing imports them.

@@ -3,9 +3,7 @@ package grpctrace
 import (
 	"context"
 	"net"
-	"syscall"
 	"testing"
-	"time"
 
 	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc"
 	metricnoop "go.opentelemetry.io/otel/metric/noop"
@@ -17,6 +15,8 @@ import (
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/stats"
+
+	"github.com/amdahl-rt/amdahl/internal/proccpu"
 )
 
 // BenchmarkCall: what one unary call on loopback costs the process (client
@@ -84,7 +84,7 @@ func benchCall(b *testing.B, srvOpts []grpc.ServerOption, dialOpts []grpc.DialOp
 	}
 	var n uint64
 	b.ReportAllocs()
-	cpu0 := processCPU(b)
+	cpu0 := proccpu.Used()
 	for b.Loop() {
 		ctx := context.Background()
 		if span {
@@ -97,16 +97,7 @@ func benchCall(b *testing.B, srvOpts []grpc.ServerOption, dialOpts []grpc.DialOp
 			b.Fatal(err)
 		}
 	}
-	b.ReportMetric(float64(processCPU(b)-cpu0)/float64(b.N), "cpu-ns/op")
-}
-
-// processCPU is the process's user and system CPU time so far.
-func processCPU(b *testing.B) time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		b.Fatal(err)
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	b.ReportMetric(float64(proccpu.Used()-cpu0)/float64(b.N), "cpu-ns/op")
 }
 
 // statsClient and statsServer are Client and Server as the stats
