@@ -190,6 +190,9 @@ type Sidecar struct {
 	cfg     SidecarConfig
 	comp    *telemetry.Component
 	metrics *sidecarMetrics
+	// srvOpts make srv at the first Serve (under mu): its stream workers
+	// are goroutines, which a sidecar never served must not hold.
+	srvOpts []grpc.ServerOption
 	srv     *grpc.Server
 
 	mu        sync.Mutex
@@ -311,8 +314,7 @@ func NewSidecar(cfg SidecarConfig) (*Sidecar, error) {
 				otelgrpc.WithPropagators(propagation.TraceContext{}))))
 		}
 	}
-	s.srv = grpc.NewServer(append(opts, cfg.ServerOptions...)...)
-	dtpb.RegisterSidecarServer(s.srv, (*sidecarService)(s))
+	s.srvOpts = append(opts, cfg.ServerOptions...)
 	return s, nil
 }
 
@@ -323,12 +325,20 @@ func (s *Sidecar) Serve(lis net.Listener) error {
 	s.mu.Lock()
 	select {
 	case <-s.stop:
+		s.mu.Unlock()
+		_ = lis.Close()
+		return nil
 	default:
-		s.wg.Add(1)
-		go s.janitor()
 	}
+	if s.srv == nil {
+		s.srv = grpc.NewServer(s.srvOpts...)
+		dtpb.RegisterSidecarServer(s.srv, (*sidecarService)(s))
+	}
+	srv := s.srv
+	s.wg.Add(1)
+	go s.janitor()
 	s.mu.Unlock()
-	if err := s.srv.Serve(lis); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
+	if err := srv.Serve(lis); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
 		return fmt.Errorf("sidecar: serve: %w", err)
 	}
 	return nil
@@ -387,20 +397,25 @@ func (s *Sidecar) Close(ctx context.Context) error {
 func (s *Sidecar) shutdown(ctx context.Context) error {
 	s.mu.Lock()
 	close(s.stop) // under mu: a GetWorkItems stream sees it before it delivers again
+	srv := s.srv  // nil if never served; a Serve from now on serves nothing
 	s.mu.Unlock()
+	if srv == nil {
+		s.wg.Wait()
+		return nil
+	}
 	// GracefulStop closes the listeners, sends GOAWAY, and waits for every
 	// RPC, the ended GetWorkItems streams included.
 	drained := make(chan struct{})
 	go func() {
 		defer close(drained)
-		s.srv.GracefulStop()
+		srv.GracefulStop()
 	}()
 	var err error
 	select {
 	case <-drained:
 	case <-ctx.Done():
 		n := s.calls.Load()
-		s.srv.Stop() // also ends the GracefulStop, once the handlers return
+		srv.Stop() // also ends the GracefulStop, once the handlers return
 		calls := "calls"
 		if n == 1 {
 			calls = "call"
