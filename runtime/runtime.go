@@ -282,9 +282,10 @@ type Runtime struct {
 	appliedBase int64 // the sidecar's Applied when the runtime started
 	seq         atomic.Int64
 	start       time.Time
-	lastEnd     time.Time     // when the last unit ended
-	startCPU    time.Duration // the process's CPU time at start
-	e2e         e2eStats      // every ended unit's, measured without telemetry
+	lastEnd     time.Time                   // when the last unit ended
+	startCPU    time.Duration               // the process's CPU time at start
+	e2e         e2eStats                    // every ended unit's, measured without telemetry
+	e2eByKind   map[scenario.Kind]*e2eStats // the same per kind of unit (at most one entry a kind)
 
 	smu     sync.Mutex // guards closed; orders Submit against Close
 	closed  bool
@@ -364,12 +365,13 @@ func New(ctx context.Context, cfg Config) (_ *Runtime, err error) {
 	}
 	r := &Runtime{
 		cfg: cfg, set: cfg.Settings, log: cfg.Logger,
-		queue:    make(chan *unit, cfg.Settings.Queue),
-		stopping: make(chan struct{}),
-		byKind:   map[scenario.Kind]*attribution.Accumulator{},
-		classes:  map[string]int{},
-		examples: map[string]string{},
-		runID:    rand.Text()[:12],
+		queue:     make(chan *unit, cfg.Settings.Queue),
+		stopping:  make(chan struct{}),
+		byKind:    map[scenario.Kind]*attribution.Accumulator{},
+		e2eByKind: map[scenario.Kind]*e2eStats{},
+		classes:   map[string]int{},
+		examples:  map[string]string{},
+		runID:     rand.Text()[:12],
 	}
 	drain, drainEnd := context.WithCancel(context.Background())
 	r.drainEnd = drainEnd
@@ -805,6 +807,12 @@ func (r *Runtime) finish(u *unit, o telemetry.Outcome, class string, err error) 
 	r.counts[o]++
 	r.lastEnd = time.Now()
 	r.e2e.add(e2e)
+	k := r.e2eByKind[u.item.Kind]
+	if k == nil {
+		k = new(e2eStats)
+		r.e2eByKind[u.item.Kind] = k
+	}
+	k.add(e2e)
 	if o != telemetry.OK {
 		r.classes[class]++
 		if _, ok := r.examples[class]; !ok {
@@ -1228,6 +1236,19 @@ type Summary struct {
 	// Kinds is the same attribution per kind of unit ("taskhost",
 	// "fanout"), when the run had more than one.
 	Kinds map[string]attribution.Report `json:"kinds,omitempty"`
+	// E2EByKind is E2EMean, E2EP50 and E2EP99 per kind of unit, measured
+	// by the runtime as they are (with telemetry off too), when the run
+	// had more than one kind: in a mixed run the task units' median and
+	// the fanout units' apart.
+	E2EByKind map[string]KindE2E `json:"e2e_by_kind,omitempty"`
+}
+
+// KindE2E is the end-to-end times of one kind of unit in a Summary.
+type KindE2E struct {
+	Units   int           `json:"units"` // ended units of the kind
+	E2EMean time.Duration `json:"e2e_mean_ns"`
+	E2EP50  time.Duration `json:"e2e_p50_ns"`
+	E2EP99  time.Duration `json:"e2e_p99_ns"`
 }
 
 // Summary returns the account of the units ended so far; their
@@ -1256,6 +1277,12 @@ func (r *Runtime) Summary() Summary {
 		s.Examples[k] = v
 	}
 	s.E2EMean, s.E2EP50, s.E2EP99 = r.e2e.mean(), r.e2e.sketch.Quantile(0.50), r.e2e.sketch.Quantile(0.99)
+	if len(r.e2eByKind) > 1 {
+		s.E2EByKind = map[string]KindE2E{}
+		for k, e := range r.e2eByKind {
+			s.E2EByKind[k.String()] = KindE2E{Units: e.n, E2EMean: e.mean(), E2EP50: e.sketch.Quantile(0.50), E2EP99: e.sketch.Quantile(0.99)}
+		}
+	}
 	r.mu.Unlock()
 	s.Submitted = s.OK + s.Failed + s.Cancelled
 	s.Elapsed = time.Since(r.start)

@@ -1140,12 +1140,35 @@ func TestSummaryWithoutTelemetry(t *testing.T) {
 	}
 	cfg := testConfig(t, testSettings(t, "scenario.count=30"), nil)
 	cfg.UseTelemetry(tel)
+	var mu sync.Mutex
+	byKind := map[string][]time.Duration{}
+	cfg.OnResult = func(res Result) {
+		mu.Lock()
+		byKind[res.Kind.String()] = append(byKind[res.Kind.String()], res.E2E)
+		mu.Unlock()
+	}
 	sum, err := Run(ctx, cfg, sc)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if sum.Submitted != 30 || sum.OK == 0 {
 		t.Fatalf("got %d units, %d ok (%v), want 30, most ok", sum.Submitted, sum.OK, sum.Examples)
+	}
+	// Each kind's e2e apart, as the runtime measured its units.
+	if len(byKind) != 2 {
+		t.Fatalf("the run's units are of %d kinds, want both of mixed's (taskhost, fanout): change the count or the seed", len(byKind))
+	}
+	if len(sum.E2EByKind) != len(byKind) {
+		t.Fatalf("E2EByKind has %d kinds, want %d: %+v", len(sum.E2EByKind), len(byKind), sum.E2EByKind)
+	}
+	for k, d := range byKind {
+		got, ok := sum.E2EByKind[k]
+		slices.Sort(d)
+		lo, hi := d[(len(d)-1)/2], d[len(d)/2] // the median's two ranks
+		if !ok || got.Units != len(d) || got.E2EMean <= 0 || got.E2EP99 < got.E2EP50 ||
+			float64(got.E2EP50) < 0.999*float64(lo) || float64(got.E2EP50) > 1.001*float64(hi) {
+			t.Errorf("E2EByKind[%s] = %+v, want %d units and a p50 of %v to %v", k, got, len(d), lo, hi)
+		}
 	}
 	if sum.Attribution.Works != 0 {
 		t.Errorf("attribution covers %d units with the SDK disabled, want 0", sum.Attribution.Works)

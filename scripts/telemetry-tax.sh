@@ -34,6 +34,10 @@
 #                              only)
 #   e2e p50 per host CPU on/off (e2e p50 over the hosts' CPU per unit: the
 #                              same correction for e2e p50. Printed only)
+#   task units' e2e p50, fanout units' e2e p50 on/off (each kind's own
+#                              median, Summary.e2e_by_kind, in a run of
+#                              both kinds such as mixed: which kind
+#                              carries the e2e p50 tax. Printed only)
 #
 # The three corrected ratios assume the hosts do the same work per unit in
 # both runs of a ratio; under -r, cur/base's do not hold where the change
@@ -131,6 +135,9 @@ fi
 
 root=$(cd "$(dirname "$0")/.." && pwd)
 work=$(mktemp -d)
+# The task units' and the fanout units' e2e p50 of a summary (0 where the
+# run had one kind, or the build predates e2e_by_kind).
+kinds_p50='"\(.e2e_by_kind.taskhost.e2e_p50_ns // 0) \(.e2e_by_kind.fanout.e2e_p50_ns // 0)"'
 trap 'rm -rf "$work"' EXIT
 export GOFLAGS=${GOFLAGS:--buildvcs=false}
 (cd "$root" && go build -o "$work/cur" ./cmd/amdahl)
@@ -193,13 +200,17 @@ for ((i = 1; i <= pairs; i++)); do
 		# was in the summary give 0, and no runtime CPU ratio).
 		read -r ton pon ron non < <(jq -r '"\(.throughput_per_s) \(.e2e_p50_ns) \((.process_cpu_ns // 0) / .submitted) \(.submitted)"' "$work/$b.on.json")
 		read -r toff poff roff noff < <(jq -r '"\(.throughput_per_s) \(.e2e_p50_ns) \((.process_cpu_ns // 0) / .submitted) \(.submitted)"' "$work/$b.off.json")
+		# Each kind's e2e p50 (e2e_by_kind: runs of more than one kind;
+		# 0 without it, and no ratio).
+		read -r kton kfon < <(jq -r "$kinds_p50" "$work/$b.on.json")
+		read -r ktoff kfoff < <(jq -r "$kinds_p50" "$work/$b.off.json")
 		if [[ $(jq -r .attribution.works "$work/$b.on.json") == 0 ]]; then
 			echo "telemetry-tax: the telemetry-on run attributed no unit: is OTEL_SDK_DISABLED or sampling set?" >&2
 			exit 1
 		fi
 		awk -v i="$i" -v b="$b" -v f="${first[$b]}" -v ton="$ton" -v toff="$toff" -v pon="$pon" -v poff="$poff" \
 			-v con="$(cat "$work/$b.on.json.cpu")" -v coff="$(cat "$work/$b.off.json.cpu")" -v ron="$ron" -v roff="$roff" \
-			-v non="$non" -v noff="$noff" 'BEGIN {
+			-v non="$non" -v noff="$noff" -v kton="$kton" -v ktoff="$ktoff" -v kfon="$kfon" -v kfoff="$kfoff" 'BEGIN {
 			rr = (ron > 0 && roff > 0) ? ron / roff : 0
 			# The hosts CPU per unit: all CPU less the runtime CPU.
 			hon = con * 1e9 / non - ron; hoff = coff * 1e9 / noff - roff
@@ -208,7 +219,9 @@ for ((i = 1; i <= pairs; i++)); do
 			hb = (rr > 0 && hon > 0 && hoff > 0) ? (ton * hon) / (toff * hoff) : 0
 			hp = (rr > 0 && hon > 0 && hoff > 0) ? (pon / hon) / (poff / hoff) : 0
 			printf "%4d %5s %9s %10.1f %10.1f %9.3f %9.0f %9.0f %9.3f %7.2f %7.2f %9.3f %8.1f %8.1f %9.3f\n", i, b, f, ton, toff, ton/toff, pon/1000, poff/1000, pon/poff, con, coff, con/coff, ron/1000, roff/1000, rr
-			printf "%.6f %.6f %.6f %.6f %.6f %.6f %.6f\n", ton/toff, pon/poff, con/coff, rr, rh, hb, hp >> "/dev/stderr"
+			kt = (kton > 0 && ktoff > 0) ? kton / ktoff : 0
+			kf = (kfon > 0 && kfoff > 0) ? kfon / kfoff : 0
+			printf "%.6f %.6f %.6f %.6f %.6f %.6f %.6f %.6f %.6f\n", ton/toff, pon/poff, con/coff, rr, rh, hb, hp, kt, kf >> "/dev/stderr"
 		}' 2>>"$work/$b.ratios"
 	done
 	if [[ -n $rev ]]; then
@@ -216,12 +229,16 @@ for ((i = 1; i <= pairs; i++)); do
 		# (the off arms, the same code in both builds, add only noise).
 		read -r tc pc cc rc nc < <(jq -r '"\(.throughput_per_s) \(.e2e_p50_ns) \((.process_cpu_ns // 0) / .submitted) \(.submitted)"' "$work/cur.on.json" | awk -v c="$(cat "$work/cur.on.json.cpu")" '{ print $1, $2, c, $3, $4 }')
 		read -r tb pb cb rb nb < <(jq -r '"\(.throughput_per_s) \(.e2e_p50_ns) \((.process_cpu_ns // 0) / .submitted) \(.submitted)"' "$work/base.on.json" | awk -v c="$(cat "$work/base.on.json.cpu")" '{ print $1, $2, c, $3, $4 }')
-		awk -v tc="$tc" -v tb="$tb" -v pc="$pc" -v pb="$pb" -v cc="$cc" -v cb="$cb" -v rc="$rc" -v rb="$rb" -v nc="$nc" -v nb="$nb" 'BEGIN {
+		read -r ktc kfc < <(jq -r "$kinds_p50" "$work/cur.on.json")
+		read -r ktb kfb < <(jq -r "$kinds_p50" "$work/base.on.json")
+		awk -v tc="$tc" -v tb="$tb" -v pc="$pc" -v pb="$pb" -v cc="$cc" -v cb="$cb" -v rc="$rc" -v rb="$rb" -v nc="$nc" -v nb="$nb" \
+			-v ktc="$ktc" -v ktb="$ktb" -v kfc="$kfc" -v kfb="$kfb" 'BEGIN {
 			rr = (rc > 0 && rb > 0) ? rc / rb : 0
 			hc = cc * 1e9 / nc - rc; hb = cb * 1e9 / nb - rb
 			ok = rr > 0 && hc > 0 && hb > 0
 			rh = ok ? (rc / hc) / (rb / hb) : 0
-			printf "%.6f %.6f %.6f %.6f %.6f %.6f %.6f\n", tc/tb, pc/pb, cc/cb, rr, rh, ok ? (tc * hc) / (tb * hb) : 0, ok ? (pc / hc) / (pb / hb) : 0
+			printf "%.6f %.6f %.6f %.6f %.6f %.6f %.6f %.6f %.6f\n", tc/tb, pc/pb, cc/cb, rr, rh, ok ? (tc * hc) / (tb * hb) : 0, ok ? (pc / hc) / (pb / hb) : 0,
+				(ktc > 0 && ktb > 0) ? ktc / ktb : 0, (kfc > 0 && kfb > 0) ? kfc / kfb : 0
 		}' >>"$work/change.ratios"
 	fi
 	unset first
@@ -238,8 +255,8 @@ for b in "${builds[@]}"; do sets+=("$b:on/off:$work/$b.ratios"); done
 [[ -n $rev ]] && sets+=("cur/base:on:$work/change.ratios")
 for set in "${sets[@]}"; do
 	IFS=: read -r b kind file <<<"$set"
-	for col in 1 2 3 4 5 6 7; do
-		names=(throughput "e2e p50" CPU "runtime CPU" "runtime/host CPU" "host busy" "e2e p50 per host CPU")
+	for col in 1 2 3 4 5 6 7 8 9; do
+		names=(throughput "e2e p50" CPU "runtime CPU" "runtime/host CPU" "host busy" "e2e p50 per host CPU" "task units' e2e p50" "fanout units' e2e p50")
 		((col >= 4)) && awk -v c="$col" '$c == 0 { z = 1 } END { exit !z }' "$file" && continue
 		cut -d' ' -f"$col" "$file" | sort -g | awk -v name="$b ${names[col - 1]}" -v kind="$kind" '
 		function t975(df) { # two-sided 95 % quantile of Student t

@@ -31,7 +31,7 @@ var updateGolden = flag.Bool("update", false, "rewrite the JSON shape golden fil
 // neither checked nor part of a shape (written {*}).
 var dataKeyed = map[string]bool{
 	"settings": true, "baseline_settings": true, "candidate_settings": true,
-	"failures": true, "failure_examples": true, "kinds": true,
+	"failures": true, "failure_examples": true, "kinds": true, "e2e_by_kind": true,
 }
 
 // shapeOf returns the structure of a JSON document, one "path type" line
