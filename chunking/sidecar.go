@@ -675,8 +675,13 @@ func (s *Sidecar) reject(ctx context.Context, reason string, c codes.Code, forma
 func (ss *sidecarService) CompleteOrchestratorTask(ctx context.Context, req *dtpb.OrchestratorResponse) (*dtpb.CompleteTaskResponse, error) {
 	s := (*Sidecar)(ss)
 	ctx, ph := s.comp.StartPhase(ctx, telemetry.Deserialize, telemetry.Request)
-	ph.Span().SetAttributes(attribute.Bool("amdahl.chunking.partial", req.GetIsPartial()),
-		attribute.Int(AttrActions, len(req.GetActions())))
+	// Attributes only an exporter reads (SpanAttributes): without one
+	// they are not built (their slice escapes into the interface call).
+	attrs := s.comp.SpanAttributes()
+	if attrs {
+		ph.Span().SetAttributes(attribute.Bool("amdahl.chunking.partial", req.GetIsPartial()),
+			attribute.Int(AttrActions, len(req.GetActions())))
+	}
 	done, err := s.complete(ctx, req)
 	if err != nil {
 		ph.Fail(err)
@@ -685,7 +690,9 @@ func (ss *sidecarService) CompleteOrchestratorTask(ctx context.Context, req *dtp
 	ph.End()
 	if done != nil {
 		_, ex := s.comp.StartPhase(ctx, telemetry.Execute, telemetry.None)
-		ex.Span().SetAttributes(attribute.Int(AttrActions, len(done.Actions)), attribute.Int(AttrChunks, done.Chunks))
+		if attrs {
+			ex.Span().SetAttributes(attribute.Int(AttrActions, len(done.Actions)), attribute.Int(AttrChunks, done.Chunks))
+		}
 		if s.cfg.OnApplied != nil {
 			s.cfg.OnApplied(*done)
 		}

@@ -3,14 +3,18 @@ package chunking
 import (
 	"context"
 	"testing"
+	"time"
 
 	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc"
 	"go.opentelemetry.io/otel/attribute"
+	metricnoop "go.opentelemetry.io/otel/metric/noop"
 	"go.opentelemetry.io/otel/propagation"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace"
+	tracenoop "go.opentelemetry.io/otel/trace/noop"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 
@@ -96,6 +100,33 @@ func TestTelemetry(t *testing.T) {
 			t.Errorf("serialize attributes %v", attrs)
 		}
 	}
+	// The sidecar's spans keep their attributes where they are exported:
+	// three chunks, the first two partial, applied as one completion of
+	// three actions.
+	partial := 0
+	for _, sp := range rec.Ended() {
+		attrs := attribute.NewSet(sp.Attributes()...)
+		switch sp.Name() {
+		case "chunking.deserialize":
+			p, ok := attrs.Value("amdahl.chunking.partial")
+			a, _ := attrs.Value(AttrActions)
+			if !ok || a.AsInt64() != 1 {
+				t.Errorf("deserialize span attributes %v, want amdahl.chunking.partial and %s=1", sp.Attributes(), AttrActions)
+			}
+			if p.AsBool() {
+				partial++
+			}
+		case "chunking.execute":
+			a, _ := attrs.Value(AttrActions)
+			c, _ := attrs.Value(AttrChunks)
+			if a.AsInt64() != 3 || c.AsInt64() != 3 {
+				t.Errorf("execute span attributes %v, want %s=3 and %s=3", sp.Attributes(), AttrActions, AttrChunks)
+			}
+		}
+	}
+	if partial != 2 {
+		t.Errorf("%d partial deserialize spans, want 2", partial)
+	}
 
 	var rm metricdata.ResourceMetrics
 	if err := reader.Collect(context.Background(), &rm); err != nil {
@@ -126,5 +157,63 @@ func TestTelemetry(t *testing.T) {
 	}
 	if sums[MetricBytes] == 0 {
 		t.Errorf("%s not recorded", MetricBytes)
+	}
+}
+
+// quietTracer is a PhaseTracer that exports nothing (PhaseAttributes
+// false), as the runtime's own tracer when only the attribution reads its
+// spans, whose phase spans record and count the attributes set on them.
+type quietTracer struct {
+	tracenoop.TracerProvider
+	attrs *int
+}
+
+func (q quietTracer) StartPhaseSpan(ctx context.Context, _, _ string, _ telemetry.Phase, _ telemetry.Direction, _ time.Time) (context.Context, trace.Span) {
+	return ctx, countingSpan{attrs: q.attrs}
+}
+func (quietTracer) EndPhaseSpan(trace.Span, time.Time) {}
+func (quietTracer) RecordPhaseSpan(context.Context, string, string, telemetry.Phase, telemetry.Direction, time.Time, time.Time, []attribute.KeyValue) {
+}
+func (quietTracer) PhaseAttributes() bool { return false }
+
+type countingSpan struct {
+	tracenoop.Span
+	attrs *int
+}
+
+func (countingSpan) IsRecording() bool                        { return true }
+func (s countingSpan) SetAttributes(kv ...attribute.KeyValue) { *s.attrs += len(kv) }
+
+// TestAttributesOnlyWhenRead: the planner's serialize span (actions,
+// chunks, sizings, algorithm, bytes) and the sidecar's deserialize and
+// execute spans (partial, actions, chunks) get their attributes only
+// where something reads them (Component.SpanAttributes); a tracer that
+// exports nothing is given none, so they are not built.
+func TestAttributesOnlyWhenRead(t *testing.T) {
+	var attrs int
+	comp, err := telemetry.NewComponent("chunking", telemetry.ComponentConfig{TracerProvider: quietTracer{attrs: &attrs}, MeterProvider: metricnoop.NewMeterProvider()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if comp.SpanAttributes() {
+		t.Fatal("SpanAttributes true on a PhaseTracer that exports nothing")
+	}
+	p := newPlanner(t, PlannerConfig{Component: comp})
+	if _, err := p.Plan(context.Background(), response(task(0, 10), task(1, 10))); err != nil {
+		t.Fatal(err)
+	}
+	if attrs != 0 {
+		t.Errorf("the serialize span was given %d attributes that nothing reads, want 0", attrs)
+	}
+	rg := startRig(t, SidecarConfig{Component: comp})
+	tok := rg.leaseN(t, 1)[0]
+	if _, err := rg.sender(t, PlannerConfig{}).Complete(context.Background(), withToken(response(task(0, 10)), tok)); err != nil {
+		t.Fatal(err)
+	}
+	if rg.sc.Applied() != 1 {
+		t.Fatalf("sidecar applied %d completions, want 1", rg.sc.Applied())
+	}
+	if attrs != 0 {
+		t.Errorf("the sidecar's spans were given %d attributes that nothing reads, want 0", attrs)
 	}
 }
