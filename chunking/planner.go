@@ -169,11 +169,13 @@ func (p *Planner) Plan(ctx context.Context, r *dtpb.OrchestratorResponse) (*Plan
 	if r == nil {
 		return nil, fmt.Errorf("chunking: plan: nil response")
 	}
-	_, ph := p.comp.StartPhase(ctx, telemetry.Serialize, telemetry.Request)
+	// A leaf of the unit's tree: no span starts under serialize, so its
+	// span is made when it ends (StartLeaf), with no span object and no
+	// context through the runtime's own tracer.
+	ph := p.comp.StartLeaf(ctx, telemetry.Serialize, telemetry.Request)
 	pl := p.plan(r, ph, p.steps)
 	ph.Step(p.steps, stepNone)
-	p.record(ctx, ph, r, pl)
-	ph.End()
+	ph.EndWith(p.record(ctx, r, pl)...)
 	return pl, nil
 }
 
@@ -186,30 +188,33 @@ func (p *Planner) plan(r *dtpb.OrchestratorResponse, ph telemetry.PhaseSpan, st 
 	return p.planCached(r, ph, st)
 }
 
-func (p *Planner) record(ctx context.Context, ph telemetry.PhaseSpan, r *dtpb.OrchestratorResponse, pl *Plan) {
+// record records the plan's metrics and returns the attributes of its
+// serialize phase, for the phase's EndWith: nil when nothing reads them
+// (Component.SpanAttributes). Building them (their slice escapes into
+// the interface call) was 360 bytes a unit of mixed's task units.
+func (p *Planner) record(ctx context.Context, r *dtpb.OrchestratorResponse, pl *Plan) []attribute.KeyValue {
 	bytes := 0
 	for _, s := range pl.Sizes {
 		bytes += s
 	}
-	// The plan's attributes only an exporter reads (SpanAttributes);
-	// without one, building them (the slice escapes into the interface
-	// call) was 360 bytes a unit of mixed's task units.
-	if sp := ph.Span(); sp.IsRecording() && p.comp.SpanAttributes() {
-		sp.SetAttributes(
-			attribute.Int(AttrActions, len(r.GetActions())),
-			attribute.Int(AttrChunks, len(pl.Chunks)),
-			attribute.Int(AttrActionSizings, pl.ActionSizings),
-			attribute.Int(AttrResponseSizings, pl.ResponseSizings),
-			attribute.String(AttrAlgorithm, p.alg.String()),
-		)
-		if pl.Sizes != nil {
-			sp.SetAttributes(telemetry.AttrBytes.Int(bytes))
-		}
-		if pl.Oversized != nil {
-			sp.SetAttributes(attribute.Bool(AttrOversized, true))
-		}
-	}
 	p.metrics.planned(ctx, pl, bytes)
+	if !p.comp.SpanAttributes() {
+		return nil
+	}
+	attrs := []attribute.KeyValue{
+		attribute.Int(AttrActions, len(r.GetActions())),
+		attribute.Int(AttrChunks, len(pl.Chunks)),
+		attribute.Int(AttrActionSizings, pl.ActionSizings),
+		attribute.Int(AttrResponseSizings, pl.ResponseSizings),
+		attribute.String(AttrAlgorithm, p.alg.String()),
+	}
+	if pl.Sizes != nil {
+		attrs = append(attrs, telemetry.AttrBytes.Int(bytes))
+	}
+	if pl.Oversized != nil {
+		attrs = append(attrs, attribute.Bool(AttrOversized, true))
+	}
+	return attrs
 }
 
 // cachedSize reads sizes left in the size caches by an earlier proto.Size;

@@ -102,8 +102,9 @@ func (s *Sender) Complete(ctx context.Context, r *dtpb.OrchestratorResponse) (Re
 	if r == nil {
 		return Result{}, errors.New("chunking: complete: nil response")
 	}
-	// Serialize = plan + the one encoding pass.
-	_, ph := s.comp.StartPhase(ctx, telemetry.Serialize, telemetry.Request)
+	// Serialize = plan + the one encoding pass: a leaf (StartLeaf), no
+	// span starts under it.
+	ph := s.comp.StartLeaf(ctx, telemetry.Serialize, telemetry.Request)
 	pl := s.planner.plan(r, ph, s.steps)
 	res := Result{Plan: pl}
 	ph.Step(s.steps, stepEncode)
@@ -120,8 +121,7 @@ func (s *Sender) Complete(ctx context.Context, r *dtpb.OrchestratorResponse) (Re
 		}
 	}
 	ph.Step(s.steps, stepNone)
-	s.planner.record(ctx, ph, r, pl)
-	ph.End()
+	ph.EndWith(s.planner.record(ctx, r, pl)...)
 
 	sctx, sp := s.comp.StartPhase(ctx, telemetry.Send, telemetry.Request)
 	for i := range enc {

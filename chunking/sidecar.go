@@ -674,30 +674,35 @@ func (s *Sidecar) reject(ctx context.Context, reason string, c codes.Code, forma
 //nolint:staticcheck // SA1019: IsPartial and ChunkIndex are deprecated but they are the protocol.
 func (ss *sidecarService) CompleteOrchestratorTask(ctx context.Context, req *dtpb.OrchestratorResponse) (*dtpb.CompleteTaskResponse, error) {
 	s := (*Sidecar)(ss)
-	ctx, ph := s.comp.StartPhase(ctx, telemetry.Deserialize, telemetry.Request)
+	// Deserialize and execute are leaves (StartLeaf), siblings under the
+	// call's span: no span starts under either, and execute begins when
+	// deserialize has ended. (Started under deserialize, execute lay
+	// outside its parent, and attribution cut it to nothing.)
+	ph := s.comp.StartLeaf(ctx, telemetry.Deserialize, telemetry.Request)
+	done, err := s.complete(ctx, req)
 	// Attributes only an exporter reads (SpanAttributes): without one
 	// they are not built (with the runtime's own tracer their slice
 	// reached the heap; on the no-op tracer it did not).
-	attrs := s.comp.SpanAttributes()
-	if attrs {
-		ph.Span().SetAttributes(attribute.Bool("amdahl.chunking.partial", req.GetIsPartial()),
-			attribute.Int(AttrActions, len(req.GetActions())))
+	var attrs []attribute.KeyValue
+	if s.comp.SpanAttributes() {
+		attrs = []attribute.KeyValue{attribute.Bool("amdahl.chunking.partial", req.GetIsPartial()),
+			attribute.Int(AttrActions, len(req.GetActions()))}
 	}
-	done, err := s.complete(ctx, req)
 	if err != nil {
-		ph.Fail(err)
+		ph.FailWith(err, attrs...)
 		return nil, err
 	}
-	ph.End()
+	ph.EndWith(attrs...)
 	if done != nil {
-		_, ex := s.comp.StartPhase(ctx, telemetry.Execute, telemetry.None)
-		if attrs {
-			ex.Span().SetAttributes(attribute.Int(AttrActions, len(done.Actions)), attribute.Int(AttrChunks, done.Chunks))
-		}
+		ex := s.comp.StartLeaf(ctx, telemetry.Execute, telemetry.None)
 		if s.cfg.OnApplied != nil {
 			s.cfg.OnApplied(*done)
 		}
-		ex.End()
+		if attrs != nil {
+			ex.EndWith(attribute.Int(AttrActions, len(done.Actions)), attribute.Int(AttrChunks, done.Chunks))
+		} else {
+			ex.End()
+		}
 	}
 	return &dtpb.CompleteTaskResponse{}, nil
 }

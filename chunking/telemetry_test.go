@@ -127,6 +127,26 @@ func TestTelemetry(t *testing.T) {
 	if partial != 2 {
 		t.Errorf("%d partial deserialize spans, want 2", partial)
 	}
+	// Execute follows the last chunk's deserialize as its sibling, under
+	// the call's span: a child of deserialize would start after its
+	// parent ended, and attribution would cut it to nothing.
+	var execute sdktrace.ReadOnlySpan
+	deserialize := map[trace.SpanID]sdktrace.ReadOnlySpan{} // by parent
+	for _, sp := range rec.Ended() {
+		switch sp.Name() {
+		case "chunking.execute":
+			execute = sp
+		case "chunking.deserialize":
+			deserialize[sp.Parent().SpanID()] = sp
+		}
+	}
+	if execute != nil {
+		if d, ok := deserialize[execute.Parent().SpanID()]; !ok {
+			t.Errorf("execute's parent %v is no deserialize span's parent: want it a sibling of the last chunk's deserialize", execute.Parent().SpanID())
+		} else if execute.StartTime().Before(d.EndTime()) {
+			t.Errorf("execute starts at %v, before its chunk's deserialize ends (%v)", execute.StartTime(), d.EndTime())
+		}
+	}
 
 	var rm metricdata.ResourceMetrics
 	if err := reader.Collect(context.Background(), &rm); err != nil {
@@ -162,17 +182,21 @@ func TestTelemetry(t *testing.T) {
 
 // quietTracer is a PhaseTracer that exports nothing (PhaseAttributes
 // false), as the runtime's own tracer when only the attribution reads its
-// spans, whose phase spans record and count the attributes set on them.
+// spans, which counts the phase spans made (started, or recorded whole as
+// leaves) and the attributes given to them.
 type quietTracer struct {
 	tracenoop.TracerProvider
-	attrs *int
+	attrs, spans *int
 }
 
 func (q quietTracer) StartPhaseSpan(ctx context.Context, _, _ string, _ telemetry.Phase, _ telemetry.Direction, _ time.Time) (context.Context, trace.Span) {
+	*q.spans++
 	return ctx, countingSpan{attrs: q.attrs}
 }
 func (quietTracer) EndPhaseSpan(trace.Span, time.Time) {}
-func (quietTracer) RecordPhaseSpan(context.Context, string, string, telemetry.Phase, telemetry.Direction, time.Time, time.Time, []attribute.KeyValue) {
+func (q quietTracer) RecordPhaseSpan(_ context.Context, _, _ string, _ telemetry.Phase, _ telemetry.Direction, _, _ time.Time, attrs []attribute.KeyValue) {
+	*q.spans++
+	*q.attrs += len(attrs)
 }
 func (quietTracer) PhaseAttributes() bool { return false }
 
@@ -190,8 +214,8 @@ func (s countingSpan) SetAttributes(kv ...attribute.KeyValue) { *s.attrs += len(
 // where something reads them (Component.SpanAttributes); a tracer that
 // exports nothing is given none, so they are not built.
 func TestAttributesOnlyWhenRead(t *testing.T) {
-	var attrs int
-	comp, err := telemetry.NewComponent("chunking", telemetry.ComponentConfig{TracerProvider: quietTracer{attrs: &attrs}, MeterProvider: metricnoop.NewMeterProvider()})
+	var attrs, spans int
+	comp, err := telemetry.NewComponent("chunking", telemetry.ComponentConfig{TracerProvider: quietTracer{attrs: &attrs, spans: &spans}, MeterProvider: metricnoop.NewMeterProvider()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -202,18 +226,25 @@ func TestAttributesOnlyWhenRead(t *testing.T) {
 	if _, err := p.Plan(context.Background(), response(task(0, 10), task(1, 10))); err != nil {
 		t.Fatal(err)
 	}
-	if attrs != 0 {
-		t.Errorf("the serialize span was given %d attributes that nothing reads, want 0", attrs)
+	if spans != 1 || attrs != 0 {
+		t.Errorf("the plan made %d spans with %d attributes that nothing reads, want its serialize span with 0", spans, attrs)
 	}
+	spans, attrs = 0, 0
 	rg := startRig(t, SidecarConfig{Component: comp})
 	tok := rg.leaseN(t, 1)[0]
-	if _, err := rg.sender(t, PlannerConfig{}).Complete(context.Background(), withToken(response(task(0, 10)), tok)); err != nil {
+	snd, err := NewSender(rg.conn, SenderConfig{Planner: newPlanner(t, PlannerConfig{Component: comp}), Component: comp})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := snd.Complete(context.Background(), withToken(response(task(0, 10)), tok)); err != nil {
 		t.Fatal(err)
 	}
 	if rg.sc.Applied() != 1 {
 		t.Fatalf("sidecar applied %d completions, want 1", rg.sc.Applied())
 	}
-	if attrs != 0 {
-		t.Errorf("the sidecar's spans were given %d attributes that nothing reads, want 0", attrs)
+	// The sender's serialize and send, the sidecar's deserialize and
+	// execute (send.chunk starts through the OTel API: not counted).
+	if spans != 4 || attrs != 0 {
+		t.Errorf("the completion made %d phase spans with %d attributes that nothing reads, want 4 with 0", spans, attrs)
 	}
 }

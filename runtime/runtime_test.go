@@ -408,6 +408,35 @@ func TestLiveExecuteOnThePath(t *testing.T) {
 	}
 }
 
+// TestSidecarExecuteOnThePath: the in-process sidecar's execute phase
+// (the applied completion handed to OnApplied) counts on the critical
+// path. It follows its last chunk's deserialize, under the call; started
+// under deserialize, it began after its parent had ended, and attribution
+// cut it to nothing on every unit (critical 0).
+func TestSidecarExecuteOnThePath(t *testing.T) {
+	sc, err := scenario.Builtin("fanout")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum, err := Run(context.Background(), testConfig(t, testSettings(t, "scenario.count=16"), nil), sc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, row := range sum.Attribution.Rows {
+		if row.Name != "chunking.execute" {
+			continue
+		}
+		// One a unit: the oversized units' failure completions are
+		// applied too.
+		if row.Spans != sum.Submitted || row.CriticalPerWork <= 0 || row.CriticalPerWork < row.Mean/2 {
+			t.Errorf("chunking.execute: %d spans (%d units), mean %v, critical per unit %v; want one a unit, at least half of it on the path",
+				row.Spans, sum.Submitted, row.Mean, row.CriticalPerWork)
+		}
+		return
+	}
+	t.Fatalf("no chunking.execute row in %+v", sum.Attribution.Rows)
+}
+
 func TestRunFanout(t *testing.T) {
 	sc, err := scenario.Builtin("fanout")
 	if err != nil {

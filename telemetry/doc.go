@@ -176,10 +176,11 @@
 // OTel API's span options. The runtime's own tracer, which feeds its
 // attribution when nothing exports the spans, is one: through it a phase
 // is a compact record, not an SDK span. A phase under which no span
-// starts can say so (StartLeaf, StartDetachedLeaf; attributes at EndWith):
-// its span is made whole when it ends, the same span through the SDK, and
-// through a PhaseTracer no span object or context at all. ipc's serialize
-// and send and the runtime's queue wait are leaves.
+// starts can say so (StartLeaf, StartDetachedLeaf; attributes at EndWith
+// or FailWith): its span is made whole when it ends, the same span
+// through the SDK, and through a PhaseTracer no span object or context at
+// all. ipc's serialize and send, the runtime's queue wait, chunking's
+// serialize and the sidecar's deserialize and execute are leaves.
 //
 // On the OTel API's no-op TracerProvider (trace/noop: otelsetup's with
 // OTEL_SDK_DISABLED=true) a Component makes no span and allocates nothing

@@ -621,6 +621,12 @@ func (ps PhaseSpan) Fail(err error) time.Duration {
 	return ps.end(time.Time{}, err, nil)
 }
 
+// FailWith is Fail with attributes for the phase's span, as EndWith: the
+// way to give them to a failed phase started by StartLeaf.
+func (ps PhaseSpan) FailWith(err error, attrs ...attribute.KeyValue) time.Duration {
+	return ps.end(time.Time{}, err, attrs)
+}
+
 // end ends the phase at now (zero: read the clock).
 func (ps PhaseSpan) end(now time.Time, err error, attrs []attribute.KeyValue) time.Duration {
 	if ps.c == nil {

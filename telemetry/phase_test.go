@@ -378,7 +378,7 @@ func TestPhaseKeepsSpanLabels(t *testing.T) {
 	ph.End()
 }
 
-// TestLeafSpanLikePhase: a leaf (StartLeaf, EndWith or Fail) makes the
+// TestLeafSpanLikePhase: a leaf (StartLeaf, EndWith or FailWith) makes the
 // span StartPhase would have made: name, parent, attributes plus those
 // given at the end, error status, times; it records the phase metric
 // once, and holds the phase's pprof label while it runs.
@@ -399,7 +399,7 @@ func TestLeafSpanLikePhase(t *testing.T) {
 		t.Errorf("goroutine labels after the leaf ended %s, want no phase", got)
 	}
 	failed := c.StartLeaf(ctx, Send, Request)
-	failed.Fail(errors.New("broken pipe"))
+	failed.FailWith(errors.New("broken pipe"), AttrBytes.Int(7))
 	work.End(OK, nil)
 
 	spans := sr.Ended()
@@ -418,6 +418,9 @@ func TestLeafSpanLikePhase(t *testing.T) {
 	}
 	if bad.Status().Code.String() != "Error" || bad.Status().Description != "broken pipe" {
 		t.Errorf("failed leaf status %+v, want Error broken pipe", bad.Status())
+	}
+	if g := attrMap(bad.Attributes()); g[AttrBytes] != "7" || g[AttrPhase] != "send" {
+		t.Errorf("failed leaf attributes %v, want the phase's and %s=7", g, AttrBytes)
 	}
 	var rm metricdata.ResourceMetrics
 	if err := reader.Collect(context.Background(), &rm); err != nil {
