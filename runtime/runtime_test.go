@@ -422,6 +422,9 @@ func TestSidecarExecuteOnThePath(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if n := sum.Attribution.Diagnostics.Outside; n != 0 {
+		t.Errorf("%d spans ran outside their parent, want 0", n)
+	}
 	for _, row := range sum.Attribution.Rows {
 		if row.Name != "chunking.execute" {
 			continue

@@ -33,7 +33,7 @@
 // CRISP: walking back from the end of a span, the child that finished last
 // (before the cursor) is on the path, the gap after it is the parent's own
 // time, and the walk continues from that child's start. Children are
-// clipped to their parent. A span without a phase (gRPC spans,
+// clipped to their parent (Diagnostics.Outside counts those cut). A span without a phase (gRPC spans,
 // runtime.host, chunking.send.chunk, a nested amdahl.work) counts toward
 // its nearest phase ancestor, or "other" when it has none. The exclusive
 // critical times of a unit add up to its duration exactly, so

@@ -300,12 +300,12 @@ func (r Report) WriteText(w io.Writer) error {
 // line is a one-line account of anomalies in the input, or "" when there
 // were none worth a line.
 func (d Diagnostics) line() string {
-	if d.Duplicates+d.Orphans+d.Cycles+d.TooDeep+d.Nested+d.Unrooted+d.Placed+d.Clipped+d.Unplaced == 0 {
+	if d.Duplicates+d.Orphans+d.Cycles+d.TooDeep+d.Nested+d.Unrooted+d.Placed+d.Clipped+d.Unplaced+d.Outside == 0 {
 		return ""
 	}
 	return fmt.Sprintf("input: %d spans; %d duplicates dropped, %d orphans (%d attached to their trace's unit), %d nested roots, %d in cycles, %d too deep, %d outside any unit; "+
-		"far-side groups placed %d, near spans cut %d, parents with several round trips walked as recorded %d",
-		d.Spans, d.Duplicates, d.Orphans, d.Attached, d.Nested, d.Cycles, d.TooDeep, d.Unrooted, d.Placed, d.Clipped, d.Unplaced)
+		"far-side groups placed %d, near spans cut %d, parents with several round trips walked as recorded %d, spans cut to their parent %d",
+		d.Spans, d.Duplicates, d.Orphans, d.Attached, d.Nested, d.Cycles, d.TooDeep, d.Unrooted, d.Placed, d.Clipped, d.Unplaced, d.Outside)
 }
 
 func pct(f float64) string { return fmt.Sprintf("%.1f%%", 100*f) }

@@ -248,3 +248,47 @@ func TestTargetRowGoneInCandidate(t *testing.T) {
 		}
 	}
 }
+
+// A child that ran outside its parent's window is cut to it and counted
+// (Diagnostics.Outside), on a tree built anew and on one of a shape seen
+// before (Builder); a child inside it is not. Until December 5 the
+// sidecar's execute began after its parent, deserialize, had ended: its
+// time counted in no row, and no diagnostic said so.
+func TestOutsideParentCounted(t *testing.T) {
+	mk := func(trace, execParent string) []Span {
+		return build(trace, []sp{
+			{"w", "", 0, 0, 0, 10, false},
+			{"call", "w", 0, 0, 1, 9, false},
+			{"de", "call", De, req, 2, 4, false},
+			{"ex", execParent, E, 0, 5, 6, false},
+		})
+	}
+	for _, tc := range []struct {
+		execParent  string
+		wantOutside int
+		wantExec    time.Duration
+	}{{"de", 1, 0}, {"call", 0, time.Millisecond}} {
+		w, d := one(t, mk("outside-"+tc.execParent, tc.execParent))
+		checkSum(t, w)
+		var exec time.Duration
+		for _, s := range w.Stats {
+			if s.Key.Phase == E {
+				exec = s.Critical
+			}
+		}
+		if d.Outside != tc.wantOutside || exec != tc.wantExec {
+			t.Errorf("execute under %s: %d spans cut to their parent, execute's critical time %v; want %d and %v",
+				tc.execParent, d.Outside, exec, tc.wantOutside, tc.wantExec)
+		}
+		// Three units of one shape: the second and third skip building
+		// the tree, and are counted as the first.
+		b := Builder{Reuse: true}
+		var all Diagnostics
+		for i := range 3 {
+			all.Add(b.EachTree(mk(fmt.Sprint("outside-", tc.execParent, i), tc.execParent), func(Work) {}))
+		}
+		if all.Outside != 3*tc.wantOutside {
+			t.Errorf("execute under %s, three units through a Builder: %d spans cut, want %d", tc.execParent, all.Outside, 3*tc.wantOutside)
+		}
+	}
+}

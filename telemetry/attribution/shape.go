@@ -138,7 +138,7 @@ func (b *treeBuilder) workOf(s *shape, spans []Span, d *Diagnostics) Work {
 	for _, p := range s.placed {
 		t.placeUnder(p, d)
 	}
-	t.clip()
+	t.clip(d)
 	var stats []KeyStat
 	if b.reuse {
 		stats = t.stats[:0]
