@@ -115,11 +115,14 @@ type Diagnostics struct {
 	Clipped  int `json:"clipped"`
 	Unplaced int `json:"unplaced"`
 	// Outside counts spans that ran (partly) outside their parent's
-	// window once placed, cut to it: time the critical path does not
-	// see. Spans measured in one process nest, so it is 0 for sound
-	// instrumentation; a child started after its parent ended (the
-	// sidecar's execute under its deserialize, before December 5) counts
-	// here, and counts nothing in its row.
+	// window once placed, cut to it (a cut span's subtree counts once):
+	// time the critical path does not see. A few come from races and
+	// clocks (an in-process gRPC server span that ends after its client's,
+	// the wall clock stepped, a far-side group longer than its window, an
+	// orphan attached to its unit); a count near the number of units says
+	// a span is started in the wrong place: the sidecar's execute, under
+	// its deserialize after that had ended, counted here once a unit
+	// (and nothing in its row) before December 5.
 	Outside int `json:"outside_parent"`
 }
 
@@ -413,9 +416,9 @@ func oneTrace(spans []Span) bool {
 	return true
 }
 
-func resize(s []int32, n int) []int32 {
+func resize[T any](s []T, n int) []T {
 	if cap(s) < n {
-		return make([]int32, n)
+		return make([]T, n)
 	}
 	return s[:n]
 }
@@ -558,6 +561,7 @@ type tree struct {
 	sorted []Key     // sortRows': the last unit's row keys, sorted
 	slot   []int32   // sortRows': each row's place in sorted
 	spare  []KeyStat // sortRows' copy of the rows
+	cut    []bool    // clip's: each node cut to its parent's window
 }
 
 func newTree(nodes []Node) *tree {
@@ -732,16 +736,22 @@ func (t *tree) shift(i int32, delta int64) {
 }
 
 // clip cuts every node to its parent's window (pre-order, so parents are
-// clipped first), counting those it cuts in d.Outside. A child that
-// overflows its parent counts only inside it.
+// clipped first), counting in d.Outside each node it cuts whose parent
+// was not cut (a cut subtree counts once). A child that overflows its
+// parent counts only inside it.
 func (t *tree) clip(d *Diagnostics) {
+	t.cut = resize(t.cut, len(t.nodes))
+	clear(t.cut)
 	for i := 1; i < len(t.nodes); i++ {
 		n := &t.nodes[i]
 		p := t.nodes[n.Parent]
 		start := min(max(n.Start, p.Start), p.End)
 		end := min(max(n.End, start), p.End)
-		if start != n.Start || (end != n.End && n.End > n.Start) {
-			d.Outside++
+		if start != n.Start || end != n.End {
+			t.cut[i] = true
+			if !t.cut[n.Parent] {
+				d.Outside++
+			}
 		}
 		n.Start, n.End = start, end
 	}

@@ -250,8 +250,8 @@ func TestTargetRowGoneInCandidate(t *testing.T) {
 }
 
 // A child that ran outside its parent's window is cut to it and counted
-// (Diagnostics.Outside), on a tree built anew and on one of a shape seen
-// before (Builder); a child inside it is not. Until December 5 the
+// (Diagnostics.Outside), once with its subtree, on a tree built anew and
+// on one of a shape seen before (Builder); a child inside it is not. Until December 5 the
 // sidecar's execute began after its parent, deserialize, had ended: its
 // time counted in no row, and no diagnostic said so.
 func TestOutsideParentCounted(t *testing.T) {
@@ -261,6 +261,7 @@ func TestOutsideParentCounted(t *testing.T) {
 			{"call", "w", 0, 0, 1, 9, false},
 			{"de", "call", De, req, 2, 4, false},
 			{"ex", execParent, E, 0, 5, 6, false},
+			{"exs", "ex", S, rep, 5.2, 5.8, false}, // cut with its parent: counted once
 		})
 	}
 	for _, tc := range []struct {
@@ -272,12 +273,12 @@ func TestOutsideParentCounted(t *testing.T) {
 		checkSum(t, w)
 		var exec time.Duration
 		for _, s := range w.Stats {
-			if s.Key.Phase == E {
-				exec = s.Critical
+			if s.Key.Phase == E || s.Key.Phase == S {
+				exec += s.Critical
 			}
 		}
 		if d.Outside != tc.wantOutside || exec != tc.wantExec {
-			t.Errorf("execute under %s: %d spans cut to their parent, execute's critical time %v; want %d and %v",
+			t.Errorf("execute under %s: %d spans cut to their parent, execute's subtree's critical time %v; want %d and %v",
 				tc.execParent, d.Outside, exec, tc.wantOutside, tc.wantExec)
 		}
 		// Three units of one shape: the second and third skip building
