@@ -683,8 +683,9 @@ func (ss *sidecarService) CompleteOrchestratorTask(ctx context.Context, req *dtp
 	// Attributes only an exporter reads (SpanAttributes): without one
 	// they are not built (with the runtime's own tracer their slice
 	// reached the heap; on the no-op tracer it did not).
+	read := s.comp.SpanAttributes()
 	var attrs []attribute.KeyValue
-	if s.comp.SpanAttributes() {
+	if read {
 		attrs = []attribute.KeyValue{attribute.Bool("amdahl.chunking.partial", req.GetIsPartial()),
 			attribute.Int(AttrActions, len(req.GetActions()))}
 	}
@@ -698,7 +699,7 @@ func (ss *sidecarService) CompleteOrchestratorTask(ctx context.Context, req *dtp
 		if s.cfg.OnApplied != nil {
 			s.cfg.OnApplied(*done)
 		}
-		if attrs != nil {
+		if read {
 			ex.EndWith(attribute.Int(AttrActions, len(done.Actions)), attribute.Int(AttrChunks, done.Chunks))
 		} else {
 			ex.End()

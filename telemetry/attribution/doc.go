@@ -33,10 +33,11 @@
 // CRISP: walking back from the end of a span, the child that finished last
 // (before the cursor) is on the path, the gap after it is the parent's own
 // time, and the walk continues from that child's start. Children are
-// clipped to their parent (Diagnostics.Outside counts those cut). A span without a phase (gRPC spans,
-// runtime.host, chunking.send.chunk, a nested amdahl.work) counts toward
-// its nearest phase ancestor, or "other" when it has none. The exclusive
-// critical times of a unit add up to its duration exactly, so
+// clipped to their parent (Diagnostics.Outside counts those cut). A span
+// without a phase (gRPC spans, runtime.host, chunking.send.chunk, a
+// nested amdahl.work) counts toward its nearest phase ancestor, or
+// "other" when it has none. The exclusive critical times of a unit add
+// up to its duration exactly, so
 //
 //	q(row) = Σ critical time of the row / Σ e2e     (over units; Σ q = 1)
 //	naive(row) = Σ span durations of the row / Σ e2e (≥ q where spans overlap)
