@@ -152,6 +152,20 @@ type Config struct {
 	// otelsetup.Telemetry.Sampler (OTEL_TRACES_SAMPLER). With a
 	// TracerProvider, the provider's sampler decides.
 	Sampler sdktrace.Sampler
+	// Propagator decides whether a unit's trace context crosses its gRPC
+	// calls to the sidecar: it does, as a W3C traceparent, when
+	// Propagator is nil or its Fields include "traceparent", and the
+	// calls carry nothing of it otherwise (no baggage either way).
+	// UseTelemetry sets it from otelsetup.Telemetry.Propagator
+	// (OTEL_PROPAGATORS). Without it the sidecar's phases
+	// (chunking.deserialize, chunking.execute) start traces of their own:
+	// the in-process sidecar's drop out of the attribution, and an
+	// external sidecar that traces exports them as unrelated traces. It
+	// is for a sidecar that reads no trace context, where the header is
+	// cost only (about 1.7 KB and 15 allocations a call: BenchmarkCall in
+	// internal/grpctrace). The task hosts' pipe carries the trace context
+	// in its own message field regardless.
+	Propagator propagation.TextMapPropagator
 	// PhaseLabels runs every phase body under the pprof label
 	// phase=<name> (telemetry.ComponentConfig.PhaseLabels).
 	PhaseLabels bool
@@ -212,7 +226,7 @@ type SpanProcessorRegistry interface {
 func (c *Config) UseTelemetry(tel *otelsetup.Telemetry) {
 	c.TracerProvider, c.MeterProvider, c.Spans, c.PhaseLabels = tel.TracerProvider(), tel.MeterProvider(), tel, tel.PhaseLabels()
 	c.AccountRemoteDirectly = !tel.RemoteSpansWanted()
-	c.SpanExport, c.SpanResource, c.Sampler = nil, nil, tel.Sampler()
+	c.SpanExport, c.SpanResource, c.Sampler, c.Propagator = nil, nil, tel.Sampler(), tel.Propagator()
 	if tel.SpansOnlyForAttribution() {
 		c.TracerProvider, c.Spans = nil, nil
 	} else if proc, res := tel.TraceFileOnly(); proc != nil {
@@ -510,6 +524,10 @@ func (r *Runtime) instrument(cfg Config) (tp trace.TracerProvider, mp metric.Met
 // them (TestAccountingMatchesSDK runs both).
 func isLeaseMethod(method string) bool { return method == "StartInstance" || method == "GetWorkItems" }
 
+// traceparentField is the W3C trace context's header, among the Fields of
+// a propagator that carries it (Config.Propagator).
+const traceparentField = "traceparent"
+
 // connect starts the in-process sidecar when there is none to complete
 // to, then the client, the chunking sender and the work-item stream. An
 // external sidecar must answer within SidecarConnectTimeout.
@@ -575,16 +593,25 @@ func (r *Runtime) connect(ctx context.Context, cfg Config, tp trace.TracerProvid
 		go func() { r.sideCh <- r.side.Serve(lis) }()
 	}
 	var tracing []grpc.DialOption
-	if grpctrace.Suffices(rpcTP, mp) {
+	traceContext := cfg.Propagator == nil || slices.Contains(cfg.Propagator.Fields(), traceparentField)
+	switch {
+	case grpctrace.Suffices(rpcTP, mp) && !traceContext:
+		// Nothing reads a call's span or its RPC metrics, and no trace
+		// context is to cross: no handler at all.
+	case grpctrace.Suffices(rpcTP, mp):
 		// Nothing reads a call's span or its RPC metrics: the trace
 		// context is all otelgrpc would carry, and interceptors carry it
 		// without a stats handler's events (internal/grpctrace).
 		tc := grpctrace.Client{Skip: isLeaseMethod}
 		tracing = append(tracing, grpc.WithChainUnaryInterceptor(tc.Unary()), grpc.WithChainStreamInterceptor(tc.Stream()))
-	} else {
+	default:
+		var prop propagation.TextMapPropagator = propagation.TraceContext{}
+		if !traceContext {
+			prop = propagation.NewCompositeTextMapPropagator() // carries nothing
+		}
 		notLease := func(info *stats.RPCTagInfo) bool { return !isLeaseMethod(grpctrace.MethodName(info.FullMethodName)) }
 		tracing = append(tracing, grpc.WithStatsHandler(otelgrpc.NewClientHandler(otelgrpc.WithTracerProvider(rpcTP), otelgrpc.WithMeterProvider(mp),
-			otelgrpc.WithPropagators(propagation.TraceContext{}), otelgrpc.WithFilter(notLease))))
+			otelgrpc.WithPropagators(prop), otelgrpc.WithFilter(notLease))))
 	}
 	r.cc, err = grpc.NewClient(addr, append(append(tracing, dial...),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(chunking.DefaultMaxRecvMsgSize)))...)

@@ -34,6 +34,12 @@
 //	OTEL_METRIC_EXPORT_INTERVAL, _TIMEOUT  the periodic OTLP/console metric reader (SDK; default 60 s, 30 s)
 //	OTEL_TRACES_SAMPLER, OTEL_TRACES_SAMPLER_ARG  the sampler (Sampler): always_on, always_off, traceidratio
 //	                                  and their parentbased_ forms; a bad name or ratio is a ConfigError
+//	OTEL_PROPAGATORS                  tracecontext,baggage (default) | a list of those two | none: what
+//	                                  carries a unit's context across a process boundary (Propagator). An
+//	                                  amdahl runtime carries the W3C trace context on its gRPC calls to the
+//	                                  sidecar only when tracecontext is named; none carries none. The task
+//	                                  hosts' pipe carries it in its own message field regardless. b3, jaeger
+//	                                  and the specification's other names are a ConfigError (not linked)
 //	OTEL_BSP_*                        read by the SDK itself (for OTLP only: the trace file has its own
 //	                                  batcher, lines of 1024 spans, 4 queued)
 //	AMDAHL_TRACE_FILE                 write spans as OTLP JSON lines to this file (WithTraceFile)

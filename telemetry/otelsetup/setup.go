@@ -56,6 +56,9 @@ const (
 	// the OTel specification names them (Sampler).
 	EnvTracesSampler    = "OTEL_TRACES_SAMPLER"
 	EnvTracesSamplerArg = "OTEL_TRACES_SAMPLER_ARG"
+	// EnvPropagators chooses what carries a unit's context across a
+	// process boundary (Propagator), as the OTel specification names it.
+	EnvPropagators = "OTEL_PROPAGATORS"
 )
 
 // Option configures Setup. Options are applied after the environment, so an
@@ -82,7 +85,8 @@ type config struct {
 	phaseLabels    labelMode
 	resourceAttrs  []attribute.KeyValue
 	lookupEnv      func(string) (string, bool)
-	remoteSpans    bool // export amdahl.remote=true spans to OTLP/console
+	remoteSpans    bool                          // export amdahl.remote=true spans to OTLP/console
+	propagator     propagation.TextMapPropagator // OTEL_PROPAGATORS's; nil: the default
 }
 
 // WithSDKDisabled turns the OpenTelemetry SDK off (true) or on (false),
@@ -282,9 +286,9 @@ func Setup(ctx context.Context, opts ...Option) (*Telemetry, error) {
 		return nil, err
 	}
 
-	t := &Telemetry{
-		propagator:  propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{}),
-		phaseLabels: c.labels(),
+	t := &Telemetry{propagator: c.propagator, phaseLabels: c.labels()}
+	if t.propagator == nil {
+		t.propagator = defaultPropagator
 	}
 	ok := false
 	defer func() {
@@ -474,6 +478,13 @@ func (c *config) fromEnv() error {
 		}
 		c.envSampler = s
 	}
+	if v, ok := c.env(EnvPropagators); ok {
+		p, err := parsePropagators(v)
+		if err != nil {
+			return err
+		}
+		c.propagator = p
+	}
 	if v, ok := c.env(EnvPyroscopeAddress); ok {
 		c.pyroscope.ServerAddress = v
 	}
@@ -601,9 +612,55 @@ func (t *Telemetry) MeterProvider() metric.MeterProvider {
 // WithSDKDisabled): the providers are no-ops.
 func (t *Telemetry) SDKDisabled() bool { return t != nil && t.sdkTP == nil }
 
-// Propagator returns the W3C trace-context + baggage propagator.
+// Propagator returns the propagators OTEL_PROPAGATORS names, W3C trace
+// context and baggage by default (and for a nil Telemetry). With
+// OTEL_PROPAGATORS=none it is a composite of none: its Fields are empty
+// and it injects and extracts nothing.
 func (t *Telemetry) Propagator() propagation.TextMapPropagator {
-	return propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{})
+	if t == nil || t.propagator == nil {
+		return defaultPropagator
+	}
+	return t.propagator
+}
+
+// defaultPropagator is OTEL_PROPAGATORS's default, tracecontext,baggage.
+var defaultPropagator = propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{})
+
+// parsePropagators reads OTEL_PROPAGATORS: a comma-separated list of
+// tracecontext and baggage, or none. The specification's other names
+// (b3, b3multi, jaeger, xray, ottrace) need propagators amdahl does not
+// link, and are refused rather than ignored: the program would carry a
+// context its peers do not read.
+func parsePropagators(v string) (propagation.TextMapPropagator, error) {
+	var ps []propagation.TextMapPropagator
+	seen := map[string]bool{}
+	for name := range strings.SplitSeq(v, ",") {
+		name = strings.TrimSpace(name)
+		if name == "" || seen[name] {
+			continue
+		}
+		seen[name] = true
+		switch name {
+		case "tracecontext":
+			ps = append(ps, propagation.TraceContext{})
+		case "baggage":
+			ps = append(ps, propagation.Baggage{})
+		case "none":
+		case "b3", "b3multi", "jaeger", "xray", "ottrace":
+			return nil, &ConfigError{Setting: EnvPropagators, Value: v,
+				Reason: fmt.Sprintf("propagator %q is not built into amdahl: want tracecontext and baggage (comma-separated), or none", name)}
+		default:
+			return nil, &ConfigError{Setting: EnvPropagators, Value: v,
+				Reason: fmt.Sprintf("unknown propagator %q: want tracecontext and baggage (comma-separated), or none", name)}
+		}
+	}
+	if len(seen) == 0 {
+		return nil, &ConfigError{Setting: EnvPropagators, Value: v, Reason: "no propagator named: want tracecontext and baggage (comma-separated), or none"}
+	}
+	if seen["none"] && len(seen) > 1 {
+		return nil, &ConfigError{Setting: EnvPropagators, Value: v, Reason: "none with other propagators: want none alone"}
+	}
+	return propagation.NewCompositeTextMapPropagator(ps...), nil
 }
 
 // Recorder returns the in-memory span recorder, or nil when WithRecorder was

@@ -14,6 +14,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -756,4 +757,51 @@ func TestSamplerFromEnvironment(t *testing.T) {
 			t.Error("WithSampler's sampler did not win, or was handed to the runtime's own tracer")
 		}
 	})
+}
+
+// TestPropagatorsFromEnvironment: OTEL_PROPAGATORS chooses Propagator's
+// fields; a name amdahl does not link, an unknown one, or none beside
+// another is a *ConfigError naming the variable.
+func TestPropagatorsFromEnvironment(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range []struct {
+		value string
+		want  []string // Propagator().Fields(), sorted
+		bad   string   // a word the error must hold; "" none
+	}{
+		{"", []string{"baggage", "traceparent", "tracestate"}, ""},
+		{"tracecontext,baggage", []string{"baggage", "traceparent", "tracestate"}, ""},
+		{"tracecontext", []string{"traceparent", "tracestate"}, ""},
+		{" baggage , tracecontext, baggage ", []string{"baggage", "traceparent", "tracestate"}, ""},
+		{"baggage", []string{"baggage"}, ""},
+		{"none", nil, ""},
+		{"b3", nil, "not built into amdahl"},
+		{"tracecontext,jaeger", nil, `"jaeger" is not built into amdahl`},
+		{"TraceContext", nil, "unknown propagator"},
+		{"none,tracecontext", nil, "none alone"},
+		{" , ,", nil, "no propagator named"},
+	} {
+		t.Run(tc.value, func(t *testing.T) {
+			tel, err := Setup(ctx, WithLookupEnv(envOf(map[string]string{EnvPropagators: tc.value})))
+			if tc.bad != "" {
+				var ce *ConfigError
+				if !errors.As(err, &ce) || ce.Setting != EnvPropagators || !strings.Contains(err.Error(), tc.bad) {
+					t.Fatalf("got %v, want a *ConfigError for %s saying %q", err, EnvPropagators, tc.bad)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer func() { _ = tel.Shutdown(ctx) }()
+			got := tel.Propagator().Fields()
+			slices.Sort(got)
+			if !slices.Equal(got, tc.want) {
+				t.Errorf("Propagator().Fields() = %q, want %q", got, tc.want)
+			}
+		})
+	}
+	if got := (*Telemetry)(nil).Propagator().Fields(); !slices.Contains(got, "traceparent") {
+		t.Errorf("a nil Telemetry's Propagator has fields %q, want the default's", got)
+	}
 }
