@@ -214,6 +214,7 @@ func BenchmarkRun(b *testing.B) {
 		{"taskhost", 1600},
 		{"fanout", 48},
 		{"mixed", 1000},
+		{"orchestrated", 1000},
 	} {
 		b.Run(tc.scenario, func(b *testing.B) {
 			sc, err := scenario.Builtin(tc.scenario)
@@ -430,7 +431,7 @@ func recordUnits(b *testing.B, c *collector, own *accountingProvider, rt, ipcCom
 //
 // orchestration=true wraps each task in a Durable Task orchestration (the
 // lease and the completion through the in-process sidecar, real gRPC), as
-// the mixed scenario's tasks are; the taskhost scenario's are not. Each
+// the orchestrated scenario's tasks are; taskhost's and mixed's are not. Each
 // kind runs with telemetry on and off: their x-limits' ratio is what
 // telemetry costs one unit's latency, alone on the machine.
 func BenchmarkTaskUnit(b *testing.B) {
@@ -624,6 +625,7 @@ func BenchmarkTelemetryTax(b *testing.B) {
 	}{
 		{"taskhost", 1000},
 		{"mixed", 250},
+		{"orchestrated", 250},
 	} {
 		b.Run("scenario="+tc.scenario, func(b *testing.B) { benchTelemetryTax(b, tc.scenario, tc.block) })
 	}

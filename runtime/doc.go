@@ -13,9 +13,9 @@
 // wait counts. Then:
 //
 //   - lease (fanout units, and task units whose workload asks for an
-//     orchestration: scenario.Workload.Orchestration, as the mixed
-//     scenario's does; the taskhost scenario's go straight to a host, as
-//     MSBuild dispatches, with no sidecar call on their path):
+//     orchestration: scenario.Workload.Orchestration, as the orchestrated
+//     scenario's does; the taskhost and mixed scenarios' go straight to a
+//     host, as MSBuild dispatches, with no sidecar call on their path):
 //     StartInstance on the sidecar, then wait for the instance's
 //     work item on the GetWorkItems stream (its completion token; bounded
 //     by Config.LeaseTimeout). Instance ids start with a random run id;
@@ -234,8 +234,8 @@
 //
 // Scenarios live in package runtime/scenario: declarative and seeded, from
 // YAML or JSON (scenario.Parse, scenario.Load; errors name the file, line,
-// column and field) or built in (scenario.Builtins: taskhost, fanout, mixed;
-// their YAML is in runtime/scenario/builtin and doubles as an example). A
-// scenario.Generator yields the same Items for the same seed; Run submits
-// a scenario's Count of them.
+// column and field) or built in (scenario.Builtins: taskhost, fanout, mixed,
+// orchestrated; their YAML is in runtime/scenario/builtin and doubles as an
+// example). A scenario.Generator yields the same Items for the same seed;
+// Run submits a scenario's Count of them.
 package runtime

@@ -334,10 +334,7 @@ func TestRunTaskhostEndToEnd(t *testing.T) {
 // TestCriticalSharesPerUnit: each unit's critical-path times add up to its
 // end-to-end time exactly (q of every unit sums to 1).
 func TestCriticalSharesPerUnit(t *testing.T) {
-	sc, err := scenario.Builtin("mixed")
-	if err != nil {
-		t.Fatal(err)
-	}
+	sc := orchestratedMixed(t)
 	cfg := testConfig(t, testSettings(t, "scenario.count=60"), nil)
 	var mu sync.Mutex
 	var works []attribution.Work
@@ -504,6 +501,23 @@ func processGone(pid int) bool {
 // blockingUnit is a task unit that blocks in its host.
 func blockingUnit(seq int) scenario.Item {
 	return scenario.Item{Seq: seq, Kind: scenario.KindTask, Task: &scenario.TaskItem{TaskName: taskBlock, Parameters: map[string]string{"p0": "x"}}}
+}
+
+// orchestratedMixed is the mixed scenario with its task units inside
+// orchestrations, as mixed ran them until December 5: orchestrated task
+// units (a lease, the host, a completion) and chunked fanouts in one run,
+// every path a unit takes through the sidecar.
+func orchestratedMixed(t testing.TB) *scenario.Scenario {
+	t.Helper()
+	sc, err := scenario.Builtin("mixed")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sc.Workloads[0].Kind != scenario.KindTask {
+		t.Fatalf("mixed's first workload is %v, want its task units", sc.Workloads[0].Kind)
+	}
+	sc.Workloads[0].Orchestration = true
+	return sc
 }
 
 func smallUnit(seq int) scenario.Item {
@@ -1265,10 +1279,7 @@ func unitSpans(seen []attribution.Span) []attribution.Span {
 // the same spans (each unit's, up to its root's end), unit by unit and in
 // the summary.
 func TestSummaryMatchesTrees(t *testing.T) {
-	sc, err := scenario.Builtin("mixed")
-	if err != nil {
-		t.Fatal(err)
-	}
+	sc := orchestratedMixed(t)
 	cfg := testConfig(t, testSettings(t, "scenario.count=80"), nil)
 	tee := &teeSpans{tp: cfg.TracerProvider.(*sdktrace.TracerProvider)}
 	cfg.Spans = tee

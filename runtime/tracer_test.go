@@ -192,10 +192,7 @@ func TestAccountingTracerConcurrent(t *testing.T) {
 // internal/grpctrace rather than otelgrpc (the sidecar's phases stay in
 // their units' traces).
 func TestAccountingMatchesSDK(t *testing.T) {
-	sc, err := scenario.Builtin("mixed")
-	if err != nil {
-		t.Fatal(err)
-	}
+	sc := orchestratedMixed(t)
 	const units = 60
 	rows := map[string]string{}
 	for _, path := range []string{"sdk", "accounting", "accounting, no metrics"} {
@@ -338,13 +335,15 @@ func TestHostComponentSpans(t *testing.T) {
 // delta-coded packet sizes, ports, error texts naming a work id) are left
 // out, and how the sidecar's work-item stream ended. The mixed scenario
 // covers phase spans, leaves, the task hosts' spans, chunking, otelgrpc's
-// client and server spans and a failed unit; taskhost the task units
-// whose spans their records hand the file (record.go), one in five
-// failing in its host (the root's reason, exception event and status);
-// task-timeouts task units whose host was killed (the host span's error
-// event).
+// client and server spans and a failed unit; orchestrated the task units
+// inside orchestrations (a lease, the host's spans, a completion);
+// taskhost the task units whose spans their records hand the file
+// (record.go), one in five failing in its host (the root's reason,
+// exception event and status); task-timeouts task units whose host was
+// killed (the host span's error event).
 func TestTraceFileMatchesSDK(t *testing.T) {
 	t.Run("mixed", func(t *testing.T) { testTraceFileMatchesSDK(t, "mixed", 60, 0) })
+	t.Run("orchestrated", func(t *testing.T) { testTraceFileMatchesSDK(t, "orchestrated", 60, 0) })
 	t.Run("taskhost", func(t *testing.T) { testTraceFileMatchesSDK(t, "taskhost", 60, 5) })
 	t.Run("task-timeouts", func(t *testing.T) {
 		// The timeout covers the send: at 2 ms a send slowed by the race
@@ -414,7 +413,7 @@ func testTraceFileMatchesSDK(t *testing.T, name string, units, failEvery int, se
 		sigs[own] = traceFileSignatures(t, path)
 	}
 	sdk, mine := sigs[false], sigs[true]
-	if name != "mixed" {
+	if name != "mixed" && name != "orchestrated" {
 		compareSignatures(t, sdk, mine)
 		return sdk
 	}
@@ -712,10 +711,7 @@ func (r fileSpanRecorder) EndFileSpan(s otelsetup.FileSpan) { r.OnEnd(snapshot(s
 // each gRPC span removed and its children moved to its parent, as the
 // no-op tracer's propagation places them.
 func TestGRPCSpansChangeNoRow(t *testing.T) {
-	sc, err := scenario.Builtin("mixed")
-	if err != nil {
-		t.Fatal(err)
-	}
+	sc := orchestratedMixed(t)
 	rec := otelsetup.NewRecorder()
 	cfg := testConfig(t, testSettings(t, "scenario.count=60"), rec)
 	if _, err := Run(context.Background(), cfg, sc); err != nil {

@@ -82,7 +82,7 @@ run's units is left out (hosts starting, caches filling).`,
 		RunE: func(cmd *cobra.Command, _ []string) error { return runAB(cmd.Context(), cmd, f) },
 	}
 	fl := cmd.Flags()
-	fl.StringVar(&f.scenario, "scenario", "taskhost", "built-in scenario: taskhost, fanout or mixed")
+	fl.StringVar(&f.scenario, "scenario", "taskhost", "built-in scenario: taskhost, fanout, mixed or orchestrated")
 	fl.StringVar(&f.scenarioFile, "scenario-file", "", "scenario file (YAML or JSON); overrides --scenario")
 	fl.StringArrayVar(&f.sets, "set", nil, "a setting for both sides, name=value (repeatable)")
 	fl.StringArrayVar(&f.base, "baseline", nil, "a setting of the baseline, name=value (repeatable)")

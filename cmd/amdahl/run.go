@@ -85,7 +85,7 @@ Exit status: 0 when the run completed (failed units are reported, not fatal),
 		RunE: func(cmd *cobra.Command, _ []string) error { return runRun(cmd.Context(), cmd, f) },
 	}
 	fl := cmd.Flags()
-	fl.StringVar(&f.scenario, "scenario", "mixed", "built-in scenario: taskhost, fanout or mixed")
+	fl.StringVar(&f.scenario, "scenario", "mixed", "built-in scenario: taskhost, fanout, mixed or orchestrated")
 	fl.StringVar(&f.scenarioFile, "scenario-file", "", "scenario file (YAML or JSON); overrides --scenario")
 	fl.StringArrayVar(&f.sets, "set", nil, "setting name=value (repeatable; amdahl help settings lists them)")
 	fl.BoolVar(&f.asJSON, "json", false, "print the summary as JSON (docs/json.md; the same as --out's summary.json) instead of a table")

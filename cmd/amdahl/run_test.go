@@ -192,7 +192,7 @@ func TestRunUsageErrors(t *testing.T) {
 	}{
 		{"unknown setting", []string{"run", "--set", "ipc.bufer=1MiB"}, []string{`unknown setting "ipc.bufer"`, "ipc.buffer"}},
 		{"bad value", []string{"run", "--set", "ipc.send=fast"}, []string{"ipc.send", "sync or async"}},
-		{"unknown scenario", []string{"run", "--scenario", "nope"}, []string{"nope", "taskhost", "fanout", "mixed"}},
+		{"unknown scenario", []string{"run", "--scenario", "nope"}, []string{"nope", "taskhost", "fanout", "mixed", "orchestrated"}},
 		{"bad scenario file", []string{"run", "--scenario-file", bad}, []string{"bad.yaml:6", "config_mean", "46QB"}},
 		{"bad progress", []string{"run", "--progress", "sometimes"}, []string{"--progress"}},
 		{"extra argument", []string{"run", "now"}, []string{"takes no arguments"}},
@@ -291,7 +291,7 @@ func TestScenariosCommand(t *testing.T) {
 	if code != exitOK {
 		t.Fatalf("exit %d", code)
 	}
-	for _, want := range []string{"taskhost", "fanout", "mixed", "32x2MiB", "oversized-first"} {
+	for _, want := range []string{"taskhost", "fanout", "mixed", "orchestrated", "32x2MiB", "oversized-first"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("scenarios output lacks %q:\n%s", want, out)
 		}

@@ -12,10 +12,10 @@ var builtinFiles embed.FS
 
 // builtinNames lists the built-ins in listing order; each is
 // builtin/<name>.yaml.
-var builtinNames = []string{"taskhost", "fanout", "mixed"}
+var builtinNames = []string{"taskhost", "fanout", "mixed", "orchestrated"}
 
-// Builtins returns the built-in scenarios (taskhost, fanout, mixed),
-// freshly parsed on every call, so callers may modify them.
+// Builtins returns the built-in scenarios (taskhost, fanout, mixed,
+// orchestrated), freshly parsed on every call, so callers may modify them.
 func Builtins() []*Scenario {
 	out := make([]*Scenario, 0, len(builtinNames))
 	for _, name := range builtinNames {

@@ -12,7 +12,7 @@ func TestBuiltins(t *testing.T) {
 	for _, s := range all {
 		names = append(names, s.Name)
 	}
-	if want := []string{"taskhost", "fanout", "mixed"}; !slices.Equal(names, want) {
+	if want := []string{"taskhost", "fanout", "mixed", "orchestrated"}; !slices.Equal(names, want) {
 		t.Fatalf("names: got %v, want %v", names, want)
 	}
 	task := DefaultTaskSpec()
@@ -30,8 +30,11 @@ func TestBuiltins(t *testing.T) {
 			{Kind: KindFanout, Weight: 1, Fanout: &fanout},
 		}},
 		"mixed": {Name: "mixed", Seed: 1, Count: 1000, Workloads: []Workload{
-			{Kind: KindTask, Weight: 0.95, Orchestration: true, Task: &task},
+			{Kind: KindTask, Weight: 0.95, Task: &task},
 			{Kind: KindFanout, Weight: 0.05, Fanout: &fanout},
+		}},
+		"orchestrated": {Name: "orchestrated", Seed: 1, Count: 1000, Workloads: []Workload{
+			{Kind: KindTask, Weight: 1, Orchestration: true, Task: &task},
 		}},
 	}
 	for _, s := range all {
@@ -75,7 +78,7 @@ func TestBuiltins(t *testing.T) {
 
 func TestBuiltinUnknown(t *testing.T) {
 	_, err := Builtin("nope")
-	want := `unknown scenario "nope" (valid: taskhost, fanout, mixed)`
+	want := `unknown scenario "nope" (valid: taskhost, fanout, mixed, orchestrated)`
 	if err == nil || err.Error() != want {
 		t.Fatalf("got %v, want %q", err, want)
 	}

@@ -300,9 +300,10 @@ func TestFanoutPayload(t *testing.T) {
 }
 
 // TestGeneratorOrchestration: a task item carries its workload's
-// orchestration field (mixed orchestrates its tasks, taskhost does not).
+// orchestration field (orchestrated orchestrates its tasks, taskhost and
+// mixed do not).
 func TestGeneratorOrchestration(t *testing.T) {
-	for name, want := range map[string]bool{"taskhost": false, "mixed": true} {
+	for name, want := range map[string]bool{"taskhost": false, "mixed": false, "orchestrated": true} {
 		g := mustBuiltin(t, name).NewGenerator()
 		tasks := 0
 		for range 200 {

@@ -2,9 +2,10 @@
 // scenarios of units of work, and the Generator that draws those units.
 //
 // A scenario is read from YAML or JSON with Parse or Load, or taken from the
-// built-ins with Builtin and Builtins (taskhost, fanout, mixed; their files,
-// in builtin/, double as commented examples). A file names its workloads,
-// each a kind with a weight and the shape of its units:
+// built-ins with Builtin and Builtins (taskhost, fanout, mixed,
+// orchestrated; their files, in builtin/, double as commented examples).
+// A file names its workloads, each a kind with a weight and the shape of
+// its units:
 //
 //	name: tiny                # default: the file's base name
 //	description: …
