@@ -594,11 +594,12 @@ func (r *Runtime) connect(ctx context.Context, cfg Config, tp trace.TracerProvid
 	}
 	var tracing []grpc.DialOption
 	traceContext := cfg.Propagator == nil || slices.Contains(cfg.Propagator.Fields(), traceparentField)
+	suffices := grpctrace.Suffices(rpcTP, mp)
 	switch {
-	case grpctrace.Suffices(rpcTP, mp) && !traceContext:
+	case suffices && !traceContext:
 		// Nothing reads a call's span or its RPC metrics, and no trace
 		// context is to cross: no handler at all.
-	case grpctrace.Suffices(rpcTP, mp):
+	case suffices:
 		// Nothing reads a call's span or its RPC metrics: the trace
 		// context is all otelgrpc would carry, and interceptors carry it
 		// without a stats handler's events (internal/grpctrace).

@@ -286,10 +286,7 @@ func Setup(ctx context.Context, opts ...Option) (*Telemetry, error) {
 		return nil, err
 	}
 
-	t := &Telemetry{propagator: c.propagator, phaseLabels: c.labels()}
-	if t.propagator == nil {
-		t.propagator = defaultPropagator
-	}
+	t := &Telemetry{propagator: c.propagator, phaseLabels: c.labels()} // nil: Propagator's default
 	ok := false
 	defer func() {
 		if !ok {
