@@ -86,7 +86,9 @@ func TestPropagators(t *testing.T) {
 			cfg := testConfig(t, testSettings(t), nil)
 			cfg.UseTelemetry(tel)
 			cfg.Sidecar, cfg.SidecarAddr = side, lis.Addr().String()
-			runUnits(t, cfg, n)
+			if sum := runUnits(t, cfg, n); sum.SidecarUntraced == tc.carried {
+				t.Errorf("external sidecar: Summary.SidecarUntraced %v, want %v", sum.SidecarUntraced, !tc.carried)
+			}
 			if calls != n+1 || (traced == calls) != tc.carried || (traced == 0) == tc.carried {
 				t.Errorf("%d of %d completion calls carried a traceparent, want all (%v) or none (%v) of %d",
 					traced, calls, tc.carried, !tc.carried, n+1)
@@ -96,6 +98,9 @@ func TestPropagators(t *testing.T) {
 			cfg = testConfig(t, testSettings(t), nil)
 			cfg.UseTelemetry(tel)
 			sum := runUnits(t, cfg, n)
+			if sum.SidecarUntraced == tc.carried {
+				t.Errorf("in-process sidecar: Summary.SidecarUntraced %v, want %v", sum.SidecarUntraced, !tc.carried)
+			}
 			if sum.Attribution.Works != n+1 {
 				t.Errorf("attribution covers %d units, want %d", sum.Attribution.Works, n+1)
 			}

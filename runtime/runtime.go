@@ -294,6 +294,11 @@ type Runtime struct {
 	classes     map[string]int
 	examples    map[string]string
 	appliedBase int64 // the sidecar's Applied when the runtime started
+	// untraced: the sidecar calls carry no trace context
+	// (Config.Propagator); completed: a unit has called it to complete.
+	// Summary.SidecarUntraced is both.
+	untraced  bool
+	completed atomic.Bool
 	seq         atomic.Int64
 	start       time.Time
 	lastEnd     time.Time                   // when the last unit ended
@@ -594,6 +599,7 @@ func (r *Runtime) connect(ctx context.Context, cfg Config, tp trace.TracerProvid
 	}
 	var tracing []grpc.DialOption
 	traceContext := cfg.Propagator == nil || slices.Contains(cfg.Propagator.Fields(), traceparentField)
+	r.untraced = !traceContext
 	suffices := grpctrace.Suffices(rpcTP, mp)
 	switch {
 	case suffices && !traceContext:
@@ -1043,6 +1049,9 @@ func (r *Runtime) failOrchestration(ctx context.Context, u *unit, token string, 
 // complete sends a completion; a caller's sidecar is drained, so that it
 // keeps no payloads (the in-process one keeps none).
 func (r *Runtime) complete(ctx context.Context, resp *dtpb.OrchestratorResponse) (chunking.Result, error) {
+	if !r.completed.Load() {
+		r.completed.Store(true)
+	}
 	res, err := r.sender.Complete(ctx, resp)
 	if r.side != nil && !r.ownSide {
 		r.side.DrainCompletions()
@@ -1261,6 +1270,12 @@ type Summary struct {
 	// tracer or the SDK's applied it), "" when Config.Sampler was nil
 	// (every unit's trace sampled, or a caller's TracerProvider decided).
 	Sampler string `json:"sampler,omitempty"`
+	// SidecarUntraced: units completed to the sidecar, and their calls
+	// carried no trace context (Config.Propagator: OTEL_PROPAGATORS
+	// without tracecontext), so the sidecar's phases are in no unit's
+	// trace: the in-process sidecar's rows (chunking.deserialize,
+	// chunking.execute) are not in Attribution.
+	SidecarUntraced bool `json:"sidecar_untraced,omitempty"`
 	// Kinds is the same attribution per kind of unit ("taskhost",
 	// "fanout"), when the run had more than one.
 	Kinds map[string]attribution.Report `json:"kinds,omitempty"`
@@ -1324,6 +1339,7 @@ func (r *Runtime) Summary() Summary {
 	if cpu := proccpu.Used(); cpu > r.startCPU {
 		s.ProcessCPU = cpu - r.startCPU
 	}
+	s.SidecarUntraced = r.untraced && r.completed.Load()
 	s.SidecarApplied = -1
 	if r.side != nil {
 		s.SidecarApplied = r.side.Applied() - r.appliedBase

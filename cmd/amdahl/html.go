@@ -62,6 +62,9 @@ func writeRunPage(dir string, s runtime.Summary, fl *attribution.Flame, byPhase 
 		Report:   &s.Attribution,
 		Profiles: tops,
 	}
+	if note := untracedNote(s); note != "" {
+		in.Facts = append(in.Facts, htmlreport.Fact{Name: "trace context", Value: note})
+	}
 	if fl != nil {
 		in.Sets = []htmlreport.Set{htmlreport.NewSet("all units", fl, byPhase,
 			htmlreport.Mark{Name: "p50", At: s.Attribution.E2EP50}, htmlreport.Mark{Name: "p99", At: s.Attribution.E2EP99})}

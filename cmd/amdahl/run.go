@@ -267,6 +267,16 @@ func firstExample(s runtime.Summary) string {
 	return s.Examples[keys[0]]
 }
 
+// untracedNote says why the sidecar's rows are missing from an attributed
+// run whose sidecar calls carried no trace context, "" otherwise.
+func untracedNote(s runtime.Summary) string {
+	if !s.SidecarUntraced || s.Attribution.Works == 0 {
+		return ""
+	}
+	return fmt.Sprintf("sidecar calls carried no trace context (%s=%s): the sidecar's phases (chunking.deserialize, chunking.execute) are in no unit's trace, nor in the table",
+		otelsetup.EnvPropagators, os.Getenv(otelsetup.EnvPropagators))
+}
+
 // writeSummary prints the run's table.
 func writeSummary(w io.Writer, s runtime.Summary, out, wrote string) error {
 	sidecar := "external"
@@ -293,6 +303,9 @@ func writeSummary(w io.Writer, s runtime.Summary, out, wrote string) error {
 		}
 		fmt.Fprintf(w, "traces sampled (%s=%s%s): attribution covers %d of %d units\n",
 			otelsetup.EnvTracesSampler, os.Getenv(otelsetup.EnvTracesSampler), arg, s.Attribution.Works, s.Submitted)
+	}
+	if note := untracedNote(s); note != "" {
+		fmt.Fprintln(w, note)
 	}
 	if len(s.Failures) > 0 {
 		classes := make([]string, 0, len(s.Failures))

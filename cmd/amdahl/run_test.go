@@ -479,3 +479,34 @@ func TestSummarySaysWhatWasSampled(t *testing.T) {
 		t.Errorf("without a sampler the table speaks of sampling:\n%s", b.String())
 	}
 }
+
+// TestSummarySaysTraceContextOff: when the sidecar calls carried no trace
+// context (OTEL_PROPAGATORS=none) the run's table says why the sidecar's
+// rows are missing; with it carried, or with nothing attributed, it says
+// nothing of it.
+func TestSummarySaysTraceContextOff(t *testing.T) {
+	t.Setenv("OTEL_PROPAGATORS", "none")
+	s := runtime.Summary{Submitted: 20, OK: 20, SidecarUntraced: true, Attribution: attribution.Report{Works: 20}}
+	var b strings.Builder
+	if err := writeSummary(&b, s, "", ""); err != nil {
+		t.Fatal(err)
+	}
+	want := "sidecar calls carried no trace context (OTEL_PROPAGATORS=none): the sidecar's phases (chunking.deserialize, chunking.execute) are in no unit's trace, nor in the table\n"
+	if !strings.Contains(b.String(), want) {
+		t.Errorf("the table lacks %q:\n%s", want, b.String())
+	}
+	for _, tc := range []struct {
+		name     string
+		untraced bool
+		works    int
+	}{{"carried", false, 20}, {"nothing attributed", true, 0}} {
+		s.SidecarUntraced, s.Attribution.Works = tc.untraced, tc.works
+		b.Reset()
+		if err := writeSummary(&b, s, "", ""); err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(b.String(), "trace context") {
+			t.Errorf("%s: the table speaks of the trace context:\n%s", tc.name, b.String())
+		}
+	}
+}
