@@ -80,7 +80,7 @@
 # scenario in F instead of -s's, e.g. one workload of a mixed scenario
 # alone, to see which workload carries its tax (until December 5 mixed's
 # tasks were orchestrated, and its e2e p50 tax was theirs, diluted in its
-# throughput by the fanout units' time: runtime/README.md, "December 5,
+# throughput by the fanout units' time: runtime/MEASUREMENTS.md, "December 5,
 # later"; -s orchestrated runs those units alone).
 #
 # With -b VAR=VALUE[,VAR=VALUE...] the off arm runs with telemetry on and
