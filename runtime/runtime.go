@@ -294,17 +294,18 @@ type Runtime struct {
 	classes     map[string]int
 	examples    map[string]string
 	appliedBase int64 // the sidecar's Applied when the runtime started
+	seq         atomic.Int64
+	start       time.Time
+	lastEnd     time.Time                   // when the last unit ended
+	startCPU    time.Duration               // the process's CPU time at start
+	e2e         e2eStats                    // every ended unit's, measured without telemetry
+	e2eByKind   map[scenario.Kind]*e2eStats // the same per kind of unit (at most one entry a kind)
+
 	// untraced: the sidecar calls carry no trace context
 	// (Config.Propagator); completed: a unit has called it to complete.
 	// Summary.SidecarUntraced is both.
 	untraced  bool
 	completed atomic.Bool
-	seq       atomic.Int64
-	start     time.Time
-	lastEnd   time.Time                   // when the last unit ended
-	startCPU  time.Duration               // the process's CPU time at start
-	e2e       e2eStats                    // every ended unit's, measured without telemetry
-	e2eByKind map[scenario.Kind]*e2eStats // the same per kind of unit (at most one entry a kind)
 
 	smu     sync.Mutex // guards closed; orders Submit against Close
 	closed  bool

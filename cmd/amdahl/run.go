@@ -273,8 +273,12 @@ func untracedNote(s runtime.Summary) string {
 	if !s.SidecarUntraced || s.Attribution.Works == 0 {
 		return ""
 	}
-	return fmt.Sprintf("sidecar calls carried no trace context (%s=%s): the sidecar's phases (chunking.deserialize, chunking.execute) are in no unit's trace, nor in the table",
-		otelsetup.EnvPropagators, os.Getenv(otelsetup.EnvPropagators))
+	why := "" // a program's Config.Propagator, not the environment
+	if v := os.Getenv(otelsetup.EnvPropagators); v != "" {
+		why = " (" + otelsetup.EnvPropagators + "=" + v + ")"
+	}
+	return "sidecar calls carried no trace context" + why +
+		": the sidecar's phases (chunking.deserialize, chunking.execute) are in no unit's trace, nor in the table"
 }
 
 // writeSummary prints the run's table.
