@@ -90,19 +90,32 @@
 # out (trace context still on the pipe and the gRPC calls, roots still
 # made); the tax against off is the two's product.
 #
-# Usage: scripts/telemetry-tax.sh [-n pairs] [-s scenario] [-r rev] [-o | -b env] [-- extra amdahl run args]
+# With -k SETS it runs SETS sets of N pairs, one after the other, prints
+# each set's summary as it ends, and then pools them: per ratio, the
+# geometric mean over the sets of the sets' geometric means, with a 95 %
+# interval from Student's t over the sets (their mean log ratios). A set's
+# interval covers its pairs' noise; the pooled one also covers how the
+# machine drifts from set to set, which on the 2-vCPU VM is the larger
+# part (mixed's e2e p50 tax went from 0.8 % to 5.1 % over twelve sets of
+# 40 pairs at one code: runtime/MEASUREMENTS.md, "December 5, 08:17").
+# Quote the pooled figure for a goal.
+#
+# Usage: scripts/telemetry-tax.sh [-n pairs] [-k sets] [-s scenario] [-r rev] [-o | -b env] [-- extra amdahl run args]
 #   e.g. scripts/telemetry-tax.sh -n 10 -s mixed -r HEAD~3
+#        scripts/telemetry-tax.sh -n 40 -k 10 -s mixed
 # Needs go, git and jq.
 set -euo pipefail
 
 pairs=10
+nsets=1
 scenario=taskhost
 rev=
 out=
 baseline=
-while getopts "n:s:r:ob:h" opt; do
+while getopts "n:k:s:r:ob:h" opt; do
 	case $opt in
 	n) pairs=$OPTARG ;;
+	k) nsets=$OPTARG ;;
 	s) scenario=$OPTARG ;;
 	r) rev=$OPTARG ;;
 	o) out=1 ;;
@@ -115,6 +128,10 @@ shift $((OPTIND - 1))
 extra=("$@")
 if ! [[ $pairs =~ ^[1-9][0-9]*$ ]] || ((pairs > 1000)); then
 	echo "telemetry-tax: -n $pairs: want a whole number of pairs, 1..1000" >&2
+	exit 2
+fi
+if ! [[ $nsets =~ ^[1-9][0-9]*$ ]] || ((nsets > 100)); then
+	echo "telemetry-tax: -k $nsets: want a whole number of sets, 1..100" >&2
 	exit 2
 fi
 command -v jq >/dev/null || { echo "telemetry-tax: needs jq" >&2; exit 2; }
@@ -185,96 +202,139 @@ what="telemetry (on: as configured, off: OTEL_SDK_DISABLED=true)"
 [[ -n $out_mode ]] && what="--out (telemetry on in both; on: with --out, off: without)"
 [[ -n $baseline ]] && what="telemetry (on: as configured, off: telemetry on with $baseline)"
 echo "measuring $what"
-echo "scenario $scenario, $pairs pairs${rev:+, base $rev}; load before: $(cut -d' ' -f1-3 /proc/loadavg)"
-printf '%4s %5s %9s %10s %10s %9s %9s %9s %9s %7s %7s %9s %8s %8s %9s\n' pair build first thr_on thr_off thr_ratio p50_on_us p50_off_us p50_ratio cpu_on cpu_off cpu_ratio rt_on_us rt_off_us rt_ratio
-runs=()
-for b in "${builds[@]}"; do runs+=("$b on" "$b off"); done
-for ((i = 1; i <= pairs; i++)); do
-	declare -A first=()
-	for ((k = 0; k < ${#runs[@]}; k++)); do
-		read -r b arm <<<"${runs[(i - 1 + k) % ${#runs[@]}]}"
-		[[ -n ${first[$b]:-} ]] || first[$b]=$arm
-		run "$b" "$arm" "$work/$b.$arm.json"
-	done
-	for b in "${builds[@]}"; do
-		# process_cpu_ns: the amdahl process's own CPU (builds before it
-		# was in the summary give 0, and no runtime CPU ratio).
-		read -r ton pon ron non < <(jq -r '"\(.throughput_per_s) \(.e2e_p50_ns) \((.process_cpu_ns // 0) / .submitted) \(.submitted)"' "$work/$b.on.json")
-		read -r toff poff roff noff < <(jq -r '"\(.throughput_per_s) \(.e2e_p50_ns) \((.process_cpu_ns // 0) / .submitted) \(.submitted)"' "$work/$b.off.json")
-		# Each kind's e2e p50 (e2e_by_kind: runs of more than one kind;
-		# 0 without it, and no ratio).
-		read -r kton kfon < <(jq -r "$kinds_p50" "$work/$b.on.json")
-		read -r ktoff kfoff < <(jq -r "$kinds_p50" "$work/$b.off.json")
-		if [[ $(jq -r .attribution.works "$work/$b.on.json") == 0 ]]; then
-			echo "telemetry-tax: the telemetry-on run attributed no unit: is OTEL_SDK_DISABLED or sampling set?" >&2
-			exit 1
+names=(throughput "e2e p50" CPU "runtime CPU" "runtime/host CPU" "host busy" "e2e p50 per host CPU" "task units' e2e p50" "fanout units' e2e p50")
+# The two-sided 95 % quantile of Student's t, for the awk programs below.
+t975='function t975(df) {
+	split("12.706 4.303 3.182 2.776 2.571 2.447 2.365 2.306 2.262 2.228 2.201 2.179 2.160 2.145 2.131 2.120 2.110 2.101 2.093 2.086 2.080 2.074 2.069 2.064 2.060 2.056 2.052 2.048 2.045 2.042", t, " ")
+	return df <= 30 ? t[df] : 1.96 + 2.4 / df
+}'
+
+# run_pairs: one set of the pairs, each pair's ratios in $work/BUILD.ratios
+# (and, with -r, $work/change.ratios).
+run_pairs() {
+	printf '%4s %5s %9s %10s %10s %9s %9s %9s %9s %7s %7s %9s %8s %8s %9s\n' pair build first thr_on thr_off thr_ratio p50_on_us p50_off_us p50_ratio cpu_on cpu_off cpu_ratio rt_on_us rt_off_us rt_ratio
+	runs=()
+	for b in "${builds[@]}"; do runs+=("$b on" "$b off"); done
+	for ((i = 1; i <= pairs; i++)); do
+		declare -A first=()
+		for ((k = 0; k < ${#runs[@]}; k++)); do
+			read -r b arm <<<"${runs[(i - 1 + k) % ${#runs[@]}]}"
+			[[ -n ${first[$b]:-} ]] || first[$b]=$arm
+			run "$b" "$arm" "$work/$b.$arm.json"
+		done
+		for b in "${builds[@]}"; do
+			# process_cpu_ns: the amdahl process's own CPU (builds before it
+			# was in the summary give 0, and no runtime CPU ratio).
+			read -r ton pon ron non < <(jq -r '"\(.throughput_per_s) \(.e2e_p50_ns) \((.process_cpu_ns // 0) / .submitted) \(.submitted)"' "$work/$b.on.json")
+			read -r toff poff roff noff < <(jq -r '"\(.throughput_per_s) \(.e2e_p50_ns) \((.process_cpu_ns // 0) / .submitted) \(.submitted)"' "$work/$b.off.json")
+			# Each kind's e2e p50 (e2e_by_kind: runs of more than one kind;
+			# 0 without it, and no ratio).
+			read -r kton kfon < <(jq -r "$kinds_p50" "$work/$b.on.json")
+			read -r ktoff kfoff < <(jq -r "$kinds_p50" "$work/$b.off.json")
+			if [[ $(jq -r .attribution.works "$work/$b.on.json") == 0 ]]; then
+				echo "telemetry-tax: the telemetry-on run attributed no unit: is OTEL_SDK_DISABLED or sampling set?" >&2
+				exit 1
+			fi
+			awk -v i="$i" -v b="$b" -v f="${first[$b]}" -v ton="$ton" -v toff="$toff" -v pon="$pon" -v poff="$poff" \
+				-v con="$(cat "$work/$b.on.json.cpu")" -v coff="$(cat "$work/$b.off.json.cpu")" -v ron="$ron" -v roff="$roff" \
+				-v non="$non" -v noff="$noff" -v kton="$kton" -v ktoff="$ktoff" -v kfon="$kfon" -v kfoff="$kfoff" 'BEGIN {
+				rr = (ron > 0 && roff > 0) ? ron / roff : 0
+				# The hosts CPU per unit: all CPU less the runtime CPU.
+				hon = con * 1e9 / non - ron; hoff = coff * 1e9 / noff - roff
+				rh = (rr > 0 && hon > 0 && hoff > 0) ? (ron / hon) / (roff / hoff) : 0
+				# The hosts busy, and e2e p50 per host CPU (see the top).
+				hb = (rr > 0 && hon > 0 && hoff > 0) ? (ton * hon) / (toff * hoff) : 0
+				hp = (rr > 0 && hon > 0 && hoff > 0) ? (pon / hon) / (poff / hoff) : 0
+				printf "%4d %5s %9s %10.1f %10.1f %9.3f %9.0f %9.0f %9.3f %7.2f %7.2f %9.3f %8.1f %8.1f %9.3f\n", i, b, f, ton, toff, ton/toff, pon/1000, poff/1000, pon/poff, con, coff, con/coff, ron/1000, roff/1000, rr
+				kt = (kton > 0 && ktoff > 0) ? kton / ktoff : 0
+				kf = (kfon > 0 && kfoff > 0) ? kfon / kfoff : 0
+				printf "%.6f %.6f %.6f %.6f %.6f %.6f %.6f %.6f %.6f\n", ton/toff, pon/poff, con/coff, rr, rh, hb, hp, kt, kf >> "/dev/stderr"
+			}' 2>>"$work/$b.ratios"
+		done
+		if [[ -n $rev ]]; then
+			# The change itself: cur's on run over base's, in the same round
+			# (the off arms, the same code in both builds, add only noise).
+			read -r tc pc cc rc nc < <(jq -r '"\(.throughput_per_s) \(.e2e_p50_ns) \((.process_cpu_ns // 0) / .submitted) \(.submitted)"' "$work/cur.on.json" | awk -v c="$(cat "$work/cur.on.json.cpu")" '{ print $1, $2, c, $3, $4 }')
+			read -r tb pb cb rb nb < <(jq -r '"\(.throughput_per_s) \(.e2e_p50_ns) \((.process_cpu_ns // 0) / .submitted) \(.submitted)"' "$work/base.on.json" | awk -v c="$(cat "$work/base.on.json.cpu")" '{ print $1, $2, c, $3, $4 }')
+			read -r ktc kfc < <(jq -r "$kinds_p50" "$work/cur.on.json")
+			read -r ktb kfb < <(jq -r "$kinds_p50" "$work/base.on.json")
+			awk -v tc="$tc" -v tb="$tb" -v pc="$pc" -v pb="$pb" -v cc="$cc" -v cb="$cb" -v rc="$rc" -v rb="$rb" -v nc="$nc" -v nb="$nb" \
+				-v ktc="$ktc" -v ktb="$ktb" -v kfc="$kfc" -v kfb="$kfb" 'BEGIN {
+				rr = (rc > 0 && rb > 0) ? rc / rb : 0
+				hc = cc * 1e9 / nc - rc; hb = cb * 1e9 / nb - rb
+				ok = rr > 0 && hc > 0 && hb > 0
+				rh = ok ? (rc / hc) / (rb / hb) : 0
+				printf "%.6f %.6f %.6f %.6f %.6f %.6f %.6f %.6f %.6f\n", tc/tb, pc/pb, cc/cb, rr, rh, ok ? (tc * hc) / (tb * hb) : 0, ok ? (pc / hc) / (pb / hb) : 0,
+					(ktc > 0 && ktb > 0) ? ktc / ktb : 0, (kfc > 0 && kfb > 0) ? kfc / kfb : 0
+			}' >>"$work/change.ratios"
 		fi
-		awk -v i="$i" -v b="$b" -v f="${first[$b]}" -v ton="$ton" -v toff="$toff" -v pon="$pon" -v poff="$poff" \
-			-v con="$(cat "$work/$b.on.json.cpu")" -v coff="$(cat "$work/$b.off.json.cpu")" -v ron="$ron" -v roff="$roff" \
-			-v non="$non" -v noff="$noff" -v kton="$kton" -v ktoff="$ktoff" -v kfon="$kfon" -v kfoff="$kfoff" 'BEGIN {
-			rr = (ron > 0 && roff > 0) ? ron / roff : 0
-			# The hosts CPU per unit: all CPU less the runtime CPU.
-			hon = con * 1e9 / non - ron; hoff = coff * 1e9 / noff - roff
-			rh = (rr > 0 && hon > 0 && hoff > 0) ? (ron / hon) / (roff / hoff) : 0
-			# The hosts busy, and e2e p50 per host CPU (see the top).
-			hb = (rr > 0 && hon > 0 && hoff > 0) ? (ton * hon) / (toff * hoff) : 0
-			hp = (rr > 0 && hon > 0 && hoff > 0) ? (pon / hon) / (poff / hoff) : 0
-			printf "%4d %5s %9s %10.1f %10.1f %9.3f %9.0f %9.0f %9.3f %7.2f %7.2f %9.3f %8.1f %8.1f %9.3f\n", i, b, f, ton, toff, ton/toff, pon/1000, poff/1000, pon/poff, con, coff, con/coff, ron/1000, roff/1000, rr
-			kt = (kton > 0 && ktoff > 0) ? kton / ktoff : 0
-			kf = (kfon > 0 && kfoff > 0) ? kfon / kfoff : 0
-			printf "%.6f %.6f %.6f %.6f %.6f %.6f %.6f %.6f %.6f\n", ton/toff, pon/poff, con/coff, rr, rh, hb, hp, kt, kf >> "/dev/stderr"
-		}' 2>>"$work/$b.ratios"
+		unset first
 	done
-	if [[ -n $rev ]]; then
-		# The change itself: cur's on run over base's, in the same round
-		# (the off arms, the same code in both builds, add only noise).
-		read -r tc pc cc rc nc < <(jq -r '"\(.throughput_per_s) \(.e2e_p50_ns) \((.process_cpu_ns // 0) / .submitted) \(.submitted)"' "$work/cur.on.json" | awk -v c="$(cat "$work/cur.on.json.cpu")" '{ print $1, $2, c, $3, $4 }')
-		read -r tb pb cb rb nb < <(jq -r '"\(.throughput_per_s) \(.e2e_p50_ns) \((.process_cpu_ns // 0) / .submitted) \(.submitted)"' "$work/base.on.json" | awk -v c="$(cat "$work/base.on.json.cpu")" '{ print $1, $2, c, $3, $4 }')
-		read -r ktc kfc < <(jq -r "$kinds_p50" "$work/cur.on.json")
-		read -r ktb kfb < <(jq -r "$kinds_p50" "$work/base.on.json")
-		awk -v tc="$tc" -v tb="$tb" -v pc="$pc" -v pb="$pb" -v cc="$cc" -v cb="$cb" -v rc="$rc" -v rb="$rb" -v nc="$nc" -v nb="$nb" \
-			-v ktc="$ktc" -v ktb="$ktb" -v kfc="$kfc" -v kfb="$kfb" 'BEGIN {
-			rr = (rc > 0 && rb > 0) ? rc / rb : 0
-			hc = cc * 1e9 / nc - rc; hb = cb * 1e9 / nb - rb
-			ok = rr > 0 && hc > 0 && hb > 0
-			rh = ok ? (rc / hc) / (rb / hb) : 0
-			printf "%.6f %.6f %.6f %.6f %.6f %.6f %.6f %.6f %.6f\n", tc/tb, pc/pb, cc/cb, rr, rh, ok ? (tc * hc) / (tb * hb) : 0, ok ? (pc / hc) / (pb / hb) : 0,
-				(ktc > 0 && ktb > 0) ? ktc / ktb : 0, (kfc > 0 && kfb > 0) ? kfc / kfb : 0
-		}' >>"$work/change.ratios"
-	fi
-	unset first
-done
-echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)"
-# Per ratio: the median, min and max of the pairs, and the geometric mean
-# with its 95 % interval (Student's t over the pairs' log ratios, as amdahl
-# ab computes its intervals): an interval that holds 1 does not tell the
-# tax from noise.
+	echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)"
+}
+
+# summarize: per ratio of the set just run, the median, min and max of the
+# pairs, and the geometric mean with its 95 % interval (Student's t over
+# the pairs' log ratios, as amdahl ab computes its intervals): an interval
+# that holds 1 does not tell the tax from noise.
 # With -r, "cur/base on" is the change: cur's telemetry-on run over base's
 # in the same round.
-sets=()
-for b in "${builds[@]}"; do sets+=("$b:on/off:$work/$b.ratios"); done
-[[ -n $rev ]] && sets+=("cur/base:on:$work/change.ratios")
-for set in "${sets[@]}"; do
-	IFS=: read -r b kind file <<<"$set"
-	for col in 1 2 3 4 5 6 7 8 9; do
-		names=(throughput "e2e p50" CPU "runtime CPU" "runtime/host CPU" "host busy" "e2e p50 per host CPU" "task units' e2e p50" "fanout units' e2e p50")
-		((col >= 4)) && awk -v c="$col" '$c == 0 { z = 1 } END { exit !z }' "$file" && continue
-		cut -d' ' -f"$col" "$file" | sort -g | awk -v name="$b ${names[col - 1]}" -v kind="$kind" '
-		function t975(df) { # two-sided 95 % quantile of Student t
-			split("12.706 4.303 3.182 2.776 2.571 2.447 2.365 2.306 2.262 2.228 2.201 2.179 2.160 2.145 2.131 2.120 2.110 2.101 2.093 2.086 2.080 2.074 2.069 2.064 2.060 2.056 2.052 2.048 2.045 2.042", t, " ")
-			return df <= 30 ? t[df] : 1.96 + 2.4 / df
-		}
-		{ v[NR] = $1; l = log($1); s += l; ss += l * l }
-		END {
-			m = (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2
-			mean = s / NR
-			lo = hi = exp(mean)
-			if (NR > 1) {
-				sd = sqrt((ss - NR * mean * mean) / (NR - 1))
-				h = t975(NR - 1) * sd / sqrt(NR)
-				lo = exp(mean - h); hi = exp(mean + h)
-			}
-			printf "%-30s %s: median %.3f  min %.3f  max %.3f  geomean %.3f [%.3f, %.3f] 95%%  (n=%d)\n", name, kind, m, v[1], v[NR], exp(mean), lo, hi, NR
-		}'
+summarize() {
+	summaries=()
+	for b in "${builds[@]}"; do summaries+=("$b:on/off:$work/$b.ratios"); done
+	[[ -n $rev ]] && summaries+=("cur/base:on:$work/change.ratios")
+	for summary in "${summaries[@]}"; do
+		IFS=: read -r b kind file <<<"$summary"
+		for col in 1 2 3 4 5 6 7 8 9; do
+			((col >= 4)) && awk -v c="$col" '$c == 0 { z = 1 } END { exit !z }' "$file" && continue
+			# The set's mean log ratio goes to $work/pooled, for -k.
+			cut -d' ' -f"$col" "$file" | sort -g | awk -v name="$b ${names[col - 1]}" -v kind="$kind" -v pooled="$work/pooled" "$t975"'
+			{ v[NR] = $1; l = log($1); s += l; ss += l * l }
+			END {
+				m = (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2
+				mean = s / NR
+				lo = hi = exp(mean)
+				if (NR > 1) {
+					sd = sqrt((ss - NR * mean * mean) / (NR - 1))
+					h = t975(NR - 1) * sd / sqrt(NR)
+					lo = exp(mean - h); hi = exp(mean + h)
+				}
+				printf "%-30s %s: median %.3f  min %.3f  max %.3f  geomean %.3f [%.3f, %.3f] 95%%  (n=%d)\n", name, kind, m, v[1], v[NR], exp(mean), lo, hi, NR
+				printf "%s\t%s\t%.9f\n", name, kind, mean >> pooled
+			}'
+		done
 	done
+}
+
+for ((set = 1; set <= nsets; set++)); do
+	rm -f "$work"/*.ratios
+	((nsets > 1)) && echo "set $set of $nsets"
+	echo "scenario $scenario, $pairs pairs${rev:+, base $rev}; load before: $(cut -d' ' -f1-3 /proc/loadavg)"
+	run_pairs
+	summarize
 done
+((nsets > 1)) || exit 0
+# Pooled over the sets: per ratio, the geometric mean of the sets'
+# geometric means, with a 95 % interval from Student's t over the sets'
+# mean log ratios, and the sets' least and greatest geometric means.
+echo "pooled over $nsets sets of $pairs pairs"
+awk -F'\t' "$t975"'
+	!(($1, $2) in n) { order[++keys] = $1 SUBSEP $2 }
+	{
+		k = $1 SUBSEP $2; n[k]++; s[k] += $3; ss[k] += $3 * $3
+		if (!(k in lo) || $3 < lo[k]) lo[k] = $3
+		if (!(k in hi) || $3 > hi[k]) hi[k] = $3
+	}
+	END {
+		for (i = 1; i <= keys; i++) {
+			k = order[i]; split(k, nk, SUBSEP)
+			mean = s[k] / n[k]; a = b = exp(mean)
+			if (n[k] > 1) {
+				sd = sqrt(max0((ss[k] - n[k] * mean * mean) / (n[k] - 1)))
+				h = t975(n[k] - 1) * sd / sqrt(n[k])
+				a = exp(mean - h); b = exp(mean + h)
+			}
+			printf "%-30s %s: sets %.3f .. %.3f  pooled %.3f [%.3f, %.3f] 95%%  (sets=%d)\n", nk[1], nk[2], exp(lo[k]), exp(hi[k]), exp(mean), a, b, n[k]
+		}
+	}
+	function max0(x) { return x > 0 ? x : 0 }' "$work/pooled"
