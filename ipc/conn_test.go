@@ -354,6 +354,10 @@ func TestCloseIdempotent(t *testing.T) {
 	}
 }
 
+// traceParentSink keeps what TestTraceParentBinary's allocation checks
+// append on the heap, as a packet's field is.
+var traceParentSink []byte
+
 // TestTraceParentBinary: the binary traceparent round-trips a span
 // context (ids, sampled flag, tracestate), and refuses what is not one.
 func TestTraceParentBinary(t *testing.T) {
@@ -372,6 +376,18 @@ func TestTraceParentBinary(t *testing.T) {
 	}
 	if b := AppendTraceParent([]byte("x"), trace.SpanContext{}); string(b) != "x" {
 		t.Errorf("an invalid span context appended %q", b[1:])
+	}
+	// A packet's field starts empty: one allocation of the field's size,
+	// not one per append as it grows (three, at 8, 24 and 48 bytes).
+	if n := testing.AllocsPerRun(100, func() { traceParentSink = AppendTraceParent(nil, sc) }); n != 1 {
+		t.Errorf("AppendTraceParent(nil, sc) allocates %v times, want 1", n)
+	}
+	if b := AppendTraceParent(nil, sc); cap(b) > 32 {
+		t.Errorf("AppendTraceParent(nil, sc) allocated %d bytes, want at most 32", cap(b))
+	}
+	buf := make([]byte, 0, TraceParentSize)
+	if n := testing.AllocsPerRun(100, func() { traceParentSink = AppendTraceParent(buf[:0], sc) }); n != 0 {
+		t.Errorf("AppendTraceParent into room for it allocates %v times, want 0", n)
 	}
 	bad := func(mut func([]byte) []byte) []byte { return mut(AppendTraceParent(nil, sc)) }
 	for name, in := range map[string][]byte{

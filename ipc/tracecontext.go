@@ -1,6 +1,8 @@
 package ipc
 
 import (
+	"slices"
+
 	"go.opentelemetry.io/otel/trace"
 )
 
@@ -19,6 +21,9 @@ func AppendTraceParent(dst []byte, sc trace.SpanContext) []byte {
 		return dst
 	}
 	tid, sid := sc.TraceID(), sc.SpanID()
+	// Room for all of it first: appended piece by piece to an empty
+	// field (a new packet's), the slice grew three times.
+	dst = slices.Grow(dst, TraceParentSize)
 	dst = append(dst, 0)
 	dst = append(dst, tid[:]...)
 	dst = append(dst, sid[:]...)
