@@ -52,8 +52,27 @@ type Incoming struct {
 	ReceiveStart        time.Time
 	ReceiveDuration     time.Duration
 	DeserializeDuration time.Duration
+	// ReplyPhasesLeft is true for a task result whose request was sent
+	// under a span that records the result's receive and deserialize
+	// phases itself (ReplyPhaseRecorder): the Conn recorded neither
+	// (no span, no amdahl.phase.duration), and the receiver records
+	// them from ReceiveStart, the durations and Size.
+	ReplyPhasesLeft bool
 
 	remote trace.SpanContext
+}
+
+// ReplyPhaseRecorder is implemented by a span that records the receive
+// and deserialize phases of the result of a task configuration sent
+// under it itself, from the result's Incoming, on the goroutine that
+// takes the result. When a result names the span its request was sent
+// under (taskproto.Reply echoes it) and that span's RecordsReplyPhases
+// reports true, the Conn's reader records neither phase and marks the
+// Incoming ReplyPhasesLeft. The runtime's task units do this: their
+// spans are kept in a record the worker owns, which the reader
+// goroutine would otherwise write from another core.
+type ReplyPhaseRecorder interface {
+	RecordsReplyPhases() bool
 }
 
 // SpanContext returns the span context the sender put in the packet's W3C
@@ -513,6 +532,10 @@ func (c *Conn) readOne(ctx context.Context, rd *Reader) (*Incoming, error) {
 		// request was sent under, when that is still the one it names.
 		var pctx context.Context
 		if req.parent != nil && sameSpan(req.parent.SpanContext(), in.remote) {
+			if r, ok := req.parent.(ReplyPhaseRecorder); ok && r.RecordsReplyPhases() {
+				in.ReplyPhasesLeft = true
+				return in, nil
+			}
 			pctx = req.ctx
 		} else {
 			pctx = in.Context(ctx)

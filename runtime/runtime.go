@@ -980,6 +980,9 @@ func (r *Runtime) runTask(ctx context.Context, u *unit) (string, error) {
 	}
 	res := in.Msg.(*ipcpb.TaskResult)
 	u.outputs = res.GetOutputs()
+	if in.ReplyPhasesLeft && u.rec != nil {
+		u.rec.replyPhases(hctx, in)
+	}
 	r.childSpans(hctx, res, sendStart, in.ReceiveStart)
 	hs.End()
 
