@@ -187,6 +187,14 @@ func (c *Conn) BufferSize() (requested, effective int) { return c.bufRq, c.bufEf
 // Mode returns the send mode.
 func (c *Conn) Mode() Mode { return *c.cfg.mode }
 
+// UsesSpans reports whether the Conn reads the span in a Send's context
+// for anything but a task configuration's trace context (which every
+// configuration carries): for its phase spans (WithTelemetry with an
+// enabled Component) or its metrics (WithMeterProvider with one that
+// records). When it does not, a caller need not make a context for a
+// span (taskproto.Reply does not).
+func (c *Conn) UsesSpans() bool { return c.cfg.comp.Enabled() || c.m.live }
+
 // Codec returns the connection's Codec (WithCodec), for protocol packages
 // that keep per-connection state in it.
 func (c *Conn) Codec() Codec { return c.codec }
@@ -392,7 +400,7 @@ func (c *Conn) writeLoop() {
 }
 
 func (c *Conn) write(ctx context.Context, it *item) error {
-	if it.parent.SpanContext().IsValid() {
+	if c.UsesSpans() && it.parent.SpanContext().IsValid() {
 		// Not it.ctx: the phase's End restores the labels of the context
 		// it started in, and the writer must not keep the sender's.
 		ctx = trace.ContextWithSpan(ctx, it.parent)

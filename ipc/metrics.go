@@ -41,6 +41,9 @@ type metrics struct {
 	handshakes, protoErrs metric.Int64Counter
 	stalls                metric.Int64Counter
 	transport             attribute.KeyValue
+	// live: the provider records (not nil, not the no-op one), so the
+	// span in a measurement's context may be read (exemplars).
+	live bool
 	// run holds the component's scenario and variant (telemetry.Component.RunAttributes).
 	run []attribute.KeyValue
 	// [op][direction]
@@ -58,11 +61,13 @@ const (
 // newMetrics creates the instruments; comp (may be nil) contributes its
 // scenario and variant to every attribute set.
 func newMetrics(mp metric.MeterProvider, transport string, comp *telemetry.Component) (*metrics, error) {
+	_, isNoop := mp.(noop.MeterProvider)
+	live := mp != nil && !isNoop
 	if mp == nil {
 		mp = noop.NewMeterProvider()
 	}
 	m := telemetry.Meter(mp)
-	x := &metrics{transport: telemetry.AttrTransport.String(transport), run: comp.RunAttributes()}
+	x := &metrics{transport: telemetry.AttrTransport.String(transport), run: comp.RunAttributes(), live: live}
 	var errs []error
 	check := func(name string, err error) {
 		if err != nil {

@@ -4,11 +4,15 @@ import (
 	"context"
 	"testing"
 
+	metricnoop "go.opentelemetry.io/otel/metric/noop"
+	tracenoop "go.opentelemetry.io/otel/trace/noop"
+
 	"go.opentelemetry.io/otel/attribute"
 	apimetric "go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
+	"github.com/amdahl-rt/amdahl/internal/telemetrytest"
 	"github.com/amdahl-rt/amdahl/telemetry"
 )
 
@@ -82,6 +86,45 @@ func TestMetricsCarryRunAttributes(t *testing.T) {
 		MetricBufferRequested, MetricBufferEffective, MetricHandshakes, MetricProtocolErrors, MetricStalls} {
 		if seen[name] == 0 {
 			t.Errorf("%s not recorded", name)
+		}
+	}
+}
+
+// TestUsesSpans: a Conn reads the span of a Send's context only when its
+// phases or its metrics record (taskproto.Reply then makes no context
+// for the request's span, and the writer none for each packet).
+func TestUsesSpans(t *testing.T) {
+	comp, err := telemetry.NewComponent("ipc", telemetry.ComponentConfig{TracerProvider: &telemetrytest.Leaves{}, MeterProvider: metricnoop.NewMeterProvider()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// What OTEL_SDK_DISABLED=true gives: the no-op providers.
+	off, err := telemetry.NewComponent("ipc", telemetry.ComponentConfig{TracerProvider: tracenoop.NewTracerProvider(), MeterProvider: metricnoop.NewMeterProvider()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if comp.Enabled() == off.Enabled() {
+		t.Fatalf("Enabled: component %v, no-op one %v", comp.Enabled(), off.Enabled())
+	}
+	sdk := metric.NewMeterProvider(metric.WithReader(metric.NewManualReader()))
+	t.Cleanup(func() { _ = sdk.Shutdown(context.Background()) })
+	for _, tc := range []struct {
+		name string
+		opts []Option
+		want bool
+	}{
+		{"nothing", nil, false},
+		{"no-op meter provider", []Option{WithMeterProvider(metricnoop.NewMeterProvider())}, false},
+		{"disabled component", []Option{WithTelemetry(off)}, false},
+		{"component", []Option{WithTelemetry(comp)}, true},
+		{"meter provider", []Option{WithMeterProvider(sdk)}, true},
+	} {
+		parent, child := inProcessPair(t, tc.opts, tc.opts)
+		if got := parent.UsesSpans(); got != tc.want {
+			t.Errorf("%s: parent UsesSpans() = %v, want %v", tc.name, got, tc.want)
+		}
+		if got := child.UsesSpans(); got != tc.want {
+			t.Errorf("%s: child UsesSpans() = %v, want %v", tc.name, got, tc.want)
 		}
 	}
 }

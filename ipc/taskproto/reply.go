@@ -24,7 +24,8 @@ var ErrNoCodec = errors.New("taskproto: the connection does not speak the task-h
 // encodes it and appended to the encoded packet as a fourth timing (it is
 // not added to res.Timings). The reply's serialize and send spans, when
 // conn records them, are children of the request's span (in.Context; ctx
-// itself when it carries that span already, as in.Context's result does).
+// itself when it carries that span already, as in.Context's result does);
+// when conn reads no span (ipc.Conn.UsesSpans), ctx is sent as it is.
 //
 // conn must have been opened with WithCodec (else ErrNoCodec). Reply
 // blocks as conn.Send does, and, as with Send, res must not be used
@@ -47,7 +48,7 @@ func Reply(ctx context.Context, conn *ipc.Conn, in *ipc.Incoming, res *ipcpb.Tas
 	// under ctx as it is when it carries the request's span already (a
 	// task host derives one context for the task and its reply).
 	sctx := ctx
-	if !trace.SpanContextFromContext(ctx).Equal(in.SpanContext()) {
+	if conn.UsesSpans() && !trace.SpanContextFromContext(ctx).Equal(in.SpanContext()) {
 		sctx = in.Context(ctx)
 	}
 	err := conn.Send(sctx, res)
