@@ -124,6 +124,16 @@
 // and results get phase spans; log and shutdown packets are counted, not
 // traced.
 //
+// A result's receive and deserialize spans are recorded by the reader
+// goroutine, under the span its task was sent under, unless that span
+// records them itself (ReplyPhaseRecorder): then the Incoming is marked
+// ReplyPhasesLeft and its receiver records them from ReceiveStart, the
+// durations and Size, on its own goroutine (amdahl's runtime does, so
+// that the reader does not write a unit's record from another core). A
+// Conn whose phases and metrics record nothing (Conn.UsesSpans) reads no
+// span from a Send's context beyond a task configuration's trace context,
+// and makes no context per packet for one.
+//
 // There is no data-phase timeout. A stall watchdog (WithStallThreshold,
 // default 1 minute) logs and counts a write blocked, or a task
 // configuration without its result, for longer than the threshold, once
