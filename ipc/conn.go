@@ -187,12 +187,12 @@ func (c *Conn) BufferSize() (requested, effective int) { return c.bufRq, c.bufEf
 // Mode returns the send mode.
 func (c *Conn) Mode() Mode { return *c.cfg.mode }
 
-// UsesSpans reports whether the Conn reads the span in a Send's context
-// for anything but a task configuration's trace context (which every
-// configuration carries): for its phase spans (WithTelemetry with an
-// enabled Component) or its metrics (WithMeterProvider with one that
-// records). When it does not, a caller need not make a context for a
-// span (taskproto.Reply does not).
+// UsesSpans reports whether anything the Conn records reads the span in
+// a Send's context: its phase spans (WithTelemetry with an enabled
+// Component) or its metrics (WithMeterProvider with one that records,
+// for exemplars). A task configuration carries its span's trace context
+// either way. When nothing does, the writer makes no context for the
+// span, and a caller need make none (taskproto.Reply does not).
 func (c *Conn) UsesSpans() bool { return c.cfg.comp.Enabled() || c.m.live }
 
 // Codec returns the connection's Codec (WithCodec), for protocol packages

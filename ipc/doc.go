@@ -130,9 +130,9 @@
 // ReplyPhasesLeft and its receiver records them from ReceiveStart, the
 // durations and Size, on its own goroutine (amdahl's runtime does, so
 // that the reader does not write a unit's record from another core). A
-// Conn whose phases and metrics record nothing (Conn.UsesSpans) reads no
-// span from a Send's context beyond a task configuration's trace context,
-// and makes no context per packet for one.
+// Conn whose phases and metrics record nothing (Conn.UsesSpans) makes no
+// context per packet for the span in a Send's context; a task
+// configuration still carries that span's trace context.
 //
 // There is no data-phase timeout. A stall watchdog (WithStallThreshold,
 // default 1 minute) logs and counts a write blocked, or a task
