@@ -575,7 +575,7 @@ func benchPool(b *testing.B) (*pool, Settings, Config) {
 //
 // Blocks of a fraction of a second, alternated, meet the same machine:
 // scripts/telemetry-tax.sh pairs whole processes seconds apart, and its
-// sets drift with the VM over the hour (runtime/MEASUREMENTS.md, "Measured").
+// sets drift with the VM over the hour (docs/measurements/telemetry-cost.md, "Measured").
 // What a block leaves out is what a whole run adds: process start,
 // telemetry setup and the first units' warm-up (one round, untimed).
 //
@@ -595,7 +595,7 @@ func benchPool(b *testing.B) (*pool, Settings, Config) {
 // rt/host (the runtime's CPU per unit over its hosts'). For mixed it
 // also reports each kind's e2e p50 on/off, p50task-ratio (p50task-lo,
 // p50task-hi) and p50fanout-ratio: the median of the block's task units'
-// e2e times, and of its fanout units' (runtime/MEASUREMENTS.md, "December 5,
+// e2e times, and of its fanout units' (docs/measurements/telemetry-cost.md, "December 5,
 // later": the task units carry mixed's e2e p50 tax).
 //
 //	go test -run '^$' -bench TelemetryTax -benchtime 100x -count 1 ./runtime/

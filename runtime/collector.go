@@ -39,7 +39,7 @@ import (
 // if hurryAt units are waiting first (a workload fast enough to fill the
 // queue within the delay would otherwise wait for room). 50 ms against
 // 10: 1.1 % less parent CPU per unit of host CPU on taskhost, no
-// difference on mixed (runtime/MEASUREMENTS.md). The hand-off is
+// difference on mixed (docs/measurements/telemetry-cost.md). The hand-off is
 // bounded: when maxQueuedUnits units wait, the goroutine ending a root
 // waits, and no unit is dropped. flush waits until every
 // root ended before it has been accounted (without the gathering delay);
@@ -47,7 +47,7 @@ import (
 //
 // Accounting each unit where its root ends, on that goroutine, was tried
 // and measured: cheaper in BenchmarkUnitTelemetry, but no cheaper in whole
-// runs and, within the intervals, slower on mixed (runtime/MEASUREMENTS.md,
+// runs and, within the intervals, slower on mixed (docs/measurements/telemetry-cost.md,
 // "Telemetry cost, by date"). Our reading, not verified: the accounting
 // goroutine's batches keep the accumulators and the scratch space warm
 // from one unit to the next.
@@ -116,7 +116,7 @@ type flushWaiter struct {
 // kept (against 32 and 256) a taskhost run's throughput was 1.3 % [0.0,
 // 2.7] higher and the runtime's CPU per unit 1.9 % [0.3, 3.5] lower;
 // mixed's did not move (BenchmarkTelemetryTax, a third arm with the new
-// sizes, 360 and 300 rounds; runtime/MEASUREMENTS.md). Since December 4 every
+// sizes, 360 and 300 rounds; docs/measurements/telemetry-cost.md). Since December 4 every
 // slice a pass hands back is kept, up to maxFreeSpans (as many units as
 // can wait for a pass, 1.5 MiB of spans), and a slice of more than four
 // units' worth (a fanout's) is dropped: a new slice was 0.9 µs of a

@@ -575,7 +575,7 @@ func (s *recSpan) SpanContext() trace.SpanContext { return s.sc }
 // receive and deserialize (replyPhases), so that ipc's reader goroutine
 // does not write to the record from another core (in taskhost runs
 // that cost about 0.8 µs a unit in the reader, 0.35 on the worker;
-// runtime/MEASUREMENTS.md, "December 5, 10:42").
+// docs/measurements/telemetry-cost.md, "December 5, 10:42").
 func (s *recSpan) RecordsReplyPhases() bool { return s == &s.rec.host }
 
 var _ ipc.ReplyPhaseRecorder = (*recSpan)(nil)

@@ -504,7 +504,7 @@ func blockingUnit(seq int) scenario.Item {
 }
 
 // orchestratedMixed is the mixed scenario with its task units inside
-// orchestrations, as mixed ran them until December 5: orchestrated task
+// orchestrations (the orchestrated scenario's task units beside mixed's fanouts): orchestrated task
 // units (a lease, the host, a completion) and chunked fanouts in one run,
 // every path a unit takes through the sidecar.
 func orchestratedMixed(t testing.TB) *scenario.Scenario {

@@ -505,7 +505,7 @@ func (s *Settings) childEnv() []string {
 // at that floor, so it collects every few dozen taskhost units, each
 // collection's fixed cost spread over few. On the 2-vCPU VM, hosts
 // took 0.747 [0.692, 0.806] of their CPU per taskhost unit at 400, 0.843
-// at 200, and the run's throughput was 1.255 [1.168, 1.348] (runtime/MEASUREMENTS.md,
+// at 200, and the run's throughput was 1.255 [1.168, 1.348] (docs/measurements/telemetry-cost.md,
 // "Measured").
 const DefaultHostGOGC = 400
 
@@ -515,7 +515,7 @@ const DefaultHostGOGC = 400
 // uses, its idle ones still cost CPU (spinning threads looking for work,
 // idle-time GC workers, contended runtime locks) that the parent and the
 // other hosts could have run: on the 2-vCPU VM, 2 Ps in each of the 2
-// hosts took 47 % more host CPU per taskhost unit than 1 (runtime/MEASUREMENTS.md,
+// hosts took 47 % more host CPU per taskhost unit than 1 (docs/measurements/telemetry-cost.md,
 // "Measured").
 func (s *Settings) hostProcs(procs int) int {
 	if s.HostProcs > 0 {

@@ -80,7 +80,7 @@
 # scenario in F instead of -s's, e.g. one workload of a mixed scenario
 # alone, to see which workload carries its tax (until December 5 mixed's
 # tasks were orchestrated, and its e2e p50 tax was theirs, diluted in its
-# throughput by the fanout units' time: runtime/MEASUREMENTS.md, "December 5,
+# throughput by the fanout units' time: docs/measurements/telemetry-cost.md, "December 5,
 # later"; -s orchestrated runs those units alone).
 #
 # With -b VAR=VALUE[,VAR=VALUE...] the off arm runs with telemetry on and
@@ -97,7 +97,7 @@
 # interval covers its pairs' noise; the pooled one also covers how the
 # machine drifts from set to set, which on the 2-vCPU VM is the larger
 # part (mixed's e2e p50 tax went from 0.8 % to 5.1 % over twelve sets of
-# 40 pairs at one code: runtime/MEASUREMENTS.md, "December 5, 08:17").
+# 40 pairs at one code: docs/measurements/telemetry-cost.md, "December 5, 08:17").
 # Quote the pooled figure for a goal.
 #
 # Usage: scripts/telemetry-tax.sh [-n pairs] [-k sets] [-s scenario] [-r rev] [-o | -b env] [-- extra amdahl run args]

@@ -45,7 +45,7 @@ import (
 // the 9th. Past 8 the server's HPACK field slice doubles to 16 and its
 // metadata map, sized by the field count, outgrows Go's one-group map:
 // span=yes allocates about 1.7 KB more than span=no here, against 0.6 KB
-// without the compressor (runtime/MEASUREMENTS.md, "December 5, 06:19").
+// without the compressor (docs/measurements/telemetry-cost.md, "December 5, 06:19").
 //
 // handler=none/field=constant sends, with no span, one header field of
 // the traceparent's size whose value never changes: what a 9th field

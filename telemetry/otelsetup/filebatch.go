@@ -20,7 +20,7 @@ import (
 // channel and kept it, with its attributes, until its batch was encoded:
 // on `amdahl run --out` its queue cost the parent about 7 µs of CPU per
 // task unit (12 spans), its export loop 4 µs more, and the spans it kept
-// the garbage collector (runtime/MEASUREMENTS.md, "The cost of --out").
+// the garbage collector (docs/measurements/out-cost.md).
 //
 // A partial line is written every fileBatchTimeout (the SDK's default
 // batch timeout), so a file being written trails its spans by at most
