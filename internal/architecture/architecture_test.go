@@ -2,15 +2,20 @@ package architecture
 
 import (
 	"bytes"
+	"flag"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	goruntime "runtime"
 	"slices"
 	"sort"
 	"strings"
 	"testing"
 )
+
+var update = flag.Bool("update", false, "rewrite docs/architecture.md's generated import table from this test's rules")
 
 const module = "github.com/amdahl-rt/amdahl/"
 
@@ -58,8 +63,29 @@ var allowed = map[string][]string{
 	"examples/pipe-buffer":          {"*"},
 	"scripts/report1m":              {"*"},
 	"scripts/housestats":            {"*"},
-	"dashboards":                    {"telemetry", "chunking"},
 	"internal/architecture":         nil,
+
+	// Dashboards as code: imported by cmd/amdahl (amdahl dashboards) only.
+	"dashboards": {"telemetry", "chunking"},
+}
+
+// testCompanions may be imported by any package's tests: in-memory
+// telemetry, a loopback certificate, the process's CPU time and the
+// protobuf generator's pins.
+var testCompanions = []string{"internal/telemetrytest", "internal/testcert", "internal/proccpu", "internal/protogen"}
+
+// testAllowed lists what a package's tests may import beyond its own
+// rules and the companions, each with its reason: a test that drives the
+// package from a room above it, as a user of both would.
+var testAllowed = map[string][]string{
+	// ipc's tests run a task host over the wire with the task protocol.
+	"ipc": {"ipc/taskproto"},
+	// attribution's tests read trace files the SDK wiring writes, and the
+	// wiring's tests attribute what they wrote.
+	"telemetry/attribution": {"telemetry/otelsetup"},
+	"telemetry/otelsetup":   {"telemetry/attribution"},
+	// The dashboards' queries are checked against a real run's metrics.
+	"dashboards": {"runtime", "runtime/scenario", "telemetry/otelsetup"},
 }
 
 // libraries must be embeddable in another program's service: the OTel API
@@ -71,15 +97,16 @@ var (
 )
 
 type pkg struct {
-	ImportPath string
-	Imports    []string
-	Deps       []string
+	ImportPath  string
+	Imports     []string
+	Deps        []string
+	TestImports []string // the package's _test.go files', in and out of the package
 }
 
 func goList(t *testing.T, args ...string) []pkg {
 	t.Helper()
 	gobin := filepath.Join(goroot(t), "bin", "go")
-	cmd := exec.Command(gobin, append([]string{"list", "-e", "-f", "{{.ImportPath}}\t{{join .Imports \" \"}}\t{{join .Deps \" \"}}"}, args...)...)
+	cmd := exec.Command(gobin, append([]string{"list", "-e", "-f", "{{.ImportPath}}\t{{join .Imports \" \"}}\t{{join .Deps \" \"}}\t{{join .TestImports \" \"}} {{join .XTestImports \" \"}}"}, args...)...)
 	cmd.Dir = moduleRoot(t)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
@@ -90,18 +117,25 @@ func goList(t *testing.T, args ...string) []pkg {
 	var pkgs []pkg
 	for line := range strings.SplitSeq(strings.TrimSpace(string(out)), "\n") {
 		f := strings.Split(line, "\t")
-		if len(f) != 3 {
+		if len(f) != 4 {
 			t.Fatalf("go list: unexpected line %q", line)
 		}
-		pkgs = append(pkgs, pkg{ImportPath: f[0], Imports: strings.Fields(f[1]), Deps: strings.Fields(f[2])})
+		pkgs = append(pkgs, pkg{ImportPath: f[0], Imports: strings.Fields(f[1]), Deps: strings.Fields(f[2]), TestImports: strings.Fields(f[3])})
 	}
 	return pkgs
 }
 
+// goroot finds the toolchain that runs this test: the go command on PATH,
+// else the one this test binary was built with. Without one the test
+// fails: the rules are checked with go list, and a skip would pass them.
 func goroot(t *testing.T) string {
-	out, err := exec.Command("go", "env", "GOROOT").Output()
+	gobin, err := exec.LookPath("go")
 	if err != nil {
-		t.Skipf("the go command is not on PATH (%v): the import rules need go list", err)
+		gobin = filepath.Join(goruntime.GOROOT(), "bin", "go")
+	}
+	out, err := exec.Command(gobin, "env", "GOROOT").Output()
+	if err != nil {
+		t.Fatalf("no go command (on PATH or at %s): %v; the import rules are checked with go list", gobin, err)
 	}
 	return strings.TrimSpace(string(out))
 }
@@ -124,7 +158,8 @@ func moduleRoot(t *testing.T) string {
 }
 
 // TestImportRules: every package is in the table, and imports only what
-// the table allows it.
+// the table allows it; its tests, only that, itself, the test companions
+// and what testAllowed grants it.
 func TestImportRules(t *testing.T) {
 	for _, p := range goList(t, "./...") {
 		rel, ok := strings.CutPrefix(p.ImportPath, module)
@@ -133,22 +168,100 @@ func TestImportRules(t *testing.T) {
 		}
 		may, known := allowed[rel]
 		if !known {
-			t.Errorf("package %s is in no room: add it to docs/architecture.md and to this test's table", rel)
+			t.Errorf("package %s is in no room: add it to this test's table, then go test ./internal/architecture -update", rel)
 			continue
 		}
 		if slices.Contains(may, "*") {
 			continue
 		}
-		for _, imp := range p.Imports {
-			dep, ok := strings.CutPrefix(imp, module)
-			if !ok {
-				continue
-			}
+		for _, dep := range moduleImports(p.Imports) {
 			if !slices.Contains(may, dep) {
 				t.Errorf("%s imports %s, which its room may not (allowed: %v); see docs/architecture.md", rel, dep, may)
 			}
 		}
+		for _, dep := range moduleImports(p.TestImports) {
+			if dep != rel && !slices.Contains(may, dep) && !slices.Contains(testCompanions, dep) && !slices.Contains(testAllowed[rel], dep) {
+				t.Errorf("%s's tests import %s, which neither its room, the test companions %v nor testAllowed grant it", rel, dep, testCompanions)
+			}
+		}
 	}
+}
+
+// moduleImports returns the module packages among imports, relative to the
+// module.
+func moduleImports(imports []string) []string {
+	var rel []string
+	for _, imp := range imports {
+		if dep, ok := strings.CutPrefix(imp, module); ok {
+			rel = append(rel, dep)
+		}
+	}
+	return rel
+}
+
+// The generated part of docs/architecture.md: the table of this test's
+// rules, package by package.
+const (
+	tableBegin = "<!-- import rules: generated by go test ./internal/architecture -update; do not edit -->"
+	tableEnd   = "<!-- end of import rules -->"
+)
+
+// rulesTable renders allowed and testAllowed as a Markdown table.
+func rulesTable() string {
+	var b strings.Builder
+	b.WriteString("| package | may import (module packages) | its tests also |\n|---|---|---|\n")
+	names := make([]string, 0, len(allowed))
+	for n := range allowed {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	code := func(list []string) string {
+		switch {
+		case len(list) == 0:
+			return "nothing"
+		case slices.Contains(list, "*"):
+			return "anything"
+		}
+		q := make([]string, len(list))
+		for i, l := range list {
+			q[i] = "`" + l + "`"
+		}
+		return strings.Join(q, ", ")
+	}
+	for _, n := range names {
+		also := "–"
+		if extra := testAllowed[n]; len(extra) > 0 {
+			also = code(extra)
+		}
+		fmt.Fprintf(&b, "| `%s` | %s | %s |\n", n, code(allowed[n]), also)
+	}
+	return b.String()
+}
+
+// TestDocumentTableIsTheRules: docs/architecture.md's import table is this
+// test's table, rendered; -update rewrites it.
+func TestDocumentTableIsTheRules(t *testing.T) {
+	path := filepath.Join(moduleRoot(t), "docs", "architecture.md")
+	doc, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	i, j := bytes.Index(doc, []byte(tableBegin)), bytes.Index(doc, []byte(tableEnd))
+	if i < 0 || j < i {
+		t.Fatalf("docs/architecture.md has no generated import table (between %q and %q)", tableBegin, tableEnd)
+	}
+	want := tableBegin + "\n\n" + rulesTable() + "\n"
+	if string(doc[i:j]) == want {
+		return
+	}
+	if *update {
+		out := append(append(append([]byte{}, doc[:i]...), want...), doc[j:]...)
+		if err := os.WriteFile(path, out, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	t.Errorf("docs/architecture.md's import table differs from this test's rules: run go test ./internal/architecture -update")
 }
 
 // TestNothingImportsPrograms: commands, examples and scripts are leaves.
