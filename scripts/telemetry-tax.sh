@@ -158,7 +158,7 @@ work=$(mktemp -d)
 kinds_p50='"\(.e2e_by_kind.taskhost.e2e_p50_ns // 0) \(.e2e_by_kind.fanout.e2e_p50_ns // 0)"'
 trap 'rm -rf "$work"' EXIT
 export GOFLAGS=${GOFLAGS:--buildvcs=false}
-(cd "$root" && go build -o "$work/cur" ./cmd/amdahl)
+(cd "$root" && go build -o "$work/cur" ./cmd/amdahl && go build -o "$work/ratiostats" ./scripts/ratiostats)
 builds=(cur)
 if [[ -n $rev ]]; then
 	mkdir "$work/src"
@@ -203,12 +203,6 @@ what="telemetry (on: as configured, off: OTEL_SDK_DISABLED=true)"
 [[ -n $baseline ]] && what="telemetry (on: as configured, off: telemetry on with $baseline)"
 echo "measuring $what"
 names=(throughput "e2e p50" CPU "runtime CPU" "runtime/host CPU" "host busy" "e2e p50 per host CPU" "task units' e2e p50" "fanout units' e2e p50")
-# The two-sided 95 % quantile of Student's t, for the awk programs below.
-t975='function t975(df) {
-	split("12.706 4.303 3.182 2.776 2.571 2.447 2.365 2.306 2.262 2.228 2.201 2.179 2.160 2.145 2.131 2.120 2.110 2.101 2.093 2.086 2.080 2.074 2.069 2.064 2.060 2.056 2.052 2.048 2.045 2.042", t, " ")
-	return df <= 30 ? t[df] : 1.96 + 2.4 / df
-}'
-
 # run_pairs: one set of the pairs, each pair's ratios in $work/BUILD.ratios
 # (and, with -r, $work/change.ratios).
 run_pairs() {
@@ -288,20 +282,7 @@ summarize() {
 		for col in 1 2 3 4 5 6 7 8 9; do
 			((col >= 4)) && awk -v c="$col" '$c == 0 { z = 1 } END { exit !z }' "$file" && continue
 			# The set's mean log ratio goes to $work/pooled, for -k.
-			cut -d' ' -f"$col" "$file" | sort -g | awk -v name="$b ${names[col - 1]}" -v kind="$kind" -v pooled="$work/pooled" "$t975"'
-			{ v[NR] = $1; l = log($1); s += l; ss += l * l }
-			END {
-				m = (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2
-				mean = s / NR
-				lo = hi = exp(mean)
-				if (NR > 1) {
-					sd = sqrt((ss - NR * mean * mean) / (NR - 1))
-					h = t975(NR - 1) * sd / sqrt(NR)
-					lo = exp(mean - h); hi = exp(mean + h)
-				}
-				printf "%-30s %s: median %.3f  min %.3f  max %.3f  geomean %.3f [%.3f, %.3f] 95%%  (n=%d)\n", name, kind, m, v[1], v[NR], exp(mean), lo, hi, NR
-				printf "%s\t%s\t%.9f\n", name, kind, mean >> pooled
-			}'
+			cut -d' ' -f"$col" "$file" | "$work/ratiostats" set "$b ${names[col - 1]}" "$kind" "$work/pooled"
 		done
 	done
 }
@@ -318,23 +299,4 @@ done
 # geometric means, with a 95 % interval from Student's t over the sets'
 # mean log ratios, and the sets' least and greatest geometric means.
 echo "pooled over $nsets sets of $pairs pairs"
-awk -F'\t' "$t975"'
-	!(($1, $2) in n) { order[++keys] = $1 SUBSEP $2 }
-	{
-		k = $1 SUBSEP $2; n[k]++; s[k] += $3; ss[k] += $3 * $3
-		if (!(k in lo) || $3 < lo[k]) lo[k] = $3
-		if (!(k in hi) || $3 > hi[k]) hi[k] = $3
-	}
-	END {
-		for (i = 1; i <= keys; i++) {
-			k = order[i]; split(k, nk, SUBSEP)
-			mean = s[k] / n[k]; a = b = exp(mean)
-			if (n[k] > 1) {
-				sd = sqrt(max0((ss[k] - n[k] * mean * mean) / (n[k] - 1)))
-				h = t975(n[k] - 1) * sd / sqrt(n[k])
-				a = exp(mean - h); b = exp(mean + h)
-			}
-			printf "%-30s %s: sets %.3f .. %.3f  pooled %.3f [%.3f, %.3f] 95%%  (sets=%d)\n", nk[1], nk[2], exp(lo[k]), exp(hi[k]), exp(mean), a, b, n[k]
-		}
-	}
-	function max0(x) { return x > 0 ? x : 0 }' "$work/pooled"
+"$work/ratiostats" pool <"$work/pooled"

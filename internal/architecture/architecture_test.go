@@ -63,6 +63,7 @@ var allowed = map[string][]string{
 	"examples/pipe-buffer":          {"*"},
 	"scripts/report1m":              {"*"},
 	"scripts/housestats":            {"*"},
+	"scripts/ratiostats":            {"*"},
 	"internal/architecture":         nil,
 
 	// Dashboards as code: imported by cmd/amdahl (amdahl dashboards) only.
