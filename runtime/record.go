@@ -573,9 +573,9 @@ func (s *recSpan) SpanContext() trace.SpanContext { return s.sc }
 // RecordsReplyPhases implements ipc.ReplyPhaseRecorder for the record's
 // host span: the worker that takes the task's result records its
 // receive and deserialize (replyPhases), so that ipc's reader goroutine
-// does not write to the record from another core (in taskhost runs
-// that cost about 0.8 µs a unit in the reader, 0.35 on the worker;
-// docs/measurements/telemetry-cost.md, "December 5, 10:42").
+// does not write to the record from another core: a record written on
+// the worker's core stays in that core's cache (perf of taskhost runs,
+// docs/measurements/telemetry-cost.md).
 func (s *recSpan) RecordsReplyPhases() bool { return s == &s.rec.host }
 
 var _ ipc.ReplyPhaseRecorder = (*recSpan)(nil)
