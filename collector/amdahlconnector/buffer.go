@@ -1,0 +1,263 @@
+package amdahlconnector
+
+import (
+	"time"
+	"unsafe"
+
+	"github.com/amdahl-rt/amdahl/telemetry/attribution"
+)
+
+// Memory accounted per span held and per trace, for max_bytes: the span as
+// held (its strings are interned and shared) and a trace's state with its
+// map entry.
+const (
+	spanBytes  = int(unsafe.Sizeof(inSpan{}))
+	traceBytes = int(unsafe.Sizeof(traceState{})) + 64
+)
+
+// maxSpansLimit is the largest max_spans_per_trace accepted.
+const maxSpansLimit = 10_000_000
+
+// Reasons a trace is dropped or a span refused (the reason attribute of
+// the health metrics, and of the log line).
+const (
+	reasonMaxTraces = "max_traces"
+	reasonMaxBytes  = "max_bytes"
+	reasonMaxSpans  = "max_spans_per_trace"
+	reasonTimeout   = "timeout"
+	reasonShutdown  = "shutdown"
+	// reasonDropped refuses a span whose trace was dropped for a bound.
+	reasonDropped = "trace_dropped"
+)
+
+// traceState is one trace held until its units can be attributed.
+type traceState struct {
+	id    attribution.TraceID
+	spans []inSpan
+	bytes int64
+	// created orders eviction (oldest first) and the timeout; deadline is
+	// the last root's arrival plus wait (zero while no root has arrived).
+	created, deadline time.Time
+	// prev, next: the list of held traces in order of creation.
+	prev, next *traceState
+}
+
+// rooted reports whether a unit or trace root of the trace has arrived.
+func (t *traceState) rooted() bool { return !t.deadline.IsZero() }
+
+// deadlineEntry is a trace's deadline when a root arrived; stale entries
+// (the trace got a later deadline, or is gone) are skipped.
+type deadlineEntry struct {
+	at time.Time
+	id attribution.TraceID
+}
+
+// buffer holds traces under the bounds of a Config. It is not safe for
+// concurrent use: the connector holds its lock.
+type buffer struct {
+	cfg *Config
+
+	traces     map[attribution.TraceID]*traceState
+	head, tail *traceState // oldest, newest
+	spans      int
+	bytes      int64
+	// deadlines are in the order of their times (each is now + wait when
+	// pushed, and now does not go back).
+	deadlines []deadlineEntry
+	dlHead    int
+
+	done doneSet
+
+	// counts since the connector last read them (drain).
+	counts bufferCounts
+}
+
+// bufferCounts are the events of the bounds, by reason.
+type bufferCounts struct {
+	evictedTraces map[string]int64 // traces dropped incomplete
+	evictedSpans  map[string]int64 // their spans
+	refusedSpans  map[string]int64
+	lateSpans     int64
+}
+
+func (c *bufferCounts) reset() {
+	*c = bufferCounts{evictedTraces: map[string]int64{}, evictedSpans: map[string]int64{}, refusedSpans: map[string]int64{}}
+}
+
+func (c *bufferCounts) empty() bool {
+	return len(c.evictedTraces) == 0 && len(c.refusedSpans) == 0 && c.lateSpans == 0
+}
+
+func newBuffer(cfg *Config) *buffer {
+	b := &buffer{cfg: cfg, traces: map[attribution.TraceID]*traceState{}, done: newDoneSet(cfg.DoneTraces)}
+	b.counts.reset()
+	return b
+}
+
+// add takes one span arriving at now. A span of a trace already
+// attributed or dropped is counted as late; one past max_spans_per_trace
+// drops its trace.
+func (b *buffer) add(s inSpan, now time.Time) {
+	t := b.traces[s.TraceID]
+	if t == nil {
+		if dropped, ok := b.done.get(s.TraceID); ok {
+			if dropped {
+				b.counts.refusedSpans[reasonDropped]++
+			} else {
+				b.counts.lateSpans++
+			}
+			return
+		}
+		for len(b.traces) >= b.cfg.MaxTraces {
+			b.evict(b.head, reasonMaxTraces)
+		}
+		t = &traceState{id: s.TraceID, created: now, bytes: int64(traceBytes)}
+		b.traces[s.TraceID] = t
+		b.link(t)
+		b.bytes += t.bytes
+	}
+	if len(t.spans) >= b.cfg.MaxSpansPerTrace {
+		b.counts.refusedSpans[reasonMaxSpans]++
+		b.evict(t, reasonMaxSpans)
+		return
+	}
+	sz := int64(spanBytes + len(s.Name) + len(s.Component))
+	for b.bytes+sz > b.cfg.MaxBytes && b.head != nil && b.head != t {
+		b.evict(b.head, reasonMaxBytes)
+	}
+	if b.bytes+sz > b.cfg.MaxBytes {
+		// t is the only trace left and still does not fit.
+		b.counts.refusedSpans[reasonMaxBytes]++
+		b.evict(t, reasonMaxBytes)
+		return
+	}
+	t.spans = append(t.spans, s)
+	t.bytes += sz
+	b.bytes += sz
+	b.spans++
+	if s.root {
+		t.deadline = now.Add(b.cfg.Wait)
+		b.deadlines = append(b.deadlines, deadlineEntry{t.deadline, t.id})
+	}
+}
+
+// evict drops t incomplete, counted under reason.
+func (b *buffer) evict(t *traceState, reason string) {
+	b.counts.evictedTraces[reason]++
+	b.counts.evictedSpans[reason] += int64(len(t.spans))
+	b.forget(t, true)
+}
+
+// remove forgets t, to be attributed, and remembers its id as done.
+func (b *buffer) remove(t *traceState) { b.forget(t, false) }
+
+func (b *buffer) forget(t *traceState, dropped bool) {
+	b.unlink(t)
+	delete(b.traces, t.id)
+	b.spans -= len(t.spans)
+	b.bytes -= t.bytes
+	b.done.add(t.id, dropped)
+}
+
+// expire returns the traces due at now: those whose last root arrived
+// wait ago, to be attributed; a trace older than trace_timeout is
+// returned too if it has a root (the wait would hold it past the timeout)
+// and dropped (reason timeout) if it has none.
+func (b *buffer) expire(now time.Time, out []*traceState) []*traceState {
+	for b.dlHead < len(b.deadlines) && !b.deadlines[b.dlHead].at.After(now) {
+		e := b.deadlines[b.dlHead]
+		b.dlHead++
+		if t := b.traces[e.id]; t != nil && t.deadline.Equal(e.at) {
+			b.remove(t)
+			out = append(out, t)
+		}
+	}
+	if b.dlHead > 1024 && b.dlHead*2 > len(b.deadlines) {
+		b.deadlines = append(b.deadlines[:0], b.deadlines[b.dlHead:]...)
+		b.dlHead = 0
+	}
+	for b.head != nil && now.Sub(b.head.created) >= b.cfg.TraceTimeout {
+		t := b.head
+		if t.rooted() {
+			b.remove(t)
+			out = append(out, t)
+		} else {
+			b.evict(t, reasonTimeout)
+		}
+	}
+	return out
+}
+
+// drainAll returns every trace with a root and drops the others (reason
+// shutdown): nothing more will arrive.
+func (b *buffer) drainAll(out []*traceState) []*traceState {
+	for b.head != nil {
+		t := b.head
+		if t.rooted() {
+			b.remove(t)
+			out = append(out, t)
+		} else {
+			b.evict(t, reasonShutdown)
+		}
+	}
+	b.deadlines, b.dlHead = nil, 0
+	return out
+}
+
+func (b *buffer) link(t *traceState) {
+	t.prev = b.tail
+	if b.tail != nil {
+		b.tail.next = t
+	} else {
+		b.head = t
+	}
+	b.tail = t
+}
+
+func (b *buffer) unlink(t *traceState) {
+	if t.prev != nil {
+		t.prev.next = t.next
+	} else {
+		b.head = t.next
+	}
+	if t.next != nil {
+		t.next.prev = t.prev
+	} else {
+		b.tail = t.prev
+	}
+	t.prev, t.next = nil, nil
+}
+
+// doneSet remembers the last n trace ids attributed or dropped.
+type doneSet struct {
+	ring []attribution.TraceID
+	next int
+	full bool
+	set  map[attribution.TraceID]bool // true: dropped for a bound
+}
+
+func newDoneSet(n int) doneSet {
+	return doneSet{ring: make([]attribution.TraceID, n), set: make(map[attribution.TraceID]bool, min(n, 1<<16))}
+}
+
+// get reports whether id is done, and if so whether it was dropped.
+func (d *doneSet) get(id attribution.TraceID) (dropped, ok bool) {
+	dropped, ok = d.set[id]
+	return dropped, ok
+}
+
+func (d *doneSet) add(id attribution.TraceID, dropped bool) {
+	if _, ok := d.set[id]; ok {
+		d.set[id] = dropped
+		return
+	}
+	if d.full {
+		delete(d.set, d.ring[d.next])
+	}
+	d.ring[d.next] = id
+	d.set[id] = dropped
+	d.next++
+	if d.next == len(d.ring) {
+		d.next, d.full = 0, true
+	}
+}

@@ -1,0 +1,333 @@
+package amdahlconnector
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"sort"
+	"sync"
+	"time"
+
+	"go.opentelemetry.io/collector/component"
+	"go.opentelemetry.io/collector/connector"
+	"go.opentelemetry.io/collector/consumer"
+	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/collector/pdata/ptrace"
+	"go.uber.org/zap"
+
+	"github.com/amdahl-rt/amdahl/collector/amdahlconnector/internal/metadata"
+	"github.com/amdahl-rt/amdahl/telemetry"
+	"github.com/amdahl-rt/amdahl/telemetry/attribution"
+)
+
+// amdahlConnector holds traces until their units can be attributed,
+// attributes them with the engine of amdahl report (package attribution)
+// and sends the runtime's three histograms downstream on an interval.
+type amdahlConnector struct {
+	cfg    *Config
+	set    connector.Settings
+	next   consumer.Metrics
+	logger *zap.Logger
+	health *health
+	now    func() time.Time
+
+	in attribution.Interner
+
+	mu  sync.Mutex // guards buf
+	buf *buffer
+
+	aggMu   sync.Mutex // guards agg, builder, lastLog; held across attribution
+	agg     *aggregator
+	builder attribution.Builder
+
+	// Log once per interval: what the bounds did since lastLog.
+	logMu   sync.Mutex
+	pending bufferCounts
+	lastLog time.Time
+
+	startOnce, stopOnce sync.Once
+	stop                chan struct{}
+	stopped             chan struct{}
+	started             bool
+	shutdownErr         error
+}
+
+var _ connector.Traces = (*amdahlConnector)(nil)
+
+func newConnector(set connector.Settings, cfg *Config, next consumer.Metrics) (*amdahlConnector, error) {
+	c := &amdahlConnector{
+		cfg: cfg, set: set, next: next, logger: set.Logger, now: time.Now,
+		buf: newBuffer(cfg), stop: make(chan struct{}), stopped: make(chan struct{}),
+	}
+	c.pending.reset()
+	c.agg = newAggregator(cfg, instanceID(set.Resource), c.now())
+	h, err := newHealth(set.TelemetrySettings, c.sizes)
+	if err != nil {
+		return nil, fmt.Errorf("amdahl connector: create its metrics: %w", err)
+	}
+	c.health = h
+	c.builder.Reuse = true
+	return c, nil
+}
+
+// instanceID is the collector's service.instance.id (the service sets it
+// on TelemetrySettings.Resource), or a random one when it has none (tests),
+// so that the series of two collectors never collide downstream.
+func instanceID(res pcommon.Resource) string {
+	if v, ok := res.Attributes().Get(keyServiceInstance); ok && v.AsString() != "" {
+		return v.AsString()
+	}
+	return newInstanceID()
+}
+
+func (c *amdahlConnector) sizes() (traces, spans, bytes int64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return int64(len(c.buf.traces)), int64(c.buf.spans), c.buf.bytes
+}
+
+// Capabilities: the input is only read.
+func (c *amdahlConnector) Capabilities() consumer.Capabilities {
+	return consumer.Capabilities{MutatesData: false}
+}
+
+// Start starts the goroutine that attributes due traces, flushes the
+// metrics and logs the bounds' events. It returns at once.
+func (c *amdahlConnector) Start(context.Context, component.Host) error {
+	c.startOnce.Do(func() {
+		c.started = true
+		go c.run()
+	})
+	return nil
+}
+
+// Shutdown stops the goroutine, attributes every trace whose root arrived
+// (nothing more will: the Collector shuts down receivers first), drops the
+// others (counted, reason shutdown) and sends the metrics a last time. It
+// works without Start and more than once.
+func (c *amdahlConnector) Shutdown(ctx context.Context) error {
+	c.stopOnce.Do(func() {
+		close(c.stop)
+		if c.started {
+			select {
+			case <-c.stopped:
+			case <-ctx.Done():
+				c.shutdownErr = fmt.Errorf("amdahl connector: shutdown: %w", ctx.Err())
+				return
+			}
+		}
+		c.mu.Lock()
+		due := c.buf.drainAll(nil)
+		c.mu.Unlock()
+		c.attribute(due)
+		c.report(true)
+		err := c.flush(ctx)
+		if c.health.reg != nil {
+			err = errors.Join(err, c.health.reg.Unregister())
+		}
+		c.shutdownErr = err
+	})
+	return c.shutdownErr
+}
+
+// tick is how often due traces are looked for: a tenth of the wait,
+// between 10 ms and 1 s.
+func (c *amdahlConnector) tick() time.Duration {
+	return min(max(c.cfg.Wait/10, 10*time.Millisecond), time.Second)
+}
+
+func (c *amdahlConnector) run() {
+	defer close(c.stopped)
+	t := time.NewTicker(c.tick())
+	defer t.Stop()
+	lastFlush := c.now()
+	for {
+		select {
+		case <-c.stop:
+			return
+		case <-t.C:
+		}
+		now := c.now()
+		c.expire(now)
+		c.report(false)
+		if now.Sub(lastFlush) >= c.cfg.FlushInterval {
+			lastFlush = now
+			if err := c.flush(context.Background()); err != nil {
+				c.logger.Warn("amdahl connector: sending metrics failed", zap.Error(err))
+			}
+		}
+	}
+}
+
+// expire attributes the traces due at now.
+func (c *amdahlConnector) expire(now time.Time) {
+	c.mu.Lock()
+	due := c.buf.expire(now, nil)
+	c.mu.Unlock()
+	c.attribute(due)
+}
+
+// ConsumeTraces holds td's spans by trace. td is not retained: its spans
+// are copied into the connector's compact form.
+func (c *amdahlConnector) ConsumeTraces(_ context.Context, td ptrace.Traces) error {
+	n := td.SpanCount()
+	if n == 0 {
+		return nil
+	}
+	spans := make([]inSpan, 0, n)
+	cv := converter{in: &c.in, variant: c.cfg.VariantAttributes}
+	rss := td.ResourceSpans()
+	for i := 0; i < rss.Len(); i++ {
+		rs := rss.At(i)
+		st := cv.resource(rs)
+		sss := rs.ScopeSpans()
+		for j := 0; j < sss.Len(); j++ {
+			ss := sss.At(j).Spans()
+			for k := 0; k < ss.Len(); k++ {
+				spans = append(spans, cv.span(&st, ss.At(k)))
+			}
+		}
+	}
+	now := c.now()
+	c.mu.Lock()
+	for i := range spans {
+		c.buf.add(spans[i], now)
+	}
+	c.mu.Unlock()
+	return nil
+}
+
+// attribute attributes the units of each trace and records their metrics.
+func (c *amdahlConnector) attribute(due []*traceState) {
+	if len(due) == 0 {
+		return
+	}
+	c.aggMu.Lock()
+	defer c.aggMu.Unlock()
+	var units, unattributed int64
+	var scratch []attribution.Span
+	for _, t := range due {
+		scratch = scratch[:0]
+		var infos map[attribution.SpanID]*unitInfo
+		for i := range t.spans {
+			s := &t.spans[i]
+			scratch = append(scratch, s.Span)
+			if s.info != nil {
+				if infos == nil {
+					infos = map[attribution.SpanID]*unitInfo{}
+				}
+				infos[s.SpanID] = s.info
+			}
+		}
+		d := c.builder.EachTree(scratch, func(w attribution.Work) {
+			u := infos[w.Root.SpanID]
+			if u == nil {
+				u = &unitInfo{}
+			}
+			c.agg.add(w, u)
+			units++
+		})
+		unattributed += int64(d.Unrooted)
+		t.spans = nil
+	}
+	ctx := context.Background()
+	if units > 0 {
+		c.health.unitsAttributed.Add(ctx, units)
+	}
+	if unattributed > 0 {
+		c.health.spansUnattributed.Add(ctx, unattributed)
+	}
+	if c.agg.dropped > 0 {
+		c.health.pointsDropped.Add(ctx, c.agg.dropped)
+		c.logMu.Lock()
+		c.pending.refusedSpans["max_series (data points)"] += c.agg.dropped
+		c.logMu.Unlock()
+		c.agg.dropped = 0
+	}
+}
+
+// flush sends every series downstream.
+func (c *amdahlConnector) flush(ctx context.Context) error {
+	c.aggMu.Lock()
+	md := c.agg.build(c.now(), metadata.ScopeName, telemetry.Version)
+	c.aggMu.Unlock()
+	if md.DataPointCount() == 0 {
+		return nil
+	}
+	return c.next.ConsumeMetrics(ctx, md)
+}
+
+// report counts the bounds' events in the health metrics and logs them
+// once per log_interval (or now, with force).
+func (c *amdahlConnector) report(force bool) {
+	c.mu.Lock()
+	got := c.buf.counts
+	if !got.empty() {
+		c.buf.counts.reset()
+	}
+	c.mu.Unlock()
+	ctx := context.Background()
+	if !got.empty() {
+		for r, n := range got.evictedTraces {
+			c.health.tracesEvicted.Add(ctx, n, reasonOpt(r))
+		}
+		for r, n := range got.refusedSpans {
+			c.health.spansRefused.Add(ctx, n, reasonOpt(r))
+		}
+		if got.lateSpans > 0 {
+			c.health.spansLate.Add(ctx, got.lateSpans)
+		}
+	}
+	c.logMu.Lock()
+	defer c.logMu.Unlock()
+	p := &c.pending
+	for r, n := range got.evictedTraces {
+		p.evictedTraces[r] += n
+	}
+	for r, n := range got.evictedSpans {
+		p.evictedSpans[r] += n
+	}
+	for r, n := range got.refusedSpans {
+		p.refusedSpans[r] += n
+	}
+	p.lateSpans += got.lateSpans
+	now := c.now()
+	if p.empty() || (!force && now.Sub(c.lastLog) < c.cfg.LogInterval) {
+		return
+	}
+	fields := []zap.Field{zap.Duration("since", now.Sub(c.lastLog))}
+	if c.lastLog.IsZero() {
+		fields = fields[:0]
+	}
+	for _, r := range sortedKeys(p.evictedTraces) {
+		fields = append(fields, zap.Int64("traces_evicted_"+r, p.evictedTraces[r]), zap.Int64("spans_evicted_"+r, p.evictedSpans[r]))
+	}
+	for _, r := range sortedKeys(p.refusedSpans) {
+		fields = append(fields, zap.Int64("spans_refused_"+r, p.refusedSpans[r]))
+	}
+	if p.lateSpans > 0 {
+		fields = append(fields, zap.Int64("spans_late", p.lateSpans))
+	}
+	c.logger.Warn("amdahl connector: bounds dropped data (see docs/collector.md for the bounds)", fields...)
+	c.lastLog = now
+	p.reset()
+}
+
+func sortedKeys(m map[string]int64) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// newInstanceID returns a random id for a collector without
+// service.instance.id.
+func newInstanceID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
