@@ -105,8 +105,8 @@
 //
 // A task host is a child process: by default this executable with the
 // argument "taskhost" (amdahl's hidden command), or any program that calls
-// ServeHost (Config.HostArgv), so users can host task functions of their
-// own. Hosts are spawned lazily, reused, handed out least recently used
+// taskproto.ServeHost (Config.HostArgv), so users can host task functions
+// of their own; ServeHost here is the same with amdahl's own telemetry. Hosts are spawned lazily, reused, handed out least recently used
 // first, one task at a time each. A host whose process exits or whose
 // connection breaks fails its running task with ErrHostDied (the message
 // names how the process ended) and is replaced on the next acquisition; a
@@ -220,10 +220,11 @@
 // number with unit B, KB, MB, GB (powers of 1000), KiB, MiB or GiB (powers
 // of 1024): 262144, 46KB, 1.5MiB (package internal/bytesize).
 //
-// The ipc settings and perturb.taskhost.execute are passed to each task
-// host in its environment and read back there through this registry
-// (ServeHost), so both ends of a connection agree; package ipc itself
-// reads no environment and takes them as options.
+// The ipc settings and perturb.taskhost.execute are passed, resolved, to
+// each task host in its environment (taskproto.EnvBuffer, EnvSend,
+// EnvDelta, EnvExecuteDelay) and read back there by taskproto.ServeHost,
+// so both ends of a connection agree; package ipc itself reads no
+// environment and takes them as options.
 //
 // Run's Config.MaxInFlight makes a closed loop: a unit is submitted only
 // while fewer than that many are in flight, so none waits in the queue

@@ -478,9 +478,10 @@ func SettingsHelp() string {
 }
 
 // hostSettingNames are the settings a task host uses: the parent passes
-// them in the host's environment (childEnv), and the host reads them back
-// through the registry (hostSettings), so both ends of a connection use the
-// same values.
+// them, resolved, in the host's environment (childEnv), and the host reads
+// them back with taskproto.HostSettingsFromEnv (their variables are
+// taskproto's Env* constants), so both ends of a connection use the same
+// values.
 var hostSettingNames = [...]string{"ipc.buffer", "ipc.send", "ipc.delta", "perturb.taskhost.execute"}
 
 // childEnv returns the environment entries that carry the host settings to
@@ -522,24 +523,6 @@ func (s *Settings) hostProcs(procs int) int {
 		return s.HostProcs
 	}
 	return max(1, procs/max(1, s.Nodes))
-}
-
-// hostSettings resolves, in a task host, the settings its parent passed
-// (childEnv): the defaults, then AMDAHL_<NAME> of each host setting read
-// with lookupEnv. An invalid value is a *SettingError.
-func hostSettings(lookupEnv func(string) (string, bool)) (Settings, error) {
-	s, err := DefaultSettings()
-	if err != nil {
-		return Settings{}, err
-	}
-	for _, name := range hostSettingNames {
-		if v, ok := lookupEnv(EnvName(name)); ok {
-			if err := s.Set(name, v, EnvName(name)); err != nil {
-				return Settings{}, err
-			}
-		}
-	}
-	return s, nil
 }
 
 // delays returns the phase delays of the parent's components that the

@@ -1,7 +1,6 @@
 package runtime
 
 import (
-	"errors"
 	"slices"
 	"strings"
 	"testing"
@@ -10,6 +9,7 @@ import (
 	"github.com/amdahl-rt/amdahl/chunking"
 	"github.com/amdahl-rt/amdahl/internal/features"
 	"github.com/amdahl-rt/amdahl/ipc"
+	"github.com/amdahl-rt/amdahl/ipc/taskproto"
 )
 
 // A valid value for every documented setting, and what it must set.
@@ -238,7 +238,7 @@ func TestSettingsCarryToChildren(t *testing.T) {
 			t.Errorf("child environment %q lacks %q", got, want)
 		}
 	}
-	// The host reads them back through the registry.
+	// The host reads them back (taskproto.ServeHost).
 	lookup := func(k string) (string, bool) {
 		for _, kv := range env {
 			if name, v, _ := strings.Cut(kv, "="); name == k {
@@ -247,17 +247,38 @@ func TestSettingsCarryToChildren(t *testing.T) {
 		}
 		return "", false
 	}
-	h, err := hostSettings(lookup)
+	h, err := taskproto.HostSettingsFromEnv(lookup)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if h.IPCBuffer != 128<<10 || h.IPCSend != ipc.Async || h.IPCDelta {
-		t.Errorf("host settings: buffer %d send %v delta %v, want 131072, async, off", h.IPCBuffer, h.IPCSend, h.IPCDelta)
+	if h.Buffer != 128<<10 || h.Send != ipc.Async || h.Delta || h.ExecuteDelay != 0 {
+		t.Errorf("host settings: %+v, want buffer 131072, async, delta off, no delay", h)
 	}
-	_, err = hostSettings(func(k string) (string, bool) { return "fast", k == "AMDAHL_IPC_SEND" })
-	var se *SettingError
-	if !errors.As(err, &se) || se.Name != "ipc.send" || se.Source != "AMDAHL_IPC_SEND" {
-		t.Errorf("host settings with AMDAHL_IPC_SEND=fast: %v, want a *SettingError naming ipc.send and its variable", err)
+	// The variables the host reads are the registry's names for them.
+	for name, env := range map[string]string{"ipc.buffer": taskproto.EnvBuffer, "ipc.send": taskproto.EnvSend, "ipc.delta": taskproto.EnvDelta,
+		"perturb.taskhost.execute": taskproto.EnvExecuteDelay} {
+		if EnvName(name) != env || !slices.Contains(hostSettingNames[:], name) {
+			t.Errorf("setting %s: registry variable %s, host reads %s", name, EnvName(name), env)
+		}
+	}
+	s2, err := ResolveSettings([]string{"perturb.taskhost.execute=1s"}, noEnv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h, err := taskproto.HostSettingsFromEnv(lookupIn(s2.childEnv())); err != nil || h.ExecuteDelay != time.Second {
+		t.Errorf("the longest execute delay the registry takes: host reads %v, %v; want 1s", h.ExecuteDelay, err)
+	}
+}
+
+// lookupIn looks a variable up in env, a list of NAME=value.
+func lookupIn(env []string) func(string) (string, bool) {
+	return func(k string) (string, bool) {
+		for _, kv := range env {
+			if name, v, _ := strings.Cut(kv, "="); name == k {
+				return v, true
+			}
+		}
+		return "", false
 	}
 }
 
@@ -304,8 +325,6 @@ func TestWaveInvalid(t *testing.T) {
 	check("DefaultSettings", err)
 	_, err = ResolveSettings(nil, nil)
 	check("ResolveSettings", err)
-	_, err = hostSettings(noEnv)
-	check("hostSettings", err)
 	_, err = ResolveSettings(nil, func(k string) (string, bool) { return "x.y", k == features.EnvDisableFrom })
 	check("ResolveSettings through lookupEnv", err)
 	if help := SettingsHelp(); !strings.Contains(help, "1048576") {

@@ -6,11 +6,9 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"log/slog"
 	"os"
 	"sort"
 	"strconv"
-	"time"
 
 	"go.opentelemetry.io/otel/attribute"
 	tracenoop "go.opentelemetry.io/otel/trace/noop"
@@ -22,11 +20,8 @@ import (
 	"github.com/amdahl-rt/amdahl/telemetry/otelsetup"
 )
 
-// TaskFunc runs one task inside a task host. It gets the decoded
-// configuration (parameters, environment, payload) and returns the task's
-// outputs; an error fails the task (STATUS_FAILURE with the error's text)
-// without ending the host. ctx ends when the host shuts down.
-type TaskFunc func(ctx context.Context, task *ipcpb.TaskConfiguration) (outputs map[string]string, err error)
+// TaskFunc runs one task inside a task host (taskproto.TaskFunc).
+type TaskFunc = taskproto.TaskFunc
 
 // Task names of the built-in tasks.
 const (
@@ -146,31 +141,21 @@ func hostComponent(tel *otelsetup.Telemetry) (*telemetry.Component, error) {
 		PhaseLabels: tel.PhaseLabels(), Attributes: []attribute.KeyValue{telemetry.AttrTransport.String("ipc")}})
 }
 
-// ServeHost is the child side of a task host: it takes the connection its
-// amdahl parent handed it (ipc.LookupInherited on the process environment,
-// then ipc.AcceptInherited), then runs every
-// TaskConfiguration it receives with the TaskFunc named by its TaskName,
-// one at a time, and replies with a TaskResult carrying the outputs and
-// the child's phase timings. It returns nil when the parent sends Shutdown
-// or closes the connection, ctx's error when ctx ends, and ipc.ErrNotChild
-// in a program not started by an amdahl parent. An unknown task name fails
-// that task, not the host. The settings the parent passed in the
-// environment (ipc.buffer, ipc.send, ipc.delta, perturb.taskhost.execute)
-// are read through the settings registry; an invalid one is a
-// *SettingError. opts are applied after them. Telemetry comes from the
-// environment too (package doc, "Task host telemetry"): with a trace
-// exporter, Pyroscope or EnvHostProfileDir set, the host records and
-// exports its own phase spans, under the parent's trace, and profiles; a
-// bad telemetry setting is an *otelsetup.ConfigError.
+// ServeHost is the child side of an amdahl task host with amdahl's own
+// telemetry: taskproto.ServeHost (the parent's connection and settings,
+// every task run with the TaskFunc its name names), with the host's
+// telemetry set up from the environment the parent passed ("Task host
+// telemetry" in the package doc): with a trace exporter, Pyroscope or
+// EnvHostProfileDir set, the host records and exports its own phase
+// spans, under the parent's trace, and profiles; a bad telemetry setting
+// is an *otelsetup.ConfigError. opts are applied after the parent's
+// settings. It links the OpenTelemetry SDK and the profiler: a task host
+// of one's own that exports nothing calls taskproto.ServeHost instead.
 //
-// Programs that host their own task functions call ServeHost from main.
+// It returns nil when the parent sends Shutdown or closes the connection,
+// ctx's error when ctx ends, and ipc.ErrNotChild in a program not started
+// by an amdahl parent.
 func ServeHost(ctx context.Context, tasks map[string]TaskFunc, opts ...ipc.Option) (err error) {
-	logger := slog.Default()
-	set, err := hostSettings(os.LookupEnv)
-	if err != nil {
-		return fmt.Errorf("taskhost: %w", err)
-	}
-	delay := set.Perturb[2]
 	tel, err := hostTelemetry(ctx, os.LookupEnv)
 	if err != nil {
 		return fmt.Errorf("taskhost: %w", err)
@@ -180,68 +165,5 @@ func ServeHost(ctx context.Context, tasks map[string]TaskFunc, opts ...ipc.Optio
 	if err != nil {
 		return fmt.Errorf("taskhost: %w", err)
 	}
-	inh, err := ipc.LookupInherited(os.LookupEnv)
-	if err != nil {
-		return err
-	}
-	_ = os.Unsetenv(ipc.EnvToken) // grandchildren must not inherit the token
-	conn, err := ipc.AcceptInherited(ctx, inh, append(append(set.ipcOptions(), ipc.WithTelemetry(comp), ipc.WithLogger(logger)), opts...)...)
-	if err != nil {
-		return err
-	}
-	defer conn.Close()
-	for {
-		in, err := conn.Recv(ctx)
-		if errors.Is(err, ipc.ErrPeerClosed) {
-			return nil
-		}
-		if err != nil {
-			return fmt.Errorf("taskhost: %w", err)
-		}
-		switch m := in.Msg.(type) {
-		case *ipcpb.Shutdown:
-			return conn.Shutdown(ctx)
-		case *ipcpb.TaskConfiguration:
-			// The task and its reply run under the parent's span: one
-			// context for both (Reply sends under it as it is).
-			tctx := in.Context(ctx)
-			res, start, dur := runTask(tctx, comp, tasks, m, delay)
-			if err := taskproto.Reply(tctx, conn, in, res, start, dur); err != nil {
-				return fmt.Errorf("taskhost: reply to task %d: %w", m.GetId(), err)
-			}
-		default:
-			logger.Warn("taskhost: ignoring unexpected packet", "type", in.Type)
-		}
-	}
-}
-
-// runTask runs one task in the execute phase and measures it itself (the
-// phase API reads no clock when telemetry is off).
-func runTask(ctx context.Context, comp *telemetry.Component, tasks map[string]TaskFunc, m *ipcpb.TaskConfiguration, delay time.Duration) (*ipcpb.TaskResult, time.Time, time.Duration) {
-	res := &ipcpb.TaskResult{Id: m.GetId(), Status: ipcpb.Status_STATUS_SUCCESS}
-	f, ok := tasks[m.GetTaskName()]
-	start := time.Now()
-	if !ok {
-		res.Status, res.Error = ipcpb.Status_STATUS_FAILURE, fmt.Sprintf("unknown task %q in this task host", m.GetTaskName())
-		return res, start, time.Since(start)
-	}
-	// With telemetry (hostComponent) the task body runs under the phase
-	// label when the host profiles itself; without, nothing in the host
-	// would read a label.
-	ectx, ph := comp.StartPhase(ctx, telemetry.Execute, telemetry.None)
-	out, err := f(ectx, m)
-	if delay > 0 {
-		time.Sleep(delay) // perturb.taskhost.execute: a causal experiment
-	}
-	ph.End()
-	dur := time.Since(start)
-	switch {
-	case errors.Is(err, context.Canceled):
-		res.Status, res.Error = ipcpb.Status_STATUS_CANCELLED, err.Error()
-	case err != nil:
-		res.Status, res.Error = ipcpb.Status_STATUS_FAILURE, err.Error()
-	default:
-		res.Outputs = out
-	}
-	return res, start, dur
+	return taskproto.ServeHost(ctx, tasks, taskproto.WithHostTelemetry(comp), taskproto.WithConnOptions(opts...))
 }

@@ -50,7 +50,7 @@ body; a sample outside any phase is in phase (none).
 
 --alloc reads the bytes allocated (alloc_space) instead. Go heap profiles
 carry no labels, so an allocation is attributed from its stack: to the
-phase of the innermost frame that opens a phase (runtime.runTask: execute,
+phase of the innermost frame that opens a phase (taskproto.runTask: execute,
 ipc.(*Conn).serialize: serialize, chunking.(*Sender).sendChunk: send, …;
 the table is profiles.Entries in internal/profiles/entries.go); an
 allocation with no such frame is in (none).

@@ -6,29 +6,29 @@ import (
 	"os"
 	"strings"
 	"testing"
+
+	"github.com/amdahl-rt/amdahl/ipc"
+	"github.com/amdahl-rt/amdahl/ipc/ipcpb"
 )
 
-// The test binary is both parent and task host, like the program.
-func TestMain(m *testing.M) {
-	if os.Getenv(envChild) == "1" {
-		os.Exit(realMain(context.Background(), os.Stdout, os.Stderr))
-	}
-	os.Exit(m.Run())
-}
-
-func TestExample(t *testing.T) {
-	for _, k := range []string{"OTEL_EXPORTER_OTLP_ENDPOINT", "PYROSCOPE_SERVER_ADDRESS", "AMDAHL_METRICS_ADDR", "AMDAHL_TRACE_FILE", "AMDAHL_PROFILE_DIR"} {
+// TestStartedByHand: outside an amdahl parent the host says what it is.
+func TestStartedByHand(t *testing.T) {
+	for _, k := range []string{ipc.EnvFD, ipc.EnvToken} {
 		t.Setenv(k, "")
 		os.Unsetenv(k)
 	}
-	var out, errb bytes.Buffer
-	if code := realMain(context.Background(), &out, &errb); code != 0 {
-		t.Fatalf("exit %d: %s", code, errb.String())
+	var errb bytes.Buffer
+	if code := realMain(context.Background(), &errb); code != 2 || !strings.Contains(errb.String(), "is a task host") {
+		t.Errorf("exit %d, stderr %q; want 2 and a message saying it is a task host", code, errb.String())
 	}
-	for _, want := range []string{"document 0: 15 words", "document 1: 9 words", "document 2: 3 words", "document 3: 11 words",
-		"4 units on", "execute", "dispatch", "total"} {
-		if !strings.Contains(out.String(), want) {
-			t.Errorf("output lacks %q:\n%s", want, out.String())
-		}
+}
+
+func TestWordCount(t *testing.T) {
+	out, err := wordCount(context.Background(), &ipcpb.TaskConfiguration{Parameters: map[string]string{"text": "measure, don't assume"}})
+	if err != nil || out["words"] != "3" {
+		t.Errorf("wordCount = %v, %v; want 3 words", out, err)
+	}
+	if _, err := wordCount(context.Background(), &ipcpb.TaskConfiguration{}); err == nil {
+		t.Error("wordCount without text: nil error")
 	}
 }

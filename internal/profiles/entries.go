@@ -34,7 +34,7 @@ var Entries = []Entry{
 	{mod + "runtime.(*leaser).lease", telemetry.Dispatch},
 	{mod + "runtime.(*pool).acquire", telemetry.Dispatch},
 	// runtime, in a task host: the task body.
-	{mod + "runtime.runTask", telemetry.Execute},
+	{mod + "ipc/taskproto.runTask", telemetry.Execute},
 
 	// ipc, both ends: serialize (codec and frame) under the send lock, the
 	// write, and the reader's body read and decode.

@@ -140,7 +140,7 @@ func TestAllocByEntryFunction(t *testing.T) {
 	dir := t.TempDir()
 	heap := newBuilder([2]string{"alloc_objects", "count"}, [2]string{"alloc_space", "bytes"},
 		[2]string{"inuse_objects", "count"}, [2]string{"inuse_space", "bytes"})
-	ser, send, exec := mod+"chunking.(*Sender).Complete", mod+"chunking.(*Sender).sendChunk", mod+"runtime.runTask"
+	ser, send, exec := mod+"chunking.(*Sender).Complete", mod+"chunking.(*Sender).sendChunk", mod+"ipc/taskproto.runTask"
 	heap.sample([]int64{1, 100, 0, 0}, phase("send"), "chunking.Encode", ser, "worker") // serialize (label ignored)
 	heap.sample([]int64{1, 40, 0, 0}, nil, "grpc.Invoke", send, ser, "worker")          // send: innermost wins
 	heap.sample([]int64{1, 7, 0, 0}, nil, "scenario.newText", "main")                   // none

@@ -41,4 +41,23 @@
 // protocol adds no copy of a packet.
 //
 // Log messages and shutdown packets go as plain protobuf.
+//
+// # A task host of one's own
+//
+// ServeHost is the whole child side, as go-plugin's Serve is a plugin's:
+//
+//	func main() {
+//		err := taskproto.ServeHost(ctx, map[string]taskproto.TaskFunc{"my.task": myTask})
+//		...
+//	}
+//
+// It takes the connection an amdahl parent handed the process
+// (ipc.LookupInherited), with the settings the parent passed in the
+// environment (HostSettingsFromEnv: EnvBuffer, EnvSend, EnvDelta,
+// EnvExecuteDelay), runs each configuration with the TaskFunc its task
+// name names, and replies with the outputs and the host's phase timings.
+// It sets up no telemetry and links no SDK: WithHostTelemetry records the
+// host's phase spans with a Component on the program's own providers.
+// (runtime.ServeHost is the same loop with amdahl's telemetry set up from
+// the environment.)
 package taskproto

@@ -28,8 +28,12 @@ import (
 const envChild = "AMDAHL_TASKPROTO_TEST_CHILD"
 
 func TestMain(m *testing.M) {
-	if _, ok := os.LookupEnv(envChild); ok {
-		if err := childEcho(context.Background()); err != nil {
+	if mode, ok := os.LookupEnv(envChild); ok {
+		child := childEcho
+		if mode == childServeHost {
+			child = serveHostChild
+		}
+		if err := child(context.Background()); err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			os.Exit(2)
 		}
@@ -110,11 +114,13 @@ type childEnds interface {
 	Connect(ctx context.Context, opts ...ipc.Option) (*ipc.Conn, error)
 }
 
-// startChild re-executes the test binary as a task host with its end of p.
-func startChild(t *testing.T, p childEnds) (*exec.Cmd, *bytes.Buffer) {
+// startChild re-executes the test binary as a task host with its end of p:
+// childEcho, or with env's first entry envChild=childServeHost,
+// serveHostChild; env is added to the child's environment.
+func startChild(t *testing.T, p childEnds, env ...string) (*exec.Cmd, *bytes.Buffer) {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(append(os.Environ(), envChild+"=1"), p.ChildEnv(3)...)
+	cmd.Env = append(append(append(os.Environ(), envChild+"=1"), env...), p.ChildEnv(3)...)
 	switch p := p.(type) {
 	case *ipc.Pair:
 		cmd.ExtraFiles = []*os.File{p.ChildFile()}
