@@ -82,7 +82,7 @@ func TestReportCommand(t *testing.T) {
 		{"whatif and baseline", []string{"report", "--whatif", "ipc.send=2x", "--baseline", base, cand}, exitUsage, nil, "without --baseline"},
 		{"no file", []string{"report"}, exitUsage, nil, "one trace file"},
 		{"missing file", []string{"report", filepath.Join(t.TempDir(), "nope")}, exitFail, nil, "no such file"},
-		{"no work spans", []string{"report", empty}, exitFail, nil, "no amdahl.work root spans"},
+		{"no work spans", []string{"report", empty}, exitFail, nil, "no units of work (neither amdahl.work spans nor trace roots)"},
 		{"malformed", []string{"report", bad}, exitFail, nil, "bad.jsonl:2:"},
 		{"too many spans", []string{"report", "--max-spans", "2", base}, exitFail, nil, "more than 2 spans"},
 		{"bad flag", []string{"report", "--frobnicate", base}, exitUsage, nil, "unknown flag"},

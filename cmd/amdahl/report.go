@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/amdahl-rt/amdahl/internal/htmlreport"
 	"github.com/amdahl-rt/amdahl/runtime"
@@ -24,31 +25,26 @@ func newReportCmd() *cobra.Command {
 		paired     bool
 		warmup     float64
 		htmlOut    string
+		unit       string
+		rows       string
+		maxSpan    time.Duration
 	)
 	cmd := &cobra.Command{
 		Use:   "report FILE... [--baseline BASE...]",
 		Short: "Attribute the units of work in OTLP JSON trace files; compare two sets A/B",
-		Long: `report reads OTLP JSON trace files (one ExportTraceServiceRequest per line,
-or one object of any size, as written by amdahl's trace file or the
-OpenTelemetry Collector's file exporter) and prints, per row (component,
-phase, direction), the span count, mean and p99 duration, the critical-path
-share q and the naive share. Several files are several runs of one set.
+		Long: `report reads OTLP JSON trace files (amdahl's, or the OpenTelemetry Collector's
+file exporter's) and prints per row its spans, mean and p99, critical-path
+share q and naive share. Several files are several runs of one set.
 
-With --baseline BASE (repeat it, or separate files by commas, for several
-baseline runs), the FILEs are the candidate and the report compares the two:
-  q       the row's share of the baseline's e2e on its critical path
-  r       1 - mean span duration (candidate) / mean (baseline), per row,
-          from the row's own spans — not from critical time
-  q·r     the row's first-order share of the e2e gain
-  predicted gain: Σ q·r over the --target rows, and a critical-path replay
-          of every baseline unit with the target rows' spans scaled by r
-  measured gain: 1 - mean e2e (candidate) / mean e2e (baseline)
-each with a bootstrap 95 % interval (over runs when both sides have two or
-more files, else over units), and a verdict in words.
+Units (--unit): amdahl.work spans, else each trace's root, or a selector.
+Rows (--rows): amdahl's attributes, else the OTel semantic conventions
+(service, span kind, rpc/http/db/messaging), or a YAML rules file.
+docs/attribution.md explains both, the far side, gaps and bad timestamps.
 
---html FILE also writes the report as one self-contained page: the table,
-a bar chart of q (and r, q·r with their intervals for an A/B), the e2e
-distribution and a flame graph of the critical paths of all units.`,
+With --baseline, the FILEs are the candidate: per row q, r (from the row's
+own spans) and q·r; the gain predicted for the --target rows (Σ q·r and a
+critical-path replay) against the measured one, each with a 95 % interval,
+and a verdict. --whatif replays one set with rows made faster.`,
 		Example: `  amdahl report out/trace.jsonl
   amdahl report --by phase out/trace.jsonl
   amdahl report --html report.html out/trace.jsonl        # also a self-contained page
@@ -75,7 +71,11 @@ distribution and a flame graph of the critical paths of all units.`,
 			if warmup < 0 || warmup > 0.5 {
 				return usageError{fmt.Errorf("--warmup %v: want 0 to 0.5", warmup)}
 			}
-			lim := attribution.Limits{MaxSpans: maxSpans}
+			inp, err := reportInput(unit, rows, maxSpan)
+			if err != nil {
+				return err
+			}
+			inp.Limits = attribution.Limits{MaxSpans: maxSpans}
 			in := &attribution.Interner{}
 			factors := map[string]float64{}
 			for _, w := range whatif {
@@ -92,7 +92,7 @@ distribution and a flame graph of the critical paths of all units.`,
 			if htmlOut != "" {
 				cfl, bfl = &attribution.Flame{}, &attribution.Flame{}
 			}
-			cand, cacc, err := readSide(args, lim, in, len(baseline) > 0 || len(factors) > 0, len(factors) > 0, warmup, cfl)
+			cand, cacc, err := readSide(args, inp, in, len(baseline) > 0 || len(factors) > 0, len(factors) > 0, warmup, cfl)
 			if err != nil {
 				return err
 			}
@@ -123,7 +123,7 @@ distribution and a flame graph of the critical paths of all units.`,
 				}
 				return err
 			}
-			base, bacc, err := readSide(baseline, lim, in, true, true, warmup, bfl)
+			base, bacc, err := readSide(baseline, inp, in, true, true, warmup, bfl)
 			if err != nil {
 				return err
 			}
@@ -154,7 +154,36 @@ distribution and a flame graph of the critical paths of all units.`,
 	f.BoolVar(&paired, "paired", false, "the i-th baseline and candidate files are a pair of runs (as amdahl ab makes them): intervals are Student's t over the pairs")
 	f.StringVar(&htmlOut, "html", "", "also write the report as one self-contained HTML page (table, charts, e2e distribution, critical-path flame graph) to this file")
 	f.StringArrayVar(&whatif, "whatif", nil, "replay the critical path with rows N× as fast: ROWS=Nx, e.g. ipc.send=2x (repeatable; no --baseline)")
+	f.StringVar(&unit, "unit", "auto", "units of work: auto, amdahl, roots, or KEY=PATTERN,… on name, kind, service, attributes")
+	f.StringVar(&rows, "rows", "auto", "rows from: auto, amdahl, semconv, or a YAML rules file")
+	f.DurationVar(&maxSpan, "max-span-duration", attribution.DefaultMaxSpanDuration, "leave out (and count) spans longer than this")
 	return cmd
+}
+
+// reportInput makes the reader's Input of --unit, --rows and --max-span-duration.
+func reportInput(unit, rows string, maxSpan time.Duration) (attribution.Input, error) {
+	var inp attribution.Input
+	mode, sel, err := attribution.ParseUnits(unit)
+	if err != nil {
+		return inp, usageError{fmt.Errorf("--unit: %w", err)}
+	}
+	inp.Units, inp.Select = mode, sel
+	if maxSpan <= 0 || maxSpan > attribution.MaxMaxSpanDuration {
+		return inp, usageError{fmt.Errorf("--max-span-duration %v: want above 0 and at most %v", maxSpan, attribution.MaxMaxSpanDuration)}
+	}
+	inp.MaxSpanDuration = maxSpan
+	switch rows {
+	case "auto", "amdahl", "semconv":
+		src, _ := attribution.ParseRowSource(rows)
+		inp.Rows = &attribution.Rows{Source: src}
+	default:
+		r, err := attribution.LoadRules(rows)
+		if err != nil {
+			return inp, usageError{fmt.Errorf("--rows: %w", err)}
+		}
+		inp.Rows = r
+	}
+	return inp, nil
 }
 
 // reportJSON is amdahl report --json of one set of runs; WhatIf is null
@@ -179,7 +208,7 @@ type compareJSON struct {
 // baseline's, for the replay). With warmup, the first fraction of each
 // file's units (by start) is left out, as amdahl ab does.
 // fl, when not nil, also gets every unit (for report.html).
-func readSide(paths []string, lim attribution.Limits, in *attribution.Interner, keep, nodes bool, warmup float64, fl *attribution.Flame) (attribution.Side, *attribution.Accumulator, error) {
+func readSide(paths []string, inp attribution.Input, in *attribution.Interner, keep, nodes bool, warmup float64, fl *attribution.Flame) (attribution.Side, *attribution.Accumulator, error) {
 	var side attribution.Side
 	acc := &attribution.Accumulator{}
 	for _, p := range paths {
@@ -188,7 +217,7 @@ func readSide(paths []string, lim attribution.Limits, in *attribution.Interner, 
 		// The accumulator sees each unit with its tree (the rows' mean and
 		// p99 come from it); only a kept unit loses it, after, unless the
 		// replay needs it.
-		diag, err := attribution.ReadFile(p, lim, in, func(w attribution.Work) {
+		diag, err := inp.ReadFile(p, in, func(w attribution.Work) {
 			if keep || warmup > 0 {
 				works = append(works, w)
 			} else {

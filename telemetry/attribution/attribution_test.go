@@ -466,15 +466,15 @@ func TestBuilderReuse(t *testing.T) {
 	}
 }
 
-// TestPhaseRoot: a unit's root that carries a phase (not what amdahl
-// makes, but input can) files its own time in its own row, and its span
-// counts in no row: a row's spans are the unit's phases below the root.
+// TestPhaseRoot: a unit's root that carries a row (not what amdahl makes,
+// but someone else's trace does: a server span) files its own time in its
+// own row, and its span counts in the row like any other.
 func TestPhaseRoot(t *testing.T) {
 	w, _ := one(t, build("proot", []sp{{"w", "", S, req, 0, 100, false}, {"a", "w", S, req, 10, 30, false}}))
 	checkSum(t, w)
 	root := Key{Phase: S, Direction: req} // build gives the root no component
-	if got := w.Stat(root); got.Critical != 80*time.Millisecond || got.Count != 0 || got.Naive != 0 {
-		t.Errorf("the root's row %+v, want critical 80ms, no span, naive 0", got)
+	if got := w.Stat(root); got.Critical != 80*time.Millisecond || got.Count != 1 || got.Naive != 100*time.Millisecond {
+		t.Errorf("the root's row %+v, want critical 80ms, 1 span, naive 100ms", got)
 	}
 	if got := w.Stat(key(S, req)); got.Critical != 20*time.Millisecond || got.Count != 1 || got.Naive != 20*time.Millisecond {
 		t.Errorf("the child's row %+v, want critical 20ms, 1 span, naive 20ms", got)

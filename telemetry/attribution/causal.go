@@ -36,7 +36,7 @@ func CausalWeight(base, cand Side, sel string, opt CompareOptions) (Causal, erro
 	var match []int
 	var names []string
 	for i, k := range keys {
-		if k.Phase.Valid() && matchTarget(sel, k) {
+		if k.IsRow() && matchTarget(sel, k) {
 			match = append(match, i)
 			names = append(names, k.String())
 		}

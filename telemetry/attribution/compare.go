@@ -206,14 +206,14 @@ func Compare(base, cand Side, opt CompareOptions) (Comparison, error) {
 		}
 		found := false
 		for i, k := range keys {
-			if k.Phase.Valid() && matchTarget(sel, k) {
+			if k.IsRow() && matchTarget(sel, k) {
 				target[i], found = true, true
 			}
 		}
 		if !found && !opt.IgnoreUnmatched {
 			var names []string
 			for _, k := range keys {
-				if k.Phase.Valid() {
+				if k.IsRow() {
 					names = append(names, k.String())
 				}
 			}
@@ -610,7 +610,7 @@ func estimate(b, c *side, bs, cs []int32, keys []Key, target []bool, hasTarget b
 				}
 			}
 		}
-		if !keys[i].Phase.Valid() {
+		if !keys[i].IsRow() {
 			r = math.NaN() // "other" has no spans of its own
 		}
 		v[3+4*i] = q

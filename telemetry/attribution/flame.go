@@ -92,7 +92,7 @@ func (f *Flame) Add(w Work) {
 			fr = &f.root
 		} else {
 			fr = frame(n.Parent)
-			if fr != nil && n.Key.Phase.Valid() {
+			if fr != nil && n.Key.IsRow() {
 				c := fr.kid(n.Key)
 				switch {
 				case c != nil:

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"slices"
 	"strconv"
 
 	"github.com/amdahl-rt/amdahl/telemetry"
@@ -97,9 +98,17 @@ func (l Limits) withDefaults() (Limits, error) {
 // exceeded. An error of r is wrapped. fn's error stops reading and is
 // returned as it is.
 func ReadOTLPJSON(r io.Reader, name string, lim Limits, in *Interner, fn func(Span) error) error {
+	_, err := readOTLPJSON(r, name, lim, in, nil, nil, fn)
+	return err
+}
+
+// readOTLPJSON is ReadOTLPJSON that, given rows, also gives each span its
+// row by them (and Kind, Op), and, given units, marks the spans it
+// matches Selected. It returns how many spans carried amdahl attributes.
+func readOTLPJSON(r io.Reader, name string, lim Limits, in *Interner, rows *Rows, units *Matcher, fn func(Span) error) (int, error) {
 	lim, err := lim.withDefaults()
 	if err != nil {
-		return fmt.Errorf("%s: %w", name, err)
+		return 0, fmt.Errorf("%s: %w", name, err)
 	}
 	if in == nil {
 		in = new(Interner)
@@ -116,8 +125,20 @@ func ReadOTLPJSON(r io.Reader, name string, lim Limits, in *Interner, fn func(Sp
 		buf:   make([]byte, readBufSize),
 		line:  1,
 		procs: make(map[string]uint32),
+		rows:  rows,
+		units: units,
 	}
-	return p.run()
+	if rows != nil || units != nil {
+		if rows == nil {
+			p.rows = &Rows{Source: RowsAmdahl}
+		}
+		p.tab = newAttrTable(p.rows, units)
+		p.vals = make([]string, len(p.tab.keys))
+		p.res.vals = make([]string, len(p.tab.keys))
+		p.rb.intern = p.strs.get
+	}
+	err = p.run()
+	return p.amdahlSpans, err
 }
 
 // otlpReader is a byte-level scanner over its own read buffer, with one
@@ -152,6 +173,15 @@ type otlpReader struct {
 	res   resourceState
 	batch spanBatch
 	procs map[string]uint32
+
+	// Rules (nil: amdahl's attributes only): tab numbers the attributes
+	// kept, in vals for the span being read (res.vals for its resource).
+	rows        *Rows
+	units       *Matcher
+	tab         *attrTable
+	vals        []string
+	rb          rowBuilder
+	amdahlSpans int
 }
 
 type valueKind uint8
@@ -168,7 +198,8 @@ const (
 // the rest.
 type pendingSpan struct {
 	Span
-	has uint8
+	has  uint8
+	vals []string // the kept attributes of a span held for its resource
 }
 
 // amdahlKeys are the string attributes a resource can give its spans;
@@ -191,6 +222,7 @@ type resourceState struct {
 	idKey    []byte
 	proc     uint32
 	procDone bool
+	vals     []string // kept attributes (otlpReader.tab)
 }
 
 func (rs *resourceState) reset() {
@@ -198,6 +230,7 @@ func (rs *resourceState) reset() {
 	rs.hasDef = 0
 	rs.has = [len(identityKeys)]bool{}
 	rs.proc, rs.procDone = 0, false
+	clear(rs.vals)
 }
 
 // spanBatch holds spans in chunks of batchChunk.
@@ -353,6 +386,21 @@ func (p *otlpReader) emit(ps *pendingSpan) error {
 		}
 	}
 	s.Process = p.res.proc
+	if p.tab != nil {
+		vals := ps.vals
+		if vals == nil {
+			vals = p.vals
+		}
+		v := spanView{name: s.Name, kind: s.Kind, tab: p.tab, span: vals, res: p.res.vals}
+		hasAmdahl := (ps.has|p.res.hasDef)&amdahlRowBits != 0
+		if hasAmdahl {
+			p.amdahlSpans++
+		}
+		p.rb.apply(p.rows, &s, &v, hasAmdahl)
+		if p.units != nil {
+			s.Selected = p.units.match(&v)
+		}
+	}
 	return p.fn(s)
 }
 
@@ -524,8 +572,28 @@ func amdahlKey(k []byte) int {
 	return -1
 }
 
+// amdahlRowBits are the amdahlKeys that make a span one of amdahl's rows.
+const amdahlRowBits = 1<<0 | 1<<1 | 1<<2
+
+// keep stores the KeyValue just read in vals if the rules read its key.
+func (p *otlpReader) keep(vals []string) {
+	i, ok := p.tab.at[string(p.akey)]
+	if !ok {
+		return
+	}
+	switch p.akind {
+	case kindString, kindInt:
+		vals[i] = p.strs.get(p.aval)
+	case kindBool:
+		vals[i] = strconv.FormatBool(p.abool)
+	}
+}
+
 // spanAttr applies the KeyValue just read to s.
 func (p *otlpReader) spanAttr(s *pendingSpan) {
+	if p.tab != nil {
+		p.keep(p.vals)
+	}
 	if string(p.akey) == string(telemetry.AttrRemote) {
 		if p.akind == kindBool {
 			s.Remote = p.abool
@@ -543,6 +611,9 @@ func (p *otlpReader) spanAttr(s *pendingSpan) {
 
 // resourceAttr applies the KeyValue just read to the resource.
 func (p *otlpReader) resourceAttr() {
+	if p.tab != nil {
+		p.keep(p.res.vals)
+	}
 	for i, k := range identityKeys {
 		if string(p.akey) == k {
 			if p.akind == kindString || p.akind == kindInt {
@@ -607,6 +678,7 @@ func (p *otlpReader) span() error {
 	}
 	var s pendingSpan
 	var haveTrace, haveSpan bool
+	clear(p.vals)
 	for first := true; ; first = false {
 		key, more, err := p.member(first)
 		if err != nil {
@@ -656,9 +728,11 @@ func (p *otlpReader) span() error {
 			}
 			s.Name = p.strs.get(v)
 		case "startTimeUnixNano", "start_time_unix_nano":
-			s.Start, err = p.nanos("startTimeUnixNano")
+			s.Start, err = p.nanos("startTimeUnixNano", &s.Span)
 		case "endTimeUnixNano", "end_time_unix_nano":
-			s.End, err = p.nanos("endTimeUnixNano")
+			s.End, err = p.nanos("endTimeUnixNano", &s.Span)
+		case "kind":
+			s.Kind, err = p.kind()
 		case "attributes":
 			err = p.attributes(&s)
 		default:
@@ -677,20 +751,34 @@ func (p *otlpReader) span() error {
 	if p.res.seen && p.batch.n == 0 {
 		return p.emit(&s)
 	}
+	if p.tab != nil {
+		s.vals = slices.Clone(p.vals)
+	}
 	p.batch.add(&s) // at most Limits.MaxSpans, as spans are
 	return nil
 }
 
 // nanos reads a time in Unix nanoseconds: a string of digits or a number.
-func (p *otlpReader) nanos(field string) (int64, error) {
+// A time past what int64 nanoseconds hold (year 2262) is not an error:
+// the span is marked, to be left out and counted (Diagnostics.Beyond).
+func (p *otlpReader) nanos(field string, s *Span) (int64, error) {
 	v, null, err := p.scalar()
 	if err != nil || null {
 		return 0, err
 	}
 	var n int64
-	for _, c := range v {
-		if c < '0' || c > '9' || n > (math.MaxInt64-int64(c-'0'))/10 {
+	for i, c := range v {
+		if c < '0' || c > '9' {
 			return 0, p.spanError(p.at(p.valOff), field, "want an integer of Unix nanoseconds, got %q", clip(v))
+		}
+		if n > (math.MaxInt64-int64(c-'0'))/10 {
+			for _, c := range v[i:] {
+				if c < '0' || c > '9' {
+					return 0, p.spanError(p.at(p.valOff), field, "want an integer of Unix nanoseconds, got %q", clip(v))
+				}
+			}
+			s.flags |= flagBeyond
+			return 0, nil
 		}
 		n = n*10 + int64(c-'0')
 	}
@@ -698,6 +786,22 @@ func (p *otlpReader) nanos(field string) (int64, error) {
 		return 0, p.spanError(p.at(p.valOff), field, "want an integer of Unix nanoseconds, got %q", "")
 	}
 	return n, nil
+}
+
+// kind reads a span kind: OTLP's number, or its name (protojson may
+// write "SPAN_KIND_SERVER"). An unknown kind is KindUnspecified.
+func (p *otlpReader) kind() (SpanKind, error) {
+	v, null, err := p.scalar()
+	if err != nil || null {
+		return 0, err
+	}
+	if len(v) == 1 && '0' <= v[0] && int(v[0]-'0') < len(kindNames) {
+		return SpanKind(v[0] - '0'), nil
+	}
+	if k, err := ParseSpanKind(string(v)); err == nil {
+		return k, nil
+	}
+	return KindUnspecified, nil
 }
 
 var (

@@ -148,7 +148,7 @@ func otlpTestRequest() (*coltracepb.ExportTraceServiceRequest, []Span) {
 	}}
 	want := []Span{
 		{TraceID: t1, SpanID: root, Start: t0, End: t0 + 5000, Name: telemetry.SpanWork,
-			Component: "runtime", Direction: telemetry.Request, Failed: true, Process: 1},
+			Component: "runtime", Direction: telemetry.Request, Failed: true, Process: 1, Kind: KindInternal},
 		{TraceID: t1, SpanID: send, ParentID: root, Start: t0 + 100, End: t0 + 900, Name: "ipc.send",
 			Component: "ipc", Phase: telemetry.Send, Direction: telemetry.Request, Process: 1},
 		{TraceID: t1, SpanID: exec, ParentID: root, Start: t0 + 1000, End: t0 + 4000, Name: "taskhost.execute",
@@ -415,8 +415,8 @@ func TestReadOTLPJSONErrors(t *testing.T) {
 			want: `t.jsonl:1:63: span 1: endTimeUnixNano: want an integer of Unix nanoseconds, got "soon"`},
 		{name: "negative time", in: `{"resourceSpans":[{"scopeSpans":[{"spans":[{"endTimeUnixNano":-1}]}]}]}`,
 			want: `t.jsonl:1:63: span 1: endTimeUnixNano: want an integer of Unix nanoseconds, got "-1"`},
-		{name: "time out of range", in: `{"resourceSpans":[{"scopeSpans":[{"spans":[{"endTimeUnixNano":"9223372036854775808"}]}]}]}`,
-			want: `t.jsonl:1:63: span 1: endTimeUnixNano: want an integer of Unix nanoseconds, got "9223372036854775808"`},
+		{name: "time out of range and not a number", in: `{"resourceSpans":[{"scopeSpans":[{"spans":[{"endTimeUnixNano":"92233720368547758080x"}]}]}]}`,
+			want: `t.jsonl:1:63: span 1: endTimeUnixNano: want an integer of Unix nanoseconds, got "92233720368547758080x"`},
 		{name: "time as bool", in: `{"resourceSpans":[{"scopeSpans":[{"spans":[{"endTimeUnixNano":true}]}]}]}`,
 			want: `t.jsonl:1:63: want a string or a number, got 't'`},
 		{name: "garbage", in: "hello", want: "t.jsonl:1:1: want '{' to begin an ExportTraceServiceRequest, got 'h'"},

@@ -39,7 +39,7 @@ func newReplayPlan(w Work, keyIndex map[Key]int) *replayPlan {
 	var byEnd []int32
 	for i := range n {
 		p.keyAt[i] = -1
-		if k := nodes[i].Key; k.Phase.Valid() {
+		if k := nodes[i].Key; k.IsRow() {
 			if j, ok := keyIndex[k]; ok {
 				p.keyAt[i] = int32(j)
 			}

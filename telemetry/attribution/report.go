@@ -3,6 +3,7 @@ package attribution
 import (
 	"fmt"
 	"io"
+	"math"
 	"slices"
 	"sync"
 	"text/tabwriter"
@@ -77,6 +78,7 @@ type rowSum struct {
 	critical, naive time.Duration
 	count           int
 	dur             Sketch
+	folded          bool // an overflow row (MaxRows)
 }
 
 // Add adds one unit of work. Its Nodes feed the rows' duration sketches;
@@ -88,21 +90,28 @@ func (a *Accumulator) Add(w Work) {
 		a.rows = map[Key]*rowSum{}
 	}
 	d := w.E2E()
+	rows := a.rowsOf(w.Stats)
+	if a.overflows(w, rows) {
+		a.diag.Overflow++
+		return
+	}
 	a.works++
 	a.e2eTotal += d
 	a.e2e.Add(d)
 	if w.Root.Failed {
 		a.failed++
 	}
-	rows := a.rowsOf(w.Stats)
 	for i, s := range w.Stats {
 		r := rows[i]
 		r.critical += s.Critical
 		r.naive += s.Naive
 		r.count += s.Count
+		if r.folded {
+			a.diag.Folded += s.Count
+		}
 	}
 	for _, n := range w.Nodes {
-		if !n.Key.Phase.Valid() {
+		if !n.Key.IsRow() {
 			continue
 		}
 		// A Work from a Builder says which of its Stats is the node's
@@ -115,13 +124,30 @@ func (a *Accumulator) Add(w Work) {
 	}
 }
 
+// overflows reports whether adding w (its rows' sums in rows) would
+// overflow a sum: int64 nanoseconds hold 292 years, which hostile input
+// can pass (spans up to MaxMaxSpanDuration, millions of them).
+func (a *Accumulator) overflows(w Work, rows []*rowSum) bool {
+	const top = time.Duration(math.MaxInt64)
+	d := w.E2E()
+	if d < 0 || a.e2eTotal > top-d {
+		return true
+	}
+	for i, s := range w.Stats {
+		if s.Naive < 0 || s.Naive == top || rows[i].naive > top-s.Naive || rows[i].critical > top-s.Critical {
+			return true
+		}
+	}
+	return false
+}
+
 // rowsOf returns the rows of stats' keys, in their order: the last
 // unit's when the keys are the same. mu is held.
 func (a *Accumulator) rowsOf(stats []KeyStat) []*rowSum {
 	if len(stats) == len(a.lastKeys) {
 		same := true
 		for i := range stats {
-			if k, l := &stats[i].Key, &a.lastKeys[i]; k.Phase != l.Phase || k.Direction != l.Direction || k.Component != l.Component {
+			if k, l := &stats[i].Key, &a.lastKeys[i]; !sameKey(k, l) {
 				same = false
 				break
 			}
@@ -141,7 +167,7 @@ func (a *Accumulator) rowsOf(stats []KeyStat) []*rowSum {
 func (a *Accumulator) row(k Key) *rowSum {
 	for _, kr := range a.recent {
 		// Phase and direction first: most keys differ there.
-		if kr.key.Phase == k.Phase && kr.key.Direction == k.Direction && kr.key.Component == k.Component {
+		if sameKey(&kr.key, &k) {
 			return kr.row
 		}
 	}
@@ -164,7 +190,7 @@ func (a *Accumulator) lookup(k Key) *rowSum {
 				return r
 			}
 		}
-		r = &rowSum{}
+		r = &rowSum{folded: k.Component == OverflowComponent && len(a.rows) >= MaxRows}
 		a.rows[k] = r
 	}
 	return r
@@ -179,11 +205,18 @@ const MaxRows = 1000
 // OverflowComponent names the component of rows folded past MaxRows.
 const OverflowComponent = "(more components)"
 
+// OverflowOp names the operation of rows folded past MaxRows that had one.
+const OverflowOp = "(more operations)"
+
 func overflowKey(k Key) Key {
-	if !k.Phase.Valid() {
+	if !k.IsRow() {
 		return k
 	}
-	return Key{Component: OverflowComponent, Phase: k.Phase, Direction: k.Direction}
+	op := ""
+	if k.Op != "" {
+		op = OverflowOp
+	}
+	return Key{Component: OverflowComponent, Phase: k.Phase, Direction: k.Direction, Op: op}
 }
 
 // Merge adds everything added to o (units and diagnostics) to a, as if
@@ -195,7 +228,7 @@ func (a *Accumulator) Merge(o *Accumulator) {
 	defer a.mu.Unlock()
 	a.works += o.works
 	a.failed += o.failed
-	a.e2eTotal += o.e2eTotal
+	a.e2eTotal = satAdd(a.e2eTotal, o.e2eTotal)
 	a.e2e.Merge(&o.e2e)
 	a.diag.Add(o.diag)
 	if len(o.rows) > 0 && a.rows == nil {
@@ -203,6 +236,10 @@ func (a *Accumulator) Merge(o *Accumulator) {
 	}
 	for k, v := range o.rows {
 		r := a.lookup(k)
+		if a.e2eTotal < 0 || r.naive > math.MaxInt64-v.naive {
+			a.diag.Overflow++ // reported, the sums kept as they were
+			continue
+		}
 		r.critical += v.critical
 		r.naive += v.naive
 		r.count += v.count
@@ -246,6 +283,9 @@ func (a *Accumulator) Report(byPhase bool) Report {
 		m.dur.Merge(&v.dur)
 	}
 	for k, v := range rows {
+		if v.count == 0 && v.critical == 0 && v.naive == 0 {
+			continue // made for a unit then refused (overflows)
+		}
 		row := Row{Key: k, Name: k.String(), Spans: v.count, P99: v.dur.Quantile(0.99)}
 		if r.E2ETotal > 0 {
 			row.Q = float64(v.critical) / float64(r.E2ETotal)
@@ -285,7 +325,7 @@ func (r Report) WriteText(w io.Writer) error {
 	var sumQ float64
 	for _, row := range r.Rows {
 		sumQ += row.Q
-		if !row.Key.Phase.Valid() {
+		if !row.Key.IsRow() {
 			// "other" has no spans of its own: only critical time no phase covers.
 			fmt.Fprintf(tw, "%s\t-\t-\t-\t%v\t%s\t-\t\n", row.Name, round(row.CriticalPerWork), pct(row.Q))
 			continue
@@ -300,12 +340,24 @@ func (r Report) WriteText(w io.Writer) error {
 // line is a one-line account of anomalies in the input, or "" when there
 // were none worth a line.
 func (d Diagnostics) line() string {
-	if d.Duplicates+d.Orphans+d.Cycles+d.TooDeep+d.Nested+d.Unrooted+d.Placed+d.Clipped+d.Unplaced+d.Outside == 0 {
+	if d.Duplicates+d.Orphans+d.Cycles+d.TooDeep+d.Nested+d.Unrooted+d.Placed+d.Clipped+d.Unplaced+d.Outside+
+		d.bad()+d.RootMissing+d.Overflow+d.Folded == 0 {
 		return ""
 	}
-	return fmt.Sprintf("input: %d spans; %d duplicates dropped, %d orphans (%d attached to their trace's unit), %d nested roots, %d in cycles, %d too deep, %d outside any unit; "+
+	s := fmt.Sprintf("input: %d spans; %d duplicates dropped, %d orphans (%d attached to their trace's unit), %d nested roots, %d in cycles, %d too deep, %d outside any unit; "+
 		"far-side groups placed %d, near spans cut %d, parents with several round trips walked as recorded %d, spans cut to their parent %d",
 		d.Spans, d.Duplicates, d.Orphans, d.Attached, d.Nested, d.Cycles, d.TooDeep, d.Unrooted, d.Placed, d.Clipped, d.Unplaced, d.Outside)
+	if d.bad()+d.RootMissing+d.Overflow+d.Folded > 0 {
+		s += fmt.Sprintf("; hostile timestamps left out: %s; traces without their root %d (topmost span stands in); units left out for overflow %d; spans in rows folded past %d rows %d",
+			d.badLine(), d.RootMissing, d.Overflow, MaxRows, d.Folded)
+	}
+	return s
+}
+
+// badLine counts the spans left out for their timestamps, by kind.
+func (d Diagnostics) badLine() string {
+	return fmt.Sprintf("%d spans (%d units) — %d without a start or end, %d ending before they start, %d longer than the bound, %d from year 2262 on",
+		d.bad(), d.BadUnits, d.NoTime, d.Reversed, d.TooLong, d.Beyond)
 }
 
 func pct(f float64) string { return fmt.Sprintf("%.1f%%", 100*f) }

@@ -45,6 +45,7 @@ type shape struct {
 // shapeSpan is what a shape checks of the span at one input position.
 type shapeSpan struct {
 	name, component string
+	op              string
 	phase           telemetry.Phase
 	direction       telemetry.Direction
 	remote          bool
@@ -53,14 +54,14 @@ type shapeSpan struct {
 }
 
 func shapeSpanOf(sp *Span, parent int32) shapeSpan {
-	return shapeSpan{name: sp.Name, component: sp.Component, phase: sp.Phase, direction: sp.Direction,
+	return shapeSpan{name: sp.Name, component: sp.Component, op: sp.Op, phase: sp.Phase, direction: sp.Direction,
 		remote: sp.Remote, process: sp.Process, parent: parent}
 }
 
 // sameFields reports whether sp has ss's fields (its parent aside).
 func (ss *shapeSpan) sameFields(sp *Span) bool {
 	return sp.Phase == ss.phase && sp.Direction == ss.direction && sp.Remote == ss.remote &&
-		sp.Process == ss.process && sp.Name == ss.name && sp.Component == ss.component
+		sp.Process == ss.process && sp.Name == ss.name && sp.Component == ss.component && sp.Op == ss.op
 }
 
 // maxShapes bounds the shapes a Builder keeps, maxShapeSpans the spans of
@@ -105,6 +106,14 @@ func (s *shape) matches(spans []Span) bool {
 // keeps, and reports whether they were. The shape found moves to the
 // front.
 func (b *treeBuilder) knownShape(spans []Span, fn func(Work), d *Diagnostics) bool {
+	if len(b.shapes) == 0 {
+		return false
+	}
+	for i := range spans {
+		if badTime(&spans[i], b.bound) != timeOK {
+			return false // the general path leaves it out and counts it
+		}
+	}
 	for i, s := range b.shapes {
 		if !s.matches(spans) {
 			continue
@@ -129,7 +138,7 @@ func (b *treeBuilder) workOf(s *shape, spans []Span, d *Diagnostics) Work {
 	}
 	for k, i := range s.order {
 		sp, nd := &spans[i], &w.Nodes[k]
-		nd.Start, nd.End, nd.Dur = sp.Start, max(sp.End, sp.Start), sp.Duration()
+		nd.Start, nd.End, nd.Dur = sp.Start, sp.End, sp.Duration()
 	}
 	t := &b.tree
 	t.nodes = w.Nodes
@@ -148,7 +157,7 @@ func (b *treeBuilder) workOf(s *shape, spans []Span, d *Diagnostics) Work {
 	for r, k := range s.keys {
 		stats = append(stats, KeyStat{Key: k, Count: s.count[r]})
 	}
-	for i := 1; i < len(w.Nodes); i++ {
+	for i := range w.Nodes {
 		if r := w.Nodes[i].Row; r >= 0 {
 			stats[r].Naive += w.Nodes[i].Dur
 		}
@@ -168,7 +177,7 @@ func (b *treeBuilder) workOf(s *shape, spans []Span, d *Diagnostics) Work {
 func (b *treeBuilder) learnShape(spans []Span, d Diagnostics) {
 	n := len(spans)
 	if n > maxShapeSpans || len(b.roots) != 1 || len(b.sp) != n || len(b.tree.nodes) != n ||
-		d.Duplicates+d.Orphans+d.Cycles+d.TooDeep+d.Unrooted > 0 {
+		d.Duplicates+d.Orphans+d.Cycles+d.TooDeep+d.Unrooted+d.bad() > 0 {
 		return
 	}
 	s := &shape{spans: make([]shapeSpan, n), root: b.ord[b.roots[0]].i}
@@ -191,6 +200,11 @@ func (b *treeBuilder) learnShape(spans []Span, d Diagnostics) {
 		}
 	}
 	t := &b.tree
+	for k := range t.nodes {
+		if nd := &t.nodes[k]; nd.Key.Phase == telemetry.Send && nd.Key.Direction == telemetry.None {
+			return // where its far side goes depends on the times (work)
+		}
+	}
 	s.order = make([]int32, n)
 	for k, spi := range b.nodeSpan {
 		s.order[k] = b.ord[spi].i
@@ -198,7 +212,7 @@ func (b *treeBuilder) learnShape(spans []Span, d Diagnostics) {
 	s.first, s.kid = slices.Clone(t.first), slices.Clone(t.kid)
 	s.nodes = make([]Node, n)
 	for k, nd := range t.nodes {
-		s.nodes[k] = Node{Key: nd.Key, Parent: nd.Parent, Far: nd.Far, Row: -1}
+		s.nodes[k] = Node{Key: nd.Key, Parent: nd.Parent, Far: nd.Far, Row: -1, via: nd.via}
 		if k > 0 && nd.Far && !slices.Contains(s.placed, nd.Parent) {
 			s.placed = append(s.placed, nd.Parent)
 		}
@@ -208,7 +222,7 @@ func (b *treeBuilder) learnShape(spans []Span, d Diagnostics) {
 	}
 	slices.Sort(s.placed) // place goes parent by parent in node order
 	for _, nd := range s.nodes {
-		if nd.Key.Phase.Valid() && !slices.Contains(s.keys, nd.Key) {
+		if nd.Key.IsRow() && !slices.Contains(s.keys, nd.Key) {
 			s.keys = append(s.keys, nd.Key)
 		}
 	}
@@ -216,14 +230,12 @@ func (b *treeBuilder) learnShape(spans []Span, d Diagnostics) {
 	s.count = make([]int, len(s.keys))
 	for k := range s.nodes {
 		nd := &s.nodes[k]
-		if !nd.Key.Phase.Valid() {
+		if !nd.Key.IsRow() {
 			continue
 		}
 		r, _ := slices.BinarySearchFunc(s.keys, nd.Key, compareKeys)
 		nd.Row = int32(r)
-		if k > 0 {
-			s.count[r]++
-		}
+		s.count[r]++
 	}
 	if len(b.shapes) < maxShapes {
 		b.shapes = append(b.shapes, nil)

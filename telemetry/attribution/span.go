@@ -4,6 +4,9 @@ import (
 	"cmp"
 	"encoding/binary"
 	"encoding/hex"
+	"fmt"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -65,7 +68,62 @@ type Span struct {
 	// Failed is amdahl.outcome other than "ok" (on roots: a unit that
 	// failed or was cancelled).
 	Failed bool
+	// Kind is the span's OTLP kind (KindUnspecified when not known).
+	Kind SpanKind
+	// Op is the row's operation when a rule set other than amdahl's gave
+	// the row ("GET /items", "orders.Store/Put"); "" for amdahl's rows.
+	Op string
+	// Selected marks a span chosen as a unit of work by a unit selector
+	// (Input.Units); the Builder's Units mode says whether it is read.
+	Selected bool
+	// flags: flagSemconv, flagBeyond.
+	flags uint8
 }
+
+// SpanKind is OTLP's span kind (SPAN_KIND_INTERNAL…), by its number.
+type SpanKind uint8
+
+// The span kinds, numbered as in OTLP.
+const (
+	KindUnspecified SpanKind = iota
+	KindInternal
+	KindServer
+	KindClient
+	KindProducer
+	KindConsumer
+)
+
+var kindNames = [...]string{"unspecified", "internal", "server", "client", "producer", "consumer"}
+
+// String returns the kind's lowercase name ("client").
+func (k SpanKind) String() string {
+	if int(k) < len(kindNames) {
+		return kindNames[k]
+	}
+	return "kind(" + strconv.Itoa(int(k)) + ")"
+}
+
+// ParseSpanKind returns the kind named s: "client", "CLIENT" or
+// "SPAN_KIND_CLIENT".
+func ParseSpanKind(s string) (SpanKind, error) {
+	t := strings.ToLower(strings.TrimPrefix(strings.ToUpper(s), "SPAN_KIND_"))
+	for i, n := range kindNames {
+		if n == t {
+			return SpanKind(i), nil
+		}
+	}
+	return 0, fmt.Errorf("unknown span kind %q (valid: internal, server, client, producer, consumer)", s)
+}
+
+const (
+	// flagSemconv: the row was set by the semconv rules in auto mode, on
+	// a span with no amdahl attribute; cleared when the input turns out
+	// to be amdahl's.
+	flagSemconv uint8 = 1 << iota
+	// flagBeyond: a time was past what int64 nanoseconds hold (year
+	// 2262).
+	flagBeyond
+)
 
 // Duration returns End - Start, never negative.
 func (s Span) Duration() time.Duration {
@@ -78,10 +136,10 @@ func (s Span) Duration() time.Duration {
 // Key returns the row the span belongs to: component, phase and direction;
 // the zero Key when the span is not a phase.
 func (s Span) Key() Key {
-	if !s.Phase.Valid() {
+	if !s.Phase.Valid() && s.Op == "" {
 		return Key{}
 	}
-	return Key{Component: s.Component, Phase: s.Phase, Direction: s.Direction}
+	return Key{Component: s.Component, Phase: s.Phase, Direction: s.Direction, Op: s.Op}
 }
 
 // Interner shares the bytes of repeated strings (span names, components,
@@ -151,6 +209,7 @@ func FromSDKSpan(s sdktrace.ReadOnlySpan) Span {
 		// have no monotonic reading.
 		Start: s.StartTime().UnixNano(),
 		End:   s.EndTime().UnixNano(),
+		Kind:  SpanKind(s.SpanKind()),
 	}
 	if p := s.Parent(); p.IsValid() {
 		sp.ParentID = SpanID(p.SpanID())

@@ -82,7 +82,7 @@ func Replay(s Side, factors map[string]float64, opt CompareOptions) (WhatIf, err
 	for _, sel := range sels {
 		found := false
 		for i, k := range keys {
-			if k.Phase.Valid() && matchTarget(sel, k) {
+			if k.IsRow() && matchTarget(sel, k) {
 				factor[i], found = factors[sel], true
 				out.Rows = append(out.Rows, k.String())
 				out.Factors = append(out.Factors, factors[sel])
