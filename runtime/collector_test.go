@@ -132,8 +132,8 @@ func TestCollectorConcurrentRoots(t *testing.T) {
 				tid := trace.TraceID{byte(g), byte(i >> 8), byte(i)}
 				c.track(tid, nil)
 				c.ended(nil, attribution.Span{TraceID: attribution.TraceID(tid), SpanID: attribution.SpanID{1}, ParentID: attribution.SpanID{2},
-					Name: "x.send", Start: 1, End: 2})
-				c.ended(nil, attribution.Span{TraceID: attribution.TraceID(tid), SpanID: attribution.SpanID{2}, Name: telemetry.SpanWork, Start: 0, End: 3})
+					Name: "x.send", Start: 11, End: 12})
+				c.ended(nil, attribution.Span{TraceID: attribution.TraceID(tid), SpanID: attribution.SpanID{2}, Name: telemetry.SpanWork, Start: 10, End: 13})
 			}
 		}()
 	}

@@ -11,8 +11,16 @@
 // FromSDKSpan), or OTLP JSON trace files written by amdahl or by the
 // OpenTelemetry Collector's file exporter (ReadFile, Read, ReadOTLPJSON:
 // streamed, one line or many of any length, compact spans with interned
-// strings). A unit of work is an amdahl.work root span with no amdahl.work
-// above it, and every span reachable from it through parent ids (Trees).
+// strings). A unit of work is a unit span with no unit span above it, and
+// every span reachable from it through parent ids (Trees). Which spans
+// are units is Input.Units: amdahl.work spans, every trace's root (a
+// trace whose root is missing has its topmost span stand in), or the
+// spans a selector on name, kind, service.name and attributes matches;
+// by default amdahl.work when the input has one, else roots. A span's row
+// comes from a rule set (Input.Rows, rules.go): amdahl's attributes,
+// OpenTelemetry's semantic conventions (service, span kind, rpc.*,
+// http.*, db.*, messaging.*), or a rules file (ParseRules); by default
+// amdahl's when any span carries them, else the conventions'.
 // Input is taken as it comes and every anomaly is counted in Diagnostics,
 // never dropped silently:
 //
@@ -25,7 +33,12 @@
 //   - parent chains that loop, or run deeper than MaxTreeDepth, are left
 //     out and counted;
 //   - malformed input is an error naming the file and line; Limits bound
-//     spans, string lengths and nesting.
+//     spans, string lengths and nesting;
+//   - a span with hostile timestamps (a missing or zero start or end, an
+//     end before its start, longer than MaxSpanDuration, a time from 2262
+//     on) is left out, its children hung under its parent; a unit whose
+//     root is one is left out whole; sums of durations are checked, a
+//     unit that would overflow one left out and counted.
 //
 // # Critical path and q
 //
@@ -52,7 +65,12 @@
 // # Two clocks
 //
 // Spans measured in another process (amdahl.remote=true, or a span whose
-// resource differs from its parent's) carry that process's clock. They
+// resource differs from its parent's: a CLIENT→SERVER or
+// PRODUCER→CONSUMER pair across services) carry that process's clock. A
+// far span under a send of no direction (a CLIENT span) that fits in it
+// is the send's inside, placed within its window (the call's far side);
+// one longer than the send happened after it (the send was the request
+// only) and is placed like amdahl's far sides. They
 // are placed causally before the walk: the far side's spans under a
 // near-side parent form a group that happened after the near request's
 // send began and before the near reply's receive ended. The group is
