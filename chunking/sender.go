@@ -30,6 +30,11 @@ type SenderConfig struct {
 	Component *telemetry.Component
 	// MeterProvider, if not nil, receives amdahl.chunking.retries.
 	MeterProvider metric.MeterProvider
+	// Breaker, if not nil, is asked before every call and told its
+	// outcome: while it is open a call fails at once with an error
+	// matching ErrSidecarUnavailable, without retrying, and a call waiting
+	// out a backoff stops when it opens. The Sender does not own it.
+	Breaker *Breaker
 }
 
 // Sender completes orchestrator work items on a TaskHubSidecarService: it
@@ -43,6 +48,7 @@ type Sender struct {
 	comp    *telemetry.Component
 	steps   *telemetry.Steps
 	metrics *metrics
+	breaker *Breaker
 }
 
 // NewSender returns a Sender calling cc. The connection should be created
@@ -67,7 +73,7 @@ func NewSender(cc grpc.ClientConnInterface, cfg SenderConfig) (*Sender, error) {
 		return nil, err
 	}
 	m.zeroRetries()
-	return &Sender{cc: cc, planner: pl, retry: rp, comp: cfg.Component, steps: serializeSteps(cfg.Component), metrics: m}, nil
+	return &Sender{cc: cc, planner: pl, retry: rp, comp: cfg.Component, steps: serializeSteps(cfg.Component), metrics: m, breaker: cfg.Breaker}, nil
 }
 
 // retryable are the codes durabletask-dotnet retries.
@@ -181,7 +187,8 @@ func (s *Sender) abandon(ctx context.Context, token string) error {
 }
 
 // withRetry calls f until it succeeds, fails with a non-retried code, the
-// budget is spent, or ctx ends. It returns the number of calls made.
+// budget is spent, the breaker opens, or ctx ends. It returns the number
+// of calls made.
 func (s *Sender) withRetry(ctx context.Context, span trace.Span, f func(context.Context) error) (int, error) {
 	var timer *time.Timer
 	defer func() {
@@ -190,7 +197,11 @@ func (s *Sender) withRetry(ctx context.Context, span trace.Span, f func(context.
 		}
 	}()
 	for attempt := 1; ; attempt++ {
+		if err := s.breaker.Allow(); err != nil {
+			return attempt - 1, err
+		}
 		err := f(ctx)
+		s.breaker.Record(err)
 		if err == nil {
 			return attempt, nil
 		}
@@ -217,6 +228,8 @@ func (s *Sender) withRetry(ctx context.Context, span trace.Span, f func(context.
 		select {
 		case <-ctx.Done():
 			return attempt, ctx.Err()
+		case <-s.breaker.Opened():
+			// Allow, at the top of the loop, returns the breaker's error.
 		case <-timer.C:
 		}
 	}

@@ -34,6 +34,16 @@
 //     phases itself: see "Task host telemetry"). An orchestrated task's
 //     orchestration is then completed with the task's outputs (a
 //     CompleteOrchestration action);
+//   - every sidecar call (StartInstance, each chunk, an abandon) has the
+//     retry budget sidecar.retry.* (Config.Retry's fields, when set, beat
+//     them). The sidecar connection has a circuit breaker
+//     (sidecar.breaker.*): once the sidecar has answered nothing but
+//     Unavailable for open_after, every unit that needs it fails at once,
+//     class ClassSidecarUnavailable ("sidecar unavailable"), calls
+//     waiting out a backoff stop, and a probe every probe_interval closes
+//     it when the sidecar answers again (the work-item stream then
+//     reconnects at once), so a run outlives its sidecar instead of each
+//     unit spending the retry budget;
 //   - fanout units: dispatch ends at the lease; the actions are completed
 //     through the chunking sender (chunking.serialize, chunking.send with
 //     one chunking.send.chunk per chunk) and, with the in-process
@@ -215,6 +225,11 @@
 //	perturb.ipc.serialize    AMDAHL_PERTURB_IPC_SERIALIZE   causal experiment: sleep this much longer in every phase (0 = off)
 //	perturb.ipc.send         AMDAHL_PERTURB_IPC_SEND        (same, for ipc.send)
 //	perturb.taskhost.execute AMDAHL_PERTURB_TASKHOST_EXECUTE (same, in the task host's execute)
+//	sidecar.retry.attempts   AMDAHL_SIDECAR_RETRY_ATTEMPTS  attempts of each sidecar call, 1..100 (default 10)
+//	sidecar.retry.base_delay AMDAHL_SIDECAR_RETRY_BASE_DELAY first backoff, doubling (default 200ms)
+//	sidecar.retry.max_delay  AMDAHL_SIDECAR_RETRY_MAX_DELAY longest backoff (default 15s)
+//	sidecar.breaker.open_after AMDAHL_SIDECAR_BREAKER_OPEN_AFTER circuit breaker: unreachable this long opens it (default 3s; 0 = off)
+//	sidecar.breaker.probe_interval AMDAHL_SIDECAR_BREAKER_PROBE_INTERVAL probes while open (default 500ms)
 //
 // A size, in settings as in scenario files, is a whole number of bytes or a
 // number with unit B, KB, MB, GB (powers of 1000), KiB, MiB or GiB (powers

@@ -22,6 +22,8 @@ import (
 type leaser struct {
 	cc      grpc.ClientConnInterface
 	sender  *chunking.Sender
+	breaker *chunking.Breaker // told how each stream attempt went; may be nil
+	wake    <-chan struct{}   // reconnect now: the breaker closed
 	log     *slog.Logger
 	req     *dtpb.GetWorkItemsRequest
 	orphan  sync.WaitGroup // completions of work items nobody waits for
@@ -46,12 +48,12 @@ const (
 	streamBackoffMax = 5 * time.Second
 )
 
-func startLeaser(cc grpc.ClientConnInterface, sender *chunking.Sender, prefix string, timeout time.Duration, largePayloads bool, log *slog.Logger) *leaser {
+func startLeaser(cc grpc.ClientConnInterface, sender *chunking.Sender, breaker *chunking.Breaker, wake <-chan struct{}, prefix string, timeout time.Duration, largePayloads bool, log *slog.Logger) *leaser {
 	caps := []dtpb.WorkerCapability{dtpb.WorkerCapability_WORKER_CAPABILITY_HISTORY_STREAMING}
 	if largePayloads {
 		caps = append(caps, dtpb.WorkerCapability_WORKER_CAPABILITY_LARGE_PAYLOADS)
 	}
-	l := &leaser{cc: cc, sender: sender, prefix: prefix, timeout: timeout, log: log, waiters: map[string]chan leaseResult{}, done: make(chan struct{}),
+	l := &leaser{cc: cc, sender: sender, breaker: breaker, wake: wake, prefix: prefix, timeout: timeout, log: log, waiters: map[string]chan leaseResult{}, done: make(chan struct{}),
 		req: &dtpb.GetWorkItemsRequest{Capabilities: caps}}
 	ctx, cancel := context.WithCancel(context.Background())
 	l.cancel = cancel
@@ -92,6 +94,9 @@ func (l *leaser) loop(ctx context.Context) {
 			l.failAll(ErrClosed)
 			return
 		case <-timer.C:
+		case <-l.wake:
+			backoff = streamBackoffMin
+			continue
 		}
 		backoff = min(2*backoff, streamBackoffMax)
 	}
@@ -102,13 +107,18 @@ func (l *leaser) loop(ctx context.Context) {
 func (l *leaser) stream(ctx context.Context) (bool, error) {
 	st, err := dtpb.GetWorkItems(ctx, l.cc, l.req)
 	if err != nil {
+		l.breaker.Record(err)
 		return false, err
 	}
 	delivered := false
 	for {
 		wi, err := st.Recv()
 		if err != nil {
+			l.breaker.Record(err)
 			return delivered, err
+		}
+		if !delivered {
+			l.breaker.Record(nil)
 		}
 		delivered = true
 		req := wi.GetOrchestratorRequest()

@@ -107,7 +107,8 @@ type Config struct {
 	// fails New, naming the address, rather than every unit later.
 	SidecarConnectTimeout time.Duration
 	// Retry is the per-call retry budget of the chunking sender and of
-	// StartInstance (zero fields: chunking.DefaultRetryPolicy).
+	// StartInstance; its zero fields take the settings sidecar.retry.*
+	// (MaxAttempts, BaseDelay, MaxDelay) and chunking's default jitter.
 	Retry chunking.RetryPolicy
 	// LeaseTimeout bounds the wait for a unit's orchestration work item
 	// after StartInstance (default 1 minute); past it the unit fails with
@@ -266,6 +267,7 @@ type Runtime struct {
 	ownSide bool              // side was started by New: Close closes it
 	sideCh  chan error
 	lease   *leaser
+	breaker *chunking.Breaker // nil with sidecar.breaker.open_after=0
 
 	rt, rtChunk, hostComp *telemetry.Component
 	tracer                trace.Tracer
@@ -639,11 +641,71 @@ func (r *Runtime) connect(ctx context.Context, cfg Config, tp trace.TracerProvid
 	if err != nil {
 		return err
 	}
-	if r.sender, err = chunking.NewSender(r.cc, chunking.SenderConfig{Planner: planner, Retry: cfg.Retry, Component: chunkComp, MeterProvider: mp}); err != nil {
+	retry := cfg.Retry
+	if retry.MaxAttempts == 0 {
+		retry.MaxAttempts = cfg.Settings.RetryAttempts
+	}
+	if retry.BaseDelay == 0 {
+		retry.BaseDelay = cfg.Settings.RetryBaseDelay
+	}
+	if retry.MaxDelay == 0 {
+		retry.MaxDelay = cfg.Settings.RetryMaxDelay
+	}
+	wake := make(chan struct{}, 1) // the breaker closed: the stream reconnects at once
+	if cfg.Settings.BreakerOpenAfter > 0 {
+		if r.breaker, err = r.newBreaker(addr, dial, cfg.Settings, wake); err != nil {
+			return err
+		}
+	}
+	if r.sender, err = chunking.NewSender(r.cc, chunking.SenderConfig{Planner: planner, Retry: retry, Component: chunkComp, MeterProvider: mp, Breaker: r.breaker}); err != nil {
 		return err
 	}
-	r.lease = startLeaser(r.cc, r.sender, r.instancePrefix(), cfg.LeaseTimeout, cfg.Settings.LargePayloads, r.log)
+	r.lease = startLeaser(r.cc, r.sender, r.breaker, wake, r.instancePrefix(), cfg.LeaseTimeout, cfg.Settings.LargePayloads, r.log)
 	return nil
+}
+
+// newBreaker returns the circuit breaker of the sidecar connection: it
+// opens once the sidecar at addr has been unreachable for
+// sidecar.breaker.open_after, and then probes it every
+// sidecar.breaker.probe_interval on a connection of its own (untraced,
+// like New's probe), waking the run's connection to reconnect at once
+// each time. When it closes, the work-item stream reconnects at once.
+func (r *Runtime) newBreaker(addr string, dial []grpc.DialOption, set Settings, wake chan<- struct{}) (*chunking.Breaker, error) {
+	return chunking.NewBreaker(chunking.BreakerConfig{
+		OpenAfter: set.BreakerOpenAfter, ProbeInterval: set.BreakerProbe,
+		Probe: func(ctx context.Context) error {
+			r.cc.ResetConnectBackoff()
+			if err := probeCall(ctx, addr, dial); err != nil {
+				return fmt.Errorf("probe: %w", err)
+			}
+			return nil
+		},
+		OnChange: func(open bool, err error) {
+			if open {
+				r.log.Warn("runtime: sidecar unreachable; circuit breaker open: units that need it fail at once (class \""+ClassSidecarUnavailable+"\") until a probe reaches it",
+					"addr", addr, "open_after", set.BreakerOpenAfter, "probe_interval", set.BreakerProbe, "err", err)
+				return
+			}
+			r.log.Info("runtime: sidecar reachable again; circuit breaker closed", "addr", addr)
+			select {
+			case wake <- struct{}{}:
+			default:
+			}
+		},
+	})
+}
+
+// ClassSidecarUnavailable is the class of a unit that failed because the
+// sidecar's circuit breaker was open (chunking.ErrSidecarUnavailable).
+const ClassSidecarUnavailable = "sidecar unavailable"
+
+// sidecarClass is the class of a unit that failed at the sidecar with
+// err: ClassSidecarUnavailable if the breaker refused a call, else class.
+func sidecarClass(class string, err error) string {
+	if errors.Is(err, chunking.ErrSidecarUnavailable) {
+		return ClassSidecarUnavailable
+	}
+	return class
 }
 
 // instancePrefix starts the orchestration instance id of every unit of
@@ -919,7 +981,7 @@ func (r *Runtime) runTask(ctx context.Context, u *unit) (string, error) {
 		var err error
 		if token, err = r.lease.lease(dctx, r.sender, u.id); err != nil {
 			r.endDispatch(u)
-			return "sidecar", err
+			return sidecarClass("sidecar", err), err
 		}
 	}
 	h, err := r.pool.acquire(dctx)
@@ -1005,7 +1067,7 @@ func (r *Runtime) runTask(ctx context.Context, u *unit) (string, error) {
 		}},
 	}}}
 	if _, err := r.complete(ctx, resp); err != nil {
-		return "completion", err
+		return sidecarClass("completion", err), err
 	}
 	if taskErr != nil {
 		return "task failed", taskErr
@@ -1073,7 +1135,7 @@ func (r *Runtime) runFanout(ctx context.Context, u *unit) (string, error) {
 	token, err := r.lease.lease(dctx, r.sender, u.id)
 	r.endDispatch(u)
 	if err != nil {
-		return "sidecar", err
+		return sidecarClass("sidecar", err), err
 	}
 	fo := u.item.Fanout
 	resp := &dtpb.OrchestratorResponse{InstanceId: u.id, CompletionToken: token, Actions: make([]*dtpb.OrchestratorAction, len(fo.ActionBytes))}
@@ -1083,7 +1145,7 @@ func (r *Runtime) runFanout(ctx context.Context, u *unit) (string, error) {
 	}
 	res, err := r.complete(ctx, resp)
 	if err != nil {
-		return "completion", err
+		return sidecarClass("completion", err), err
 	}
 	if res.Plan != nil && res.Plan.Oversized != nil {
 		return "oversized action", fmt.Errorf("orchestration failed: %w", res.Plan.Oversized)
@@ -1195,6 +1257,7 @@ func (r *Runtime) shutdownParts(ctx context.Context) error {
 	if r.pool != nil {
 		errs = append(errs, r.pool.close(ctx))
 	}
+	r.breaker.Close() // its probes may wake the lease
 	if r.lease != nil {
 		r.lease.close()
 	}

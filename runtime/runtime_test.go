@@ -41,6 +41,8 @@ import (
 const (
 	envTestHost    = "AMDAHL_RUNTIME_TEST_HOST"
 	envTestSidecar = "AMDAHL_RUNTIME_TEST_SIDECAR"
+	// envTestSidecarAddr is where the sidecar listens (default 127.0.0.1:0).
+	envTestSidecarAddr = "AMDAHL_RUNTIME_TEST_SIDECAR_ADDR"
 )
 
 // Test tasks served by the test host besides the built-ins.
@@ -75,7 +77,11 @@ func TestMain(m *testing.M) {
 		sc, err := chunking.NewSidecar(chunking.SidecarConfig{})
 		if err == nil {
 			var lis net.Listener
-			if lis, err = net.Listen("tcp", "127.0.0.1:0"); err == nil {
+			listen := os.Getenv(envTestSidecarAddr)
+			if listen == "" {
+				listen = "127.0.0.1:0"
+			}
+			if lis, err = net.Listen("tcp", listen); err == nil {
 				fmt.Println(lis.Addr())
 				err = sc.Serve(lis)
 			}
@@ -722,12 +728,18 @@ func TestTaskTimeout(t *testing.T) {
 // returns its address and process.
 func startSidecarProcess(t *testing.T) (string, *exec.Cmd) {
 	t.Helper()
+	return startSidecarProcessOn(t, "127.0.0.1:0")
+}
+
+// startSidecarProcessOn is startSidecarProcess listening on listen.
+func startSidecarProcessOn(t *testing.T, listen string) (string, *exec.Cmd) {
+	t.Helper()
 	exe, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
 	}
 	cmd := exec.Command(exe)
-	cmd.Env = append(os.Environ(), envTestSidecar+"=1")
+	cmd.Env = append(os.Environ(), envTestSidecar+"=1", envTestSidecarAddr+"="+listen)
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)

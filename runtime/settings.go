@@ -73,6 +73,13 @@ type Settings struct {
 	Seed            uint64              // scenario.seed (when SeedSet)
 	SeedSet         bool
 	Variant         string // variant: low-cardinality label on every span and metric
+	// Sidecar calls: the retry budget of each call (sidecar.retry.*) and
+	// the circuit breaker (sidecar.breaker.*; OpenAfter 0 = off).
+	RetryAttempts    int
+	RetryBaseDelay   time.Duration
+	RetryMaxDelay    time.Duration
+	BreakerOpenAfter time.Duration
+	BreakerProbe     time.Duration
 	// Perturb lengthens phases on purpose (perturb.<component>.<phase>): a
 	// causal experiment; 0 (the default) is off.
 	Perturb [len(perturbable)]time.Duration
@@ -149,6 +156,25 @@ func parseSize(s string, min, max int) (int, error) {
 		return 0, fmt.Errorf("want a size from %d to %d bytes: %s", min, max, bytesize.Want)
 	}
 	return n, nil
+}
+
+// durationSetting is a setting whose value is a Go duration from min to
+// max; zero, if not "", is what 0 means in the help ("off").
+func durationSetting(name string, min, max time.Duration, zero string, field func(*Settings) *time.Duration, doc string) setting {
+	want := fmt.Sprintf("a Go duration from %v to %v (e.g. 500ms, 3s)", min, max)
+	if zero != "" {
+		want += "; 0 for " + zero
+	}
+	return setting{name: name, values: want, doc: doc,
+		get: func(s *Settings) string { return field(s).String() },
+		set: func(s *Settings, v string) error {
+			d, err := time.ParseDuration(v)
+			if err != nil || (d < min && !(zero != "" && d == 0)) || d > max {
+				return errors.New("want " + want)
+			}
+			*field(s) = d
+			return nil
+		}}
 }
 
 // wordOrCount is a setting whose value is word (the field 0) or a whole
@@ -265,6 +291,17 @@ var registry = []setting{
 	{name: "perturb.taskhost.execute", values: "a Go duration from 0 to 1s (e.g. 200us); 0 for off", doc: "causal experiment: every taskhost.execute phase sleeps this much longer (amdahl ab --candidate perturb.taskhost.execute=200us measures Δe2e/Δphase)",
 		get: func(s *Settings) string { return s.Perturb[2].String() },
 		set: func(s *Settings, v string) (err error) { s.Perturb[2], err = parsePerturb(v); return err }},
+	{name: "sidecar.retry.attempts", values: "1 to 100", doc: "attempts of each call to the sidecar (a chunk, StartInstance, an abandon) that fails Unavailable, Unknown, DeadlineExceeded or Internal, the first included",
+		get: func(s *Settings) string { return strconv.Itoa(s.RetryAttempts) },
+		set: func(s *Settings, v string) (err error) { s.RetryAttempts, err = parseCount(v, 1, 100); return err }},
+	durationSetting("sidecar.retry.base_delay", time.Millisecond, time.Minute, "", func(s *Settings) *time.Duration { return &s.RetryBaseDelay },
+		"backoff before a call's first retry; it doubles on each retry up to sidecar.retry.max_delay (+0-20 % jitter)"),
+	durationSetting("sidecar.retry.max_delay", time.Millisecond, 5*time.Minute, "", func(s *Settings) *time.Duration { return &s.RetryMaxDelay },
+		"longest backoff between two attempts of a call"),
+	durationSetting("sidecar.breaker.open_after", 100*time.Millisecond, 10*time.Minute, "off", func(s *Settings) *time.Duration { return &s.BreakerOpenAfter },
+		"circuit breaker: once no call has reached the sidecar for this long (each answered Unavailable), units that need it fail at once, class \"sidecar unavailable\", instead of each spending the retry budget, and calls waiting out a backoff stop; probes close it when the sidecar answers again"),
+	durationSetting("sidecar.breaker.probe_interval", 10*time.Millisecond, time.Minute, "", func(s *Settings) *time.Duration { return &s.BreakerProbe },
+		"while the breaker is open, the sidecar is probed this often (one cheap call, with this as its timeout)"),
 	{name: "scenario.count", values: "1 to 10000000, or 0 for the scenario's own", doc: "units of work in the run",
 		get: func(s *Settings) string { return strconv.Itoa(s.Count) },
 		set: func(s *Settings, v string) (err error) { s.Count, err = parseCount(v, 0, 10_000_000); return err }},
@@ -365,6 +402,12 @@ func defaultSettings(waves features.Resolution) Settings {
 		TaskTimeout:    2 * time.Minute,
 		HostGOGC:       DefaultHostGOGC,
 		Variant:        "baseline",
+
+		RetryAttempts:    chunking.DefaultRetryPolicy.MaxAttempts,
+		RetryBaseDelay:   chunking.DefaultRetryPolicy.BaseDelay,
+		RetryMaxDelay:    chunking.DefaultRetryPolicy.MaxDelay,
+		BreakerOpenAfter: DefaultBreakerOpenAfter,
+		BreakerProbe:     DefaultBreakerProbe,
 	}
 }
 
@@ -472,7 +515,7 @@ func SettingsHelp() string {
 	b.WriteString("\n")
 	for _, n := range names {
 		st, _ := lookup(n)
-		fmt.Fprintf(&b, "  %-26s %s\n", st.name, st.doc)
+		fmt.Fprintf(&b, "  %-31s %s\n", st.name, st.doc)
 	}
 	return b.String()
 }
@@ -499,6 +542,15 @@ func (s *Settings) childEnv() []string {
 	}
 	return out
 }
+
+// Defaults of sidecar.breaker.open_after and
+// sidecar.breaker.probe_interval: a sidecar that has answered nothing for
+// 3 s is down, not slow (a live one answers a unit's call in well under
+// 100 ms), and a probe twice a second finds it back within half a second.
+const (
+	DefaultBreakerOpenAfter = 3 * time.Second
+	DefaultBreakerProbe     = 500 * time.Millisecond
+)
 
 // DefaultHostGOGC is runtime.host_gogc's default. At Go's GOGC of 100 a
 // heap's target is at least 4 MiB, at 400 at least 16 MiB; a task host

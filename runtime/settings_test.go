@@ -37,6 +37,11 @@ var validSettings = []struct {
 	{"perturb.ipc.serialize", "50us", func(s Settings) bool { return s.Perturb[0] == 50*time.Microsecond }},
 	{"perturb.ipc.send", "200us", func(s Settings) bool { return s.Perturb[1] == 200*time.Microsecond }},
 	{"perturb.taskhost.execute", "1ms", func(s Settings) bool { return s.Perturb[2] == time.Millisecond }},
+	{"sidecar.retry.attempts", "3", func(s Settings) bool { return s.RetryAttempts == 3 }},
+	{"sidecar.retry.base_delay", "50ms", func(s Settings) bool { return s.RetryBaseDelay == 50*time.Millisecond }},
+	{"sidecar.retry.max_delay", "2s", func(s Settings) bool { return s.RetryMaxDelay == 2*time.Second }},
+	{"sidecar.breaker.open_after", "0", func(s Settings) bool { return s.BreakerOpenAfter == 0 }},
+	{"sidecar.breaker.probe_interval", "250ms", func(s Settings) bool { return s.BreakerProbe == 250*time.Millisecond }},
 }
 
 func TestEverySettingAccepted(t *testing.T) {
@@ -100,6 +105,14 @@ func TestBadSettingsRejected(t *testing.T) {
 		{"scenario.count=-5", []string{"scenario.count"}},
 		{"scenario.seed=-1", []string{"scenario.seed", "whole number"}},
 		{"variant=Has Spaces", []string{"variant", "a-z 0-9"}},
+		{"sidecar.retry.attempts=0", []string{"sidecar.retry.attempts", "1 to 100"}},
+		{"sidecar.retry.attempts=many", []string{"sidecar.retry.attempts", "1 to 100"}},
+		{"sidecar.retry.base_delay=0", []string{"sidecar.retry.base_delay", "duration from 1ms to 1m0s"}},
+		{"sidecar.retry.max_delay=1h", []string{"sidecar.retry.max_delay", "duration from 1ms to 5m0s"}},
+		{"sidecar.breaker.open_after=10ms", []string{"sidecar.breaker.open_after", "from 100ms to 10m0s", "0 for off"}},
+		{"sidecar.breaker.open_after=-1s", []string{"sidecar.breaker.open_after", "0 for off"}},
+		{"sidecar.breaker.probe_interval=0", []string{"sidecar.breaker.probe_interval", "from 10ms to 1m0s"}},
+		{"sidecar.breaker.probe_interval=soon", []string{"sidecar.breaker.probe_interval"}},
 		{"novalue", []string{"--set wants name=value", `"novalue"`}},
 		{"=x", []string{"--set wants name=value"}},
 	} {

@@ -28,16 +28,12 @@ func probeSidecar(ctx context.Context, addr string, dial []grpc.DialOption, time
 	if timeout == 0 {
 		timeout = defaultSidecarConnectTimeout
 	}
-	cc, err := grpc.NewClient(addr, dial...)
-	if err != nil {
-		return fmt.Errorf("runtime: sidecar %s: %w", addr, err)
-	}
-	defer cc.Close()
 	pctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	err = cc.Invoke(pctx, dtpb.MethodAbandonTaskOrchestratorWorkItem, &dtpb.AbandonOrchestrationTaskRequest{},
-		&dtpb.AbandonOrchestrationTaskResponse{}, grpc.WaitForReady(true))
+	err := probeCall(pctx, addr, dial)
 	switch status.Code(err) {
+	case codes.OK:
+		return nil
 	case codes.DeadlineExceeded, codes.Unavailable, codes.Canceled:
 		if ctx.Err() != nil {
 			return fmt.Errorf("runtime: sidecar %s: %w", addr, ctx.Err())
@@ -45,6 +41,25 @@ func probeSidecar(ctx context.Context, addr string, dial []grpc.DialOption, time
 		return fmt.Errorf("runtime: sidecar %s not reachable within %v (Config.SidecarConnectTimeout): %w", addr, timeout, err)
 	case codes.Unauthenticated, codes.PermissionDenied:
 		return fmt.Errorf("runtime: sidecar %s refused this client's token: %w", addr, err)
+	}
+	return fmt.Errorf("runtime: sidecar %s: %w", addr, err)
+}
+
+// probeCall makes probeSidecar's call, waiting for the connection until
+// ctx ends, and returns nil if the sidecar answered it with anything but
+// Unavailable, DeadlineExceeded, Canceled, Unauthenticated or
+// PermissionDenied, else the call's error (with its gRPC status).
+func probeCall(ctx context.Context, addr string, dial []grpc.DialOption) error {
+	cc, err := grpc.NewClient(addr, dial...)
+	if err != nil {
+		return status.Errorf(codes.Unavailable, "sidecar %s: %v", addr, err)
+	}
+	defer cc.Close()
+	err = cc.Invoke(ctx, dtpb.MethodAbandonTaskOrchestratorWorkItem, &dtpb.AbandonOrchestrationTaskRequest{},
+		&dtpb.AbandonOrchestrationTaskResponse{}, grpc.WaitForReady(true))
+	switch status.Code(err) {
+	case codes.DeadlineExceeded, codes.Unavailable, codes.Canceled, codes.Unauthenticated, codes.PermissionDenied:
+		return err
 	}
 	return nil
 }
