@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"strings"
 
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
@@ -42,11 +41,11 @@ type authorizer struct {
 	metrics *sidecarMetrics
 }
 
-// check returns nil when ctx's metadata carries exactly one authorization
-// value, "Bearer <token>" (the scheme in any case) with the token wanted,
-// and an Unauthenticated status otherwise.
-func (a *authorizer) check(ctx context.Context) error {
-	vals := metadata.ValueFromIncomingContext(ctx, AuthorizationHeader)
+// check returns nil when md carries exactly one authorization value,
+// "Bearer <token>" (the scheme in any case) with the token wanted, and an
+// Unauthenticated status otherwise.
+func (a *authorizer) check(ctx context.Context, md metadata.MD) error {
+	vals := md.Get(AuthorizationHeader)
 	why := ""
 	switch {
 	case len(vals) == 0:
@@ -66,18 +65,4 @@ func (a *authorizer) check(ctx context.Context) error {
 	}
 	a.metrics.refused(ctx, ReasonUnauthenticated)
 	return status.Errorf(codes.Unauthenticated, "sidecar: the call has %s (want \"authorization: Bearer <token>\" with the token the sidecar was given)", why)
-}
-
-func (a *authorizer) unary(ctx context.Context, req any, _ *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
-	if err := a.check(ctx); err != nil {
-		return nil, err
-	}
-	return h(ctx, req)
-}
-
-func (a *authorizer) stream(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, h grpc.StreamHandler) error {
-	if err := a.check(ss.Context()); err != nil {
-		return err
-	}
-	return h(srv, ss)
 }

@@ -138,13 +138,23 @@
 // grpc.Creds(credentials.NewTLS(cfg)). A bearer token is
 // SidecarConfig.Token: every call, unary or stream, must carry the gRPC
 // metadata "authorization: Bearer <token>" (the scheme in any case,
-// exactly one value, at most MaxTokenBytes of token). The check runs
-// before every other interceptor and handler and compares SHA-256
-// digests with crypto/subtle, so its time depends on neither the token's
-// length nor how much of it matched. A call without the token, or with
-// another, fails with Unauthenticated and is counted in
+// exactly one value, at most MaxTokenBytes of token). The check runs on
+// the call's headers (a gRPC tap handle), before gRPC makes a stream for
+// the call or reads any of its body, and compares SHA-256 digests with
+// crypto/subtle, so its time depends on neither the token's length nor
+// how much of it matched. A call without the token, or with another,
+// fails with Unauthenticated (its stream reset, so the client stops
+// sending), costs no allocation for its message, and is counted in
 // amdahl.sidecar.rejections (unauthenticated). Over plaintext the token
 // travels in clear: pair it with TLS off loopback.
+//
+// What a client can hold before it is authenticated is bounded too:
+// MaxConnections connections (default 64, --max-connections; one over it
+// is closed as soon as it is accepted and counted as connections),
+// HandshakeTimeout (10 s) to finish the TLS handshake and the HTTP/2
+// preface, MaxStreamsPerConnection calls open on one connection (default
+// 256, --max-streams-per-connection; a gRPC client queues the rest) and
+// MaxHeaderBytes (64 KiB) of metadata per call.
 //
 // amdahl sidecar listens on 127.0.0.1:4001 by default. A --listen address
 // that is not loopback (0.0.0.0, ::, an empty host, another IP or a host
@@ -197,8 +207,8 @@
 // amdahl.sidecar.duplicates {chunk}, amdahl.sidecar.protocol_errors
 // {error} by amdahl.reason, amdahl.sidecar.rejections {call} by
 // amdahl.reason (the bound reached: total_buffered_bytes,
-// pending_instances, instance_id_bytes; or the bearer token missing or
-// wrong: unauthenticated). Every one carries the amdahl.scenario and
+// pending_instances, instance_id_bytes, connections; or the bearer token
+// missing or wrong: unauthenticated). Every one carries the amdahl.scenario and
 // amdahl.variant of the config's Component. The counters of rare events
 // (retries by each retryable code, oversized rejections, partial buffers,
 // duplicates, protocol errors and rejections by each reason) are created

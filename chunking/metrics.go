@@ -71,6 +71,9 @@ const (
 	// ReasonUnauthenticated: a call without the bearer token
 	// SidecarConfig.Token requires, or with another one.
 	ReasonUnauthenticated = "unauthenticated"
+	// ReasonConnections: a connection over SidecarConfig.MaxConnections,
+	// closed as soon as it was accepted.
+	ReasonConnections = "connections"
 )
 
 type metrics struct {
@@ -183,7 +186,7 @@ type sidecarMetrics struct {
 var (
 	sidecarProtocolReasons = []string{ReasonUnknownToken, ReasonMissingIndex, ReasonGap, ReasonNoBuffer, ReasonOverCap,
 		ReasonMissingToken, ReasonCompleted, ReasonConflict}
-	sidecarRefusalReasons = []string{ReasonTotalBufferedBytes, ReasonPendingInstances, ReasonInstanceIDBytes, ReasonUnauthenticated}
+	sidecarRefusalReasons = []string{ReasonTotalBufferedBytes, ReasonPendingInstances, ReasonInstanceIDBytes, ReasonUnauthenticated, ReasonConnections}
 )
 
 // newSidecarMetrics creates the sidecar's instruments; comp (may be nil)

@@ -132,13 +132,23 @@ type SidecarConfig struct {
 	ServerOptions []grpc.ServerOption
 	// Token, if not empty, is the bearer token every call must carry as
 	// gRPC metadata "authorization: Bearer <Token>"; a call without it, or
-	// with another token, fails with Unauthenticated before its handler
-	// runs and is counted in amdahl.sidecar.rejections (unauthenticated).
+	// with another token, fails with Unauthenticated on its headers, before
+	// gRPC reads its body or makes a stream for it, and is counted in
+	// amdahl.sidecar.rejections (unauthenticated).
 	// The comparison takes constant time. Token must be 1..MaxTokenBytes
 	// visible ASCII characters. Over plaintext the token travels in clear:
 	// give it with TLS (ServerOptions) unless the sidecar listens on
 	// loopback.
 	Token string
+	// MaxConnections caps the client connections served at once (default
+	// DefaultMaxConnections); a connection over it is closed as soon as it
+	// is accepted and counted in amdahl.sidecar.rejections (connections).
+	MaxConnections int
+	// MaxStreamsPerConnection caps the calls one connection may have open
+	// at once (default DefaultMaxStreamsPerConnection; HTTP/2
+	// SETTINGS_MAX_CONCURRENT_STREAMS): a gRPC client queues its calls over
+	// it until one ends.
+	MaxStreamsPerConnection int
 }
 
 // Completion is one applied orchestrator completion, reassembled if it came
@@ -237,6 +247,8 @@ func NewSidecar(cfg SidecarConfig) (*Sidecar, error) {
 		{"MaxRecvMsgSize", cfg.MaxRecvMsgSize, DefaultMaxRecvMsgSize},
 		{"MaxKeptCompletions", cfg.MaxKeptCompletions, DefaultMaxKeptCompletions},
 		{"StreamWorkers", cfg.StreamWorkers, DefaultStreamWorkers},
+		{"MaxConnections", cfg.MaxConnections, DefaultMaxConnections},
+		{"MaxStreamsPerConnection", cfg.MaxStreamsPerConnection, DefaultMaxStreamsPerConnection},
 	} {
 		if f.v < 0 {
 			return nil, fmt.Errorf("chunking: sidecar: SidecarConfig.%s is %d, want ≥ 0 (0 takes the default %d)", f.name, f.v, f.dflt)
@@ -277,6 +289,12 @@ func NewSidecar(cfg SidecarConfig) (*Sidecar, error) {
 	if cfg.StreamWorkers == 0 {
 		cfg.StreamWorkers = DefaultStreamWorkers
 	}
+	if cfg.MaxConnections == 0 {
+		cfg.MaxConnections = DefaultMaxConnections
+	}
+	if cfg.MaxStreamsPerConnection == 0 {
+		cfg.MaxStreamsPerConnection = DefaultMaxStreamsPerConnection
+	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
@@ -295,12 +313,12 @@ func NewSidecar(cfg SidecarConfig) (*Sidecar, error) {
 		stop:      make(chan struct{}),
 		closed:    make(chan struct{}),
 	}
-	opts := []grpc.ServerOption{grpc.MaxRecvMsgSize(cfg.MaxRecvMsgSize), grpc.NumStreamWorkers(uint32(cfg.StreamWorkers))}
+	var auth *authorizer
 	if cfg.Token != "" {
-		// First in the chain: an unauthenticated call reaches nothing else.
-		a := &authorizer{want: sha256.Sum256([]byte(cfg.Token)), metrics: m}
-		opts = append(opts, grpc.ChainUnaryInterceptor(a.unary), grpc.ChainStreamInterceptor(a.stream))
+		auth = &authorizer{want: sha256.Sum256([]byte(cfg.Token)), metrics: m}
 	}
+	opts := []grpc.ServerOption{grpc.MaxRecvMsgSize(cfg.MaxRecvMsgSize), grpc.NumStreamWorkers(uint32(cfg.StreamWorkers))}
+	opts = append(opts, s.limitOptions(auth)...)
 	opts = append(opts, grpc.ChainUnaryInterceptor(s.countUnary), grpc.ChainStreamInterceptor(s.countStream))
 	if cfg.TracerProvider != nil && cfg.MeterProvider != nil {
 		if grpctrace.Suffices(cfg.TracerProvider, cfg.MeterProvider) {
@@ -338,6 +356,8 @@ func (s *Sidecar) Serve(lis net.Listener) error {
 	s.wg.Add(1)
 	go s.janitor()
 	s.mu.Unlock()
+	lis = &capListener{Listener: lis, max: int64(s.cfg.MaxConnections),
+		refused: func() { s.metrics.refused(context.Background(), ReasonConnections) }}
 	if err := srv.Serve(lis); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
 		return fmt.Errorf("sidecar: serve: %w", err)
 	}

@@ -81,7 +81,7 @@
 //	amdahl.chunking.bytes, amdahl.chunking.chunks planned bytes; chunks per completion
 //	amdahl.chunking.retries, .rejections          counters by gRPC code / reason
 //	amdahl.sidecar.partial_buffers, .duplicates, .protocol_errors  the reassembling side
-//	amdahl.sidecar.rejections                     counter by reason: a bound refused a call (chunking/doc.go lists the bounds), or a call without the sidecar's bearer token (unauthenticated)
+//	amdahl.sidecar.rejections                     counter by reason: a bound refused a call or a connection (chunking/doc.go lists the bounds), or a call without the sidecar's bearer token (unauthenticated)
 //
 // The component metrics carry the amdahl.scenario and amdahl.variant of
 // the Component their library was given (Component.RunAttributes), so

@@ -73,7 +73,9 @@ resolves to one) needs TLS (--tls-cert FILE --tls-key FILE) or an explicit
 --insecure; without either it exits 2 and listens nowhere. --token-file FILE
 makes every call carry "authorization: Bearer <token>" (the file holds the
 token, at most 4 KiB, white space around it trimmed); a call without it or
-with another fails with Unauthenticated. amdahl run reaches such a sidecar
+with another fails with Unauthenticated on its headers, before any of its
+message is read. --max-connections and --max-streams-per-connection cap
+what clients can open at once. amdahl run reaches such a sidecar
 with --sidecar-tls or --sidecar-ca FILE and --sidecar-token-file FILE. See
 chunking/doc.go, "Sidecar security".`,
 		Args: noArgs,
@@ -162,6 +164,8 @@ type sidecarFlags struct {
 	pending     int
 	idBytes     sizeFlag
 	recvMsgSize sizeFlag
+	conns       int
+	streams     int
 }
 
 func (f *sidecarFlags) register(cmd *cobra.Command) {
@@ -184,6 +188,10 @@ func (f *sidecarFlags) register(cmd *cobra.Command) {
 		"bound on the length of an instance id given to StartInstance; a longer one is refused (InvalidArgument)")
 	fl.Var(&f.recvMsgSize, "max-recv-msg-size",
 		"largest gRPC message accepted; a larger one fails with ResourceExhausted before it is decoded")
+	fl.IntVar(&f.conns, "max-connections", chunking.DefaultMaxConnections,
+		"bound on the client connections served at once; a connection over it is closed as soon as it is accepted")
+	fl.IntVar(&f.streams, "max-streams-per-connection", chunking.DefaultMaxStreamsPerConnection,
+		"bound on the calls one connection may have open at once; a client queues the calls over it")
 }
 
 // config returns the SidecarConfig of the flags; every bound must be
@@ -203,19 +211,23 @@ func (f *sidecarFlags) config() (chunking.SidecarConfig, error) {
 		{"max-pending-instances", f.pending},
 		{"max-instance-id-bytes", int(f.idBytes)},
 		{"max-recv-msg-size", int(f.recvMsgSize)},
+		{"max-connections", f.conns},
+		{"max-streams-per-connection", f.streams},
 	} {
 		if c.v <= 0 {
 			return chunking.SidecarConfig{}, fmt.Errorf("--%s %d: want ≥ 1", c.flag, c.v)
 		}
 	}
 	return chunking.SidecarConfig{
-		BufferTTL:             f.bufferTTL,
-		MaxBufferedBytes:      int(f.tokenBytes),
-		MaxBufferedChunks:     f.tokenChunks,
-		MaxTotalBufferedBytes: int(f.totalBytes),
-		MaxPendingInstances:   f.pending,
-		MaxInstanceIDBytes:    int(f.idBytes),
-		MaxRecvMsgSize:        int(f.recvMsgSize),
+		BufferTTL:               f.bufferTTL,
+		MaxBufferedBytes:        int(f.tokenBytes),
+		MaxBufferedChunks:       f.tokenChunks,
+		MaxTotalBufferedBytes:   int(f.totalBytes),
+		MaxPendingInstances:     f.pending,
+		MaxInstanceIDBytes:      int(f.idBytes),
+		MaxRecvMsgSize:          int(f.recvMsgSize),
+		MaxConnections:          f.conns,
+		MaxStreamsPerConnection: f.streams,
 	}, nil
 }
 

@@ -1,0 +1,95 @@
+package chunking
+
+import (
+	"context"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/tap"
+)
+
+// Connection and call limits of a Sidecar (SidecarConfig).
+const (
+	// DefaultMaxConnections is how many client connections a sidecar
+	// serves at once (SidecarConfig.MaxConnections).
+	DefaultMaxConnections = 64
+	// DefaultMaxStreamsPerConnection is how many calls one connection may
+	// have open at once (SidecarConfig.MaxStreamsPerConnection); a gRPC
+	// client queues the calls over it until one ends.
+	DefaultMaxStreamsPerConnection = 256
+	// MaxHeaderBytes bounds the metadata of a call (HTTP/2 header list):
+	// a bearer token is at most MaxTokenBytes, trace context a few hundred
+	// bytes. A call with more is refused before its headers are kept.
+	MaxHeaderBytes = 64 << 10
+	// HandshakeTimeout bounds a new connection's TLS handshake and HTTP/2
+	// preface: a connection that has not finished them by then is closed,
+	// so a silent one holds no connection slot for long.
+	HandshakeTimeout = 10 * time.Second
+)
+
+// limitOptions are the gRPC server options that bound what a client can
+// make the server hold before any handler runs: the tap handle (the
+// bearer token, checked on the headers, before the body is read), the
+// streams of one connection and the size of its headers. The connection
+// cap is the listener's (capListener).
+func (s *Sidecar) limitOptions(auth *authorizer) []grpc.ServerOption {
+	opts := []grpc.ServerOption{
+		grpc.MaxConcurrentStreams(uint32(s.cfg.MaxStreamsPerConnection)),
+		grpc.MaxHeaderListSize(MaxHeaderBytes),
+		grpc.ConnectionTimeout(HandshakeTimeout),
+	}
+	if auth != nil {
+		opts = append(opts, grpc.InTapHandle(func(ctx context.Context, info *tap.Info) (context.Context, error) {
+			// The tap runs on a call's headers, before gRPC creates its
+			// stream: a refused call's body is never read (the client's
+			// stream is reset), so an unauthenticated client costs the
+			// headers of its call and nothing more.
+			if err := auth.check(ctx, info.Header); err != nil {
+				return nil, err
+			}
+			return ctx, nil
+		}))
+	}
+	return opts
+}
+
+// capListener accepts at most max connections open at once; a connection
+// over it is closed as soon as it is accepted, and counted.
+type capListener struct {
+	net.Listener
+	max     int64
+	open    atomic.Int64
+	refused func()
+}
+
+func (l *capListener) Accept() (net.Conn, error) {
+	for {
+		c, err := l.Listener.Accept()
+		if err != nil {
+			return nil, err
+		}
+		if l.open.Add(1) > l.max {
+			l.open.Add(-1)
+			_ = c.Close()
+			l.refused()
+			continue
+		}
+		return &capConn{Conn: c, l: l}, nil
+	}
+}
+
+// capConn gives its slot back when closed (once, whoever closes it).
+type capConn struct {
+	net.Conn
+	l    *capListener
+	once sync.Once
+}
+
+func (c *capConn) Close() error {
+	err := c.Conn.Close()
+	c.once.Do(func() { c.l.open.Add(-1) })
+	return err
+}
