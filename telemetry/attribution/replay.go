@@ -2,17 +2,22 @@ package attribution
 
 import (
 	"cmp"
+	"math"
 	"slices"
 	"time"
 )
 
 // replayPlan is a unit's tree prepared for replays, in flat arrays: per
-// node its children in start order and, for each child, the sibling it
-// waited for.
+// node its children in start order and in end order and, for each child,
+// the siblings it waited for (a join: every sibling that ended at or
+// before its start) and the last of them.
 type replayPlan struct {
 	nodes []Node
 	first []int32 // node i's children are kids[first[i]:first[i+1]]
 	kids  []int32 // in start order
+	byEnd []int32 // node i's children in end order: byEnd[first[i]:first[i+1]]
+	pos   []int32 // per node: its index in its parent's start order
+	predN []int32 // per kids entry: how many of byEnd's children it waited for
 	pred  []int32 // per kids entry: the sibling that ended last at or before its start, or -1
 	last  []int32 // per node: the child that ended last, or -1
 	keyAt []int32 // per node: index of its key in the factor list, or -1
@@ -21,8 +26,9 @@ type replayPlan struct {
 func newReplayPlan(w Work, keyIndex map[Key]int) *replayPlan {
 	n := len(w.Nodes)
 	nodes := w.Nodes
-	p := &replayPlan{nodes: nodes, first: make([]int32, n+1), kids: make([]int32, max(n-1, 0)),
-		pred: make([]int32, max(n-1, 0)), last: make([]int32, n), keyAt: make([]int32, n)}
+	m := max(n-1, 0)
+	p := &replayPlan{nodes: nodes, first: make([]int32, n+1), kids: make([]int32, m), byEnd: make([]int32, m),
+		pos: make([]int32, n), predN: make([]int32, m), pred: make([]int32, m), last: make([]int32, n), keyAt: make([]int32, n)}
 	for i := 1; i < n; i++ {
 		p.first[nodes[i].Parent+1]++
 	}
@@ -35,8 +41,7 @@ func newReplayPlan(w Work, keyIndex map[Key]int) *replayPlan {
 		p.kids[fill[par]] = int32(i)
 		fill[par]++
 	}
-	pos := make([]int32, n) // a child's place in its parent's start order
-	var byEnd []int32
+	pos := p.pos
 	for i := range n {
 		p.keyAt[i] = -1
 		if k := nodes[i].Key; k.IsRow() {
@@ -58,14 +63,17 @@ func newReplayPlan(w Work, keyIndex map[Key]int) *replayPlan {
 		for j, c := range kids {
 			pos[c] = int32(j)
 		}
-		byEnd = append(byEnd[:0], kids...)
+		byEnd := p.byEnd[p.first[i]:p.first[i+1]]
+		copy(byEnd, kids)
 		slices.SortStableFunc(byEnd, func(a, b int32) int { return cmp.Compare(nodes[a].End, nodes[b].End) })
 		p.last[i] = byEnd[len(byEnd)-1]
 		pred := p.pred[p.first[i]:p.first[i+1]]
+		predN := p.predN[p.first[i]:p.first[i+1]]
 		for j, c := range kids {
-			// The last of byEnd ending at or before c's start and replayed
-			// before c.
+			// The siblings ending at or before c's start: byEnd[:k]; the
+			// last of them replayed before c.
 			k, _ := slices.BinarySearchFunc(byEnd, nodes[c].Start+1, func(x int32, t int64) int { return cmp.Compare(nodes[x].End, t) })
+			predN[j] = int32(k)
 			pred[j] = -1
 			for k--; k >= 0; k-- {
 				if pos[byEnd[k]] < int32(j) {
@@ -80,12 +88,15 @@ func newReplayPlan(w Work, keyIndex map[Key]int) *replayPlan {
 
 // e2e replays the unit with every node of row j lasting factor[j] times
 // as long (the whole span, its subtree compressed with it), everything
-// causally after it moved: a child starts the same gap after the sibling
-// it waited for (the one that ended last before it started) or after its
-// parent's start; a parent ends the same gap after its last-finishing
-// child, and no earlier than any child's new end. With every factor 1 (or
-// none) it returns the unit's e2e exactly. newEnd is scratch space of at
-// least len(nodes), or nil.
+// causally after it moved. A child waits for every sibling that ended at
+// or before its start (a join: the conservative reading of timestamps,
+// which cannot tell a dependency from a coincidence): it starts when the
+// last of them ends in the replay, plus the gap it left after the one that
+// ended last as recorded; with none, the same gap after its parent's
+// start. A parent ends the same gap after its last-finishing child, and no
+// earlier than any child's new end. With every factor 1 (or none) it
+// returns the unit's e2e exactly. newEnd is scratch space of at least
+// len(nodes), or nil.
 func (p *replayPlan) e2e(factor []float64, newEnd []int64) time.Duration {
 	if len(p.nodes) == 0 {
 		return 0
@@ -109,12 +120,20 @@ func (p *replayPlan) replay(i int32, start int64, factor []float64, newEnd []int
 		return newEnd[i]
 	}
 	maxEnd := start
+	joined, m := int64(math.MinInt64), lo // max newEnd over byEnd[lo:m]
 	for j := lo; j < hi; j++ {
 		c := p.kids[j]
 		cn := p.nodes[c]
 		st := start + (cn.Start - n.Start)
 		if pr := p.pred[j]; pr >= 0 {
-			st = newEnd[pr] + (cn.Start - p.nodes[pr].End)
+			for ; m < lo+p.predN[j]; m++ {
+				e := p.byEnd[m]
+				if p.pos[e] >= j-lo {
+					break // not replayed yet (a zero-length tie): joined later
+				}
+				joined = max(joined, newEnd[e])
+			}
+			st = max(joined, newEnd[pr]) + (cn.Start - p.nodes[pr].End)
 		}
 		maxEnd = max(maxEnd, p.replay(c, st, factor, newEnd))
 	}

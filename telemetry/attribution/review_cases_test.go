@@ -138,15 +138,15 @@ func TestTooDeepIsExact(t *testing.T) {
 	}
 }
 
-// Two siblings ending together: the walk and the replay break the tie the
-// same way (the later start), so a row the replay speeds up is the row on
-// the critical path.
+// Two siblings ending together: the walk breaks the tie by the later
+// start (the send is on the path, q 0.25), but the replay sees the join:
+// the next span waited for both, so a faster send alone gains nothing.
 func TestTieBreakAgreesWithReplay(t *testing.T) {
 	for _, name := range []string{"t1", "t2", "t3", "t4", "t5", "t6"} {
 		w, _ := one(t, build(name, []sp{{"w", "", 0, 0, 0, 20, false}, {"a", "w", E, 0, 0, 10, false}, {"b", "w", Se, req, 5, 10, false}, {"c", "w", De, rep, 10, 20, false}}))
 		got := newReplayPlan(w, map[Key]int{key(Se, req): 0}).e2e([]float64{0.5}, nil)
-		if q := qs(w)[key(Se, req)]; q != 0.25 || got != 17500*time.Microsecond {
-			t.Errorf("%s: q(send) %.2f, replay with send ×0.5 %v; want 0.25 and 17.5ms", name, q, got)
+		if q := qs(w)[key(Se, req)]; q != 0.25 || got != 20*time.Millisecond {
+			t.Errorf("%s: q(send) %.2f, replay with send ×0.5 %v; want 0.25 and 20ms", name, q, got)
 		}
 	}
 }
