@@ -332,6 +332,9 @@ func NewSidecar(cfg SidecarConfig) (*Sidecar, error) {
 				otelgrpc.WithPropagators(propagation.TraceContext{}))))
 		}
 	}
+	if h := newServerLabels(cfg.Component); h != nil {
+		opts = append(opts, grpc.StatsHandler(h)) // after otelgrpc's: it keeps the span's labels
+	}
 	s.srvOpts = append(opts, cfg.ServerOptions...)
 	return s, nil
 }
@@ -358,7 +361,7 @@ func (s *Sidecar) Serve(lis net.Listener) error {
 	s.mu.Unlock()
 	lis = &capListener{Listener: lis, max: int64(s.cfg.MaxConnections),
 		refused: func() { s.metrics.refused(context.Background(), ReasonConnections) }}
-	if err := srv.Serve(lis); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
+	if err := s.serveLabelled(srv.Serve, lis); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
 		return fmt.Errorf("sidecar: serve: %w", err)
 	}
 	return nil

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"runtime/pprof"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -376,6 +377,11 @@ func (c *Conn) phases(t Type) *telemetry.Component {
 func (c *Conn) writeLoop() {
 	defer c.wg.Done()
 	ctx := context.Background()
+	// The writer's own work (framing, flushing) is the send phase's; a
+	// packet's send phase ends by clearing the labels, so they are set
+	// again after each write. nil when the component sets no labels.
+	labels := c.cfg.comp.LabelContext(telemetry.Send, c.role)
+	setLabels(labels)
 	var werr error
 	for {
 		it, ok := c.q.pop(c.closing)
@@ -388,6 +394,7 @@ func (c *Conn) writeLoop() {
 		}
 		if werr == nil {
 			werr = c.write(ctx, it)
+			setLabels(labels)
 			if werr != nil {
 				c.q.fail(werr)
 			}
@@ -440,8 +447,13 @@ func (c *Conn) readLoop() {
 	defer close(c.readDone)
 	ctx := context.Background()
 	rd := NewReader(c.nc, c.cfg.maxPacket)
+	// The reader reads (receive) and decodes (deserialize) every packet
+	// the peer sends: readOne moves between the two label sets.
+	lbl := readLabels{recv: c.cfg.comp.LabelContext(telemetry.Receive, c.peer),
+		dec: c.cfg.comp.LabelContext(telemetry.Deserialize, c.peer)}
+	setLabels(lbl.recv)
 	for {
-		in, err := c.readOne(ctx, rd)
+		in, err := c.readOne(ctx, rd, lbl)
 		if err != nil {
 			select {
 			case <-c.closing:
@@ -502,7 +514,18 @@ type traceCarrier interface {
 	GetTraceContext() map[string]string
 }
 
-func (c *Conn) readOne(ctx context.Context, rd *Reader) (*Incoming, error) {
+// readLabels are the reader's pprof label contexts (nil: none).
+type readLabels struct{ recv, dec context.Context }
+
+// setLabels sets the goroutine's pprof labels to those ctx carries; a nil
+// ctx changes nothing.
+func setLabels(ctx context.Context) {
+	if ctx != nil {
+		pprof.SetGoroutineLabels(ctx)
+	}
+}
+
+func (c *Conn) readOne(ctx context.Context, rd *Reader, lbl readLabels) (*Incoming, error) {
 	t, n, err := rd.ReadHeader()
 	if err != nil {
 		if err == io.EOF {
@@ -516,7 +539,9 @@ func (c *Conn) readOne(ctx context.Context, rd *Reader) (*Incoming, error) {
 		return nil, err
 	}
 	recvDone := time.Now()
+	setLabels(lbl.dec)
 	m, err := c.codec.Decode(t, body)
+	setLabels(lbl.recv)
 	decDone := time.Now()
 	if err != nil {
 		return nil, err

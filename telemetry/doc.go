@@ -138,8 +138,16 @@
 //
 // # Profiles
 //
-// Each phase body runs under the pprof label phase=<phase name> (CPU samples
-// only carry labels; ComponentConfig.PhaseLabels). Inside a phase body a
+// Each phase body runs under the pprof labels phase=<phase name>,
+// component=<component name> and, for a phase with a direction,
+// direction=request|reply (CPU samples only carry labels;
+// ComponentConfig.PhaseLabels): a sample names its row of the run's
+// table. A goroutine that does a phase's work outside a phase body takes
+// the same labels from Component.LabelContext: ipc's reader
+// (receive, deserialize around each decode) and writer (send); the
+// sidecar's gRPC goroutines (the connection's reader: receive; a
+// completion's call from before gRPC decodes it: deserialize; the
+// connection's writer: send/reply). Inside a phase body a
 // component may mark steps, step=<name> next to the phase label
 // (Component.Steps, PhaseSpan.Step; chunking's serialize: size, validate,
 // pack, encode): set per region, built once, nothing when labels are off.
@@ -157,8 +165,9 @@
 // samples). `amdahl profile DIR [--alloc]` (package internal/profiles)
 // reads the pprof files of a run --out DIR, parent and hosts merged, and
 // prints the top functions per phase: CPU samples by their phase label,
-// allocations by the innermost function on their stack that opens a phase
-// (the table profiles.Entries).
+// else (and allocations always) by the innermost function on their stack
+// that opens or does a phase (the table profiles.Entries), else in a
+// named bucket (Go runtime, workload generator, accounting, process).
 // Default profile types: cpu, alloc_objects,
 // alloc_space, inuse_objects, inuse_space; mutex and block when their rates
 // are set in PyroscopeConfig.

@@ -158,8 +158,8 @@ type Component struct {
 	spanNames [NumPhases + 1][NumDirections]string
 	spanOpts  [NumPhases + 1][NumDirections][]trace.SpanStartOption
 	metricOpt [NumPhases + 1][NumDirections]metric.RecordOption
-	labelCtx  [NumPhases + 1]context.Context
-	phaseLbl  [NumPhases + 1]pprof.LabelSet
+	labelCtx  [NumPhases + 1][NumDirections]context.Context
+	phaseLbl  [NumPhases + 1][NumDirections]pprof.LabelSet
 
 	workOpts   []trace.SpanStartOption
 	workMetric [len(outcomeNames)]metric.RecordOption
@@ -254,9 +254,9 @@ func NewComponent(name string, cfg ComponentConfig) (*Component, error) {
 	}
 	base := append([]attribute.KeyValue{AttrComponent.String(name)}, cfg.Attributes...)
 	for p := Queue; p <= Execute; p++ {
-		c.phaseLbl[p] = pprof.Labels(LabelPhase, p.String())
-		c.labelCtx[p] = pprof.WithLabels(context.Background(), c.phaseLbl[p])
 		for d := None; d <= Reply; d++ {
+			c.phaseLbl[p][d] = phaseLabels(name, p, d)
+			c.labelCtx[p][d] = pprof.WithLabels(context.Background(), c.phaseLbl[p][d])
 			kv := append(append([]attribute.KeyValue(nil), base...), AttrPhase.String(p.String()))
 			if d != None {
 				kv = append(kv, AttrDirection.String(d.String()))
@@ -428,11 +428,11 @@ func (ps PhaseSpan) setLabels(ctx context.Context) (context.Context, PhaseSpan) 
 		// process (a task host's execute, whose parent is remote). This
 		// path allocates, the common one not.
 		ps.inherit, ps.base = true, ctx
-		lctx := pprof.WithLabels(ctx, ps.c.phaseLbl[ps.phase])
+		lctx := pprof.WithLabels(ctx, ps.c.phaseLbl[ps.phase][ps.dir])
 		pprof.SetGoroutineLabels(lctx)
 		return lctx, ps
 	}
-	pprof.SetGoroutineLabels(ps.c.labelCtx[ps.phase])
+	pprof.SetGoroutineLabels(ps.c.labelCtx[ps.phase][ps.dir])
 	return ctx, ps
 }
 

@@ -10,14 +10,15 @@ import (
 // a profile filtered on step=size shows every sizing call of the phase.
 const LabelStep = "step"
 
-// Steps are the pprof label sets phase=<phase>, step=<name> of the steps of
+// Steps are the pprof label sets phase=<phase>, step=<name> (with the
+// component and direction, as the phase's own labels) of the steps of
 // one phase of a component, built once (Component.Steps) so that entering a
 // step allocates nothing. A nil *Steps is valid: PhaseSpan.Step with it does
 // nothing.
 type Steps struct {
 	phase Phase
-	ctx   []context.Context // phase and step i, on an empty context
-	set   []pprof.LabelSet
+	ctx   [NumDirections][]context.Context // the phase's labels and step i, on an empty context
+	set   [NumDirections][]pprof.LabelSet
 }
 
 // Steps returns the step labels of phase p, the i-th named names[i]; nil
@@ -32,10 +33,12 @@ func (c *Component) Steps(p Phase, names ...string) *Steps {
 		return nil
 	}
 	st := &Steps{phase: p}
-	for _, n := range names {
-		set := pprof.Labels(LabelPhase, p.String(), LabelStep, n)
-		st.set = append(st.set, set)
-		st.ctx = append(st.ctx, pprof.WithLabels(context.Background(), set))
+	for d := None; d <= Reply; d++ {
+		for _, n := range names {
+			set := withLabel(phaseLabels(c.name, p, d), LabelStep, n)
+			st.set[d] = append(st.set[d], set)
+			st.ctx[d] = append(st.ctx[d], pprof.WithLabels(context.Background(), set))
+		}
 	}
 	return st
 }
@@ -61,17 +64,17 @@ func (ps PhaseSpan) step(st *Steps, i int) {
 	if st.phase != ps.phase {
 		return
 	}
-	if i < 0 || i >= len(st.ctx) {
+	if i < 0 || i >= len(st.ctx[ps.dir]) {
 		if ps.inherit {
-			pprof.SetGoroutineLabels(pprof.WithLabels(ps.base, ps.c.phaseLbl[ps.phase]))
+			pprof.SetGoroutineLabels(pprof.WithLabels(ps.base, ps.c.phaseLbl[ps.phase][ps.dir]))
 		} else {
-			pprof.SetGoroutineLabels(ps.c.labelCtx[ps.phase])
+			pprof.SetGoroutineLabels(ps.c.labelCtx[ps.phase][ps.dir])
 		}
 		return
 	}
 	if ps.inherit {
-		pprof.SetGoroutineLabels(pprof.WithLabels(ps.base, st.set[i]))
+		pprof.SetGoroutineLabels(pprof.WithLabels(ps.base, st.set[ps.dir][i]))
 		return
 	}
-	pprof.SetGoroutineLabels(st.ctx[i])
+	pprof.SetGoroutineLabels(st.ctx[ps.dir][i])
 }

@@ -3,6 +3,7 @@ package telemetry
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"runtime/pprof"
 	"strings"
 	"testing"
@@ -56,18 +57,18 @@ func TestStepLabels(t *testing.T) {
 	}
 
 	_, ph := c.StartPhase(context.Background(), Serialize, Request)
-	check("phase", `{"phase":"serialize"}`)
+	check("phase", `{"component":"chunking", "direction":"request", "phase":"serialize"}`)
 	ph.Step(st, 0)
-	check("step 0", `{"phase":"serialize", "step":"size"}`)
+	check("step 0", `{"component":"chunking", "direction":"request", "phase":"serialize", "step":"size"}`)
 	ph.Step(st, 1)
-	check("step 1", `{"phase":"serialize", "step":"pack"}`)
+	check("step 1", `{"component":"chunking", "direction":"request", "phase":"serialize", "step":"pack"}`)
 	if a := testing.AllocsPerRun(100, func() { ph.Step(st, 0) }); a != 0 {
 		t.Errorf("Step allocates %v times without parent labels, want 0", a)
 	}
 	ph.Step(st, -1)
-	check("step -1", `{"phase":"serialize"}`)
+	check("step -1", `{"component":"chunking", "direction":"request", "phase":"serialize"}`)
 	ph.Step(c.Steps(Send, "size"), 0)
-	check("steps of another phase", `{"phase":"serialize"}`)
+	check("steps of another phase", `{"component":"chunking", "direction":"request", "phase":"serialize"}`)
 	ph.End()
 	check("after End", "")
 
@@ -76,9 +77,9 @@ func TestStepLabels(t *testing.T) {
 	pprof.SetGoroutineLabels(parent)
 	_, ph = c.StartPhase(parent, Serialize, Request)
 	ph.Step(st, 0)
-	check("step under parent labels", `{"phase":"serialize", "span_id":"abc", "step":"size"}`)
+	check("step under parent labels", `{"component":"chunking", "direction":"request", "phase":"serialize", "span_id":"abc", "step":"size"}`)
 	ph.Step(st, -1)
-	check("step -1 under parent labels", `{"phase":"serialize", "span_id":"abc"}`)
+	check("step -1 under parent labels", `{"component":"chunking", "direction":"request", "phase":"serialize", "span_id":"abc"}`)
 	ph.End()
 	check("after End under parent labels", `{"span_id":"abc"}`)
 	pprof.SetGoroutineLabels(context.Background())
@@ -115,5 +116,39 @@ func TestStepKeepsSpanLabels(t *testing.T) {
 		if !strings.Contains(got, l) {
 			t.Errorf("goroutine labels %s, want %s among them", got, l)
 		}
+	}
+}
+
+func TestLabelContext(t *testing.T) {
+	c, err := NewComponent("ipc", ComponentConfig{TracerProvider: tracenoop.NewTracerProvider(),
+		MeterProvider: metricnoop.NewMeterProvider(), PhaseLabels: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	labels := func(ctx context.Context) map[string]string {
+		m := map[string]string{}
+		pprof.ForLabels(ctx, func(k, v string) bool { m[k] = v; return true })
+		return m
+	}
+	for _, tc := range []struct {
+		p    Phase
+		d    Direction
+		want string
+	}{{Receive, Reply, "map[component:ipc direction:reply phase:receive]"}, {Execute, None, "map[component:ipc phase:execute]"}} {
+		ctx := c.LabelContext(tc.p, tc.d)
+		if got := fmt.Sprint(labels(ctx)); got != tc.want {
+			t.Errorf("LabelContext(%v, %v) labels %s, want %s", tc.p, tc.d, got, tc.want)
+		}
+		if c.WithPhaseLabels(context.Background(), tc.p, tc.d) != ctx {
+			t.Errorf("WithPhaseLabels(%v, %v) of a context without labels is not LabelContext's", tc.p, tc.d)
+		}
+	}
+	parent := pprof.WithLabels(context.Background(), pprof.Labels("span_id", "abc"))
+	if got, want := fmt.Sprint(labels(c.WithPhaseLabels(parent, Send, Request))), "map[component:ipc direction:request phase:send span_id:abc]"; got != want {
+		t.Errorf("WithPhaseLabels under span_id: labels %s, want %s", got, want)
+	}
+	var off *Component
+	if off.LabelContext(Send, Request) != nil || off.WithPhaseLabels(parent, Send, Request) != nil {
+		t.Error("a disabled component's LabelContext or WithPhaseLabels is not nil")
 	}
 }

@@ -17,5 +17,8 @@ func TestMain(m *testing.M) {
 	if os.Getenv(envTestMain) == "1" {
 		os.Exit(mainArgs(os.Args[1:]))
 	}
+	if os.Getenv(envPeakRSS) == "1" {
+		os.Exit(peakRSSMain(os.Args[1:]))
+	}
 	goleak.VerifyTestMain(m)
 }

@@ -17,17 +17,24 @@ import (
 
 // profileJSON is amdahl profile --json.
 type profileJSON struct {
-	SchemaVersion int                 `json:"schema_version"`
-	Dir           string              `json:"dir"`
-	Kind          string              `json:"kind"` // cpu or alloc
-	Attribution   string              `json:"attribution"`
-	Files         []string            `json:"files"`
-	Phases        []profiles.PhaseTop `json:"phases"`
+	SchemaVersion int      `json:"schema_version"`
+	Dir           string   `json:"dir"`
+	Kind          string   `json:"kind"` // cpu or alloc
+	Attribution   string   `json:"attribution"`
+	Files         []string `json:"files"`
+	// Total, ByLabel, ByStack and InBuckets: every sample's value, and
+	// its parts booked to a phase by label, to a phase by stack, and to
+	// a bucket (profiles.Analysis).
+	Total     int64               `json:"total"`
+	ByLabel   int64               `json:"by_label"`
+	ByStack   int64               `json:"by_stack"`
+	InBuckets int64               `json:"in_buckets"`
+	Phases    []profiles.PhaseTop `json:"phases"`
 }
 
 const (
-	cpuAttribution   = "pprof label phase"
-	allocAttribution = "innermost phase entry function on the stack"
+	cpuAttribution   = "pprof label phase, else the innermost phase entry function on the stack, else a bucket"
+	allocAttribution = "innermost phase entry function on the stack, else a bucket"
 )
 
 func newProfileCmd() *cobra.Command {
@@ -45,15 +52,21 @@ cpu.pprof or heap.pprof and every task host's under DIR/hosts/host-N/,
 merged) and prints, per phase, the total and the top functions by flat
 (the function itself) with cum (the function and what it calls).
 
-CPU samples are grouped by their pprof label phase, set around every phase
-body; a sample outside any phase is in phase (none).
+A CPU sample is booked to a phase by its pprof label phase, set around
+every phase body and on the goroutines that do a phase's work outside one
+(ipc's reader and writer, the sidecar's gRPC goroutines). A sample without
+the label is booked by its stack: to the phase of the innermost frame that
+opens or does a phase (taskproto.runTask: execute, ipc.(*Conn).serialize:
+serialize, chunking.(*Sender).sendChunk: send, gRPC's transport reader and
+writer: receive and send, …; the table is profiles.Entries in
+internal/profiles/entries.go). What is in no phase goes to a named bucket:
+(workload generator), (accounting) (attribution, span and metric
+recording), (go runtime) (background GC, scheduler) and (process)
+(start-up, outputs, anything else outside the units). The first line says
+how much was booked each way.
 
 --alloc reads the bytes allocated (alloc_space) instead. Go heap profiles
-carry no labels, so an allocation is attributed from its stack: to the
-phase of the innermost frame that opens a phase (taskproto.runTask: execute,
-ipc.(*Conn).serialize: serialize, chunking.(*Sender).sendChunk: send, …;
-the table is profiles.Entries in internal/profiles/entries.go); an
-allocation with no such frame is in (none).
+carry no labels, so an allocation is booked by its stack alone.
 
 Profiles that went to Pyroscope (--pyroscope) are not in DIR; there, the
 same labels select the phase in the flame graph.`,
@@ -74,22 +87,20 @@ same labels select the phase in the flame graph.`,
 				return usageError{fmt.Errorf("--top %d: want 0 (every function) or more", top)}
 			}
 			if phase != "" {
-				valid := []string{profiles.NoPhase}
+				var valid []string
 				for _, p := range telemetry.Phases() {
 					valid = append(valid, p.String())
 				}
+				valid = append(append(valid, profiles.Buckets...), profiles.NoPhase)
 				if err := checkChoice("phase", phase, valid...); err != nil {
 					return err
 				}
 			}
-			files, err := profiles.Files(dir, alloc)
+			an, err := profiles.Analyze(dir, alloc, top)
 			if err != nil {
 				return err
 			}
-			tops, err := profiles.TopByPhase(dir, alloc, top)
-			if err != nil {
-				return err
-			}
+			files, tops := an.Files, an.Phases
 			shown := tops
 			if phase != "" {
 				shown = nil
@@ -99,7 +110,8 @@ same labels select the phase in the flame graph.`,
 					}
 				}
 			}
-			out := profileJSON{SchemaVersion: runtime.SchemaVersion, Dir: dir, Kind: "cpu", Attribution: cpuAttribution, Files: files, Phases: shown}
+			out := profileJSON{SchemaVersion: runtime.SchemaVersion, Dir: dir, Kind: "cpu", Attribution: cpuAttribution, Files: files,
+				Total: an.Total, ByLabel: an.ByLabel, ByStack: an.ByStack, InBuckets: an.InBuckets, Phases: shown}
 			if alloc {
 				out.Kind, out.Attribution = "alloc", allocAttribution
 			}
@@ -113,7 +125,7 @@ same labels select the phase in the flame graph.`,
 		},
 	}
 	fl := cmd.Flags()
-	fl.StringVar(&phase, "phase", "", "show this phase only (queue, dispatch, serialize, send, receive, deserialize, execute or (none))")
+	fl.StringVar(&phase, "phase", "", "show this phase or bucket only (queue, dispatch, serialize, send, receive, deserialize, execute, or a bucket: \"(go runtime)\", …)")
 	fl.BoolVar(&alloc, "alloc", false, "allocated bytes (heap.pprof, alloc_space) instead of CPU time")
 	fl.IntVar(&top, "top", 10, "functions per phase (0: all)")
 	fl.BoolVar(&asJSON, "json", false, "print JSON instead of a table (docs/json.md)")
@@ -141,12 +153,19 @@ func printProfile(w io.Writer, out profileJSON, all []profiles.PhaseTop, phase s
 	}
 	fmt.Fprintf(w, "%s by phase in %s: %d profiles (%d from task hosts), %s in all; phase by %s\n",
 		what, out.Dir, len(out.Files), hosts, formatValue(grand, unit), out.Attribution)
+	fmt.Fprintf(w, "in a phase %s (by label %s, by stack %s), in buckets %s\n", percent(out.ByLabel+out.ByStack, out.Total),
+		percent(out.ByLabel, out.Total), percent(out.ByStack, out.Total), percent(out.InBuckets, out.Total))
 	if len(out.Phases) == 0 {
 		fmt.Fprintf(w, "no samples in phase %s\n", phase)
 		return nil
 	}
 	for _, pt := range out.Phases {
-		fmt.Fprintf(w, "\nphase %s: %s (%s of all)\n", pt.Phase, formatValue(pt.Total, pt.Unit), percent(pt.Total, grand))
+		if pt.Bucket {
+			fmt.Fprintf(w, "\nbucket %s: %s (%s of all)\n", pt.Phase, formatValue(pt.Total, pt.Unit), percent(pt.Total, grand))
+		} else {
+			fmt.Fprintf(w, "\nphase %s: %s (%s of all; by label %s, by stack %s)\n", pt.Phase, formatValue(pt.Total, pt.Unit),
+				percent(pt.Total, grand), formatValue(pt.ByLabel, pt.Unit), formatValue(pt.ByStack, pt.Unit))
+		}
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 		fmt.Fprintln(tw, "flat\tflat%\tcum\tcum%\t\tfunction")
 		for _, f := range pt.Funcs {

@@ -206,7 +206,7 @@ func TestProfileUsage(t *testing.T) {
 	}{
 		{"no dir", []string{"profile"}, exitUsage, "takes one directory"},
 		{"two dirs", []string{"profile", empty, empty}, exitUsage, "takes one directory"},
-		{"bad phase", []string{"profile", empty, "--phase", "lunch"}, exitUsage, `--phase "lunch": want (none), queue`},
+		{"bad phase", []string{"profile", empty, "--phase", "lunch"}, exitUsage, `--phase "lunch": want queue, dispatch`},
 		{"bad top", []string{"profile", empty, "--top", "-1"}, exitUsage, "--top -1"},
 		{"no profiles", []string{"profile", empty}, exitFail, "no cpu.pprof in"},
 		{"no heap profiles", []string{"profile", "--alloc", empty}, exitFail, "no heap.pprof in"},

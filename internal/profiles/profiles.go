@@ -4,27 +4,35 @@
 // time or the allocated bytes went to: `amdahl profile` for a user without
 // Pyroscope.
 //
-// CPU samples are grouped by their pprof label phase (set around every
-// phase body by package telemetry); a sample without one is in phase
-// NoPhase. Heap profiles carry no labels, so an allocation sample is
-// attributed from its stack instead: to the phase of the innermost frame
-// that is one of Entries, the functions that open each phase; a sample
-// with no such frame is in NoPhase.
+// Every sample is booked to one row, in this order:
+//
+//   - by label: a CPU sample with the pprof label phase (set around every
+//     phase body by package telemetry, and on the goroutines that do a
+//     phase's work outside one: ipc's reader and writer, the sidecar's
+//     gRPC goroutines) is in that phase; with its labels component and
+//     direction it names a row of the run's table (RowOf);
+//   - by stack: a sample without the label (every allocation sample: heap
+//     profiles carry no labels) is in the phase of the innermost frame on
+//     its stack that is one of Entries, the functions that open or do
+//     each phase (a gRPC transport goroutine's reader and writer among
+//     them);
+//   - in a bucket: what is in no phase is named by what did it
+//     (Buckets): the Go runtime's own work (GC, scheduler), the workload
+//     generator, amdahl's accounting, and the process's start-up, output
+//     and anything else outside the units. NoPhase is left for a sample
+//     with no stack at all.
 package profiles
 
 import (
-	"bytes"
-	"compress/gzip"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 
 	"github.com/google/pprof/profile"
-
-	"github.com/amdahl-rt/amdahl/telemetry"
 )
 
 // Func is one function's share of a phase, in the profile's sample unit:
@@ -36,29 +44,40 @@ type Func struct {
 	Cum  int64  `json:"cum"`
 }
 
-// PhaseTop is one phase's total and its top functions, sorted by Flat
-// descending (then Cum descending, then name).
+// PhaseTop is one phase's (or bucket's) total, how much of it was booked
+// by label and by stack, and its top functions, sorted by Flat descending
+// (then Cum descending, then name).
 type PhaseTop struct {
 	Phase string `json:"phase"`
-	Unit  string `json:"unit"`
-	Total int64  `json:"total"`
-	Funcs []Func `json:"funcs"`
+	// Bucket: Phase names a bucket (Buckets), not a phase.
+	Bucket  bool   `json:"bucket"`
+	Unit    string `json:"unit"`
+	Total   int64  `json:"total"`
+	ByLabel int64  `json:"by_label"`
+	ByStack int64  `json:"by_stack"`
+	Funcs   []Func `json:"funcs"`
 }
 
-// NoPhase is the phase of a CPU sample without a phase label, and of an
-// allocation sample with no entry function on its stack.
+// Analysis is what Analyze read from a directory.
+type Analysis struct {
+	Files []string `json:"files"`
+	Unit  string   `json:"unit"`
+	// Total is every sample's value; ByLabel, ByStack and InBuckets are
+	// its parts booked to a phase by label, to a phase by stack, and to
+	// a bucket (NoPhase's samples are in none of them).
+	Total     int64 `json:"total"`
+	ByLabel   int64 `json:"by_label"`
+	ByStack   int64 `json:"by_stack"`
+	InBuckets int64 `json:"in_buckets"`
+	// Phases are the phases and buckets, largest Total first.
+	Phases []PhaseTop `json:"phases"`
+	// Rows is the value per row of the run's table (RowOf), from the
+	// samples booked to a phase; the parent's and the hosts' added.
+	Rows map[string]int64 `json:"rows"`
+}
+
+// NoPhase is the phase of a sample that has no stack to book it by.
 const NoPhase = "(none)"
-
-// Bounds on what is read from the directory.
-const (
-	// MaxFileBytes bounds one profile file, compressed and decompressed.
-	MaxFileBytes = 64 << 20
-	// MaxHosts bounds the hosts/ subdirectories read.
-	MaxHosts = 4096
-)
-
-// fileLimit and hostLimit are MaxFileBytes and MaxHosts; tests lower them.
-var fileLimit, hostLimit = MaxFileBytes, MaxHosts
 
 // Profile file names in a run's --out directory and in each
 // hosts/host-<id>/ below it.
@@ -74,30 +93,42 @@ const (
 	allocType = "alloc_space"
 )
 
-// TopByPhase reads the pprof files of a `run --out` directory (parent and hosts merged),
-// and returns per phase the top n functions; alloc selects allocation (alloc_space) instead of CPU.
-// n ≤ 0 returns every function. Phases are sorted by Total, largest first.
+// TopByPhase is Analyze's Phases.
 func TopByPhase(dir string, alloc bool, n int) ([]PhaseTop, error) {
+	a, err := Analyze(dir, alloc, n)
+	if err != nil {
+		return nil, err
+	}
+	return a.Phases, nil
+}
+
+// Analyze reads the pprof files of a `run --out` directory (parent and
+// hosts merged) and returns per phase and bucket the top n functions;
+// alloc selects allocation (alloc_space) instead of CPU. n ≤ 0 returns
+// every function.
+func Analyze(dir string, alloc bool, n int) (*Analysis, error) {
 	files, err := Files(dir, alloc)
 	if err != nil {
 		return nil, err
 	}
+	an := &Analysis{Files: files, Rows: map[string]int64{}}
 	agg := map[string]*phaseAgg{}
-	unit := ""
 	for _, f := range files {
 		p, err := readFile(f)
 		if err != nil {
 			return nil, err
 		}
-		u, err := addProfile(agg, p, alloc)
+		host := isHostFile(dir, f)
+		u, err := addProfile(an, agg, p, alloc, host)
 		if err != nil {
 			return nil, fmt.Errorf("profiles: %s: %w", f, err)
 		}
-		unit = u
+		an.Unit = u
 	}
-	out := make([]PhaseTop, 0, len(agg))
+	an.Phases = make([]PhaseTop, 0, len(agg))
 	for name, a := range agg {
-		pt := PhaseTop{Phase: name, Unit: unit, Total: a.total, Funcs: make([]Func, 0, len(a.funcs))}
+		pt := PhaseTop{Phase: name, Bucket: isBucket(name), Unit: an.Unit, Total: a.total, ByLabel: a.byLabel, ByStack: a.byStack,
+			Funcs: make([]Func, 0, len(a.funcs))}
 		for fn, v := range a.funcs {
 			pt.Funcs = append(pt.Funcs, Func{Name: fn, Flat: v.flat, Cum: v.cum})
 		}
@@ -114,15 +145,23 @@ func TopByPhase(dir string, alloc bool, n int) ([]PhaseTop, error) {
 		if n > 0 && len(pt.Funcs) > n {
 			pt.Funcs = pt.Funcs[:n]
 		}
-		out = append(out, pt)
+		an.Phases = append(an.Phases, pt)
 	}
-	sort.Slice(out, func(i, j int) bool {
-		if out[i].Total != out[j].Total {
-			return out[i].Total > out[j].Total
+	sort.Slice(an.Phases, func(i, j int) bool {
+		a, b := an.Phases[i], an.Phases[j]
+		if a.Total != b.Total {
+			return a.Total > b.Total
 		}
-		return out[i].Phase < out[j].Phase
+		return a.Phase < b.Phase
 	})
-	return out, nil
+	return an, nil
+}
+
+// isHostFile reports whether f is a task host's profile (under
+// dir/hosts/).
+func isHostFile(dir, f string) bool {
+	rel, err := filepath.Rel(dir, f)
+	return err == nil && strings.HasPrefix(filepath.ToSlash(rel), HostsDir+"/")
 }
 
 // Files returns the profile files TopByPhase reads in dir: the parent's
@@ -193,53 +232,16 @@ func readDirBounded(dir string, max int) ([]os.DirEntry, error) {
 	return ents, nil
 }
 
-// readFile parses one pprof file, gzipped or not, of at most MaxFileBytes
-// either way.
-func readFile(path string) (*profile.Profile, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, fmt.Errorf("profiles: %w", err)
-	}
-	defer f.Close()
-	tooBig := func() error {
-		return fmt.Errorf("profiles: %s: larger than %d bytes (the MaxFileBytes bound on a profile file)", path, fileLimit)
-	}
-	data, err := io.ReadAll(io.LimitReader(f, int64(fileLimit)+1))
-	if err != nil {
-		return nil, fmt.Errorf("profiles: %w", err)
-	}
-	if len(data) > fileLimit {
-		return nil, tooBig()
-	}
-	if len(data) >= 2 && data[0] == 0x1f && data[1] == 0x8b {
-		zr, err := gzip.NewReader(bytes.NewReader(data))
-		if err != nil {
-			return nil, fmt.Errorf("profiles: %s: %w", path, err)
-		}
-		if data, err = io.ReadAll(io.LimitReader(zr, int64(fileLimit)+1)); err != nil {
-			return nil, fmt.Errorf("profiles: %s: %w", path, err)
-		}
-		if len(data) > fileLimit {
-			return nil, tooBig()
-		}
-	}
-	p, err := profile.ParseData(data)
-	if err != nil {
-		return nil, fmt.Errorf("profiles: %s: %w", path, err)
-	}
-	return p, nil
-}
-
 type funcAgg struct{ flat, cum int64 }
 
 type phaseAgg struct {
-	total int64
-	funcs map[string]*funcAgg
+	total, byLabel, byStack int64
+	funcs                   map[string]*funcAgg
 }
 
-// addProfile adds p's samples of the CPU (or alloc_space) type to agg and
-// returns the sample unit.
-func addProfile(agg map[string]*phaseAgg, p *profile.Profile, alloc bool) (string, error) {
+// addProfile adds p's samples of the CPU (or alloc_space) type to agg
+// and an, and returns the sample unit. host: p is a task host's.
+func addProfile(an *Analysis, agg map[string]*phaseAgg, p *profile.Profile, alloc, host bool) (string, error) {
 	want := cpuType
 	if alloc {
 		want = allocType
@@ -260,18 +262,27 @@ func addProfile(agg map[string]*phaseAgg, p *profile.Profile, alloc bool) (strin
 			continue
 		}
 		v := s.Value[idx]
-		phase := NoPhase
-		if alloc {
-			phase = stackPhase(s)
-		} else if l := s.Label[telemetry.LabelPhase]; len(l) > 0 {
-			phase = l[0]
-		}
-		a := agg[phase]
+		b := Book(s, host, !alloc)
+		a := agg[b.Phase]
 		if a == nil {
 			a = &phaseAgg{funcs: map[string]*funcAgg{}}
-			agg[phase] = a
+			agg[b.Phase] = a
 		}
 		a.total += v
+		an.Total += v
+		switch b.Basis {
+		case ByLabel:
+			a.byLabel += v
+			an.ByLabel += v
+		case ByStack:
+			a.byStack += v
+			an.ByStack += v
+		case InBucket:
+			an.InBuckets += v
+		}
+		if b.Row != "" {
+			an.Rows[b.Row] += v
+		}
 		clear(seen)
 		for i, loc := range s.Location {
 			for j, name := range frames(loc) {
@@ -306,19 +317,4 @@ func frames(loc *profile.Location) []string {
 		}
 	}
 	return out
-}
-
-// stackPhase is the phase of the innermost entry function on s's stack.
-func stackPhase(s *profile.Sample) string {
-	for _, loc := range s.Location {
-		for _, l := range loc.Line {
-			if l.Function == nil {
-				continue
-			}
-			if ph, ok := entryPhase[l.Function.Name]; ok {
-				return ph
-			}
-		}
-	}
-	return NoPhase
 }

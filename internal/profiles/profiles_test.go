@@ -104,8 +104,8 @@ func TestCPUByPhaseLabel(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(tops) != 3 || tops[0].Phase != "execute" || tops[1].Phase != NoPhase || tops[2].Phase != "serialize" {
-		t.Fatalf("phases %+v, want execute, %s, serialize by total", tops, NoPhase)
+	if len(tops) != 3 || tops[0].Phase != "execute" || tops[1].Phase != BucketRuntime || tops[2].Phase != "serialize" {
+		t.Fatalf("phases %+v, want execute, %s, serialize by total", tops, BucketRuntime)
 	}
 	ex := find(t, tops, "execute")
 	if ex.Total != 45 || ex.Unit != "nanoseconds" {
@@ -143,7 +143,7 @@ func TestAllocByEntryFunction(t *testing.T) {
 	ser, send, exec := mod+"chunking.(*Sender).Complete", mod+"chunking.(*Sender).sendChunk", mod+"ipc/taskproto.runTask"
 	heap.sample([]int64{1, 100, 0, 0}, phase("send"), "chunking.Encode", ser, "worker") // serialize (label ignored)
 	heap.sample([]int64{1, 40, 0, 0}, nil, "grpc.Invoke", send, ser, "worker")          // send: innermost wins
-	heap.sample([]int64{1, 7, 0, 0}, nil, "scenario.newText", "main")                   // none
+	heap.sample([]int64{1, 7, 0, 0}, nil, mod+"runtime/scenario.newText", "main")       // the generator
 	heap.sample([]int64{1, 0, 1, 9}, nil, "never.allocated", ser)                       // zero alloc_space: skipped
 	heap.write(t, filepath.Join(dir, HostsDir, "host-2", HeapFile))
 	host := newBuilder([2]string{"alloc_objects", "count"}, [2]string{"alloc_space", "bytes"})
@@ -154,7 +154,7 @@ func TestAllocByEntryFunction(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := map[string]int64{"serialize": 100, "send": 40, "execute": 64, NoPhase: 7}
+	want := map[string]int64{"serialize": 100, "send": 40, "execute": 64, BucketGenerator: 7}
 	if len(tops) != len(want) {
 		t.Errorf("phases %+v, want %v", tops, want)
 	}
@@ -171,7 +171,7 @@ func TestAllocByEntryFunction(t *testing.T) {
 func TestEntriesAreKnownPhases(t *testing.T) {
 	seen := map[string]bool{}
 	for _, e := range Entries {
-		if !e.Phase.Valid() || !strings.HasPrefix(e.Func, mod) || seen[e.Func] {
+		if !e.Phase.Valid() || !(strings.HasPrefix(e.Func, mod) || strings.HasPrefix(e.Func, "google.golang.org/grpc")) || seen[e.Func] || e.Component == "" {
 			t.Errorf("bad or duplicate entry %+v", e)
 		}
 		seen[e.Func] = true
@@ -219,5 +219,50 @@ func TestErrors(t *testing.T) {
 	}
 	if _, err := TopByPhase(many, false, 5); err == nil || !strings.Contains(err.Error(), "MaxHosts") {
 		t.Errorf("over the host bound: %v, want an error naming MaxHosts", err)
+	}
+}
+
+// TestBook: a sample is booked by its labels (with its row when it names
+// its component), else by the innermost entry on its stack (a host's ipc
+// entries are taskhost's, the other way round; gRPC's writer is the
+// client's or the server's by the function that started it), else to a
+// bucket by its frames.
+func TestBook(t *testing.T) {
+	b := newBuilder([2]string{"cpu", "nanoseconds"})
+	add := func(labels map[string][]string, stack ...string) *profile.Sample {
+		b.sample([]int64{1}, labels, stack...)
+		return b.p.Sample[len(b.p.Sample)-1]
+	}
+	labels := map[string][]string{"phase": {"deserialize"}, "component": {"chunking"}, "direction": {"request"}}
+	loopy := grpcTransport + "(*loopyWriter).run"
+	for _, tc := range []struct {
+		name string
+		s    *profile.Sample
+		host bool
+		want Booking
+	}{
+		{"label with row", add(labels, "proto.Unmarshal"), false, Booking{"deserialize", "chunking.deserialize/request", ByLabel}},
+		{"label without component", add(phase("execute"), "x"), false, Booking{"execute", "", ByLabel}},
+		{"label without direction", add(map[string][]string{"phase": {"execute"}, "component": {"taskhost"}}, "x"), true,
+			Booking{"execute", "taskhost.execute", ByLabel}},
+		{"entry, parent", add(nil, "memmove", mod+"ipc.(*Conn).serialize", mod+"ipc.(*Conn).Send"), false,
+			Booking{"serialize", "ipc.serialize/request", ByStack}},
+		{"entry, host", add(nil, "memmove", mod+"ipc.(*Reader).ReadBody", "loop"), true, Booking{"receive", "taskhost.receive/request", ByStack}},
+		{"client writer", add(nil, "syscall", loopy, grpcTransport+"NewHTTP2Client.func6"), false, Booking{"send", "chunking.send/request", ByStack}},
+		{"server writer", add(nil, "syscall", loopy, grpcTransport+"NewServerTransport.func3"), false, Booking{"send", "chunking.send/reply", ByStack}},
+		{"generator", add(nil, "memmove", mod+"runtime/scenario.newText", "main.main"), false, Booking{BucketGenerator, "", InBucket}},
+		{"accounting", add(nil, "strconv.AppendInt", "go.opentelemetry.io/otel/sdk/trace.(*recordingSpan).End"), false, Booking{BucketAccounting, "", InBucket}},
+		{"gc", add(nil, "runtime.scanObject", "runtime.gcDrain", "runtime.gcBgMarkWorker"), false, Booking{BucketRuntime, "", InBucket}},
+		{"race", add(nil, "__tsan_read", "runtime._System"), false, Booking{BucketRace, "", InBucket}},
+		{"process", add(nil, "runtime.mallocgc", "main.main", "runtime.main"), false, Booking{BucketProcess, "", InBucket}},
+		{"no stack", add(nil), false, Booking{NoPhase, "", ""}},
+	} {
+		if got := Book(tc.s, tc.host, true); got != tc.want {
+			t.Errorf("%s: got %+v, want %+v", tc.name, got, tc.want)
+		}
+	}
+	// Heap samples: labels not read.
+	if got := Book(add(labels, "x", mod+"ipc/taskproto.runTask"), true, false); got.Basis != ByStack || got.Phase != "execute" {
+		t.Errorf("labels ignored: got %+v, want execute by stack", got)
 	}
 }

@@ -1,0 +1,245 @@
+package main
+
+import (
+	"bufio"
+	"io"
+	"math"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/google/pprof/profile"
+
+	"github.com/amdahl-rt/amdahl/internal/profiles"
+	"github.com/amdahl-rt/amdahl/telemetry"
+)
+
+// cpuGoal is the share of a run's CPU samples that must be booked to a
+// phase, by label or by stack (docs/attribution.md, "Where the CPU goes").
+const cpuGoal = 0.90
+
+// grpcDecode is the function gRPC's server decodes a request message in.
+const grpcDecode = "google.golang.org/grpc/encoding/proto.(*codecV2).Unmarshal"
+
+// childEnv is the environment of a child amdahl process: this test binary
+// as amdahl, without the telemetry variables of the test's own.
+func childEnv(extra ...string) []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		k, _, _ := strings.Cut(kv, "=")
+		if strings.HasPrefix(k, "OTEL_") || strings.HasPrefix(k, "PYROSCOPE_") || strings.HasPrefix(k, "AMDAHL_") || k == "GODEBUG" {
+			continue
+		}
+		env = append(env, kv)
+	}
+	return append(append(env, envTestMain+"=1"), extra...)
+}
+
+// onStack reports whether fn is on s's stack.
+func onStack(s *profile.Sample, fn string) bool {
+	for _, loc := range s.Location {
+		for _, l := range loc.Line {
+			if l.Function != nil && l.Function.Name == fn {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// decodeLabels counts the CPU samples of profs in which the sidecar's gRPC
+// server decodes a completion, and those of them labelled
+// component=chunking, phase=deserialize, direction=request.
+func decodeLabels(profs []*profile.Profile) (decode, labelled int) {
+	for _, p := range profs {
+		for _, s := range p.Sample {
+			if !onStack(s, grpcDecode) || !onStack(s, "google.golang.org/grpc.(*Server).handleStream") {
+				continue
+			}
+			decode++
+			if first(s.Label[telemetry.LabelPhase]) == telemetry.Deserialize.String() &&
+				first(s.Label[telemetry.LabelComponent]) == "chunking" && first(s.Label[telemetry.LabelDirection]) == "request" {
+				labelled++
+			}
+		}
+	}
+	return decode, labelled
+}
+
+func first(v []string) string {
+	if len(v) == 0 {
+		return ""
+	}
+	return v[0]
+}
+
+// TestRunCPUInPhases takes the real CPU profiles of a real default run
+// (`amdahl run --out`, its own process, the sidecar in process, two task
+// hosts): the in-process sidecar's decode of each completion carries the
+// deserialize labels, and at least cpuGoal of all CPU samples, parent's
+// and hosts', are booked to a phase by label or stack, none to (none).
+func TestRunCPUInPhases(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "out")
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The default run; three times its units without -race, for about
+	// as many samples as it takes under -race (an instrumented build
+	// spends about 15 times the CPU).
+	args := []string{"run", "--out", dir, "--progress", "never"}
+	if !raceBuild {
+		args = append(args, "--set", "scenario.count=3000")
+	}
+	cmd := exec.Command(exe, args...)
+	cmd.Env = childEnv()
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("run --out: %v\n%s", err, out)
+	}
+	f, err := os.Open(filepath.Join(dir, profiles.CPUFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	parent, err := profile.Parse(f)
+	f.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	decode, labelled := decodeLabels([]*profile.Profile{parent})
+	if decode == 0 {
+		t.Fatalf("no CPU sample of the in-process sidecar decoding a request (%s under grpc's handleStream) in %d samples", grpcDecode, len(parent.Sample))
+	}
+	if labelled != decode {
+		t.Errorf("%d of the in-process sidecar's %d decode samples carry component=chunking phase=deserialize direction=request, want all", labelled, decode)
+	}
+
+	an, err := profiles.Analyze(dir, false, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkShare(t, an)
+}
+
+// cpuPeriod is the CPU profiles' sampling period (100 Hz).
+const cpuPeriod = 10_000_000
+
+// checkShare checks the share of an's CPU booked to a phase against
+// cpuGoal. The share is a proportion of about Total/cpuPeriod samples: it
+// fails when even the upper end of its one-sided 99 % interval is below
+// the goal (a run of the default 1,000 units has about 110 samples, and
+// the share of one such run varies by ±3 points). Samples in the race
+// detector's runtime (a -race build's only) are left out: no label can
+// reach them, and a normal build has none.
+func checkShare(t *testing.T, an *profiles.Analysis) {
+	t.Helper()
+	var race int64
+	for _, pt := range an.Phases {
+		if pt.Phase == profiles.BucketRace {
+			race = pt.Total
+		}
+		if pt.Phase == profiles.NoPhase {
+			t.Errorf("%d ns of CPU in %s, want none", pt.Total, profiles.NoPhase)
+		}
+	}
+	total := an.Total - race
+	if total <= 0 {
+		t.Fatal("no CPU samples")
+	}
+	share := float64(an.ByLabel+an.ByStack) / float64(total)
+	n := float64(total) / cpuPeriod
+	upper := share + 2.326*math.Sqrt(share*(1-share)/n)
+	t.Logf("%.0f samples (%d ns, %d ns more in the race detector): %.1f %% in a phase (by label %.1f %%, by stack %.1f %%), "+
+		"%.1f %% in buckets; 99 %% upper bound %.1f %%", n, total, race, 100*share, 100*float64(an.ByLabel)/float64(total),
+		100*float64(an.ByStack)/float64(total), 100*float64(an.InBuckets-race)/float64(total), 100*upper)
+	if upper < cpuGoal {
+		for _, pt := range an.Phases {
+			t.Logf("  %s: %d ns (label %d, stack %d)", pt.Phase, pt.Total, pt.ByLabel, pt.ByStack)
+		}
+		t.Errorf("%.1f %% of the CPU in a phase (99 %% upper bound %.1f %%), want at least %.0f %%", 100*share, 100*upper, 100*cpuGoal)
+	}
+}
+
+// TestStandaloneSidecarCPULabels runs `amdahl sidecar` as its own process,
+// profiled to a Pyroscope /ingest server, and a fan-out run completing to
+// it: the sidecar's CPU samples decoding completions carry the deserialize
+// labels, and its applying them execute.
+func TestStandaloneSidecarCPULabels(t *testing.T) {
+	ps := newPyroscopeServer(t)
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	side := exec.Command(exe, "sidecar", "--listen", "127.0.0.1:0")
+	side.Env = childEnv("PYROSCOPE_SERVER_ADDRESS=" + ps.URL)
+	stderr, err := side.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := side.Start(); err != nil {
+		t.Fatal(err)
+	}
+	waited := false
+	defer func() {
+		if !waited {
+			_ = side.Process.Kill()
+			_ = side.Wait()
+		}
+	}()
+	br := bufio.NewReader(stderr)
+	line, err := br.ReadString('\n')
+	if err != nil || !strings.Contains(line, "listening on ") {
+		t.Fatalf("sidecar: %q, %v", line, err)
+	}
+	addr := strings.TrimSpace(line[strings.Index(line, "listening on ")+len("listening on "):])
+	rest := make(chan []byte, 1)
+	go func() { b, _ := io.ReadAll(br); rest <- b }()
+
+	run := exec.Command(exe, "run", "--sidecar", addr, "--scenario", "fanout", "--set", "scenario.count=24", "--progress", "never")
+	run.Env = childEnv()
+	if out, err := run.CombinedOutput(); err != nil {
+		t.Fatalf("run --sidecar: %v\n%s", err, out)
+	}
+	if err := side.Process.Signal(syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	werr := make(chan error, 1)
+	go func() { werr <- side.Wait() }()
+	select {
+	case err := <-werr:
+		waited = true
+		if err != nil {
+			t.Fatalf("sidecar: %v; stderr %s", err, <-rest)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatalf("sidecar still running 30 s after SIGINT")
+	}
+	profs := ps.cpu("amdahl-sidecar")
+	if len(profs) == 0 {
+		t.Fatalf("no CPU profile from amdahl-sidecar; uploads %v", ps.apps())
+	}
+	decode, inPhase := decodeLabels(profs)
+	if decode == 0 {
+		t.Fatalf("no CPU sample of the sidecar decoding a request (%s under grpc's handleStream)", grpcDecode)
+	}
+	if inPhase != decode {
+		t.Errorf("%d of the sidecar's %d decode samples carry component=chunking phase=deserialize direction=request, want all", inPhase, decode)
+	}
+	var total, booked int64
+	byPhase := map[string]int64{}
+	for _, p := range profs {
+		for _, s := range p.Sample {
+			v := s.Value[len(s.Value)-1]
+			b := profiles.Book(s, false, true)
+			total += v
+			byPhase[b.Phase] += v
+			if b.Basis != profiles.InBucket {
+				booked += v
+			}
+		}
+	}
+	t.Logf("sidecar: %d decode samples; %.1f %% of %d ns in a phase: %v", decode, 100*float64(booked)/float64(total), total, byPhase)
+}
