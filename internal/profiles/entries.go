@@ -105,8 +105,8 @@ const (
 	BucketGenerator = "(workload generator)"
 	// BucketAccounting is amdahl's own accounting: attributing units
 	// (the runtime's collector, telemetry/attribution), recording and
-	// exporting spans and metrics (the OTel SDK and exporters, the trace
-	// file), progress.
+	// exporting spans and metrics (the runtime's own tracer, the OTel SDK
+	// and exporters, the trace file).
 	BucketAccounting = "(accounting)"
 	// BucketRuntime is the Go runtime's own work on no goroutine of the
 	// program: the background GC, the scheduler, the system monitor.
@@ -139,8 +139,9 @@ func isBucket(name string) bool {
 var (
 	generatorFuncs  = []string{mod + "runtime/scenario.", mod + "runtime.(*Runtime).runFanout"}
 	accountingFuncs = []string{
-		mod + "runtime.(*collector).", mod + "runtime.(*tracer).", mod + "runtime.(*progress).",
-		mod + "runtime.(*unitRecord).", mod + "runtime.(*e2eStats).", mod + "runtime.(*Runtime).childSpans",
+		mod + "runtime.(*collector).", mod + "runtime.(*unitRecord).", mod + "runtime.(*e2eStats).",
+		mod + "runtime.(*Runtime).childSpans", mod + "runtime.(*accountingTracer).", mod + "runtime.(*accountingSpan).",
+		mod + "runtime.(*phaseTracer).", mod + "runtime.(*spanRecord).", mod + "runtime.(*spanExport).",
 		mod + "telemetry/attribution.", mod + "telemetry/otelsetup.", mod + "internal/outfile.",
 		"go.opentelemetry.io/otel/sdk/", "go.opentelemetry.io/otel/exporters/",
 	}
