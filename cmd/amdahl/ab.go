@@ -6,19 +6,15 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
 	"path/filepath"
-	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/amdahl-rt/amdahl/internal/htmlreport"
 	"github.com/amdahl-rt/amdahl/internal/outfile"
 	"github.com/amdahl-rt/amdahl/runtime"
-	"github.com/amdahl-rt/amdahl/runtime/scenario"
+	"github.com/amdahl-rt/amdahl/runtime/ab"
 	"github.com/amdahl-rt/amdahl/telemetry/attribution"
-	"github.com/amdahl-rt/amdahl/telemetry/otelsetup"
 	"github.com/spf13/cobra"
 )
 
@@ -101,19 +97,6 @@ run's units is left out (hosts starting, caches filling).`,
 	return cmd
 }
 
-// abRun is one run of one side.
-type abRun struct {
-	Side       string        `json:"side"`
-	Index      int           `json:"index"`
-	Units      int           `json:"units"`
-	OK         int           `json:"ok"`
-	Attributed int           `json:"attributed"`
-	Wall       time.Duration `json:"wall_ns"`
-	Throughput float64       `json:"throughput_per_s"`
-	E2EMean    time.Duration `json:"e2e_mean_ns"`
-	works      []attribution.Work
-}
-
 // abResult is what ab prints as JSON (and writes to ab.json).
 type abResult struct {
 	SchemaVersion int                    `json:"schema_version"`
@@ -121,7 +104,7 @@ type abResult struct {
 	Baseline      map[string]string      `json:"baseline_settings"`
 	Candidate     map[string]string      `json:"candidate_settings"`
 	Differ        []string               `json:"settings_that_differ"`
-	Runs          []abRun                `json:"runs"`
+	Runs          []ab.Run               `json:"runs"`
 	UnitsPerRun   int                    `json:"units_per_run"`
 	Warmup        float64                `json:"warmup_fraction"`
 	Block         int                    `json:"units_per_turn"`
@@ -146,27 +129,32 @@ func runAB(ctx context.Context, cmd *cobra.Command, f abFlags) error {
 	if _, err := runtime.DefaultSettings(); err != nil {
 		return usageError{err}
 	}
-	sides := [2]abSide{{name: "baseline"}, {name: "candidate"}}
+	sides := [2]ab.Side{{Name: "baseline"}, {Name: "candidate"}}
 	for i, own := range [][]string{f.base, f.cand} {
 		sets := append([]string(nil), f.sets...)
 		sets = append(sets, own...)
-		sets = append(sets, "variant="+sides[i].name)
-		if sides[i].set, err = runtime.ResolveSettings(sets, nil); err != nil {
-			return usageError{fmt.Errorf("--%s: %w", sides[i].name, err)}
+		sets = append(sets, "variant="+sides[i].Name)
+		if sides[i].Settings, err = runtime.ResolveSettings(sets, nil); err != nil {
+			return usageError{fmt.Errorf("--%s: %w", sides[i].Name, err)}
 		}
 	}
-	differ := settingsThatDiffer(sides[0].set.Map(), sides[1].set.Map())
+	differ := ab.SettingsThatDiffer(sides[0].Settings.Map(), sides[1].Settings.Map())
 	target := f.target
 	derived := len(target) == 0
 	if derived {
-		target = targetsOf(differ)
+		target = ab.Targets(differ)
 	}
 	units := sc.Count
-	if sides[0].set.Count > 0 {
-		units = sides[0].set.Count
+	if sides[0].Settings.Count > 0 {
+		units = sides[0].Settings.Count
 	}
 	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	runs, interrupted, err := runABPairs(ctx, sc, sides, f, logger, stderr)
+	bar := newRunProgress(stderr, 2*f.runs, f.progress)
+	cfg := ab.Config{Scenario: sc, Sides: sides, Runs: f.runs, Warmup: f.warmup, InFlight: f.inFlight, Block: f.block,
+		OutDir: f.out, HostArgv: f.hostArgv, Logger: logger, OnRun: bar.add}
+	bar.start()
+	runs, interrupted, err := ab.RunPairs(ctx, cfg)
+	bar.stop()
 	if err != nil {
 		return err
 	}
@@ -174,10 +162,10 @@ func runAB(ctx context.Context, cmd *cobra.Command, f abFlags) error {
 	var bWall, cWall, bThr, cThr []float64
 	for _, r := range runs {
 		if r.Side == "baseline" {
-			base.Runs = append(base.Runs, r.works)
+			base.Runs = append(base.Runs, r.Works)
 			bWall, bThr = append(bWall, float64(r.Wall)), append(bThr, r.Throughput)
 		} else {
-			cand.Runs = append(cand.Runs, r.works)
+			cand.Runs = append(cand.Runs, r.Works)
 			cWall, cThr = append(cWall, float64(r.Wall)), append(cThr, r.Throughput)
 		}
 	}
@@ -194,8 +182,8 @@ func runAB(ctx context.Context, cmd *cobra.Command, f abFlags) error {
 	if err != nil {
 		return usageError{err}
 	}
-	res := abResult{SchemaVersion: runtime.SchemaVersion, Scenario: sc.Name, Baseline: sides[0].set.Map(), Candidate: sides[1].set.Map(), Differ: differ,
-		Runs: runs, UnitsPerRun: units, Warmup: f.warmup, Block: turnUnits(f, sides[0].set), Comparison: cmp, Interrupted: interrupted,
+	res := abResult{SchemaVersion: runtime.SchemaVersion, Scenario: sc.Name, Baseline: sides[0].Settings.Map(), Candidate: sides[1].Settings.Map(), Differ: differ,
+		Runs: runs, UnitsPerRun: units, Warmup: f.warmup, Block: cfg.UnitsPerTurn(sides[0].Settings), Comparison: cmp, Interrupted: interrupted,
 		WallGain: attribution.MeanGain(bWall, cWall, opt)}
 	// Throughput gain: the candidate's throughput over the baseline's, - 1.
 	thr := attribution.MeanGain(cThr, bThr, opt) // 1 - mean(b)/mean(c)
@@ -261,41 +249,6 @@ func checkABFlags(f abFlags) error {
 	return nil
 }
 
-// abSide is one side of an A/B: its name and resolved settings.
-type abSide struct {
-	name string
-	set  runtime.Settings
-}
-
-// runABPairs runs f.runs pairs (abPair), alternating which side goes first, with a
-// progress bar; on Ctrl-C it stops and reports interrupted, keeping the
-// runs that finished.
-func runABPairs(ctx context.Context, sc *scenario.Scenario, sides [2]abSide, f abFlags, logger *slog.Logger, stderr io.Writer) (runs []abRun, interrupted bool, err error) {
-	bar := newRunProgress(stderr, 2*f.runs, f.progress)
-	bar.start()
-	for i := 0; i < f.runs && !interrupted; i++ {
-		if ctx.Err() != nil {
-			interrupted = true
-			break
-		}
-		first := i % 2 // the side that goes first alternates from pair to pair
-		pair, err := abPair(ctx, sc, sides, first, i+1, f, logger)
-		if err != nil {
-			bar.stop()
-			return nil, false, err
-		}
-		if ctx.Err() != nil {
-			interrupted = true // a pair cut short is not counted
-			break
-		}
-		runs = append(runs, pair[first], pair[1-first])
-		bar.add()
-		bar.add()
-	}
-	bar.stop()
-	return runs, interrupted, nil
-}
-
 // writeAB prints the result as --json, --markdown or text.
 func writeAB(stdout io.Writer, res abResult, f abFlags, nBase, nCand int) error {
 	var err error
@@ -333,268 +286,6 @@ func writeAB(stdout io.Writer, res abResult, f abFlags, nBase, nCand int) error 
 	}
 	if err != nil {
 		return err
-	}
-	return err
-}
-
-// settingsThatDiffer lists "name: a → b" for every setting that differs,
-// the variant label aside.
-func settingsThatDiffer(a, b map[string]string) []string {
-	out := []string{} // JSON: [] for A/A, not null
-	for k, v := range a {
-		if k != "variant" && b[k] != v {
-			out = append(out, k)
-		}
-	}
-	slices.Sort(out)
-	return out
-}
-
-// targetsOf maps the settings that differ to the rows they are about.
-func targetsOf(differ []string) []string {
-	var out []string
-	for _, name := range differ {
-		switch {
-		case strings.HasPrefix(name, "ipc."):
-			out = append(out, "ipc", "taskhost.receive", "taskhost.deserialize", "taskhost.serialize")
-		case strings.HasPrefix(name, "chunking."):
-			out = append(out, "chunking")
-		case strings.HasPrefix(name, "runtime."):
-			out = append(out, "runtime")
-		case strings.HasPrefix(name, "perturb."):
-			out = append(out, strings.TrimPrefix(name, "perturb."))
-		}
-	}
-	slices.Sort(out)
-	return slices.Compact(out)
-}
-
-// abSession is one side of a pair of runs while the pair runs: its
-// runtime (task hosts, sidecar), telemetry, scenario generator and the
-// units it has accounted.
-type abSession struct {
-	name   string
-	index  int
-	dir    string
-	tel    *otelsetup.Telemetry
-	rt     *runtime.Runtime
-	gen    *scenario.Generator
-	left   int           // units still to submit
-	active time.Duration // the side's own blocks, first submit to last end
-	slots  chan struct{} // closed loop: a slot per unit in flight
-	per    int           // units per turn
-	block  sync.WaitGroup
-
-	mu    sync.Mutex
-	works []attribution.Work
-}
-
-// abPair runs baseline run index and candidate run index side by side:
-// both sides' task hosts and sidecars are up for the whole pair, and the
-// sides take turns running --block units each (the side that goes first
-// alternating from turn to turn, starting with sides[first]), so that a
-// change in the machine's speed that lasts longer than a turn — another
-// process's build, a burst of interrupts — falls on both sides of the pair
-// alike. Each side keeps its units in flight at most its in-flight bound
-// and waits for a turn's units to end before the other side's turn.
-func abPair(ctx context.Context, sc *scenario.Scenario, sides [2]abSide, first, index int, f abFlags, logger *slog.Logger) (runs [2]abRun, err error) {
-	var ss [2]*abSession
-	defer func() {
-		// Close whatever is still open (an error part way).
-		for _, s := range ss {
-			if s != nil {
-				err = errors.Join(err, s.close(ctx))
-			}
-		}
-	}()
-	for k := range 2 {
-		i := (first + k) % 2 // the side that goes first starts first
-		s, err := openABSession(ctx, sc, sides[i], index, f, logger)
-		if s != nil {
-			ss[i] = s
-		}
-		if err != nil {
-			return runs, err
-		}
-	}
-	for turn := 0; ss[0].left > 0 || ss[1].left > 0; turn++ {
-		for k := range 2 {
-			s := ss[(first+turn+k)%2]
-			if err := s.turn(ctx, s.per); err != nil {
-				if ctx.Err() != nil {
-					return runs, nil // interrupted: the caller drops the pair
-				}
-				return runs, fmt.Errorf("ab: %s run %d: %w", s.name, index, err)
-			}
-		}
-	}
-	for i, s := range ss {
-		run, err := s.finish(ctx, f)
-		ss[i] = nil
-		if err != nil {
-			if ctx.Err() != nil {
-				return runs, nil // interrupted: the caller drops the pair
-			}
-			return runs, err
-		}
-		runs[i] = run
-	}
-	return runs, nil
-}
-
-func openABSession(ctx context.Context, sc *scenario.Scenario, side abSide, index int, f abFlags, logger *slog.Logger) (*abSession, error) {
-	set := side.set
-	s := &abSession{name: side.name, index: index}
-	sc2 := *sc
-	if set.Count > 0 {
-		sc2.Count = set.Count
-	}
-	if set.SeedSet {
-		sc2.Seed = set.Seed
-	}
-	if err := sc2.Validate(); err != nil {
-		return nil, err
-	}
-	s.gen, s.left = sc2.NewGenerator(), sc2.Count
-	s.slots = make(chan struct{}, inFlightOf(f, set))
-	s.per = turnUnits(f, set)
-	var topts []otelsetup.Option
-	if f.out != "" {
-		s.dir = filepath.Join(f.out, fmt.Sprintf("%s-%d", side.name, index))
-		if err := os.MkdirAll(s.dir, 0o755); err != nil {
-			return nil, fmt.Errorf("--out: %w", err)
-		}
-		topts = append(topts, otelsetup.WithTraceFile(filepath.Join(s.dir, "trace.jsonl")))
-	}
-	tel, err := otelsetup.Setup(ctx, topts...)
-	if err != nil {
-		return nil, err
-	}
-	s.tel = tel
-	if tel.SDKDisabled() {
-		return s, fmt.Errorf("ab: %s=true leaves attribution no spans to compare", otelsetup.EnvSDKDisabled)
-	}
-	cfg := runtime.Config{Settings: set, Scenario: sc2.Name, Logger: logger, HostArgv: f.hostArgv,
-		OnResult: func(runtime.Result) {
-			<-s.slots
-			s.block.Done()
-		},
-		OnWork: func(w attribution.Work) {
-			s.mu.Lock()
-			s.works = append(s.works, w)
-			s.mu.Unlock()
-		}}
-	cfg.UseTelemetry(tel)
-	if s.rt, err = runtime.New(ctx, cfg); err != nil {
-		return s, fmt.Errorf("ab: %s run %d: %w", side.name, index, err)
-	}
-	return s, nil
-}
-
-// inFlightOf is a side's bound on units in flight: --in-flight, or one
-// per task host.
-func inFlightOf(f abFlags, set runtime.Settings) int {
-	if f.inFlight > 0 {
-		return f.inFlight
-	}
-	return set.Nodes
-}
-
-// turnUnits is a side's units per turn: --block, or its units in flight.
-func turnUnits(f abFlags, set runtime.Settings) int {
-	if f.block > 0 {
-		return f.block
-	}
-	return inFlightOf(f, set)
-}
-
-// turn submits up to n of the side's units, at most len(slots) in
-// flight, and waits until they have ended.
-func (s *abSession) turn(ctx context.Context, n int) error {
-	n = min(n, s.left)
-	if n == 0 {
-		return nil
-	}
-	start := time.Now()
-	var err error
-	for range n {
-		select {
-		case s.slots <- struct{}{}:
-		case <-ctx.Done():
-			err = ctx.Err()
-		}
-		if err != nil {
-			break
-		}
-		s.block.Add(1)
-		if err = s.rt.Submit(ctx, s.gen.Next()); err != nil {
-			s.block.Done()
-			<-s.slots
-			break
-		}
-		s.left--
-	}
-	s.block.Wait()
-	s.active += time.Since(start)
-	return err
-}
-
-// finish waits for the side's last units to be accounted, closes its
-// runtime and telemetry, writes its summary.json, and keeps its units past
-// the warm-up.
-func (s *abSession) finish(ctx context.Context, f abFlags) (abRun, error) {
-	err := s.rt.Wait(ctx)
-	err = errors.Join(err, s.close(ctx))
-	if err != nil {
-		return abRun{}, fmt.Errorf("ab: %s run %d: %w", s.name, s.index, err)
-	}
-	sum := s.rt.Summary()
-	// The run's wall time is its own turns' (the pair's other side ran in
-	// between).
-	sum.Elapsed = s.active
-	sum.Throughput = 0
-	if s.active > 0 {
-		sum.Throughput = float64(sum.Submitted) / s.active.Seconds()
-	}
-	if s.dir != "" {
-		b, err := marshalJSON(sum)
-		if err == nil {
-			err = outfile.WriteFile(filepath.Join(s.dir, "summary.json"), b)
-		}
-		if err != nil {
-			return abRun{}, fmt.Errorf("write summary.json: %w", err)
-		}
-	}
-	s.mu.Lock()
-	works := s.works
-	s.mu.Unlock()
-	slices.SortFunc(works, func(a, b attribution.Work) int { return int(a.Root.Start - b.Root.Start) })
-	skip := int(f.warmup * float64(len(works)))
-	works = works[skip:]
-	run := abRun{Side: s.name, Index: s.index, Units: sum.Submitted, OK: sum.OK, Attributed: len(works), Wall: sum.Elapsed,
-		Throughput: sum.Throughput, works: works}
-	var total time.Duration
-	for _, w := range works {
-		total += w.E2E()
-	}
-	if len(works) > 0 {
-		run.E2EMean = total / time.Duration(len(works))
-	}
-	return run, nil
-}
-
-// close closes the side's runtime (stopping its task hosts) and shuts its
-// telemetry down (flushing the trace file); safe to call twice.
-func (s *abSession) close(ctx context.Context) error {
-	shutCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-	defer cancel()
-	var err error
-	if s.rt != nil {
-		err = s.rt.Close(shutCtx)
-	}
-	if s.tel != nil {
-		err = errors.Join(err, s.tel.Shutdown(shutCtx))
-		s.tel = nil
 	}
 	return err
 }

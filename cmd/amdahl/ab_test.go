@@ -14,6 +14,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/amdahl-rt/amdahl/runtime/ab"
 	"github.com/amdahl-rt/amdahl/telemetry/attribution"
 )
 
@@ -26,7 +27,7 @@ func TestABEndToEnd(t *testing.T) {
 	}
 	var res struct {
 		Differ     []string               `json:"settings_that_differ"`
-		Runs       []abRun                `json:"runs"`
+		Runs       []ab.Run               `json:"runs"`
 		Comparison attribution.Comparison `json:"comparison"`
 		Wall       map[string]*float64    `json:"wall_time_gain"`
 	}
@@ -135,7 +136,7 @@ func TestABEndToEnd(t *testing.T) {
 // each side's critical paths over its attributed units; in Chromium
 // (when there is one, always in CI) it loads with no console error and
 // shows the comparison's numbers.
-func checkABPage(t *testing.T, dir string, runs []abRun) {
+func checkABPage(t *testing.T, dir string, runs []ab.Run) {
 	t.Helper()
 	page, err := os.ReadFile(filepath.Join(dir, "report.html"))
 	if err != nil {
@@ -226,8 +227,8 @@ func TestTargetsOf(t *testing.T) {
 		{[]string{"scenario.count"}, ""},
 		{[]string{"perturb.taskhost.execute"}, "taskhost.execute"},
 	} {
-		if got := strings.Join(targetsOf(tc.differ), " "); got != tc.want {
-			t.Errorf("targetsOf(%v) = %q, want %q", tc.differ, got, tc.want)
+		if got := strings.Join(ab.Targets(tc.differ), " "); got != tc.want {
+			t.Errorf("ab.Targets(%v) = %q, want %q", tc.differ, got, tc.want)
 		}
 	}
 }

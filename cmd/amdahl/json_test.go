@@ -20,6 +20,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/amdahl-rt/amdahl/runtime"
+	"github.com/amdahl-rt/amdahl/runtime/ab"
 	"github.com/amdahl-rt/amdahl/telemetry"
 	"github.com/amdahl-rt/amdahl/telemetry/attribution"
 )
@@ -247,7 +248,7 @@ func TestJSONFullyPopulated(t *testing.T) {
 			Failures: map[string]int{"oversized action": 1}, Examples: map[string]string{"oversized action": "…"},
 			Attribution: rep, Kinds: map[string]attribution.Report{"taskhost": rep}, Sampler: "AlwaysOnSampler"},
 		"ab": abResult{SchemaVersion: sv, Baseline: map[string]string{"a.b": "c"}, Candidate: map[string]string{"a.b": "d"}, Differ: []string{"a.b"},
-			Runs: []abRun{{Side: "baseline"}}, Comparison: cmp, WallGain: iv, ThroughputUp: iv,
+			Runs: []ab.Run{{Side: "baseline"}}, Comparison: cmp, WallGain: iv, ThroughputUp: iv,
 			Causal: []attribution.Causal{{Row: "taskhost.execute", Weight: iv, Added: 100}}},
 		"report":  reportJSON{SchemaVersion: sv, Report: rep, WhatIf: &wi},
 		"compare": compareJSON{SchemaVersion: sv, Baseline: rep, Candidate: rep, Comparison: cmp},
@@ -478,8 +479,8 @@ func TestJSONNoNulls(t *testing.T) {
 		}
 	}
 	same := map[string]string{"a": "1"}
-	b, err := marshalJSON(abResult{SchemaVersion: runtime.SchemaVersion, Baseline: same, Candidate: same, Differ: settingsThatDiffer(same, same),
-		Runs: []abRun{}, Comparison: attribution.Comparison{Rows: []attribution.CompareRow{}, Target: []string{}, Verdict: []string{}}})
+	b, err := marshalJSON(abResult{SchemaVersion: runtime.SchemaVersion, Baseline: same, Candidate: same, Differ: ab.SettingsThatDiffer(same, same),
+		Runs: []ab.Run{}, Comparison: attribution.Comparison{Rows: []attribution.CompareRow{}, Target: []string{}, Verdict: []string{}}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -52,6 +52,8 @@ var allowed = map[string][]string{
 
 	// The host that ties it together.
 	"runtime/scenario": {"internal/bytesize"},
+	// A/B experiments on the runtime (amdahl ab's engine).
+	"runtime/ab": {"runtime", "runtime/scenario", "telemetry/attribution", "telemetry/otelsetup", "internal/outfile"},
 	"runtime": {"chunking", "chunking/dtpb", "internal/bytesize", "internal/features", "internal/grpctrace", "internal/proccpu", "ipc", "ipc/ipcpb", "ipc/taskproto",
 		"runtime/scenario", "telemetry", "telemetry/attribution", "telemetry/otelsetup"},
 
@@ -82,6 +84,8 @@ var testCompanions = []string{"internal/telemetrytest", "internal/testcert", "in
 var testAllowed = map[string][]string{
 	// ipc's tests run a task host over the wire with the task protocol.
 	"ipc": {"ipc/taskproto"},
+	// The A/B engine's tests run real task hosts over ipc.
+	"runtime/ab": {"ipc"},
 	// attribution's tests read trace files the SDK wiring writes, and the
 	// wiring's tests attribute what they wrote.
 	"telemetry/attribution": {"telemetry/otelsetup"},
