@@ -322,9 +322,10 @@ func TestNewGeneratorMemory(t *testing.T) {
 	}
 }
 
-// TestParseNestingAndJSON: nesting is bounded by the YAML parser (10,000
-// levels) and, within that, refused by the decoder at the first level that
-// is not a scenario's; JSON, parsed as YAML, has the same bounds.
+// TestParseNestingAndJSON: nesting is bounded by the node budget (every
+// level is a node) and by the YAML parser (10,000 levels), and within
+// them refused by the decoder at the first level that is not a
+// scenario's; JSON, parsed as YAML, has the same bounds.
 func TestParseNestingAndJSON(t *testing.T) {
 	nest := func(n int) string { return strings.Repeat("[", n) + strings.Repeat("]", n) }
 	var block strings.Builder // 1,000 levels of block mappings, nearly 1 MiB of indentation
@@ -337,12 +338,14 @@ func TestParseNestingAndJSON(t *testing.T) {
 		data string
 		want string
 	}{
-		{"json nested 10,000 deep", `{"name": "d", "count": 1, "workloads": ` + nest(9_999) + "}",
+		{"json nested 9,990 deep", `{"name": "d", "count": 1, "workloads": ` + nest(9_990) + "}",
 			"in.json:1:41: workloads[0]: want a mapping, got a list"},
-		{"json nested 10,001 deep", `{"name": "d", "count": 1, "workloads": ` + nest(10_000) + "}",
-			"in.json:1: invalid YAML: exceeded max depth of 10000"},
+		// Each level a node: the node budget refuses them on the bytes,
+		// before the parser's depth limit (10,000).
+		{"json nested 10,000 deep", `{"name": "d", "count": 1, "workloads": ` + nest(10_000) + "}",
+			"in.json:1:10035: more than 10000 YAML nodes (valid: at most 10000 per scenario file)"},
 		{"flow nested 200,000 deep, unclosed", strings.Repeat("[", 200_000),
-			"in.json:1: invalid YAML: exceeded max depth of 10000"},
+			"in.json:1:10002: more than 10000 YAML nodes (valid: at most 10000 per scenario file)"},
 		{"block nested 1,000 deep", block.String(),
 			"in.json:4:3: workloads: want a list, got a mapping"},
 		{"json too many workloads", `{"name": "j", "count": 1, "workloads": [` + strings.Repeat(`{"kind": "taskhost"}, `, 100) + `{"kind": "taskhost"}]}`,
@@ -386,7 +389,7 @@ func TestFuzzCorpus(t *testing.T) {
 		{"alias-bomb", "more than 10000 YAML nodes with aliases expanded"},
 		{"alias-bomb-wide", "workloads: too many: 150 (valid: at most 100)"},
 		{"deep", "exceeded max depth of 10000"},
-		{"deep-json", "workloads[0]: want a mapping, got a list"},
+		{"deep-json", "more than 10000 YAML nodes (valid: at most 10000 per scenario file)"},
 		{"many-workloads", "workloads: too many: 101 (valid: at most 100)"},
 		{"long-value", "description: too long: 4097 bytes (valid: at most 4096 bytes)"},
 		{"total-actions", "the actions of all shapes add up to 1100000"},

@@ -132,8 +132,14 @@ func parentField(f string) string {
 	return ""
 }
 
-// parse parses exactly one YAML document and returns its root node.
+// parse parses exactly one YAML document and returns its root node. The
+// node budget is checked on the bytes first (prescan), so that the parser
+// never builds a tree larger than a bounded multiple of it.
 func (d *decoder) parse(data []byte) (*yaml.Node, error) {
+	if _, line, col := prescan(data, maxNodes); line > 0 {
+		return nil, &Error{File: d.file, Line: line, Column: col,
+			Msg: fmt.Sprintf("more than %d YAML nodes (valid: at most %d per scenario file)", maxNodes, maxNodes)}
+	}
 	docs, err := parseDocuments(data, 2)
 	switch {
 	case err != nil:
@@ -171,8 +177,8 @@ func parseDocuments(data []byte, max int) ([]*yaml.Node, error) {
 
 var yamlLine = regexp.MustCompile(`(?s)^yaml: (?:line ([0-9]+): )?(.*)$`)
 
-// syntaxError turns a YAML parser error into an *Error with the line of
-// the problem.
+// syntaxError turns a YAML parser error into an *Error with the line and
+// column of the problem.
 func (d *decoder) syntaxError(data []byte, err error) *Error {
 	e := &Error{File: d.file, Msg: "invalid YAML: " + err.Error()}
 	m := yamlLine.FindStringSubmatch(err.Error())
@@ -181,40 +187,70 @@ func (d *decoder) syntaxError(data []byte, err error) *Error {
 	}
 	e.Msg = "invalid YAML: " + m[2]
 	e.Line, _ = strconv.Atoi(m[1])
-	if line := syntaxLine(data, m[2]); line > 0 {
-		e.Line = line
+	if line, col := syntaxPosition(data, m[2]); line > 0 {
+		e.Line, e.Column = line, col
 	}
 	return e
 }
 
-// syntaxLine returns the 1-based line at which a syntax error with message
-// msg first appears, or 0 if it cannot tell. yaml.v3 reports some errors
-// at the line where the enclosing construct began, 0-based, and others
-// (an unknown alias) with no line at all; the first line whose prefix of
-// the document fails with the same message is where the problem is. The
-// search is quadratic, so it gives up once it has re-parsed maxParsed
-// bytes: every line of a file of a few KB, a fraction of a second for the
-// slowest YAML (10,000 levels of nesting) rather than seconds.
-func syntaxLine(data []byte, msg string) int {
+// unknownAnchor is yaml.v3's message for an alias of no anchor.
+var unknownAnchor = regexp.MustCompile(`^unknown anchor '(.*)' referenced$`)
+
+// syntaxPosition returns the 1-based line and column at which a syntax
+// error with message msg first appears, or 0, 0 if it cannot tell. yaml.v3
+// reports some errors at the line where the enclosing construct began,
+// 0-based, others (an unknown alias) with no line at all, and none with a
+// column; the first line whose prefix of the document fails with the same
+// message is where the problem is, and within it the shortest prefix that
+// fails so ends at the column (for an unknown alias: the "*name" on that
+// line). The search is quadratic, so it gives up once it has re-parsed
+// maxParsed bytes: every line and column of a file of a few KB, a
+// fraction of a second for the slowest YAML (10,000 levels of nesting)
+// rather than seconds.
+func syntaxPosition(data []byte, msg string) (line, col int) {
 	const maxParsed = 256 << 10
-	line, parsed := 0, 0
+	parsed := 0
+	fails := func(end int) (bool, bool) {
+		if parsed += end; parsed > maxParsed {
+			return false, false
+		}
+		_, err := parseDocuments(data[:end], math.MaxInt)
+		if err == nil {
+			return false, true
+		}
+		m := yamlLine.FindStringSubmatch(err.Error())
+		return m != nil && m[2] == msg, true
+	}
+	start := 0 // of the line
 	for i := 0; i <= len(data); i++ {
 		if i < len(data) && data[i] != '\n' {
 			continue
 		}
 		line++
-		if parsed += i; parsed > maxParsed {
-			return 0
+		failed, ok := fails(i)
+		if !ok {
+			return 0, 0
 		}
-		_, err := parseDocuments(data[:i], math.MaxInt)
-		if err == nil {
-			continue
+		if failed {
+			if m := unknownAnchor.FindStringSubmatch(msg); m != nil {
+				if c := bytes.Index(data[start:i], []byte("*"+m[1])); c >= 0 {
+					return line, c + 1
+				}
+			}
+			for j := start + 1; j <= i; j++ {
+				failed, ok := fails(j)
+				if !ok {
+					return line, 0
+				}
+				if failed {
+					return line, j - start
+				}
+			}
+			return line, 0
 		}
-		if m := yamlLine.FindStringSubmatch(err.Error()); m != nil && m[2] == msg {
-			return line
-		}
+		start = i + 1
 	}
-	return 0
+	return 0, 0
 }
 
 func resolve(n *yaml.Node) *yaml.Node {

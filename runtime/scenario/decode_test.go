@@ -116,7 +116,7 @@ func TestParseErrors(t *testing.T) {
 		{"first action too large", head + "  - kind: fanout\n    fanout:\n      shapes:\n        - actions: 3\n          action_bytes: 1\n          first_action_bytes: 8.5MiB\n", "in.yaml:9:11: workloads[0].fanout.shapes[0].first_action_bytes: 8.5MiB is out of range (valid: 0B..8MiB; 0 = same as action_bytes)"},
 		{"duplicate default name", head + "  - kind: fanout\n    fanout:\n      shapes:\n        - {actions: 3, action_bytes: 1KiB}\n        - {actions: 3, action_bytes: 1024}\n", `in.yaml:8:11: workloads[0].fanout.shapes[1].name: duplicate shape name "3x1KiB" (first at shapes[0])`},
 		{"merge key", head + "  - <<: {kind: taskhost}\n", "in.yaml:4:5: workloads[0].<<: unknown key (valid: kind, weight, orchestration, task, fanout)"},
-		{"undefined alias", head + "  - *nope\n", "in.yaml:4: invalid YAML: unknown anchor 'nope' referenced"},
+		{"undefined alias", head + "  - *nope\n", "in.yaml:4:5: invalid YAML: unknown anchor 'nope' referenced"},
 		{"json error", "{\"name\": \"x\",\n \"count\": [1]}\n", "in.yaml:2:2: count: want a whole number, got a list"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -245,4 +245,26 @@ func FuzzParse(f *testing.F) {
 			t.Fatalf("Parse returned a scenario that fails Validate: %v", err)
 		}
 	})
+}
+
+// TestParseSyntaxErrorPosition: every YAML syntax error carries the line
+// and the column of the problem, though yaml.v3 reports no column and for
+// some errors no line or the line where the enclosing construct began.
+func TestParseSyntaxErrorPosition(t *testing.T) {
+	for _, tc := range []struct{ data, want string }{
+		{"name: x\ncount: 1\nworkloads:\n  - kind: taskhost\n    task:\n      config_mean: 46KB\n     config_cap: 1MB\n",
+			"in.yaml:7:6: invalid YAML: did not find expected key"},
+		{"name: x\nworkloads: [1, 2\n", "in.yaml:2:13: invalid YAML: did not find expected ',' or ']'"},
+		{"name: 'unclosed\ncount: 1\n", "in.yaml:1:7: invalid YAML: found unexpected end of stream"},
+		{"name: x\n\tcount: 1\n", "in.yaml:2:1: invalid YAML: found a tab character that violates indentation"},
+		{"name: x\ncount: 1\nworkloads:\n  - *nope\n", "in.yaml:4:5: invalid YAML: unknown anchor 'nope' referenced"},
+		{"name: x\ncount: [1, 2]]\n", "in.yaml:2:14: invalid YAML: did not find expected key"},
+		{"name: x\n  count: 1\n", "in.yaml:2:8: invalid YAML: mapping values are not allowed in this context"},
+		{"name: \"a\\q\"\n", "in.yaml:1:9: invalid YAML: found unknown escape character"},
+	} {
+		_, err := Parse("in.yaml", []byte(tc.data))
+		if err == nil || err.Error() != tc.want {
+			t.Errorf("%q:\ngot  %v\nwant %s", tc.data, err, tc.want)
+		}
+	}
 }

@@ -39,7 +39,8 @@
 // JSON is parsed as YAML and has the same bounds. The limits are fixed:
 //
 //	file size                         1 MiB, checked before parsing (Load reads at most 1 MiB + 1 byte)
-//	YAML nodes, aliases expanded      10,000 (anchors and aliases are followed, each use counted)
+//	YAML nodes                        10,000 in the file, counted on its bytes before the parser builds them;
+//	                                  10,000 aliases expanded (anchors and aliases are followed, each use counted)
 //	nesting                           10,000 levels (the YAML parser's); the decoder walks only a scenario's 6
 //	a value (scalar)                  4 KiB: a string, number, size or key
 //	name, a shape's name              128 bytes (they label every unit's telemetry)
@@ -166,7 +167,8 @@ const (
 const maxFileBytes = 1 << 20
 
 // Limits of the decoder, beyond those of Validate. maxNodes bounds the
-// walk over the YAML tree, aliases expanded: a scenario has tens of nodes.
+// nodes of the file (prescan, on its bytes) and the walk over the YAML
+// tree, aliases expanded: a scenario has tens of nodes.
 // maxValueBytes bounds every scalar (a description is the longest).
 const (
 	maxNodes      = 10_000
