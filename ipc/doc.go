@@ -51,6 +51,12 @@
 // Listener.Accept). The token reaches the child in AMDAHL_IPC_TOKEN, never
 // in argv.
 //
+// A Listener (a named socket any same-uid process can reach) handshakes
+// each connection in a goroutine of its own under its own timeout
+// (WithHandshakeTimeout), at most WithMaxPendingHandshakes (default 64) at
+// once, beyond which connections wait in the socket's backlog: peers that
+// connect and stay silent do not delay a parent that connects after them.
+//
 // Frames: one type byte (TypeTaskConfiguration … TypeShutdown), a
 // little-endian uint32 body length, then the body: the packet's encoding
 // by the connection's Codec (plain protobuf by default). Both ends enforce a maximum body size (WithMaxPacketSize,
