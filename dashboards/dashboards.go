@@ -73,7 +73,18 @@ var (
 )
 
 // sel is the label filter of every amdahl series (Grafana variables).
-const sel = `amdahl_scenario=~"$scenario", amdahl_variant=~"$variant"`
+const sel = `amdahl_scenario=~"$scenario", amdahl_variant=~"$variant"` + src
+
+// src keeps the series of one source: the runtime's own (no amdahl_source
+// label) or the amdahl connector's in the OpenTelemetry Collector
+// (amdahl_source="collector"), so a unit both account is counted once.
+const src = `, amdahl_source=~"$source"`
+
+// Values of the source variable (regexes).
+const (
+	SourceRuntime   = "(runtime)?"
+	SourceCollector = "collector"
+)
 
 // attributed, added to sel, keeps the work time of the units that
 // amdahl_phase_critical_seconds covers: under a sampler, a unit whose
@@ -84,7 +95,10 @@ const attributed = `, amdahl_sampled!="false"`
 // svc keeps the series of the processes whose resource service.name is
 // $service_name: the Prometheus exporter puts resource attributes on
 // target_info only, joined by job and instance.
-const svc = ` and on(job, instance) target_info{service_name=~"$service_name"}`
+// The Collector's Prometheus exporter puts service.name in job
+// (service.namespace/service.name), not on target_info: scraped with
+// honor_labels, its series are matched by job.
+const svc = ` and on(job, instance) (target_info{service_name=~"$service_name"} or target_info{service_name="", job=~"(.+/)?($service_name)"})`
 
 // rate is the per-second rate of the series name{sel, extra} of the
 // selected services.
@@ -110,7 +124,7 @@ func variantRate(name, variant, win string) string { return variantRateOf(name, 
 
 // variantRateOf is variantRate of the series name{…, extra}.
 func variantRateOf(name, extra, variant, win string) string {
-	return `(rate(` + name + `{amdahl_scenario=~"$scenario", amdahl_variant="` + variant + `"` + extra + `}[` + win + `])` + svc + `)`
+	return `(rate(` + name + `{amdahl_scenario=~"$scenario", amdahl_variant="` + variant + `"` + src + extra + `}[` + win + `])` + svc + `)`
 }
 
 // Windows: $__rate_interval for time series; $__range for the A/B
@@ -176,7 +190,8 @@ func quantile(q, name, by string) string {
 }
 
 // variables returns the variables every dashboard has: the datasource
-// variables, service_name (one value when single), scenario and variant.
+// variables, source, service_name (one value when single), scenario and
+// variant.
 func variables(b *dashboard.DashboardBuilder, single bool) *dashboard.DashboardBuilder {
 	for _, v := range dsVars {
 		b = b.WithVariable(dashboard.NewDatasourceVariableBuilder(v.name).Label(v.label + " datasource").Type(v.typ).
@@ -197,7 +212,13 @@ func variables(b *dashboard.DashboardBuilder, single bool) *dashboard.DashboardB
 			Current(dashboard.VariableOption{Text: dashboard.StringOrArrayOfString{String: cog.ToPtr("amdahl")},
 				Value: dashboard.StringOrArrayOfString{String: cog.ToPtr("amdahl")}})
 	}
+	source := dashboard.NewCustomVariableBuilder("source").Label("source").
+		Description("the runtime's own series, or the amdahl connector's in the OpenTelemetry Collector (docs/collector.md)").
+		Values(dashboard.StringOrMap{String: cog.ToPtr("runtime : " + SourceRuntime + ", collector : " + SourceCollector)}).
+		Current(dashboard.VariableOption{Text: dashboard.StringOrArrayOfString{String: cog.ToPtr("runtime")},
+			Value: dashboard.StringOrArrayOfString{String: cog.ToPtr(SourceRuntime)}})
 	return b.
+		WithVariable(source).
 		WithVariable(service).
 		WithVariable(query("scenario", "scenario", `label_values(amdahl_work_duration_seconds_count, amdahl_scenario)`)).
 		WithVariable(query("variant", "variant", `label_values(amdahl_work_duration_seconds_count, amdahl_variant)`))

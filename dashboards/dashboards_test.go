@@ -136,7 +136,7 @@ func promExprs(t *testing.T, d dashboard.Dashboard) map[string]string {
 	}
 	// Grafana's $__rate_interval is 4 scrape intervals at least.
 	r := strings.NewReplacer("$__rate_interval", fmt.Sprintf("%ds", 4*scrapeSeconds), "$__range", fmt.Sprintf("%ds", 30*scrapeSeconds),
-		"$__interval", fmt.Sprintf("%ds", scrapeSeconds), "$scenario", testScenario, "$variant", ".*",
+		"$__interval", fmt.Sprintf("%ds", scrapeSeconds), "$scenario", testScenario, "$variant", ".*", "$source", SourceRuntime,
 		"$service_name", "amdahl", "$baseline", "baseline", "$candidate", "candidate")
 	out := map[string]string{}
 	for _, p := range doc.Panels {

@@ -35,6 +35,11 @@ const grafanaDashboardsPath = "/var/lib/grafana/dashboards/amdahl"
 // Docker host: run amdahl with --metrics-addr on it.
 const MetricsPort = 9464
 
+// CollectorMetricsPort is the port of amdahl-collector's Prometheus
+// exporter (its default configuration's), which the provisioned
+// Prometheus also scrapes.
+const CollectorMetricsPort = 8889
+
 var datasourcesYAML = fmt.Sprintf(`# Grafana datasources for amdahl's dashboards (written by amdahl dashboards).
 # The dashboards select datasources through variables whose defaults are
 # these uids; the URLs are the services of compose.yaml.
@@ -117,8 +122,10 @@ providers:
 
 var prometheusYAML = fmt.Sprintf(`# Prometheus for amdahl's dashboards (written by amdahl dashboards). It
 # scrapes an amdahl process on the Docker host: amdahl run --metrics-addr
-# 0.0.0.0:%[1]d (or the Docker bridge address). Run Prometheus with
-# --enable-feature=exemplar-storage (compose.yaml does) for exemplars.
+# 0.0.0.0:%[1]d (or the Docker bridge address), and the Prometheus exporter
+# of an amdahl-collector there (docs/collector.md; its endpoint must listen
+# on an address the container reaches, e.g. 0.0.0.0:%[2]d). Run Prometheus
+# with --enable-feature=exemplar-storage (compose.yaml does) for exemplars.
 global:
   scrape_interval: 5s
   evaluation_interval: 5s
@@ -126,7 +133,14 @@ scrape_configs:
   - job_name: amdahl
     static_configs:
       - targets: ['host.docker.internal:%[1]d']
-`, MetricsPort)
+  # honor_labels keeps the exporter's job (the units' service.name) and
+  # instance (the collector's service.instance.id): the dashboards select
+  # services by job, and two collectors' series stay apart.
+  - job_name: amdahl-collector
+    honor_labels: true
+    static_configs:
+      - targets: ['host.docker.internal:%[2]d']
+`, MetricsPort, CollectorMetricsPort)
 
 var tempoYAML = `# Tempo, single binary, local storage (written by amdahl dashboards).
 server:

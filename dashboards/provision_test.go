@@ -188,6 +188,7 @@ func TestProvisioning(t *testing.T) {
 		Global        map[string]string `yaml:"global"`
 		ScrapeConfigs []struct {
 			JobName       string `yaml:"job_name"`
+			HonorLabels   bool   `yaml:"honor_labels"`
 			StaticConfigs []struct {
 				Targets []string `yaml:"targets"`
 			} `yaml:"static_configs"`
@@ -196,6 +197,18 @@ func TestProvisioning(t *testing.T) {
 	parseYAML(t, FilePrometheus, &promCfg)
 	if len(promCfg.ScrapeConfigs) == 0 || promCfg.Global["scrape_interval"] != byUID[PrometheusUID].JSONData["timeInterval"] {
 		t.Errorf("prometheus scrape interval %q, datasource timeInterval %v: want equal", promCfg.Global["scrape_interval"], byUID[PrometheusUID].JSONData["timeInterval"])
+	}
+	// The amdahl-collector's job keeps the exporter's job and instance
+	// (the dashboards select its services by job).
+	collectorJob := false
+	for _, sc := range promCfg.ScrapeConfigs {
+		if sc.JobName == "amdahl-collector" && sc.HonorLabels && len(sc.StaticConfigs) == 1 &&
+			slices.Equal(sc.StaticConfigs[0].Targets, []string{fmt.Sprintf("host.docker.internal:%d", CollectorMetricsPort)}) {
+			collectorJob = true
+		}
+	}
+	if !collectorJob {
+		t.Errorf("prometheus.yml has no amdahl-collector job with honor_labels on port %d: %+v", CollectorMetricsPort, promCfg.ScrapeConfigs)
 	}
 	var tempoCfg map[string]any
 	parseYAML(t, FileTempo, &tempoCfg)
@@ -233,7 +246,7 @@ func TestProvisioning(t *testing.T) {
 				t.Errorf("%s: datasource variable %s (type %s) defaults to %q, which is not a provisioned %s datasource", name, m["name"], typ, uid, typ)
 			}
 		}
-		for _, want := range []string{"service_name", "scenario", "variant"} {
+		for _, want := range []string{"source", "service_name", "scenario", "variant"} {
 			if !names[want] {
 				t.Errorf("%s: no %s variable", name, want)
 			}
