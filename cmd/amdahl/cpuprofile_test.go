@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"encoding/json"
 	"io"
 	"math"
 	"os"
@@ -15,7 +16,9 @@ import (
 	"github.com/google/pprof/profile"
 
 	"github.com/amdahl-rt/amdahl/internal/profiles"
+	"github.com/amdahl-rt/amdahl/runtime"
 	"github.com/amdahl-rt/amdahl/telemetry"
+	"github.com/amdahl-rt/amdahl/telemetry/attribution"
 )
 
 // cpuGoal is the share of a run's CPU samples that must be booked to a
@@ -98,9 +101,11 @@ func TestRunCPUInPhases(t *testing.T) {
 	}
 	cmd := exec.Command(exe, args...)
 	cmd.Env = childEnv()
-	if out, err := cmd.CombinedOutput(); err != nil {
+	out, err := cmd.CombinedOutput()
+	if err != nil {
 		t.Fatalf("run --out: %v\n%s", err, out)
 	}
+	t.Run("cpu per row", func(t *testing.T) { checkCPUColumn(t, dir, string(out)) })
 	f, err := os.Open(filepath.Join(dir, profiles.CPUFile))
 	if err != nil {
 		t.Fatal(err)
@@ -247,4 +252,78 @@ func TestStandaloneSidecarCPULabels(t *testing.T) {
 		}
 	}
 	t.Logf("sidecar: %d decode samples; %.1f %% of %d ns in a phase: %v", decode, 100*float64(booked)/float64(total), total, byPhase)
+}
+
+// checkCPUColumn checks the CPU per unit of a run --out's rows: in its
+// table (out), summary.json, report.html and amdahl report DIR. The rows'
+// CPU adds up to the CPU the summary books to rows; a phase that waits
+// (the queue) shows less CPU than critical time, and the sidecar's
+// deserialize more (gRPC decodes before its span starts).
+func checkCPUColumn(t *testing.T, dir, out string) {
+	for _, want := range []string{"cpu/work", "CPU in the profiles", "the processes used"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("run's table lacks %q:\n%s", want, out)
+		}
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "summary.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sum runtime.Summary
+	if err := json.Unmarshal(b, &sum); err != nil {
+		t.Fatal(err)
+	}
+	rep := sum.Attribution
+	if rep.CPU == nil || rep.Works == 0 {
+		t.Fatalf("summary.json: no cpu (%d works)", rep.Works)
+	}
+	var rows time.Duration
+	byName := map[string]attribution.Row{}
+	for _, r := range rep.Rows {
+		rows += r.CPUPerWork * time.Duration(rep.Works)
+		byName[r.Name] = r
+	}
+	if d := rep.CPU.InRows - rows; d < 0 || d >= time.Duration(len(rep.Rows)*rep.Works) {
+		t.Errorf("rows' CPU per unit × %d units = %v, cpu.in_rows_ns %v", rep.Works, rows, rep.CPU.InRows)
+	}
+	var elsewhere time.Duration
+	for _, p := range rep.CPU.Elsewhere {
+		elsewhere += p.CPU
+	}
+	if rep.CPU.InRows+elsewhere != rep.CPU.Total {
+		t.Errorf("cpu: in rows %v + elsewhere %v != total %v", rep.CPU.InRows, elsewhere, rep.CPU.Total)
+	}
+	t.Logf("CPU: profiles %v, in rows %v (%.1f %%), processes %v; elsewhere %v", rep.CPU.Total, rep.CPU.InRows,
+		100*float64(rep.CPU.InRows)/float64(rep.CPU.Total), rep.CPU.Processes, rep.CPU.Elsewhere)
+	if q := byName["runtime.queue"]; q.CPUPerWork*10 > q.CriticalPerWork {
+		t.Errorf("runtime.queue: CPU %v per unit against %v critical, want a wait (under a tenth)", q.CPUPerWork, q.CriticalPerWork)
+	}
+	if d := byName["chunking.deserialize/request"]; d.CPUPerWork <= d.CriticalPerWork {
+		t.Errorf("chunking.deserialize/request: CPU %v per unit, critical %v: want the decode before its span counted", d.CPUPerWork, d.CriticalPerWork)
+	}
+	if ex := byName["taskhost.execute"]; ex.CPUPerWork == 0 {
+		t.Errorf("taskhost.execute: no CPU (the hosts' profiles not read?)")
+	}
+	page, err := os.ReadFile(filepath.Join(dir, "report.html"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{`data-field="cpu_per_work"`, `id="cpu-summary"`} {
+		if !strings.Contains(string(page), want) {
+			t.Errorf("report.html lacks %s", want)
+		}
+	}
+	code, stdout, errs := runCLI(t, "report", "--json", dir)
+	if code != exitOK {
+		t.Fatalf("report DIR: exit %d, %s", code, errs)
+	}
+	var rj struct {
+		Report attribution.Report `json:"report"`
+	}
+	if err := json.Unmarshal([]byte(stdout), &rj); err != nil {
+		t.Fatal(err)
+	}
+	if rj.Report.CPU == nil || rj.Report.CPU.InRows != rep.CPU.InRows {
+		t.Errorf("report DIR: cpu %+v, want the run's in_rows %v", rj.Report.CPU, rep.CPU.InRows)
+	}
 }

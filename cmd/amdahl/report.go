@@ -3,6 +3,8 @@ package main
 import (
 	"cmp"
 	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"time"
@@ -34,7 +36,10 @@ func newReportCmd() *cobra.Command {
 		Short: "Attribute the units of work in OTLP JSON trace files; compare two sets A/B",
 		Long: `report reads OTLP JSON trace files (amdahl's, or the OpenTelemetry Collector's
 file exporter's) and prints per row its spans, mean and p99, critical-path
-share q and naive share. Several files are several runs of one set.
+share q and naive share. Several files are several runs of one set. A
+run --out directory stands for its trace.jsonl; given one, the table also
+shows each row's CPU per unit from the directory's CPU profiles (parent
+and task hosts), beside its critical time.
 
 Units (--unit): amdahl.work spans, else each trace's root, or a selector.
 Rows (--rows): amdahl's attributes, else the OTel semantic conventions
@@ -46,6 +51,7 @@ own spans) and q·r; the gain predicted for the --target rows (Σ q·r and a
 critical-path replay) against the measured one, each with a 95 % interval,
 and a verdict. --whatif replays one set with rows made faster.`,
 		Example: `  amdahl report out/trace.jsonl
+  amdahl report out                                        # the same, with each row's CPU per unit
   amdahl report --by phase out/trace.jsonl
   amdahl report --html report.html out/trace.jsonl        # also a self-contained page
   amdahl report --whatif ipc.send=2x out/trace.jsonl      # no run: replay with ipc.send twice as fast
@@ -53,7 +59,7 @@ and a verdict. --whatif replays one set with rows made faster.`,
   amdahl report --baseline a1.jsonl,a2.jsonl,a3.jsonl --target ipc.send/request b1.jsonl b2.jsonl b3.jsonl`,
 		Args: func(_ *cobra.Command, args []string) error {
 			if len(args) == 0 {
-				return usageError{fmt.Errorf("report takes one trace file or more, got none")}
+				return usageError{fmt.Errorf("report takes one trace file (or run --out directory) or more, got none")}
 			}
 			return nil
 		},
@@ -88,6 +94,10 @@ and a verdict. --whatif replays one set with rows made faster.`,
 			if len(factors) > 0 && len(baseline) > 0 {
 				return usageError{fmt.Errorf("--whatif replays one set of runs: use it without --baseline")}
 			}
+			// A run --out directory stands for its trace.jsonl; with one
+			// such set, its CPU profiles give each row's CPU.
+			cpuDir := ""
+			args, cpuDir = runDirs(args)
 			var cfl, bfl *attribution.Flame // report.html's critical paths
 			if htmlOut != "" {
 				cfl, bfl = &attribution.Flame{}, &attribution.Flame{}
@@ -99,6 +109,11 @@ and a verdict. --whatif replays one set with rows made faster.`,
 			out := cmd.OutOrStdout()
 			if len(baseline) == 0 {
 				rep := cacc.Report(byPhase)
+				if cpuDir != "" {
+					if err := addCPU(&rep, cpuDir, byPhase, 0); err != nil {
+						fmt.Fprintf(cmd.ErrOrStderr(), "amdahl report: no CPU per row: %v\n", err)
+					}
+				}
 				if htmlOut != "" {
 					if err := htmlreport.WriteFile(htmlOut, reportPage(args, nil, &rep, nil, cfl, nil, byPhase)); err != nil {
 						return fmt.Errorf("--html: %w", err)
@@ -123,6 +138,7 @@ and a verdict. --whatif replays one set with rows made faster.`,
 				}
 				return err
 			}
+			baseline, _ = runDirs(baseline)
 			base, bacc, err := readSide(baseline, inp, in, true, true, warmup, bfl)
 			if err != nil {
 				return err
@@ -251,6 +267,23 @@ func readSide(paths []string, inp attribution.Input, in *attribution.Interner, k
 		}
 	}
 	return side, acc, nil
+}
+
+// runDirs replaces each run --out directory among paths by its
+// trace.jsonl, and returns the directory when paths is one such.
+func runDirs(paths []string) ([]string, string) {
+	out := make([]string, len(paths))
+	dir := ""
+	for i, p := range paths {
+		out[i] = p
+		if fi, err := os.Stat(strings.TrimSpace(p)); err == nil && fi.IsDir() {
+			out[i] = filepath.Join(strings.TrimSpace(p), "trace.jsonl")
+			if len(paths) == 1 {
+				dir = strings.TrimSpace(p)
+			}
+		}
+	}
+	return out, dir
 }
 
 func newVersionCmd() *cobra.Command {

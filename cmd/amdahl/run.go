@@ -201,6 +201,13 @@ func runRun(ctx context.Context, cmd *cobra.Command, f runFlags) error {
 	if sum.Submitted == 0 && runErr != nil {
 		return runErr
 	}
+	if f.out != "" && f.pyroscope == "" && !tel.SDKDisabled() {
+		// The profiles are written (the parent's at Shutdown, the hosts'
+		// as they exited): each row's CPU beside its critical time.
+		if err := addCPU(&sum.Attribution, f.out, f.by == "phase", processesCPU()); err != nil {
+			logger.Warn("no CPU per row", "err", err)
+		}
+	}
 	if f.out != "" {
 		// A summary.json that cannot be written (disk full) fails the run,
 		// but the summary below still prints: the run's result is not lost.

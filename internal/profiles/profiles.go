@@ -62,6 +62,9 @@ type PhaseTop struct {
 type Analysis struct {
 	Files []string `json:"files"`
 	Unit  string   `json:"unit"`
+	// Period is the profiles' sampling period, in Unit (the largest of
+	// the files': one sample's value).
+	Period int64 `json:"period"`
 	// Total is every sample's value; ByLabel, ByStack and InBuckets are
 	// its parts booked to a phase by label, to a phase by stack, and to
 	// a bucket (NoPhase's samples are in none of them).
@@ -124,6 +127,7 @@ func Analyze(dir string, alloc bool, n int) (*Analysis, error) {
 			return nil, fmt.Errorf("profiles: %s: %w", f, err)
 		}
 		an.Unit = u
+		an.Period = max(an.Period, p.Period)
 	}
 	an.Phases = make([]PhaseTop, 0, len(agg))
 	for name, a := range agg {

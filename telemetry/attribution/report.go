@@ -5,6 +5,8 @@ import (
 	"io"
 	"math"
 	"slices"
+	"sort"
+	"strings"
 	"sync"
 	"text/tabwriter"
 	"time"
@@ -27,6 +29,29 @@ type Row struct {
 	Naive float64 `json:"naive_share"`
 	// CriticalPerWork is the mean critical-path time per unit of work.
 	CriticalPerWork time.Duration `json:"critical_per_work_ns"`
+	// CPUPerWork is the CPU time the row's phase took per unit of work,
+	// from the processes' CPU profiles (see CPU); 0 without them.
+	CPUPerWork time.Duration `json:"cpu_per_work_ns,omitempty"`
+}
+
+// CPU is where the CPU time of the run's processes went, from their CPU
+// profiles: attribution reads spans, so a caller that has the profiles
+// sets it (and each Row's CPUPerWork), and WriteText then shows the
+// rows' CPU beside their critical time.
+type CPU struct {
+	// Total is every sample's CPU time; InRows the part booked to a row
+	// of the report; Elsewhere the rest, by where it went: a phase that
+	// is no row of the report (a sidecar's receive), or a bucket in no
+	// phase ("(go runtime)", …).
+	Total     time.Duration `json:"total_ns"`
+	InRows    time.Duration `json:"in_rows_ns"`
+	Elsewhere []CPUPart     `json:"elsewhere"`
+	// Processes is the processes' CPU time as the system counts it, for
+	// comparison with Total (0 when not known).
+	Processes time.Duration `json:"processes_ns,omitempty"`
+	// Resolution is one sample's CPU time per unit of work: a row with
+	// CPUPerWork 0 took less than that.
+	Resolution time.Duration `json:"resolution_ns"`
 }
 
 // Report is the attribution of a set of units of work.
@@ -41,6 +66,8 @@ type Report struct {
 	Rows     []Row         `json:"rows"`
 	// Diagnostics: what the input held besides clean trees.
 	Diagnostics Diagnostics `json:"diagnostics"`
+	// CPU, when the caller read the processes' CPU profiles.
+	CPU *CPU `json:"cpu,omitempty"`
 }
 
 // Accumulator sums units of work into a Report in bounded memory: per row
@@ -321,20 +348,88 @@ func (r Report) WriteText(w io.Writer) error {
 	}
 	fmt.Fprintln(w)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "row\tspans\tmean\tp99\tcritical/work\tq\tnaive share\t")
+	// With the CPU profiles, each row's CPU per unit beside its critical
+	// time: a phase that computes from one that waits.
+	cpu := func(row Row) string {
+		if r.CPU == nil {
+			return ""
+		}
+		if !row.Key.IsRow() {
+			return "-\t"
+		}
+		if row.CPUPerWork == 0 && r.CPU.Resolution > 0 {
+			return fmt.Sprintf("<%v\t", round(r.CPU.Resolution))
+		}
+		return fmt.Sprintf("%v\t", round(row.CPUPerWork))
+	}
+	cpuHead, cpuTotal := "", ""
+	if r.CPU != nil {
+		cpuHead = "cpu/work\t"
+		if r.Works > 0 {
+			cpuTotal = fmt.Sprintf("%v\t", round(r.CPU.InRows/time.Duration(r.Works)))
+		}
+	}
+	fmt.Fprintf(tw, "row\tspans\tmean\tp99\tcritical/work\t%sq\tnaive share\t\n", cpuHead)
 	var sumQ float64
 	for _, row := range r.Rows {
 		sumQ += row.Q
 		if !row.Key.IsRow() {
 			// "other" has no spans of its own: only critical time no phase covers.
-			fmt.Fprintf(tw, "%s\t-\t-\t-\t%v\t%s\t-\t\n", row.Name, round(row.CriticalPerWork), pct(row.Q))
+			fmt.Fprintf(tw, "%s\t-\t-\t-\t%v\t%s%s\t-\t\n", row.Name, round(row.CriticalPerWork), cpu(row), pct(row.Q))
 			continue
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%v\t%v\t%v\t%s\t%s\t\n", row.Name, row.Spans, round(row.Mean), round(row.P99),
-			round(row.CriticalPerWork), pct(row.Q), pct(row.Naive))
+		fmt.Fprintf(tw, "%s\t%d\t%v\t%v\t%v\t%s%s\t%s\t\n", row.Name, row.Spans, round(row.Mean), round(row.P99),
+			round(row.CriticalPerWork), cpu(row), pct(row.Q), pct(row.Naive))
 	}
-	fmt.Fprintf(tw, "total\t\t\t\t%v\t%s\t\t\n", round(r.E2EMean), pct(sumQ))
-	return tw.Flush()
+	fmt.Fprintf(tw, "total\t\t\t\t%v\t%s%s\t\t\n", round(r.E2EMean), cpuTotal, pct(sumQ))
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if r.CPU != nil {
+		_, err := fmt.Fprintln(w, r.CPU.line())
+		return err
+	}
+	return nil
+}
+
+// CPUPart is CPU time that went to no row of a report: a phase without
+// a row (component.phase/direction), or a bucket in no phase.
+type CPUPart struct {
+	Name string        `json:"name"`
+	CPU  time.Duration `json:"cpu_ns"`
+}
+
+// SortCPUParts sorts parts by CPU, largest first, then by name.
+func SortCPUParts(parts []CPUPart) {
+	sort.Slice(parts, func(i, j int) bool {
+		if parts[i].CPU != parts[j].CPU {
+			return parts[i].CPU > parts[j].CPU
+		}
+		return parts[i].Name < parts[j].Name
+	})
+}
+
+// line accounts for the CPU the rows do not show.
+func (c *CPU) line() string {
+	s := fmt.Sprintf("CPU in the profiles %v: %v (%s) in the rows", round(c.Total), round(c.InRows), pctOf(c.InRows, c.Total))
+	if len(c.Elsewhere) > 0 {
+		parts := make([]string, len(c.Elsewhere))
+		for i, p := range c.Elsewhere {
+			parts[i] = fmt.Sprintf("%s %v", p.Name, round(p.CPU))
+		}
+		s += "; elsewhere " + strings.Join(parts, ", ")
+	}
+	if c.Processes > 0 {
+		s += fmt.Sprintf("; the processes used %v (the profiles saw %s of it)", round(c.Processes), pctOf(c.Total, c.Processes))
+	}
+	return s
+}
+
+func pctOf(a, b time.Duration) string {
+	if b <= 0 {
+		return "-"
+	}
+	return pct(float64(a) / float64(b))
 }
 
 // line is a one-line account of anomalies in the input, or "" when there
