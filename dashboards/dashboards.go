@@ -27,6 +27,7 @@ import (
 	"github.com/grafana/grafana-foundation-sdk/go/common"
 	"github.com/grafana/grafana-foundation-sdk/go/dashboard"
 	"github.com/grafana/grafana-foundation-sdk/go/grafanapyroscope"
+	"github.com/grafana/grafana-foundation-sdk/go/piechart"
 	"github.com/grafana/grafana-foundation-sdk/go/prometheus"
 	"github.com/grafana/grafana-foundation-sdk/go/stat"
 	"github.com/grafana/grafana-foundation-sdk/go/table"
@@ -420,7 +421,8 @@ type built[T any] struct{ v T }
 
 func (b built[T]) Build() (T, error) { return b.v, nil }
 
-// Profiles builds "amdahl — profiles and traces": CPU and allocation flame
+// Profiles builds "amdahl — profiles and traces": each service's CPU
+// share by phase (Pyroscope metrics grouped by the phase label), CPU and allocation flame
 // graphs per phase for the parent (service $service_name) and the task
 // hosts ($host_service_name), the parent's chunking serialize per step
 // (the step pprof label: size, validate, pack, encode; the legacy
@@ -436,6 +438,19 @@ func Profiles() (dashboard.Dashboard, error) {
 				ProfileTypeId(profile).
 				LabelSelector(`{service_name="` + service + `", phase=~"$phase"}`).GroupBy([]string{}))
 	}
+	// share: the CPU of a service by pprof label phase, over the time
+	// range (a Pyroscope metrics query per label value): the samples
+	// without the label are the series with an empty phase, what no
+	// phase label reached (amdahl profile books them by stack).
+	share := func(id uint32, title, service string) *piechart.PanelBuilder {
+		return piechart.NewPanelBuilder().Id(id).Title(title).Unit("ns").Datasource(pyroDS).Span(12).
+			Description("CPU by the pprof label phase over the time range; the slice without a phase is CPU no label reached: " +
+				"gRPC's client transport, the Go runtime (GC, scheduler), start-up. `amdahl profile` books those by stack.").
+			PieType(piechart.PieChartTypeDonut).DisplayLabels([]piechart.PieChartLabels{piechart.PieChartLabelsName, piechart.PieChartLabelsPercent}).
+			ReduceOptions(common.NewReduceDataOptionsBuilder().Calcs([]string{"sum"}).Values(false)).
+			WithTarget(grafanapyroscope.NewDataqueryBuilder().RefId("A").QueryType("metrics").ProfileTypeId(ProfileCPU).
+				LabelSelector(`{service_name="` + service + `"}`).GroupBy([]string{"phase"}))
+	}
 	steps := strings.Join(chunking.SerializeSteps(), ",")
 	b := newDashboardService("amdahl — profiles and traces", "amdahl-profiles", true).
 		WithVariable(dashboard.NewCustomVariableBuilder("phase").Label("phase (pprof label)").
@@ -450,6 +465,9 @@ func Profiles() (dashboard.Dashboard, error) {
 			DefaultValue(dashboard.StringOrMap{String: cog.ToPtr("10ms")}).
 			Current(dashboard.VariableOption{Text: dashboard.StringOrArrayOfString{String: cog.ToPtr("10ms")},
 				Value: dashboard.StringOrArrayOfString{String: cog.ToPtr("10ms")}})).
+		WithRow(dashboard.NewRowBuilder("CPU share by phase (pprof labels)")).
+		WithPanel(share(8, "Parent CPU by phase", "$service_name")).
+		WithPanel(share(9, "Task host CPU by phase", "$host_service_name")).
 		WithRow(dashboard.NewRowBuilder("Parent: CPU by phase")).
 		WithPanel(flame(1, "Parent CPU, phase $phase", "ns", ProfileCPU, "$service_name")).
 		WithRow(dashboard.NewRowBuilder("Task hosts: CPU by phase")).

@@ -15,6 +15,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -478,4 +479,38 @@ func query(base, expr string) ([]json.RawMessage, error) {
 		return nil, fmt.Errorf("status %s: %s", body.Status, body.Error)
 	}
 	return body.Data.Result, nil
+}
+
+// TestProfilesCPUShare: the profiles dashboard shows the parent's and the
+// task hosts' CPU by the pprof label phase, as Pyroscope metrics grouped
+// by that label (the share a flame graph per phase cannot show).
+func TestProfilesCPUShare(t *testing.T) {
+	d, err := Profiles()
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := map[string]bool{}
+	for _, p := range panels(d) {
+		for _, tg := range p.Targets {
+			var py *grafanapyroscope.Dataquery
+			switch q := tg.(type) {
+			case *grafanapyroscope.Dataquery:
+				py = q
+			case grafanapyroscope.Dataquery:
+				py = &q
+			}
+			if py == nil || py.QueryType == nil || *py.QueryType != "metrics" {
+				continue
+			}
+			if p.Type != "piechart" || py.ProfileTypeId != ProfileCPU || !slices.Equal(py.GroupBy, []string{"phase"}) {
+				t.Errorf("panel %q: %s query %+v, want a piechart of CPU grouped by phase", title(p), p.Type, py)
+			}
+			found[py.LabelSelector] = true
+		}
+	}
+	for _, sel := range []string{`{service_name="$service_name"}`, `{service_name="$host_service_name"}`} {
+		if !found[sel] {
+			t.Errorf("no CPU share by phase for %s (found %v)", sel, found)
+		}
+	}
 }

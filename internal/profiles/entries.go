@@ -53,8 +53,6 @@ var Entries = []Entry{
 	// building the task's configuration (dispatch ends when it is built)
 	// and releasing the host.
 	{mod + "runtime.(*Runtime).runTask", telemetry.Dispatch, "runtime", telemetry.None},
-	// The parent's reader of a host's replies hands each to its unit.
-	{mod + "runtime.(*host).readLoop", telemetry.Receive, "ipc", telemetry.Reply},
 	// A task host's task body.
 	{mod + "ipc/taskproto.runTask", telemetry.Execute, "taskhost", telemetry.None},
 

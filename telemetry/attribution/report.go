@@ -31,7 +31,7 @@ type Row struct {
 	CriticalPerWork time.Duration `json:"critical_per_work_ns"`
 	// CPUPerWork is the CPU time the row's phase took per unit of work,
 	// from the processes' CPU profiles (see CPU); 0 without them.
-	CPUPerWork time.Duration `json:"cpu_per_work_ns,omitempty"`
+	CPUPerWork time.Duration `json:"cpu_per_work_ns"`
 }
 
 // CPU is where the CPU time of the run's processes went, from their CPU
