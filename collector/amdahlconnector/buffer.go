@@ -59,6 +59,7 @@ type buffer struct {
 
 	traces     map[attribution.TraceID]*traceState
 	head, tail *traceState // oldest, newest
+	last       *traceState // the trace of the last span added, if held
 	spans      int
 	bytes      int64
 	// deadlines are in the order of their times (each is now + wait when
@@ -98,7 +99,10 @@ func newBuffer(cfg *Config) *buffer {
 // attributed or dropped is counted as late; one past max_spans_per_trace
 // drops its trace.
 func (b *buffer) add(s inSpan, now time.Time) {
-	t := b.traces[s.TraceID]
+	t := b.last // the spans of a batch come mostly trace by trace
+	if t == nil || t.id != s.TraceID {
+		t = b.traces[s.TraceID]
+	}
 	if t == nil {
 		if dropped, ok := b.done.get(s.TraceID); ok {
 			if dropped {
@@ -132,6 +136,7 @@ func (b *buffer) add(s inSpan, now time.Time) {
 		return
 	}
 	t.spans = append(t.spans, s)
+	b.last = t
 	t.bytes += sz
 	b.bytes += sz
 	b.spans++
@@ -152,6 +157,9 @@ func (b *buffer) evict(t *traceState, reason string) {
 func (b *buffer) remove(t *traceState) { b.forget(t, false) }
 
 func (b *buffer) forget(t *traceState, dropped bool) {
+	if b.last == t {
+		b.last = nil
+	}
 	b.unlink(t)
 	delete(b.traces, t.id)
 	b.spans -= len(t.spans)

@@ -32,16 +32,30 @@ var metricDefs = [numMetrics]struct{ name, desc string }{
 // unit root's service) and its data point attributes. Empty strings are
 // attributes left out.
 type seriesKey struct {
-	metric             metricID
+	metric metricID
+	unitKey
+	row     attribution.Key
+	outcome string
+}
+
+// unitKey is what the series of one unit share: its resource and the
+// root's attributes.
+type unitKey struct {
 	service, namespace string
-	component          string
-	phase              telemetry.Phase
-	direction          telemetry.Direction
 	transport          string
 	scenario           string
 	variant            string
-	outcome            string
 }
+
+// unitSeries are the series of the units of one unitKey: a unit's rows
+// are found by their attribution.Key alone (cheaper to hash than a whole
+// seriesKey, per phase span).
+type unitSeries struct {
+	work map[string]*histogram          // by outcome
+	rows map[attribution.Key]*rowSeries // amdahl.phase.duration and .critical
+}
+
+type rowSeries struct{ phase, critical *histogram }
 
 // histogram is one cumulative explicit-bucket series.
 type histogram struct {
@@ -71,60 +85,122 @@ type aggregator struct {
 	instance  string // service.instance.id of every resource: this collector's
 	maxSeries int
 	start     pcommon.Timestamp
-	series    map[seriesKey]*histogram
-	// dropped counts data points of series past maxSeries since last read.
+	units     map[unitKey]*unitSeries
+	series    int
+	// The last unit's series: consecutive units mostly share them.
+	lastKey   unitKey
+	lastUnits *unitSeries
+	// dropped counts measurements of series past maxSeries since last read.
 	dropped int64
 }
 
 func newAggregator(cfg *Config, instance string, start time.Time) *aggregator {
 	return &aggregator{source: cfg.Source, instance: instance, maxSeries: cfg.MaxSeries,
-		start: pcommon.NewTimestampFromTime(start), series: map[seriesKey]*histogram{}}
+		start: pcommon.NewTimestampFromTime(start), units: map[unitKey]*unitSeries{}}
 }
 
-func (a *aggregator) record(k seriesKey, v float64) {
-	h := a.series[k]
+// newHistogram returns a new series, or nil past maxSeries.
+func (a *aggregator) newHistogram() *histogram {
+	if a.series >= a.maxSeries {
+		return nil
+	}
+	a.series++
+	return &histogram{counts: make([]uint64, len(telemetry.DurationBuckets)+1)}
+}
+
+func (a *aggregator) record(h *histogram, v float64) {
 	if h == nil {
-		if len(a.series) >= a.maxSeries {
-			a.dropped++
-			return
-		}
-		h = &histogram{counts: make([]uint64, len(telemetry.DurationBuckets)+1)}
-		a.series[k] = h
+		a.dropped++
+		return
 	}
 	h.record(v)
+}
+
+func (a *aggregator) unit(k unitKey) *unitSeries {
+	if a.lastUnits != nil && a.lastKey == k {
+		return a.lastUnits
+	}
+	u := a.units[k]
+	if u == nil {
+		u = &unitSeries{work: map[string]*histogram{}, rows: map[attribution.Key]*rowSeries{}}
+		a.units[k] = u
+	}
+	a.lastKey, a.lastUnits = k, u
+	return u
+}
+
+func (a *aggregator) row(u *unitSeries, k attribution.Key) *rowSeries {
+	r := u.rows[k]
+	if r == nil {
+		r = &rowSeries{}
+		u.rows[k] = r
+	}
+	return r
 }
 
 // add records one unit: its end-to-end duration, each phase span's
 // duration and each row's critical time, as the runtime does
 // (runtime.onWork, telemetry.Component): rows without a phase ("other")
 // are not recorded.
-func (a *aggregator) add(w attribution.Work, u *unitInfo) {
-	k := seriesKey{metric: metricWork, service: u.service, namespace: u.namespace,
-		transport: u.transport, scenario: u.scenario, variant: u.variant, outcome: u.outcome}
-	if k.outcome == "" {
-		k.outcome = telemetry.OK.String()
+func (a *aggregator) add(w attribution.Work, info *unitInfo) {
+	u := a.unit(unitKey{service: info.service, namespace: info.namespace,
+		transport: info.transport, scenario: info.scenario, variant: info.variant})
+	outcome := info.outcome
+	if outcome == "" {
+		outcome = telemetry.OK.String()
 		if w.Root.Failed {
-			k.outcome = telemetry.Failed.String()
+			outcome = telemetry.Failed.String()
 		}
 	}
-	a.record(k, w.E2E().Seconds())
-	k.outcome = ""
-	k.metric = metricPhase
-	for _, n := range w.Nodes {
+	h, ok := u.work[outcome]
+	if !ok {
+		h = a.newHistogram()
+		u.work[outcome] = h
+	}
+	a.record(h, w.E2E().Seconds())
+	for i := range w.Nodes {
+		n := &w.Nodes[i]
 		if !n.Key.Phase.Valid() {
 			continue
 		}
-		k.component, k.phase, k.direction = n.Key.Component, n.Key.Phase, n.Key.Direction
-		a.record(k, n.Dur.Seconds())
+		r := a.row(u, n.Key)
+		if r.phase == nil {
+			r.phase = a.newHistogram()
+		}
+		a.record(r.phase, n.Dur.Seconds())
 	}
-	k.metric = metricCritical
-	for _, s := range w.Stats {
-		if !s.Key.Phase.Valid() {
+	for i := range w.Stats {
+		st := &w.Stats[i]
+		if !st.Key.Phase.Valid() {
 			continue
 		}
-		k.component, k.phase, k.direction = s.Key.Component, s.Key.Phase, s.Key.Direction
-		a.record(k, s.Critical.Seconds())
+		r := a.row(u, st.Key)
+		if r.critical == nil {
+			r.critical = a.newHistogram()
+		}
+		a.record(r.critical, st.Critical.Seconds())
 	}
+}
+
+// all returns every series with its key.
+func (a *aggregator) all() map[seriesKey]*histogram {
+	out := make(map[seriesKey]*histogram, a.series)
+	for uk, u := range a.units {
+		for o, h := range u.work {
+			if h != nil {
+				out[seriesKey{metric: metricWork, unitKey: uk, outcome: o}] = h
+			}
+		}
+		for rk, r := range u.rows {
+			if r.phase != nil {
+				out[seriesKey{metric: metricPhase, unitKey: uk, row: rk}] = r.phase
+			}
+			if r.critical != nil {
+				out[seriesKey{metric: metricCritical, unitKey: uk, row: rk}] = r.critical
+			}
+		}
+	}
+	return out
 }
 
 // resourceKey is a series' resource.
@@ -135,11 +211,12 @@ type resourceKey struct{ service, namespace string }
 // next consumer may fan it out); empty if nothing was recorded.
 func (a *aggregator) build(now time.Time, scopeName, scopeVersion string) pmetric.Metrics {
 	md := pmetric.NewMetrics()
-	if len(a.series) == 0 {
+	series := a.all()
+	if len(series) == 0 {
 		return md
 	}
-	keys := make([]seriesKey, 0, len(a.series))
-	for k := range a.series {
+	keys := make([]seriesKey, 0, len(series))
+	for k := range series {
 		keys = append(keys, k)
 	}
 	sort.Slice(keys, func(i, j int) bool { return lessSeries(keys[i], keys[j]) })
@@ -178,7 +255,7 @@ func (a *aggregator) build(now time.Time, scopeName, scopeVersion string) pmetri
 			h.SetAggregationTemporality(pmetric.AggregationTemporalityCumulative)
 			metrics[k.metric] = h.DataPoints()
 		}
-		h := a.series[k]
+		h := series[k]
 		dp := metrics[k.metric].AppendEmpty()
 		dp.SetStartTimestamp(a.start)
 		dp.SetTimestamp(ts)
@@ -189,14 +266,12 @@ func (a *aggregator) build(now time.Time, scopeName, scopeVersion string) pmetri
 		dp.BucketCounts().FromRaw(h.counts)
 		dp.ExplicitBounds().FromRaw(telemetry.DurationBuckets)
 		at := dp.Attributes()
-		if k.component != "" || k.metric != metricWork {
-			at.PutStr(string(telemetry.AttrComponent), k.component)
-		}
-		if k.phase.Valid() {
-			at.PutStr(string(telemetry.AttrPhase), k.phase.String())
-		}
-		if k.direction != telemetry.None {
-			at.PutStr(string(telemetry.AttrDirection), k.direction.String())
+		if k.metric != metricWork {
+			at.PutStr(string(telemetry.AttrComponent), k.row.Component)
+			at.PutStr(string(telemetry.AttrPhase), k.row.Phase.String())
+			if k.row.Direction != telemetry.None {
+				at.PutStr(string(telemetry.AttrDirection), k.row.Direction.String())
+			}
 		}
 		for _, kv := range [...]struct{ k, v string }{
 			{string(telemetry.AttrTransport), k.transport},
@@ -223,14 +298,14 @@ func lessSeries(x, y seriesKey) bool {
 	if x.metric != y.metric {
 		return x.metric < y.metric
 	}
-	if x.component != y.component {
-		return x.component < y.component
+	if x.row.Component != y.row.Component {
+		return x.row.Component < y.row.Component
 	}
-	if x.phase != y.phase {
-		return x.phase < y.phase
+	if x.row.Phase != y.row.Phase {
+		return x.row.Phase < y.row.Phase
 	}
-	if x.direction != y.direction {
-		return x.direction < y.direction
+	if x.row.Direction != y.row.Direction {
+		return x.row.Direction < y.row.Direction
 	}
 	for _, p := range [...][2]string{{x.transport, y.transport}, {x.scenario, y.scenario}, {x.variant, y.variant}, {x.outcome, y.outcome}} {
 		if p[0] != p[1] {
