@@ -119,6 +119,9 @@ func TestSidecarConfigInvalid(t *testing.T) {
 		{SidecarConfig{MaxInstanceIDBytes: -1}, "SidecarConfig.MaxInstanceIDBytes is -1, want ≥ 0"},
 		{SidecarConfig{StreamWorkers: -1}, "SidecarConfig.StreamWorkers is -1, want ≥ 0"},
 		{SidecarConfig{StreamWorkers: MaxStreamWorkers + 1}, "SidecarConfig.StreamWorkers is 8193, want at most 8192"},
+		{SidecarConfig{MaxTotalBufferedBytes: 1 << 20, MaxRecvMsgSize: 2 << 20}, "SidecarConfig.MaxRecvMsgSize is 2097152, over MaxTotalBufferedBytes = 1048576"},
+		{SidecarConfig{MaxConnections: -1}, "SidecarConfig.MaxConnections is -1, want ≥ 0"},
+		{SidecarConfig{MaxStreamsPerConnection: -1}, "SidecarConfig.MaxStreamsPerConnection is -1, want ≥ 0"},
 	} {
 		if _, err := NewSidecar(tc.cfg); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("NewSidecar(%+v): got %v, want an error with %q", tc.cfg, err, tc.want)
@@ -178,7 +181,7 @@ func TestSidecarTotalBufferedBytes(t *testing.T) {
 	// chunks are n bytes give or take a byte: room for two, not three.
 	n := proto.Size(chunk("0123456789abcdef-1", 0, true, 0))
 	total := 2*n + n/2
-	rg := startRig(t, SidecarConfig{Now: clk.now, BufferTTL: time.Minute, MaxTotalBufferedBytes: total, MeterProvider: mp})
+	rg := startRig(t, SidecarConfig{Now: clk.now, BufferTTL: time.Minute, MaxTotalBufferedBytes: total, MaxRecvMsgSize: total, MeterProvider: mp})
 	toks := rg.leaseN(t, 4)
 	a, b, c, d := toks[0], toks[1], toks[2], toks[3]
 	send := func(what string, r *dtpb.OrchestratorResponse) {
@@ -191,7 +194,7 @@ func TestSidecarTotalBufferedBytes(t *testing.T) {
 		t.Helper()
 		want := 0
 		for _, c := range chunks {
-			want += proto.Size(c)
+			want += heldBytes(proto.Size(c), len(c.GetActions()))
 		}
 		if got := rg.sc.BufferedBytes(); got != want {
 			t.Errorf("%s: %d bytes buffered, want %d", what, got, want)
@@ -348,8 +351,9 @@ func TestSidecarResendCompared(t *testing.T) {
 			if status.Code(err) != tc.want {
 				t.Fatalf("resend: got %v, want %v", err, tc.want)
 			}
-			if got := rg.sc.BufferedBytes(); got != proto.Size(c0)+proto.Size(c1) {
-				t.Errorf("%d bytes buffered after the resend, want %d (unchanged)", got, proto.Size(c0)+proto.Size(c1))
+			want := heldBytes(proto.Size(c0), 1) + heldBytes(proto.Size(c1), 1)
+			if got := rg.sc.BufferedBytes(); got != want {
+				t.Errorf("%d bytes buffered after the resend, want %d (unchanged)", got, want)
 			}
 			s := sums()
 			wantDups, wantErrs := int64(1), int64(0)

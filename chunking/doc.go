@@ -75,25 +75,42 @@
 // Zero SidecarConfig fields take the defaults; amdahl sidecar has a flag
 // for each (sizes written 64MiB, 1GiB, 1.5GB):
 //
-//	MaxRecvMsgSize, 64 MiB (--max-recv-msg-size): the largest message
-//	    accepted. gRPC refuses a larger one with ResourceExhausted from its
-//	    length prefix, before reading it (and bounds decompression alike).
+//	MaxRecvMsgSize, the smaller of 64 MiB and an eighth of
+//	    MaxTotalBufferedBytes, at most MaxTotalBufferedBytes
+//	    (--max-recv-msg-size): the largest message accepted. gRPC refuses a
+//	    larger one with ResourceExhausted from its length prefix, before
+//	    reading it (and bounds decompression alike).
 //	MaxBufferedBytes, 256 MiB (--max-token-bytes), and MaxBufferedChunks,
 //	    4096 (--max-token-chunks): one token's partial completion. A chunk
 //	    over either is refused with ResourceExhausted (protocol error
 //	    over_cap) and the token's buffer is dropped: that completion can
 //	    never fit.
-//	MaxTotalBufferedBytes, 1 GiB (--max-total-buffered-bytes): all partial
-//	    completions together, as the serialized size of the chunks held
-//	    (Sidecar.BufferedBytes). A partial chunk that would go over it is
-//	    refused with ResourceExhausted before it is buffered, counted in
-//	    amdahl.sidecar.rejections (total_buffered_bytes); the token's buffer
-//	    is left as it was, so the same chunk may be sent again once a
-//	    completion, an abandon, a disconnect or the TTL has released room. A
-//	    final chunk is never refused for it: applying it frees its buffer.
-//	    What gRPC holds for calls still being received is bounded apart, by
-//	    MaxRecvMsgSize per call (grpc.MaxConcurrentStreams in ServerOptions
-//	    bounds the calls).
+//	MaxTotalBufferedBytes, 1 GiB (--max-total-buffered-bytes): the messages
+//	    being received and handled and the partial completions buffered,
+//	    together. Every message over 64 KiB (a call's initial HTTP/2
+//	    window, which a client may send unasked) reserves three times its
+//	    size from its 5-byte length prefix, before its body is let in: the
+//	    frames it arrives in, the contiguous copy gRPC's proto codec makes
+//	    and the decoded message are all alive while it is decoded (a
+//	    compressed one reserves as if it decompressed to MaxRecvMsgSize).
+//	    A reservation that does not fit waits, in arrival order, with its
+//	    call's flow-control window shut: the client can send no more of
+//	    it, and the connection's other calls go on. It is released when the
+//	    call ends. One message is let in over the bound when nothing else is
+//	    reserved, so that a final chunk can always arrive and free the
+//	    partial completion it ends. A buffered chunk counts what it holds
+//	    decoded: its serialized size and DecodedActionBytes (256) per action
+//	    (Sidecar.BufferedBytes). A partial chunk that would take the buffers
+//	    over the bound is refused with ResourceExhausted before it is
+//	    buffered, counted in amdahl.sidecar.rejections
+//	    (total_buffered_bytes); the token's buffer is left as it was, so the
+//	    same chunk may be sent again once a completion, an abandon, a
+//	    disconnect or the TTL has released room. A final chunk is never
+//	    refused for it: applying it frees its buffer. The admission reads
+//	    the HTTP/2 frames under gRPC, so it needs the sidecar's own
+//	    credentials: TLS in SidecarConfig.TLS, not grpc.Creds in
+//	    ServerOptions (which replaces them and leaves the messages being
+//	    received uncounted).
 //	MaxPendingInstances, 100,000 (--max-pending-instances): instances
 //	    StartInstance scheduled that have not completed, queued or leased
 //	    (Sidecar.PendingInstances; a lease holds its work item until the
@@ -122,11 +139,13 @@
 //
 // Work items given to Submit (in process, by the caller) are not bounded.
 //
-// The bounds count the bytes held, not the process's memory: with Go's
-// default GOGC=100 the heap may grow to about twice the live bytes before
-// a collection, and messages being received or refused are garbage only
-// once decoded. To hold the process nearer the bounds, set GOMEMLIMIT a
-// little above MaxTotalBufferedBytes plus the messages in flight.
+// The bounds count bytes, not the process's memory: with Go's default
+// GOGC=100 the heap may grow to about twice the live bytes before a
+// collection. amdahl sidecar sets its memory limit (debug.SetMemoryLimit)
+// to 1.25 × MaxTotalBufferedBytes + 48 MiB unless GOMEMLIMIT is set, so
+// that the collector keeps the heap near what the bounds hold and gives
+// memory back as it frees it; a service embedding a Sidecar chooses its
+// own limit.
 //
 // # Sidecar security
 //

@@ -180,7 +180,7 @@ func FuzzSidecarReassembly(f *testing.F) {
 			s.mu.Lock()
 			sum := 0
 			for k, b := range s.buffers {
-				sum += b.bytes
+				sum += b.held
 				if b.bytes > fuzzTokenBytes || len(b.chunks) > fuzzTokenChunks {
 					t.Fatalf("buffer %s holds %d bytes in %d chunks, over %d bytes or %d chunks", k, b.bytes, len(b.chunks), fuzzTokenBytes, fuzzTokenChunks)
 				}

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/tap"
 )
 
@@ -28,6 +30,10 @@ const (
 	// preface: a connection that has not finished them by then is closed,
 	// so a silent one holds no connection slot for long.
 	HandshakeTimeout = 10 * time.Second
+	// connWindow is a connection's HTTP/2 window: gRPC gives it back as
+	// the bytes arrive, so it paces a connection, not memory (which the
+	// calls' windows and the admission bound).
+	connWindow = 16 << 20
 )
 
 // limitOptions are the gRPC server options that bound what a client can
@@ -36,7 +42,17 @@ const (
 // streams of one connection and the size of its headers. The connection
 // cap is the listener's (capListener).
 func (s *Sidecar) limitOptions(auth *authorizer) []grpc.ServerOption {
+	var creds credentials.TransportCredentials = insecure.NewCredentials()
+	if s.cfg.TLS != nil {
+		creds = credentials.NewTLS(s.cfg.TLS)
+	}
 	opts := []grpc.ServerOption{
+		// The admission reads every connection's frames (admission.go)
+		// and needs each call's window to stay what it granted: static
+		// windows, no BDP estimation growing them.
+		grpc.Creds(admitCreds{TransportCredentials: creds, adm: s.adm}),
+		grpc.StaticStreamWindowSize(callAllowance),
+		grpc.StaticConnWindowSize(connWindow),
 		grpc.MaxConcurrentStreams(uint32(s.cfg.MaxStreamsPerConnection)),
 		grpc.MaxHeaderListSize(MaxHeaderBytes),
 		grpc.ConnectionTimeout(HandshakeTimeout),

@@ -3,6 +3,7 @@ package chunking
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"io"
 	"net"
 	"testing"
@@ -14,6 +15,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/encoding/protowire"
 
 	"github.com/amdahl-rt/amdahl/chunking/dtpb"
 )
@@ -162,10 +164,45 @@ func (h *h2Client) call(id uint32, method string, md []string) {
 	}
 }
 
-func (h *h2Client) data(id uint32, b []byte) {
+func (h *h2Client) data(id uint32, b []byte) { h.dataEnd(id, b, false) }
+
+// dataEnd sends b on stream id, ending the client's side if end.
+func (h *h2Client) dataEnd(id uint32, b []byte, end bool) {
 	h.t.Helper()
-	if err := h.fr.WriteData(id, false, b); err != nil {
+	if err := h.fr.WriteData(id, end, b); err != nil {
 		h.t.Fatal(err)
+	}
+}
+
+// windowFor reads frames for up to wait and returns the stream (want, or
+// other if not 0) that a WINDOW_UPDATE first opens, or 0 if none does. It
+// answers the server's SETTINGS and PINGs.
+func (h *h2Client) windowFor(want, other uint32, wait time.Duration) uint32 {
+	h.t.Helper()
+	_ = h.c.SetReadDeadline(time.Now().Add(wait))
+	defer h.c.SetReadDeadline(time.Time{})
+	for {
+		f, err := h.fr.ReadFrame()
+		if err != nil {
+			if ne, ok := err.(net.Error); ok && ne.Timeout() {
+				return 0
+			}
+			h.t.Fatalf("read: %v", err)
+		}
+		switch f := f.(type) {
+		case *http2.SettingsFrame:
+			if !f.IsAck() {
+				_ = h.fr.WriteSettingsAck()
+			}
+		case *http2.PingFrame:
+			if !f.IsAck() {
+				_ = h.fr.WritePing(true, f.Data)
+			}
+		case *http2.WindowUpdateFrame:
+			if f.StreamID == want || (other != 0 && f.StreamID == other) {
+				return f.StreamID
+			}
+		}
 	}
 }
 
@@ -194,5 +231,46 @@ func (h *h2Client) trailers(id uint32) map[string]string {
 				return out
 			}
 		}
+	}
+}
+
+// TestSidecarAdmissionBeforeBody: a message reserves three times its size
+// against MaxTotalBufferedBytes from its 5-byte prefix, before its body is
+// let in. The first message of 200 KiB fits a 1 MiB bound and its call
+// gets the window for its body; a second one, on the same connection,
+// does not fit beside it and gets no window (its client can send no more
+// than the call's first 64 KiB) until the first call has ended.
+func TestSidecarAdmissionBeforeBody(t *testing.T) {
+	rg := startRig(t, SidecarConfig{MaxTotalBufferedBytes: 1 << 20, MaxRecvMsgSize: 256 << 10})
+	c, err := net.Dial("tcp", rg.conn.Target())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	h2 := newH2Client(t, c)
+	const size = 200 << 10
+	prefix := binary.BigEndian.AppendUint32([]byte{0}, size)
+	h2.call(1, dtpb.MethodCompleteOrchestratorTask, nil)
+	h2.data(1, prefix)
+	if got := h2.windowFor(1, 3, 5*time.Second); got != 1 {
+		t.Fatalf("first message: window for stream %d, want 1", got)
+	}
+	h2.call(3, dtpb.MethodCompleteOrchestratorTask, nil)
+	h2.data(3, prefix)
+	if got := h2.windowFor(3, 0, 500*time.Millisecond); got != 0 {
+		t.Fatalf("second message: window for stream %d before the first call ended, want none", got)
+	}
+	// The first message's body: a field 1 (instance id) of the rest of
+	// its bytes, so that it decodes; the call then fails (no such token)
+	// and ends, and the second message is let in.
+	body := append([]byte{0x0a}, protowire.AppendVarint(nil, uint64(size-1-3))...)
+	body = append(body, bytes.Repeat([]byte{'x'}, size-len(body))...)
+	for len(body) > 0 {
+		k := min(len(body), 16<<10)
+		h2.dataEnd(1, body[:k], k == len(body))
+		body = body[k:]
+	}
+	if got := h2.windowFor(3, 0, 10*time.Second); got != 3 {
+		t.Fatalf("second message after the first call ended: window for stream %d, want 3", got)
 	}
 }

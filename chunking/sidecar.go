@@ -3,6 +3,7 @@ package chunking
 import (
 	"context"
 	"crypto/sha256"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -60,9 +61,13 @@ type SidecarConfig struct {
 	// can never fit.
 	MaxBufferedBytes  int
 	MaxBufferedChunks int
-	// MaxTotalBufferedBytes caps the bytes buffered by all partial
-	// completions together (default 1 GiB), counted as the serialized size
-	// of the chunks held. A partial chunk that would go over it is refused
+	// MaxTotalBufferedBytes caps the bytes held by the messages being
+	// received and by all partial completions together (default 1 GiB).
+	// A message reserves three times its size before its body is let in,
+	// and waits while that does not fit (see the package doc, "Sidecar
+	// bounds"); a buffered chunk counts what it holds decoded, its
+	// serialized size and DecodedActionBytes per action. A partial chunk
+	// that would take the partial completions over it is refused
 	// with ResourceExhausted before it is buffered, and the token's buffer
 	// stays as it was, so the same chunk may be sent again once completions,
 	// abandons, disconnects or the TTL have released room. A final chunk is
@@ -82,8 +87,12 @@ type SidecarConfig struct {
 	// StartInstance (default 1024 bytes); a longer one is refused with
 	// InvalidArgument.
 	MaxInstanceIDBytes int
-	// MaxRecvMsgSize is the server's receive limit (default 64 MiB); gRPC
-	// refuses a larger message with ResourceExhausted before reading it.
+	// MaxRecvMsgSize is the server's receive limit (default the smaller of
+	// 64 MiB and an eighth of MaxTotalBufferedBytes; at most
+	// MaxTotalBufferedBytes);
+	// gRPC refuses a larger message with ResourceExhausted before reading
+	// it. A message being received or handled counts toward
+	// MaxTotalBufferedBytes (see the package doc, "Sidecar bounds").
 	MaxRecvMsgSize int
 	// Now is the clock of the TTL (default time.Now); tests inject one.
 	Now func() time.Time
@@ -124,11 +133,15 @@ type SidecarConfig struct {
 	// sidecar (runtime/README.md). grpc.NumStreamWorkers among
 	// ServerOptions overrides it (0 there: a goroutine per call).
 	StreamWorkers int
+	// TLS, if not nil, makes the sidecar serve TLS with it; without it the
+	// sidecar serves plaintext, fit for loopback only (see the package doc,
+	// "Sidecar security").
+	TLS *tls.Config
 	// ServerOptions are added to the gRPC server's options (interceptors,
-	// credentials, keepalive). TLS is one of them:
-	// grpc.Creds(credentials.NewTLS(cfg)); without it the sidecar serves
-	// plaintext, fit for loopback only (see the package doc, "Sidecar
-	// security").
+	// keepalive). Credentials belong in TLS, not here: grpc.Creds among
+	// ServerOptions replaces the sidecar's own, which read each message's
+	// size before its body is let in, and MaxTotalBufferedBytes then no
+	// longer counts the messages being received.
 	ServerOptions []grpc.ServerOption
 	// Token, if not empty, is the bearer token every call must carry as
 	// gRPC metadata "authorization: Bearer <Token>"; a call without it, or
@@ -184,7 +197,8 @@ type buffer struct {
 	// chunk sent again is compared with the one accepted.
 	chunks  []*dtpb.OrchestratorResponse
 	actions int // in chunks
-	bytes   int
+	bytes   int // serialized, bounded by MaxBufferedBytes
+	held    int // heldBytes of the chunks, counted toward MaxTotalBufferedBytes
 	touched time.Time
 }
 
@@ -204,6 +218,7 @@ type Sidecar struct {
 	// are goroutines, which a sidecar never served must not hold.
 	srvOpts []grpc.ServerOption
 	srv     *grpc.Server
+	adm     *admission // messages in flight and s.buffered against MaxTotalBufferedBytes
 
 	mu        sync.Mutex
 	pending   []*dtpb.OrchestratorRequest
@@ -281,7 +296,11 @@ func NewSidecar(cfg SidecarConfig) (*Sidecar, error) {
 		cfg.MaxInstanceIDBytes = DefaultMaxInstanceIDBytes
 	}
 	if cfg.MaxRecvMsgSize == 0 {
-		cfg.MaxRecvMsgSize = DefaultMaxRecvMsgSize
+		cfg.MaxRecvMsgSize = max(1, min(DefaultMaxRecvMsgSize, cfg.MaxTotalBufferedBytes/8))
+	}
+	if cfg.MaxRecvMsgSize > cfg.MaxTotalBufferedBytes {
+		return nil, fmt.Errorf("chunking: sidecar: SidecarConfig.MaxRecvMsgSize is %d, over MaxTotalBufferedBytes = %d: "+
+			"a message being received counts toward the total, so one that large could never be let in", cfg.MaxRecvMsgSize, cfg.MaxTotalBufferedBytes)
 	}
 	if cfg.MaxKeptCompletions == 0 {
 		cfg.MaxKeptCompletions = DefaultMaxKeptCompletions
@@ -304,6 +323,7 @@ func NewSidecar(cfg SidecarConfig) (*Sidecar, error) {
 	}
 	s := &Sidecar{
 		cfg: cfg, comp: cfg.Component, metrics: m,
+		adm:       newAdmission(cfg.MaxTotalBufferedBytes, cfg.MaxRecvMsgSize),
 		wake:      make(chan struct{}),
 		leases:    map[string]*lease{},
 		buffers:   map[string]*buffer{},
@@ -356,8 +376,12 @@ func (s *Sidecar) Serve(lis net.Listener) error {
 		dtpb.RegisterSidecarServer(s.srv, (*sidecarService)(s))
 	}
 	srv := s.srv
-	s.wg.Add(1)
+	s.wg.Add(2)
 	go s.janitor()
+	go func() {
+		defer s.wg.Done()
+		s.adm.run(s.stop)
+	}()
 	s.mu.Unlock()
 	lis = &capListener{Listener: lis, max: int64(s.cfg.MaxConnections),
 		refused: func() { s.metrics.refused(context.Background(), ReasonConnections) }}
@@ -508,8 +532,9 @@ func (s *Sidecar) BufferedTokens() int {
 	return len(s.buffers)
 }
 
-// BufferedBytes returns how many bytes the partial completions hold, the
-// quantity bounded by MaxTotalBufferedBytes.
+// BufferedBytes returns how many bytes the partial completions hold
+// (their serialized size and DecodedActionBytes per action), counted
+// toward MaxTotalBufferedBytes.
 func (s *Sidecar) BufferedBytes() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -549,7 +574,8 @@ func (s *Sidecar) ExpireBuffers() int {
 
 func (s *Sidecar) dropLocked(tok string) {
 	if b, ok := s.buffers[tok]; ok {
-		s.buffered -= b.bytes
+		s.buffered -= b.held
+		s.adm.setBuffered(int64(s.buffered))
 		delete(s.buffers, tok)
 		s.metrics.partial.Add(context.Background(), -1, s.metrics.plain)
 	}
@@ -796,7 +822,8 @@ func (s *Sidecar) complete(ctx context.Context, req *dtpb.OrchestratorResponse) 
 			}
 		}
 		n := proto.Size(req)
-		if err := s.admitLocked(ctx, tok, buf, idx, n, true); err != nil {
+		h := heldBytes(n, len(req.GetActions()))
+		if err := s.admitLocked(ctx, tok, buf, idx, n, h, true); err != nil {
 			return nil, err
 		}
 		if buf == nil {
@@ -804,7 +831,7 @@ func (s *Sidecar) complete(ctx context.Context, req *dtpb.OrchestratorResponse) 
 			s.buffers[tok] = buf
 			s.metrics.partial.Add(ctx, 1, s.metrics.plain)
 		}
-		s.appendLocked(buf, req, n)
+		s.appendLocked(buf, req, n, h)
 		return nil, nil
 	}
 	c := &Completion{
@@ -836,10 +863,11 @@ func (s *Sidecar) complete(ctx context.Context, req *dtpb.OrchestratorResponse) 
 		return nil, s.reject(ctx, ReasonGap, codes.FailedPrecondition, "final chunk %d of token %q, expected %d", idx, tok, buf.next())
 	default:
 		n := proto.Size(req)
-		if err := s.admitLocked(ctx, tok, buf, idx, n, false); err != nil {
+		h := heldBytes(n, len(req.GetActions()))
+		if err := s.admitLocked(ctx, tok, buf, idx, n, h, false); err != nil {
 			return nil, err
 		}
-		s.appendLocked(buf, req, n)
+		s.appendLocked(buf, req, n, h)
 		s.dropLocked(tok)
 		c.Actions = make([]*dtpb.OrchestratorAction, 0, buf.actions)
 		for _, ch := range buf.chunks {
@@ -873,7 +901,7 @@ func (s *Sidecar) complete(ctx context.Context, req *dtpb.OrchestratorResponse) 
 // that completion can never fit. Over MaxTotalBufferedBytes, checked for
 // partial chunks only (applying a final chunk frees its buffer), nothing
 // changes and the chunk may be sent again later.
-func (s *Sidecar) admitLocked(ctx context.Context, tok string, buf *buffer, idx int32, n int, partial bool) error {
+func (s *Sidecar) admitLocked(ctx context.Context, tok string, buf *buffer, idx int32, n, h int, partial bool) error {
 	held := 0
 	if buf != nil {
 		held = buf.bytes
@@ -885,21 +913,24 @@ func (s *Sidecar) admitLocked(ctx context.Context, tok string, buf *buffer, idx 
 				"the completion is dropped (raise SidecarConfig.MaxBufferedBytes or .MaxBufferedChunks, amdahl sidecar --max-token-bytes or --max-token-chunks)",
 			tok, held, n, s.cfg.MaxBufferedBytes, idx, s.cfg.MaxBufferedChunks)
 	}
-	if partial && s.buffered+n > s.cfg.MaxTotalBufferedBytes {
+	if partial && s.buffered+h > s.cfg.MaxTotalBufferedBytes {
 		s.metrics.refused(ctx, ReasonTotalBufferedBytes)
 		return status.Errorf(codes.ResourceExhausted,
-			"chunk %d of token %q: its %d bytes would take the partial completions buffered by the sidecar from %d to %d bytes, "+
+			"chunk %d of token %q: its %d bytes held (decoded) would take the partial completions buffered by the sidecar from %d to %d bytes, "+
 				"over the bound MaxTotalBufferedBytes = %d bytes; nothing was buffered: send it again once other completions finish, "+
 				"or raise the bound (SidecarConfig.MaxTotalBufferedBytes, amdahl sidecar --max-total-buffered-bytes)",
-			idx, tok, n, s.buffered, s.buffered+n, s.cfg.MaxTotalBufferedBytes)
+			idx, tok, h, s.buffered, s.buffered+h, s.cfg.MaxTotalBufferedBytes)
 	}
 	return nil
 }
 
-// appendLocked buffers a chunk of n bytes that admitLocked accepted.
-func (s *Sidecar) appendLocked(buf *buffer, req *dtpb.OrchestratorResponse, n int) {
+// appendLocked buffers a chunk of n bytes (h held) that admitLocked
+// accepted.
+func (s *Sidecar) appendLocked(buf *buffer, req *dtpb.OrchestratorResponse, n, h int) {
 	buf.bytes += n
-	s.buffered += n
+	buf.held += h
+	s.buffered += h
+	s.adm.setBuffered(int64(s.buffered))
 	buf.chunks = append(buf.chunks, req)
 	buf.actions += len(req.GetActions())
 	buf.touched = s.cfg.Now()

@@ -65,7 +65,11 @@ children of the callers' through the W3C trace context of each call.
 What a client can make it hold is bounded by the --buffer-ttl and --max-*
 flags (sizes take a unit: 64MiB, 1GiB, 1.5GB); a call over a bound fails
 with ResourceExhausted (an instance id too long: InvalidArgument) and a
-message naming the bound. See chunking/doc.go, "Sidecar bounds".
+message naming the bound. --max-total-buffered-bytes counts the messages
+being received with the chunked completions buffered: a message reserves
+its share from its length prefix and waits, unread, until it fits. The
+process's memory limit is 1.25 × --max-total-buffered-bytes + 48 MiB
+unless GOMEMLIMIT is set. See chunking/doc.go, "Sidecar bounds".
 
 It listens on loopback (127.0.0.1:4001) by default. A --listen address that
 is not loopback (0.0.0.0, ::, an empty host, another IP, or a host name that
@@ -84,6 +88,12 @@ chunking/doc.go, "Sidecar security".`,
 			cfg, err := bounds.config()
 			if err != nil {
 				return usageError{err}
+			}
+			if !cmd.Flags().Changed("max-recv-msg-size") {
+				cfg.MaxRecvMsgSize = 0 // the library's default, from the total bound
+			} else if cfg.MaxRecvMsgSize > cfg.MaxTotalBufferedBytes {
+				return usageError{fmt.Errorf("--max-recv-msg-size %s is over --max-total-buffered-bytes %s: a message being received counts toward the total, so one that large could never be let in",
+					bytesize.Format(cfg.MaxRecvMsgSize), bytesize.Format(cfg.MaxTotalBufferedBytes))}
 			}
 			// A malformed address is bad usage; a port already taken is a
 			// failure to run.
@@ -116,6 +126,7 @@ chunking/doc.go, "Sidecar security".`,
 			if err != nil {
 				return err
 			}
+			setSidecarMemoryLimit(cfg)
 			// Listen on the address checked, not on the name again: what
 			// it resolves to may have changed.
 			lis, err := net.ListenTCP("tcp", ta)
@@ -181,13 +192,13 @@ func (f *sidecarFlags) register(cmd *cobra.Command) {
 	fl.IntVar(&f.tokenChunks, "max-token-chunks", chunking.DefaultMaxBufferedChunks,
 		"bound on the chunks of one chunked completion; a chunk over it drops that completion")
 	fl.Var(&f.totalBytes, "max-total-buffered-bytes",
-		"bound on the bytes all chunked completions together may buffer; a partial chunk over it is refused (ResourceExhausted) and may be sent again later")
+		"bound on the bytes of the messages being received and the chunked completions buffered, together; a message that does not fit waits before its body is read, a partial chunk over it is refused (ResourceExhausted) and may be sent again later; the process's memory limit follows it")
 	fl.IntVar(&f.pending, "max-pending-instances", chunking.DefaultMaxPendingInstances,
 		"bound on the instances started (StartInstance) and not yet completed; a start over it is refused (ResourceExhausted)")
 	fl.Var(&f.idBytes, "max-instance-id-bytes",
 		"bound on the length of an instance id given to StartInstance; a longer one is refused (InvalidArgument)")
 	fl.Var(&f.recvMsgSize, "max-recv-msg-size",
-		"largest gRPC message accepted; a larger one fails with ResourceExhausted before it is decoded")
+		"largest gRPC message accepted, at most --max-total-buffered-bytes (default: the smaller of 64MiB and an eighth of it); a larger one fails with ResourceExhausted before it is read")
 	fl.IntVar(&f.conns, "max-connections", chunking.DefaultMaxConnections,
 		"bound on the client connections served at once; a connection over it is closed as soon as it is accepted")
 	fl.IntVar(&f.streams, "max-streams-per-connection", chunking.DefaultMaxStreamsPerConnection,

@@ -11,7 +11,6 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 
 	"github.com/amdahl-rt/amdahl/chunking"
@@ -107,8 +106,7 @@ func (s *serverSecurity) apply(listen string, ta *net.TCPAddr, cfg *chunking.Sid
 		if err != nil {
 			return fmt.Errorf("--tls-cert %s, --tls-key %s: %w", s.cert, s.key, err)
 		}
-		cfg.ServerOptions = append(cfg.ServerOptions, grpc.Creds(credentials.NewTLS(&tls.Config{
-			Certificates: []tls.Certificate{pair}, MinVersion: tls.VersionTLS12})))
+		cfg.TLS = &tls.Config{Certificates: []tls.Certificate{pair}, MinVersion: tls.VersionTLS12}
 	}
 	return nil
 }

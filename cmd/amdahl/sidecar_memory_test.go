@@ -21,8 +21,12 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/encoding"
+	protocodec "google.golang.org/grpc/encoding/proto"
+	"google.golang.org/grpc/mem"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/amdahl-rt/amdahl/chunking"
@@ -250,6 +254,169 @@ func TestSidecarUnauthenticatedMemory(t *testing.T) {
 			if peak-idle > within {
 				t.Errorf("peak resident set %.1f MB, %.1f MB above idle (%.1f MB): want at most %.0f MB above",
 					float64(peak)/1e6, float64(peak-idle)/1e6, float64(idle)/1e6, within/1e6)
+			}
+		})
+	}
+}
+
+// twoPart is a message sent as two byte slices, a per-call head and a
+// body shared by every call: protobuf reads the concatenation of two
+// encodings as their merge, so the clients hold a large body once.
+type twoPart struct{ head, body []byte }
+
+// twoPartCodec sends twoPart as it is and everything else as proto.
+type twoPartCodec struct{}
+
+func (twoPartCodec) Marshal(v any) (mem.BufferSlice, error) {
+	if p, ok := v.(twoPart); ok {
+		return mem.BufferSlice{mem.SliceBuffer(p.head), mem.SliceBuffer(p.body)}, nil
+	}
+	return encoding.GetCodecV2(protocodec.Name).Marshal(v)
+}
+
+func (twoPartCodec) Unmarshal(data mem.BufferSlice, v any) error {
+	return encoding.GetCodecV2(protocodec.Name).Unmarshal(data, v)
+}
+
+func (twoPartCodec) Name() string { return protocodec.Name }
+
+// actionsBody returns the encoding of n ScheduleTask actions whose inputs
+// are each payload bytes: the actions field of an OrchestratorResponse.
+func actionsBody(t *testing.T, n, payload int) []byte {
+	t.Helper()
+	m := &dtpb.OrchestratorResponse{}
+	in := strings.Repeat("x", payload)
+	for i := range n {
+		m.Actions = append(m.Actions, &dtpb.OrchestratorAction{Id: int32(i), OrchestratorActionType: &dtpb.OrchestratorAction_ScheduleTask{
+			ScheduleTask: &dtpb.ScheduleTaskAction{Name: "t", Input: wrapperspb.String(in)}}})
+	}
+	b, err := proto.Marshal(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// chunkHead returns the encoding of a chunk's fields other than its actions.
+func chunkHead(t *testing.T, instance, token string, idx int32) []byte {
+	t.Helper()
+	//nolint:staticcheck // SA1019: IsPartial and ChunkIndex are the protocol.
+	b, err := proto.Marshal(&dtpb.OrchestratorResponse{InstanceId: instance, CompletionToken: token, IsPartial: true,
+		ChunkIndex: wrapperspb.Int32(idx)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// leaseTokens starts n instances on the sidecar at cc and leases their work
+// items on one GetWorkItems stream, open until the test ends; it returns
+// the instance ids and their completion tokens.
+func leaseTokens(t *testing.T, cc *grpc.ClientConn, n int) (ids, tokens []string) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	for i := range n {
+		if _, err := dtpb.StartInstance(ctx, cc, &dtpb.CreateInstanceRequest{InstanceId: fmt.Sprintf("i%d", i)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	st, err := dtpb.GetWorkItems(ctx, cc, &dtpb.GetWorkItemsRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range n {
+		wi, err := st.Recv()
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, wi.GetOrchestratorRequest().GetInstanceId())
+		tokens = append(tokens, wi.GetCompletionToken())
+	}
+	return ids, tokens
+}
+
+// TestSidecarTotalBoundMemory: with --max-total-buffered-bytes B, clients
+// sending at once messages up to the per-call maximum (an eighth of B),
+// and streams of partial chunks until refused (1 MiB of 1 KiB actions, or
+// 256 KiB of 8-byte actions, which decoded hold several times their
+// serialized size) take amdahl sidecar's peak
+// resident set to at most 1.5 B + 100 MB: each message reserves its size
+// against B before its body is let in, and the process's memory limit
+// follows B. Every call is applied, buffered or refused with
+// ResourceExhausted naming the bound.
+func TestSidecarTotalBoundMemory(t *testing.T) {
+	exe := amdahlExe(t)
+	const big, small, tiny = 16, 16, 16 // clients, each its own connection
+	for _, bound := range []int{64 << 20, 256 << 20} {
+		t.Run(fmt.Sprintf("%dMiB", bound>>20), func(t *testing.T) {
+			p := startSidecarProc(t, exe, nil, "--max-total-buffered-bytes", strconv.Itoa(bound))
+			perCall := min(64<<20, bound/8)
+			worker := clientConns(t, p.addr, 1, nil)[0]
+			ids, tokens := leaseTokens(t, worker, big+small+tiny)
+			conns := clientConns(t, p.addr, big+small+tiny, nil)
+			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+			defer cancel()
+			// Up the connections, then the idle figure.
+			for _, cc := range conns {
+				if _, err := dtpb.StartInstance(ctx, cc, &dtpb.CreateInstanceRequest{}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			idle := p.idle(t)
+			bigBody := actionsBody(t, 1, perCall-4096)
+			smallBody := actionsBody(t, 1000, 1024) // 1 MiB chunks of 1 KiB actions
+			tinyBody := actionsBody(t, 16384, 8)    // 256 KiB chunks of 8-byte actions
+			call := func(cc *grpc.ClientConn, m twoPart) error {
+				var reply dtpb.CompleteTaskResponse
+				return cc.Invoke(ctx, dtpb.MethodCompleteOrchestratorTask, m, &reply, grpc.ForceCodecV2(twoPartCodec{}))
+			}
+			var mu sync.Mutex
+			outcomes := map[codes.Code]int{}
+			var bad []error
+			note := func(err error) bool {
+				mu.Lock()
+				defer mu.Unlock()
+				c := status.Code(err)
+				outcomes[c]++
+				if c != codes.OK && (c != codes.ResourceExhausted || !strings.Contains(err.Error(), "MaxTotalBufferedBytes")) {
+					bad = append(bad, err)
+				}
+				return c == codes.OK
+			}
+			var wg sync.WaitGroup
+			for i, cc := range conns {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					if i < big {
+						note(call(cc, twoPart{chunkHead(t, ids[i], tokens[i], 0), bigBody}))
+						return
+					}
+					body := smallBody
+					if i >= big+small {
+						body = tinyBody
+					}
+					for idx := int32(0); ; idx++ {
+						if !note(call(cc, twoPart{chunkHead(t, ids[i], tokens[i], idx), body})) {
+							return
+						}
+					}
+				}()
+			}
+			wg.Wait()
+			peak := p.status(t, "VmHWM")
+			want := int64(1.5*float64(bound)) + 100e6
+			t.Logf("bound %d MiB, per call %d MiB: idle %.1f MB, peak %.1f MB (want ≤ %.1f MB); calls %v",
+				bound>>20, perCall>>20, float64(idle)/1e6, float64(peak)/1e6, float64(want)/1e6, outcomes)
+			for _, err := range bad {
+				t.Errorf("a call failed otherwise than ResourceExhausted naming MaxTotalBufferedBytes: %v", err)
+			}
+			if outcomes[codes.ResourceExhausted] < big/2 {
+				t.Errorf("%d calls refused for the total, want at least %d: the bound was not reached", outcomes[codes.ResourceExhausted], big/2)
+			}
+			if peak > want {
+				t.Errorf("peak resident set %.1f MB, want at most 1.5 × %d MiB + 100 MB = %.1f MB", float64(peak)/1e6, bound>>20, float64(want)/1e6)
 			}
 		})
 	}
