@@ -38,8 +38,9 @@ type SenderConfig struct {
 }
 
 // Sender completes orchestrator work items on a TaskHubSidecarService: it
-// plans, encodes once, and sends the chunks in order, one at a time, each
-// with its own retry budget. A Sender is safe for concurrent use; it does
+// plans, encodes each chunk once, and sends the chunks in order, one at a
+// time, each with its own retry budget; it holds at most 8 MiB of a
+// completion's encoded chunks (at least one) besides the one it sends. A Sender is safe for concurrent use; it does
 // not own the connection.
 type Sender struct {
 	cc      grpc.ClientConnInterface
@@ -108,31 +109,40 @@ func (s *Sender) Complete(ctx context.Context, r *dtpb.OrchestratorResponse) (Re
 	if r == nil {
 		return Result{}, errors.New("chunking: complete: nil response")
 	}
-	// Serialize = plan + the one encoding pass: a leaf (StartLeaf), no
-	// span starts under it.
+	// Serialize = plan + the encoding of the chunks up to encodeAhead
+	// bytes (every chunk of all but the largest completions): a leaf
+	// (StartLeaf), no span starts under it.
 	ph := s.comp.StartLeaf(ctx, telemetry.Serialize, telemetry.Request)
 	pl := s.planner.plan(r, ph, s.steps)
 	res := Result{Plan: pl}
 	ph.Step(s.steps, stepEncode)
 	enc := make([]Encoded, len(pl.Chunks))
-	for i, c := range pl.Chunks {
-		size := -1
-		if pl.Sizes != nil {
-			size = pl.Sizes[i]
-		}
+	ahead, encoded := 0, 0
+	for ahead < len(enc) && (ahead == 0 || encoded < encodeAhead) {
 		var err error
-		if enc[i], err = Encode(c, size); err != nil {
+		if enc[ahead], err = s.encode(pl, ahead); err != nil {
 			ph.Fail(err)
 			return res, err
 		}
+		encoded += len(enc[ahead].Bytes)
+		ahead++
 	}
 	ph.Step(s.steps, stepNone)
 	ph.EndWith(s.planner.record(ctx, r, pl)...)
 
 	sctx, sp := s.comp.StartPhase(ctx, telemetry.Send, telemetry.Request)
 	for i := range enc {
-		n, err := s.sendChunk(sctx, i, len(enc), &enc[i])
-		res.Attempts += n
+		var err error
+		if i >= ahead {
+			// Past encodeAhead: encoded as it is sent, in the send phase.
+			enc[i], err = s.encode(pl, i)
+		}
+		if err == nil {
+			var n int
+			n, err = s.sendChunk(sctx, i, len(enc), &enc[i])
+			res.Attempts += n
+		}
+		enc[i] = Encoded{} // sent: its bytes are garbage now
 		if err != nil {
 			err = fmt.Errorf("complete %s chunk %d of %d: %w", r.GetInstanceId(), i, len(enc), err)
 			if ctx.Err() == nil && status.Code(err) != codes.Canceled {
@@ -149,6 +159,23 @@ func (s *Sender) Complete(ctx context.Context, r *dtpb.OrchestratorResponse) (Re
 	}
 	sp.End()
 	return res, nil
+}
+
+// encodeAhead bounds the bytes of a completion's chunks encoded before
+// the first is sent (at least one chunk is): the chunks past it are
+// encoded one at a time as they are sent, and a chunk's bytes are dropped
+// once it is acknowledged, so a completion of 64 MiB holds about
+// encodeAhead plus one chunk, not all 64 MiB, while it is sent (the
+// mixed scenario's 32 × 2 MiB shape; TestMixedMemory).
+const encodeAhead = 8 << 20
+
+// encode encodes chunk i of pl.
+func (s *Sender) encode(pl *Plan, i int) (Encoded, error) {
+	size := -1
+	if pl.Sizes != nil {
+		size = pl.Sizes[i]
+	}
+	return Encode(pl.Chunks[i], size)
 }
 
 func (s *Sender) sendChunk(ctx context.Context, i, n int, e *Encoded) (int, error) {

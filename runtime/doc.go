@@ -217,6 +217,7 @@
 //	runtime.concurrency      AMDAHL_RUNTIME_CONCURRENCY     units in flight (default 2 × nodes)
 //	runtime.queue            AMDAHL_RUNTIME_QUEUE           queued units before Submit blocks (default 2 × nodes)
 //	runtime.task_timeout     AMDAHL_RUNTIME_TASK_TIMEOUT    Go duration, 0 = none (default 2m)
+//	runtime.completion_bytes AMDAHL_RUNTIME_COMPLETION_BYTES payload bytes of fanout completions in flight (default 64MiB)
 //	runtime.host_procs       AMDAHL_RUNTIME_HOST_PROCS      GOMAXPROCS of each task host: auto (the parent's over nodes, ≥ 1) | 1..1024
 //	runtime.host_gogc        AMDAHL_RUNTIME_HOST_GOGC       GOGC of each task host: 10..10000 (default 400) | inherit
 //	scenario.count           AMDAHL_SCENARIO_COUNT          units in a run (default: the scenario's)

@@ -79,6 +79,9 @@ type Runtime struct {
 	sideCh  chan error
 	lease   *leaser
 	breaker *chunking.Breaker // nil with sidecar.breaker.open_after=0
+	// payloads admits fanout completions by their payload bytes
+	// (runtime.completion_bytes).
+	payloads *byteBudget
 
 	rt, rtChunk, hostComp *telemetry.Component
 	tracer                trace.Tracer
@@ -199,6 +202,7 @@ func New(ctx context.Context, cfg Config) (_ *Runtime, err error) {
 	r := &Runtime{
 		cfg: cfg, set: cfg.Settings, log: cfg.Logger,
 		queue:     make(chan *unit, cfg.Settings.Queue),
+		payloads:  newByteBudget(cfg.Settings.CompletionBytes),
 		stopping:  make(chan struct{}),
 		byKind:    map[scenario.Kind]*attribution.Accumulator{},
 		e2eByKind: map[scenario.Kind]*e2eStats{},

@@ -67,6 +67,7 @@ type Settings struct {
 	Concurrency     int                 // runtime.concurrency: units of work in flight at most
 	Queue           int                 // runtime.queue: submitted units waiting for a worker at most
 	TaskTimeout     time.Duration       // runtime.task_timeout: 0 = none
+	CompletionBytes int64               // runtime.completion_bytes: payload bytes of fanout completions in flight
 	HostProcs       int                 // runtime.host_procs: GOMAXPROCS of each task host; 0 = auto (hostProcs)
 	HostGOGC        int                 // runtime.host_gogc: GOGC of each task host; 0 = inherit (not set)
 	Count           int                 // scenario.count: 0 = the scenario's own
@@ -268,6 +269,14 @@ var registry = []setting{
 	{name: "runtime.queue", values: "1 to 65536", doc: "submitted units waiting for a worker at most; Submit blocks beyond it",
 		get: func(s *Settings) string { return strconv.Itoa(s.Queue) },
 		set: func(s *Settings, v string) (err error) { s.Queue, err = parseCount(v, 1, 65536); return err }},
+	{name: "runtime.completion_bytes", values: "a size from 1MiB to 64GiB (e.g. 64MiB, 1GiB)",
+		doc: "payload bytes of the fanout completions in flight at most (the sender and the in-process sidecar hold up to about twice them while they are sent and reassembled); a unit waits for them in dispatch, and a completion larger than this runs alone",
+		get: func(s *Settings) string { return strconv.FormatInt(s.CompletionBytes, 10) },
+		set: func(s *Settings, v string) error {
+			n, err := parseSize(v, 1<<20, 64<<30)
+			s.CompletionBytes = int64(n)
+			return err
+		}},
 	{name: "runtime.task_timeout", values: "a Go duration (e.g. 30s, 2m); 0 for none", doc: "a task still running in its host after this fails and the host is replaced",
 		get: func(s *Settings) string { return s.TaskTimeout.String() },
 		set: func(s *Settings, v string) error {
@@ -390,18 +399,19 @@ func defaultSettings(waves features.Resolution) Settings {
 		alg, buffer = chunking.Legacy, legacyIPCBuffer
 	}
 	return Settings{
-		IPCBuffer:      buffer,
-		ChunkAlgorithm: alg,
-		IPCSend:        ipc.Sync,
-		IPCTransport:   Socketpair,
-		IPCDelta:       true,
-		MaxChunkBytes:  chunking.DefaultMaxChunkBytes,
-		Nodes:          nodes,
-		Concurrency:    2 * nodes,
-		Queue:          2 * nodes,
-		TaskTimeout:    2 * time.Minute,
-		HostGOGC:       DefaultHostGOGC,
-		Variant:        "baseline",
+		IPCBuffer:       buffer,
+		ChunkAlgorithm:  alg,
+		IPCSend:         ipc.Sync,
+		IPCTransport:    Socketpair,
+		IPCDelta:        true,
+		MaxChunkBytes:   chunking.DefaultMaxChunkBytes,
+		Nodes:           nodes,
+		Concurrency:     2 * nodes,
+		Queue:           2 * nodes,
+		TaskTimeout:     2 * time.Minute,
+		CompletionBytes: DefaultCompletionBytes,
+		HostGOGC:        DefaultHostGOGC,
+		Variant:         "baseline",
 
 		RetryAttempts:    chunking.DefaultRetryPolicy.MaxAttempts,
 		RetryBaseDelay:   chunking.DefaultRetryPolicy.BaseDelay,
@@ -542,6 +552,12 @@ func (s *Settings) childEnv() []string {
 	}
 	return out
 }
+
+// DefaultCompletionBytes is runtime.completion_bytes's default: one of
+// the mixed and fanout scenarios' largest completions (32 × 2 MiB) at a
+// time, which keeps a mixed run within 300 MB whatever its length
+// (TestMixedMemory).
+const DefaultCompletionBytes = 64 << 20
 
 // Defaults of sidecar.breaker.open_after and
 // sidecar.breaker.probe_interval: a sidecar that has answered nothing for

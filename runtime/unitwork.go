@@ -160,14 +160,28 @@ func (r *Runtime) complete(ctx context.Context, resp *dtpb.OrchestratorResponse)
 
 // runFanout: lease the orchestration, then complete it with the item's
 // actions, chunked.
+//
+// The completion's payload bytes are admitted first, in dispatch
+// (runtime.completion_bytes): the sender encodes and the in-process
+// sidecar reassembles a completion whole, so the completions in flight
+// at once, not their number, are what a run holds in memory.
 func (r *Runtime) runFanout(ctx context.Context, u *unit) (string, error) {
 	dctx := trace.ContextWithSpan(ctx, u.dispSpan())
+	fo := u.item.Fanout
+	var size int64
+	for _, n := range fo.ActionBytes {
+		size += int64(n)
+	}
+	if err := r.payloads.acquire(dctx, size); err != nil {
+		r.endDispatch(u)
+		return "cancelled", fmt.Errorf("wait for %d bytes of runtime.completion_bytes: %w", size, err)
+	}
+	defer r.payloads.release(r.payloads.take(size))
 	token, err := r.lease.lease(dctx, r.sender, u.id)
 	r.endDispatch(u)
 	if err != nil {
 		return sidecarClass("sidecar", err), err
 	}
-	fo := u.item.Fanout
 	resp := &dtpb.OrchestratorResponse{InstanceId: u.id, CompletionToken: token, Actions: make([]*dtpb.OrchestratorAction, len(fo.ActionBytes))}
 	for i := range fo.ActionBytes {
 		resp.Actions[i] = &dtpb.OrchestratorAction{Id: int32(i), OrchestratorActionType: &dtpb.OrchestratorAction_ScheduleTask{
