@@ -93,7 +93,7 @@ func BenchmarkEndToEnd(b *testing.B) {
 // latency, by how the sidecar runs calls: workers=default keeps
 // DefaultStreamWorkers goroutines (SidecarConfig.StreamWorkers),
 // workers=none a new goroutine per call, whose stack grows on nearly
-// every call.
+// every call; labels=on the sidecar's pprof labels, against labels=off.
 //
 //	go test -run '^$' -bench Orchestration -benchtime 20000x -count 6 ./chunking/
 func BenchmarkOrchestration(b *testing.B) {
@@ -101,10 +101,15 @@ func BenchmarkOrchestration(b *testing.B) {
 		name string
 		cfg  SidecarConfig
 	}{
-		{"default", SidecarConfig{OnApplied: func(Completion) {}}},
-		{"none", SidecarConfig{OnApplied: func(Completion) {}, ServerOptions: []grpc.ServerOption{grpc.NumStreamWorkers(0)}}},
+		{"workers=default", SidecarConfig{OnApplied: func(Completion) {}}},
+		{"workers=none", SidecarConfig{OnApplied: func(Completion) {}, ServerOptions: []grpc.ServerOption{grpc.NumStreamWorkers(0)}}},
+		// The sidecar's pprof labels (a Component with PhaseLabels: the
+		// stats handler that labels gRPC's goroutines, labels.go) against
+		// the same Component without them.
+		{"labels=off", SidecarConfig{OnApplied: func(Completion) {}, Component: labelledComponent(b, false)}},
+		{"labels=on", SidecarConfig{OnApplied: func(Completion) {}, Component: labelledComponent(b, true)}},
 	} {
-		b.Run("workers="+w.name, func(b *testing.B) {
+		b.Run(w.name, func(b *testing.B) {
 			rg := startRig(b, w.cfg)
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
