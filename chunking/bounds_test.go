@@ -122,6 +122,7 @@ func TestSidecarConfigInvalid(t *testing.T) {
 		{SidecarConfig{MaxTotalBufferedBytes: 1 << 20, MaxRecvMsgSize: 2 << 20}, "SidecarConfig.MaxRecvMsgSize is 2097152, over MaxTotalBufferedBytes = 1048576"},
 		{SidecarConfig{MaxConnections: -1}, "SidecarConfig.MaxConnections is -1, want ≥ 0"},
 		{SidecarConfig{MaxStreamsPerConnection: -1}, "SidecarConfig.MaxStreamsPerConnection is -1, want ≥ 0"},
+		{SidecarConfig{MaxCalls: -1}, "SidecarConfig.MaxCalls is -1, want ≥ 0"},
 	} {
 		if _, err := NewSidecar(tc.cfg); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("NewSidecar(%+v): got %v, want an error with %q", tc.cfg, err, tc.want)

@@ -172,8 +172,12 @@
 // is closed as soon as it is accepted and counted as connections),
 // HandshakeTimeout (10 s) to finish the TLS handshake and the HTTP/2
 // preface, MaxStreamsPerConnection calls open on one connection (default
-// 256, --max-streams-per-connection; a gRPC client queues the rest) and
-// MaxHeaderBytes (64 KiB) of metadata per call.
+// 256, --max-streams-per-connection; a gRPC client queues the rest),
+// MaxCalls calls open at once over every connection (default 1024,
+// --max-calls; one over it fails with ResourceExhausted on its headers,
+// counted as calls: each open call may send its first 64 KiB before the
+// admission reads its size, see "Sidecar bounds") and MaxHeaderBytes
+// (64 KiB) of metadata per call.
 //
 // amdahl sidecar listens on 127.0.0.1:4001 by default. A --listen address
 // that is not loopback (0.0.0.0, ::, an empty host, another IP or a host
@@ -226,7 +230,7 @@
 // amdahl.sidecar.duplicates {chunk}, amdahl.sidecar.protocol_errors
 // {error} by amdahl.reason, amdahl.sidecar.rejections {call} by
 // amdahl.reason (the bound reached: total_buffered_bytes,
-// pending_instances, instance_id_bytes, connections; or the bearer token
+// pending_instances, instance_id_bytes, connections, calls; or the bearer token
 // missing or wrong: unauthenticated). Every one carries the amdahl.scenario and
 // amdahl.variant of the config's Component. The counters of rare events
 // (retries by each retryable code, oversized rejections, partial buffers,

@@ -8,8 +8,10 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
 	"google.golang.org/grpc/tap"
 )
 
@@ -22,6 +24,9 @@ const (
 	// have open at once (SidecarConfig.MaxStreamsPerConnection); a gRPC
 	// client queues the calls over it until one ends.
 	DefaultMaxStreamsPerConnection = 256
+	// DefaultMaxCalls is how many calls a sidecar has open at once, over
+	// every connection (SidecarConfig.MaxCalls).
+	DefaultMaxCalls = 1024
 	// MaxHeaderBytes bounds the metadata of a call (HTTP/2 header list):
 	// a bearer token is at most MaxTokenBytes, trace context a few hundred
 	// bytes. A call with more is refused before its headers are kept.
@@ -57,18 +62,31 @@ func (s *Sidecar) limitOptions(auth *authorizer) []grpc.ServerOption {
 		grpc.MaxHeaderListSize(MaxHeaderBytes),
 		grpc.ConnectionTimeout(HandshakeTimeout),
 	}
-	if auth != nil {
-		opts = append(opts, grpc.InTapHandle(func(ctx context.Context, info *tap.Info) (context.Context, error) {
-			// The tap runs on a call's headers, before gRPC creates its
-			// stream: a refused call's body is never read (the client's
-			// stream is reset), so an unauthenticated client costs the
-			// headers of its call and nothing more.
+	opts = append(opts, grpc.InTapHandle(func(ctx context.Context, info *tap.Info) (context.Context, error) {
+		// The tap runs on a call's headers, before gRPC creates its
+		// stream: a refused call's body is never read (the client's
+		// stream is reset), so an unauthenticated client costs the
+		// headers of its call and nothing more.
+		if auth != nil {
 			if err := auth.check(ctx, info.Header); err != nil {
 				return nil, err
 			}
-			return ctx, nil
-		}))
-	}
+		}
+		// Each open call may send its first 64 KiB unasked (its initial
+		// window), before the admission reads its size: the calls open
+		// at once are bounded apart.
+		if n := s.openCalls.Add(1); n > int64(s.cfg.MaxCalls) {
+			s.openCalls.Add(-1)
+			s.metrics.refused(ctx, ReasonCalls)
+			return nil, status.Errorf(codes.ResourceExhausted,
+				"sidecar: %d calls are open, the bound MaxCalls = %d (each may send %d bytes before the sidecar reads its size); "+
+					"call again once some end, or raise the bound (SidecarConfig.MaxCalls, amdahl sidecar --max-calls)",
+				n-1, s.cfg.MaxCalls, callAllowance)
+		}
+		// The stream's context ends with the call, whichever way.
+		context.AfterFunc(ctx, func() { s.openCalls.Add(-1) })
+		return ctx, nil
+	}))
 	return opts
 }
 

@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"io"
 	"net"
+	"strings"
 	"testing"
 	"time"
 
@@ -272,5 +273,43 @@ func TestSidecarAdmissionBeforeBody(t *testing.T) {
 	}
 	if got := h2.windowFor(3, 0, 10*time.Second); got != 3 {
 		t.Fatalf("second message after the first call ended: window for stream %d, want 3", got)
+	}
+}
+
+// TestSidecarMaxCalls: a call over MaxCalls open at once, over every
+// connection, is refused on its headers with ResourceExhausted naming the
+// bound, and counted; once a call ends there is room again.
+func TestSidecarMaxCalls(t *testing.T) {
+	mp, sums := meterRig(t)
+	rg := startRig(t, SidecarConfig{MaxCalls: 1, MeterProvider: mp})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	st, err := dtpb.GetWorkItems(ctx, rg.conn, &dtpb.GetWorkItemsRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rg.sc.Submit(&dtpb.OrchestratorRequest{InstanceId: "w"})
+	if _, err := st.Recv(); err != nil {
+		t.Fatal(err)
+	}
+	_, err = dtpb.StartInstance(context.Background(), rg.conn, &dtpb.CreateInstanceRequest{InstanceId: "over"})
+	if status.Code(err) != codes.ResourceExhausted || !strings.Contains(err.Error(), "MaxCalls = 1") || !strings.Contains(err.Error(), "--max-calls") {
+		t.Fatalf("a second call open: got %v, want ResourceExhausted naming MaxCalls = 1 and --max-calls", err)
+	}
+	if got := sums()[MetricSidecarRejections+"/"+ReasonCalls]; got != 1 {
+		t.Errorf("%s/%s = %d, want 1", MetricSidecarRejections, ReasonCalls, got)
+	}
+	cancel()
+	// The stream's end reaches the server a moment after the client's.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		_, err := dtpb.StartInstance(context.Background(), rg.conn, &dtpb.CreateInstanceRequest{InstanceId: "after"})
+		if err == nil {
+			break
+		}
+		if status.Code(err) != codes.ResourceExhausted || time.Now().After(deadline) {
+			t.Fatalf("after the stream ended: %v", err)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }

@@ -74,6 +74,8 @@ const (
 	// ReasonConnections: a connection over SidecarConfig.MaxConnections,
 	// closed as soon as it was accepted.
 	ReasonConnections = "connections"
+	// ReasonCalls: a call over SidecarConfig.MaxCalls open at once.
+	ReasonCalls = "calls"
 )
 
 type metrics struct {
@@ -186,7 +188,7 @@ type sidecarMetrics struct {
 var (
 	sidecarProtocolReasons = []string{ReasonUnknownToken, ReasonMissingIndex, ReasonGap, ReasonNoBuffer, ReasonOverCap,
 		ReasonMissingToken, ReasonCompleted, ReasonConflict}
-	sidecarRefusalReasons = []string{ReasonTotalBufferedBytes, ReasonPendingInstances, ReasonInstanceIDBytes, ReasonUnauthenticated, ReasonConnections}
+	sidecarRefusalReasons = []string{ReasonTotalBufferedBytes, ReasonPendingInstances, ReasonInstanceIDBytes, ReasonUnauthenticated, ReasonConnections, ReasonCalls}
 )
 
 // newSidecarMetrics creates the sidecar's instruments; comp (may be nil)

@@ -162,6 +162,13 @@ type SidecarConfig struct {
 	// SETTINGS_MAX_CONCURRENT_STREAMS): a gRPC client queues its calls over
 	// it until one ends.
 	MaxStreamsPerConnection int
+	// MaxCalls caps the calls open at once over every connection (default
+	// DefaultMaxCalls): each may send its first 64 KiB (its initial HTTP/2
+	// window) before the sidecar reads the size of its message, so
+	// MaxCalls × 64 KiB is what calls can hold beside
+	// MaxTotalBufferedBytes. A call over it fails with ResourceExhausted
+	// on its headers and is counted in amdahl.sidecar.rejections (calls).
+	MaxCalls int
 }
 
 // Completion is one applied orchestrator completion, reassembled if it came
@@ -240,6 +247,7 @@ type Sidecar struct {
 	stop      chan struct{}
 	wg        sync.WaitGroup // the janitor
 	calls     atomic.Int64   // RPCs in flight, counted by the interceptors
+	openCalls atomic.Int64   // streams open, counted by the tap handle (MaxCalls)
 	closeOnce sync.Once
 	closed    chan struct{} // closed when the first Close has finished
 	closeErr  error
@@ -264,6 +272,7 @@ func NewSidecar(cfg SidecarConfig) (*Sidecar, error) {
 		{"StreamWorkers", cfg.StreamWorkers, DefaultStreamWorkers},
 		{"MaxConnections", cfg.MaxConnections, DefaultMaxConnections},
 		{"MaxStreamsPerConnection", cfg.MaxStreamsPerConnection, DefaultMaxStreamsPerConnection},
+		{"MaxCalls", cfg.MaxCalls, DefaultMaxCalls},
 	} {
 		if f.v < 0 {
 			return nil, fmt.Errorf("chunking: sidecar: SidecarConfig.%s is %d, want ≥ 0 (0 takes the default %d)", f.name, f.v, f.dflt)
@@ -313,6 +322,9 @@ func NewSidecar(cfg SidecarConfig) (*Sidecar, error) {
 	}
 	if cfg.MaxStreamsPerConnection == 0 {
 		cfg.MaxStreamsPerConnection = DefaultMaxStreamsPerConnection
+	}
+	if cfg.MaxCalls == 0 {
+		cfg.MaxCalls = DefaultMaxCalls
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now

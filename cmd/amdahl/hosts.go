@@ -177,6 +177,7 @@ type sidecarFlags struct {
 	recvMsgSize sizeFlag
 	conns       int
 	streams     int
+	calls       int
 }
 
 func (f *sidecarFlags) register(cmd *cobra.Command) {
@@ -203,6 +204,8 @@ func (f *sidecarFlags) register(cmd *cobra.Command) {
 		"bound on the client connections served at once; a connection over it is closed as soon as it is accepted")
 	fl.IntVar(&f.streams, "max-streams-per-connection", chunking.DefaultMaxStreamsPerConnection,
 		"bound on the calls one connection may have open at once; a client queues the calls over it")
+	fl.IntVar(&f.calls, "max-calls", chunking.DefaultMaxCalls,
+		"bound on the calls open at once over every connection (each may send 64KiB before its size is read); a call over it is refused (ResourceExhausted)")
 }
 
 // config returns the SidecarConfig of the flags; every bound must be
@@ -224,6 +227,7 @@ func (f *sidecarFlags) config() (chunking.SidecarConfig, error) {
 		{"max-recv-msg-size", int(f.recvMsgSize)},
 		{"max-connections", f.conns},
 		{"max-streams-per-connection", f.streams},
+		{"max-calls", f.calls},
 	} {
 		if c.v <= 0 {
 			return chunking.SidecarConfig{}, fmt.Errorf("--%s %d: want ≥ 1", c.flag, c.v)
@@ -239,6 +243,7 @@ func (f *sidecarFlags) config() (chunking.SidecarConfig, error) {
 		MaxRecvMsgSize:          int(f.recvMsgSize),
 		MaxConnections:          f.conns,
 		MaxStreamsPerConnection: f.streams,
+		MaxCalls:                f.calls,
 	}, nil
 }
 

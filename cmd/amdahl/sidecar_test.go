@@ -16,7 +16,7 @@ import (
 // sidecarBoundFlags are the flags of amdahl sidecar that raise or lower a
 // chunking.SidecarConfig bound.
 var sidecarBoundFlags = []string{"--buffer-ttl", "--max-token-bytes", "--max-token-chunks", "--max-total-buffered-bytes",
-	"--max-pending-instances", "--max-instance-id-bytes", "--max-recv-msg-size", "--max-connections", "--max-streams-per-connection"}
+	"--max-pending-instances", "--max-instance-id-bytes", "--max-recv-msg-size", "--max-connections", "--max-streams-per-connection", "--max-calls"}
 
 func TestSidecarHelpDocumentsBounds(t *testing.T) {
 	code, out, _ := runCLI(t, "sidecar", "--help")
@@ -42,19 +42,20 @@ func TestSidecarFlags(t *testing.T) {
 			MaxBufferedChunks: chunking.DefaultMaxBufferedChunks, MaxTotalBufferedBytes: chunking.DefaultMaxTotalBufferedBytes,
 			MaxPendingInstances: chunking.DefaultMaxPendingInstances, MaxInstanceIDBytes: chunking.DefaultMaxInstanceIDBytes,
 			MaxRecvMsgSize: chunking.DefaultMaxRecvMsgSize, MaxConnections: chunking.DefaultMaxConnections,
-			MaxStreamsPerConnection: chunking.DefaultMaxStreamsPerConnection}, ""},
+			MaxStreamsPerConnection: chunking.DefaultMaxStreamsPerConnection, MaxCalls: chunking.DefaultMaxCalls}, ""},
 		{"set", []string{"--buffer-ttl", "30s", "--max-token-bytes", "1MiB", "--max-token-chunks", "7",
 			"--max-total-buffered-bytes", "2GiB", "--max-pending-instances", "5", "--max-instance-id-bytes", "64",
-			"--max-recv-msg-size", "8MB", "--max-connections", "3", "--max-streams-per-connection", "9"},
+			"--max-recv-msg-size", "8MB", "--max-connections", "3", "--max-streams-per-connection", "9", "--max-calls", "11"},
 			chunking.SidecarConfig{BufferTTL: 30 * time.Second, MaxBufferedBytes: 1 << 20, MaxBufferedChunks: 7,
 				MaxTotalBufferedBytes: 2 << 30, MaxPendingInstances: 5, MaxInstanceIDBytes: 64, MaxRecvMsgSize: 8e6,
-				MaxConnections: 3, MaxStreamsPerConnection: 9}, ""},
+				MaxConnections: 3, MaxStreamsPerConnection: 9, MaxCalls: 11}, ""},
 		{"zero size", []string{"--max-token-bytes", "0"}, chunking.SidecarConfig{}, "--max-token-bytes 0: want ≥ 1"},
 		{"zero total", []string{"--max-total-buffered-bytes", "0B"}, chunking.SidecarConfig{}, "--max-total-buffered-bytes 0: want ≥ 1"},
 		{"negative pending", []string{"--max-pending-instances", "-3"}, chunking.SidecarConfig{}, "--max-pending-instances -3: want ≥ 1"},
 		{"zero count", []string{"--max-token-chunks", "0"}, chunking.SidecarConfig{}, "--max-token-chunks 0: want ≥ 1"},
 		{"zero connections", []string{"--max-connections", "0"}, chunking.SidecarConfig{}, "--max-connections 0: want ≥ 1"},
 		{"zero streams", []string{"--max-streams-per-connection", "0"}, chunking.SidecarConfig{}, "--max-streams-per-connection 0: want ≥ 1"},
+		{"zero calls", []string{"--max-calls", "0"}, chunking.SidecarConfig{}, "--max-calls 0: want ≥ 1"},
 		{"zero ttl", []string{"--buffer-ttl", "0s"}, chunking.SidecarConfig{}, "--buffer-ttl 0s: want a positive duration"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -78,7 +79,7 @@ func TestSidecarFlags(t *testing.T) {
 				got.MaxBufferedChunks != tc.want.MaxBufferedChunks || got.MaxTotalBufferedBytes != tc.want.MaxTotalBufferedBytes ||
 				got.MaxPendingInstances != tc.want.MaxPendingInstances || got.MaxInstanceIDBytes != tc.want.MaxInstanceIDBytes ||
 				got.MaxRecvMsgSize != tc.want.MaxRecvMsgSize || got.MaxConnections != tc.want.MaxConnections ||
-				got.MaxStreamsPerConnection != tc.want.MaxStreamsPerConnection {
+				got.MaxStreamsPerConnection != tc.want.MaxStreamsPerConnection || got.MaxCalls != tc.want.MaxCalls {
 				t.Errorf("got %+v, want %+v", got, tc.want)
 			}
 		})
