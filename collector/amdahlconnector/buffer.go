@@ -4,6 +4,7 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/amdahl-rt/amdahl/telemetry"
 	"github.com/amdahl-rt/amdahl/telemetry/attribution"
 )
 
@@ -14,6 +15,9 @@ const (
 	spanBytes  = int(unsafe.Sizeof(inSpan{}))
 	traceBytes = int(unsafe.Sizeof(traceState{})) + 64
 )
+
+// maxAmdahlServices bounds the services remembered as amdahl's.
+const maxAmdahlServices = 4096
 
 // maxSpansLimit is the largest max_spans_per_trace accepted.
 const maxSpansLimit = 10_000_000
@@ -38,6 +42,14 @@ type traceState struct {
 	// created orders eviction (oldest first) and the timeout; deadline is
 	// the last root's arrival plus wait (zero while no root has arrived).
 	created, deadline time.Time
+	// hasWork: an amdahl.work span arrived; amdahl: a span with amdahl's
+	// row attributes (the trace is amdahl's: units and rows "auto").
+	hasWork, amdahl bool
+	// rootService is the service of the trace's root span; amdahlService
+	// is set when the trace is released if that service has sent
+	// amdahl.work spans (its traces without one hold no unit in "auto").
+	rootService   string
+	amdahlService bool
 	// prev, next: the list of held traces in order of creation.
 	prev, next *traceState
 }
@@ -68,6 +80,8 @@ type buffer struct {
 	dlHead    int
 
 	done doneSet
+	// amdahlServices are the services that sent amdahl.work spans.
+	amdahlServices map[string]struct{}
 
 	// counts since the connector last read them (drain).
 	counts bufferCounts
@@ -90,7 +104,8 @@ func (c *bufferCounts) empty() bool {
 }
 
 func newBuffer(cfg *Config) *buffer {
-	b := &buffer{cfg: cfg, traces: map[attribution.TraceID]*traceState{}, done: newDoneSet(cfg.DoneTraces)}
+	b := &buffer{cfg: cfg, traces: map[attribution.TraceID]*traceState{}, done: newDoneSet(cfg.DoneTraces),
+		amdahlServices: map[string]struct{}{}}
 	b.counts.reset()
 	return b
 }
@@ -136,6 +151,16 @@ func (b *buffer) add(s inSpan, now time.Time) {
 		return
 	}
 	t.spans = append(t.spans, s)
+	if s.Name == telemetry.SpanWork {
+		t.hasWork = true
+		if _, ok := b.amdahlServices[s.info.service]; !ok && len(b.amdahlServices) < maxAmdahlServices {
+			b.amdahlServices[s.info.service] = struct{}{}
+		}
+	}
+	if s.ParentID.IsZero() && s.info != nil {
+		t.rootService = s.info.service
+	}
+	t.amdahl = t.amdahl || s.amdahl
 	b.last = t
 	t.bytes += sz
 	b.bytes += sz
@@ -154,7 +179,10 @@ func (b *buffer) evict(t *traceState, reason string) {
 }
 
 // remove forgets t, to be attributed, and remembers its id as done.
-func (b *buffer) remove(t *traceState) { b.forget(t, false) }
+func (b *buffer) remove(t *traceState) {
+	_, t.amdahlService = b.amdahlServices[t.rootService]
+	b.forget(t, false)
+}
 
 func (b *buffer) forget(t *traceState, dropped bool) {
 	if b.last == t {

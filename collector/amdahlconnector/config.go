@@ -6,7 +6,23 @@ import (
 	"time"
 
 	"go.opentelemetry.io/collector/confmap"
+
+	"github.com/amdahl-rt/amdahl/telemetry/attribution"
 )
+
+// loadRows returns the rule set named by rows: a built-in name, or a
+// rules file's path.
+func loadRows(rows string) (*attribution.Rows, error) {
+	switch rows {
+	case "", "auto", "amdahl", "semconv":
+		src, err := attribution.ParseRowSource(rows)
+		if err != nil {
+			return nil, err
+		}
+		return &attribution.Rows{Source: src}, nil
+	}
+	return attribution.LoadRules(rows)
+}
 
 // Config is the amdahl connector's configuration. Every field has a
 // default (createDefaultConfig); Validate names the field that is wrong.
@@ -50,6 +66,16 @@ type Config struct {
 	// point, which tells the connector's series from the runtime's (which
 	// have none) in the dashboards' source variable.
 	Source string `mapstructure:"source"`
+	// Units says which spans are units of work, as amdahl report's
+	// --unit: auto (amdahl.work spans in a trace that has them, else the
+	// trace's root), amdahl, roots, or a selector
+	// ("kind=server,service=frontend").
+	Units string `mapstructure:"units"`
+	// Rows is the rule set that gives spans their rows, as amdahl
+	// report's --rows: auto (amdahl's attributes in a trace that has
+	// them, else the semantic conventions), amdahl, semconv, or the path
+	// of a rules file (read at start).
+	Rows string `mapstructure:"rows"`
 	// VariantAttributes are the attribute keys whose first present value
 	// (on the unit's root span, then on its resource) is the amdahl.variant
 	// of its metrics; a unit with none has no amdahl.variant.
@@ -95,6 +121,8 @@ func createDefaultConfig() *Config {
 		FlushInterval:     defaultFlushInterval,
 		LogInterval:       defaultLogInterval,
 		Source:            defaultSource,
+		Units:             "auto",
+		Rows:              "auto",
 		VariantAttributes: []string{"amdahl.variant", "service.version"},
 	}
 }
@@ -129,6 +157,12 @@ func (c *Config) Validate() error {
 	}
 	if c.Source == "" {
 		errs = append(errs, errors.New("source: empty: want a name for the connector's series (default \"collector\")"))
+	}
+	if _, _, err := attribution.ParseUnits(c.Units); err != nil {
+		errs = append(errs, fmt.Errorf("units: %w", err))
+	}
+	if _, err := loadRows(c.Rows); err != nil {
+		errs = append(errs, fmt.Errorf("rows: %w", err))
 	}
 	for i, k := range c.VariantAttributes {
 		if k == "" {

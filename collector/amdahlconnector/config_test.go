@@ -76,7 +76,8 @@ func TestValidateNamesFields(t *testing.T) {
 	}
 	for _, want := range []string{"wait: 0s: want > 0", "trace_timeout: -1s", "metrics_flush_interval", "log_interval",
 		"max_traces: 0: want 1 to", "max_spans_per_trace: 20000000: want 1 to 10000000", "max_bytes: 10: want ≥",
-		"done_traces: 0", "max_series: 0", "source: empty", "variant_attributes[0]: empty key"} {
+		"done_traces: 0", "max_series: 0", "source: empty", "variant_attributes[0]: empty key",
+		"units: ", "sideways", "rows: ", "no-such-rules.yaml"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error %q does not say %q", err, want)
 		}

@@ -34,13 +34,19 @@ type amdahlConnector struct {
 	now    func() time.Time
 
 	in attribution.Interner
+	// The rules of Config.Units and Config.Rows; converters (each with
+	// its rules' scratch) are pooled across ConsumeTraces calls.
+	units      attribution.UnitMode
+	sel        *attribution.Matcher
+	rows       *attribution.Rows
+	converters sync.Pool
 
 	mu  sync.Mutex // guards buf
 	buf *buffer
 
-	aggMu   sync.Mutex // guards agg, builder, lastLog; held across attribution
-	agg     *aggregator
-	builder attribution.Builder
+	aggMu    sync.Mutex // guards agg, builders; held across attribution
+	agg      *aggregator
+	builders map[attribution.UnitMode]*attribution.Builder
 
 	// Log once per interval: what the bounds did since lastLog.
 	logMu   sync.Mutex
@@ -62,13 +68,21 @@ func newConnector(set connector.Settings, cfg *Config, next consumer.Metrics) (*
 		buf: newBuffer(cfg), stop: make(chan struct{}), stopped: make(chan struct{}),
 	}
 	c.pending.reset()
+	var err error
+	if c.units, c.sel, err = attribution.ParseUnits(cfg.Units); err != nil {
+		return nil, fmt.Errorf("amdahl connector: units: %w", err)
+	}
+	if c.rows, err = loadRows(cfg.Rows); err != nil {
+		return nil, fmt.Errorf("amdahl connector: rows: %w", err)
+	}
+	c.converters.New = func() any { return newConverter(&c.in, cfg.VariantAttributes, c.rows, c.sel) }
+	c.builders = map[attribution.UnitMode]*attribution.Builder{}
 	c.agg = newAggregator(cfg, instanceID(set.Resource), c.now())
 	h, err := newHealth(set.TelemetrySettings, c.sizes)
 	if err != nil {
 		return nil, fmt.Errorf("amdahl connector: create its metrics: %w", err)
 	}
 	c.health = h
-	c.builder.Reuse = true
 	return c, nil
 }
 
@@ -177,7 +191,8 @@ func (c *amdahlConnector) ConsumeTraces(_ context.Context, td ptrace.Traces) err
 		return nil
 	}
 	spans := make([]inSpan, 0, n)
-	cv := converter{in: &c.in, variant: c.cfg.VariantAttributes}
+	cv := c.converters.Get().(*converter)
+	defer c.converters.Put(cv)
 	rss := td.ResourceSpans()
 	for i := 0; i < rss.Len(); i++ {
 		rs := rss.At(i)
@@ -214,6 +229,11 @@ func (c *amdahlConnector) attribute(due []*traceState) {
 		for i := range t.spans {
 			s := &t.spans[i]
 			scratch = append(scratch, s.Span)
+			if t.amdahl && autoRows(c.rows) {
+				// amdahl's trace: amdahl's rows, not the conventions'
+				// (as amdahl report reads a file of amdahl's).
+				scratch[len(scratch)-1].ClearSemconvRow()
+			}
 			if s.info != nil {
 				if infos == nil {
 					infos = map[attribution.SpanID]*unitInfo{}
@@ -221,7 +241,7 @@ func (c *amdahlConnector) attribute(due []*traceState) {
 				infos[s.SpanID] = s.info
 			}
 		}
-		d := c.builder.EachTree(scratch, func(w attribution.Work) {
+		d := c.builder(c.unitMode(t)).EachTree(scratch, func(w attribution.Work) {
 			u := infos[w.Root.SpanID]
 			if u == nil {
 				u = &unitInfo{}
@@ -246,6 +266,37 @@ func (c *amdahlConnector) attribute(due []*traceState) {
 		c.logMu.Unlock()
 		c.agg.dropped = 0
 	}
+}
+
+// unitMode is the unit mode of trace t: Config.Units, where auto is
+// amdahl.work spans in a trace that has one or whose root's service has
+// sent some (a service of amdahl's: its other traces, such as the
+// sidecar's work-item stream, are no units, as in amdahl report of its
+// file), else the trace's root.
+func (c *amdahlConnector) unitMode(t *traceState) attribution.UnitMode {
+	if c.units != attribution.UnitsAuto {
+		return c.units
+	}
+	if t.hasWork || t.amdahlService {
+		return attribution.UnitsAmdahl
+	}
+	return attribution.UnitsRoots
+}
+
+// builder returns the Builder of mode (aggMu held).
+func (c *amdahlConnector) builder(mode attribution.UnitMode) *attribution.Builder {
+	b := c.builders[mode]
+	if b == nil {
+		b = &attribution.Builder{Reuse: true, Units: mode}
+		c.builders[mode] = b
+	}
+	return b
+}
+
+// autoRows reports whether rows leaves a span's rule set to its input
+// (auto, or a rules file falling back to auto).
+func autoRows(rows *attribution.Rows) bool {
+	return rows.Source == attribution.RowsAuto || rows.Source == attribution.RowsFile && rows.Fallback == attribution.RowsAuto
 }
 
 // flush sends every series downstream.

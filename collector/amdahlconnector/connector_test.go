@@ -641,3 +641,56 @@ func TestRunFlushes(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestSemconvTraces: traces with no amdahl attribute (OTel SDK and contrib
+// instrumentations) are attributed with amdahl report's defaults: each
+// trace's root is a unit, rows come from the semantic conventions, with
+// the operation in amdahl.operation.
+func TestSemconvTraces(t *testing.T) {
+	c, sink, _, _ := newTest(t, createDefaultConfig())
+	if err := c.ConsumeTraces(context.Background(), semconvTraces(50)); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Shutdown(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	q, units := qOf(t, sink)
+	if units != 50 {
+		t.Fatalf("%d units, want 50 (one per trace root)", units)
+	}
+	var ops []string
+	md := sink.AllMetrics()[len(sink.AllMetrics())-1]
+	for i := 0; i < md.ResourceMetrics().Len(); i++ {
+		rm := md.ResourceMetrics().At(i)
+		if v, _ := rm.Resource().Attributes().Get("service.name"); v.AsString() != "frontend" {
+			t.Errorf("resource service.name %q, want frontend (the units' root service)", v.AsString())
+		}
+		ms := rm.ScopeMetrics().At(0).Metrics()
+		for j := 0; j < ms.Len(); j++ {
+			if ms.At(j).Name() != telemetry.MetricPhaseCritical {
+				continue
+			}
+			dps := ms.At(j).Histogram().DataPoints()
+			for k := 0; k < dps.Len(); k++ {
+				if v, ok := dps.At(k).Attributes().Get("amdahl.operation"); ok {
+					ops = append(ops, rowOf(dps.At(k).Attributes())+" "+v.AsString())
+				}
+			}
+		}
+	}
+	want := "frontend.execute GET /checkout"
+	found := false
+	for _, o := range ops {
+		found = found || o == want
+	}
+	if !found {
+		t.Errorf("rows with operations %q, want one %q", ops, want)
+	}
+	var sum float64
+	for _, v := range q {
+		sum += v
+	}
+	if sum <= 0 || sum > 1+1e-9 {
+		t.Errorf("q adds up to %v, want in (0, 1]", sum)
+	}
+}

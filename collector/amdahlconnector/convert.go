@@ -19,6 +19,9 @@ const (
 	keyHostName         = "host.name"
 	keyProcessPID       = "process.pid"
 	keySource           = "amdahl.source"
+	// keyOperation carries a row's operation when a rule set other than
+	// amdahl's made it (attribution.Key.Op: "GET /items").
+	keyOperation = "amdahl.operation"
 )
 
 // unitInfo is what a unit's metrics carry besides its row: read from its
@@ -36,8 +39,9 @@ type unitInfo struct {
 // Span, and for a unit root its unitInfo.
 type inSpan struct {
 	attribution.Span
-	root bool // a unit root (amdahl.work) or a trace root (no parent)
-	info *unitInfo
+	root   bool // a unit root (amdahl.work, selected) or a trace root (no parent)
+	amdahl bool // the span or its resource carries an amdahl row attribute
+	info   *unitInfo
 }
 
 // converter turns OTLP spans into attribution Spans. It is used by one
@@ -45,6 +49,19 @@ type inSpan struct {
 type converter struct {
 	in      *attribution.Interner
 	variant []string
+	rules   *attribution.SpanRules
+	selects bool           // a unit selector may select any span
+	keyAt   map[string]int // index of a rules key
+	vals    []string       // the span's values of the rules' keys
+}
+
+func newConverter(in *attribution.Interner, variant []string, rows *attribution.Rows, sel *attribution.Matcher) *converter {
+	cv := &converter{in: in, variant: variant, rules: attribution.NewSpanRules(rows, sel, in), keyAt: map[string]int{}, selects: sel != nil}
+	for i, k := range cv.rules.Keys() {
+		cv.keyAt[k] = i
+	}
+	cv.vals = make([]string, len(cv.keyAt))
+	return cv
 }
 
 // resourceState is what a converter reads once per resource.
@@ -56,6 +73,8 @@ type resourceState struct {
 	// defaults: amdahl.* string attributes on the resource apply to its
 	// spans that lack them (as attribution.ReadOTLPJSON does).
 	defaults []attribute.KeyValue
+	amdahl   bool     // the resource carries an amdahl row attribute
+	vals     []string // the resource's values of the rules' keys
 }
 
 // processOf numbers a resource's identity: equal identities (service.name,
@@ -100,9 +119,16 @@ func (cv *converter) resource(rs ptrace.ResourceSpans) resourceState {
 	if v, ok := attrs.Get(keyServiceNamespace); ok {
 		st.namespace = cv.in.InternString(v.AsString())
 	}
-	for _, k := range amdahlStringKeys {
+	for i, k := range amdahlStringKeys {
 		if v, ok := attrs.Get(string(k)); ok && v.Type() == pcommon.ValueTypeStr {
 			st.defaults = append(st.defaults, attribute.String(string(k), cv.in.InternString(v.Str())))
+			st.amdahl = st.amdahl || i < 3
+		}
+	}
+	st.vals = make([]string, len(cv.keyAt))
+	for k, i := range cv.keyAt {
+		if v, ok := attrs.Get(k); ok {
+			st.vals[i] = v.AsString()
 		}
 	}
 	return st
@@ -118,14 +144,19 @@ func (cv *converter) span(st *resourceState, sp ptrace.Span) inSpan {
 		End:      int64(sp.EndTimestamp()),
 		Name:     cv.in.InternString(sp.Name()),
 		Process:  st.process,
+		Kind:     attribution.SpanKind(sp.Kind()), // OTLP's numbering both
 	}}
+	clear(cv.vals)
 	var set uint8 // amdahlStringKeys present on the span
 	isWork := s.Name == telemetry.SpanWork
 	var info *unitInfo
-	if isWork {
+	if isWork || s.ParentID.IsZero() || cv.selects {
 		info = &unitInfo{service: st.service, namespace: st.namespace}
 	}
 	sp.Attributes().Range(func(k string, v pcommon.Value) bool {
+		if i, ok := cv.keyAt[k]; ok {
+			cv.vals[i] = v.AsString()
+		}
 		switch attribute.Key(k) {
 		case telemetry.AttrComponent, telemetry.AttrPhase, telemetry.AttrDirection, telemetry.AttrOutcome:
 			if v.Type() != pcommon.ValueTypeStr {
@@ -169,11 +200,13 @@ func (cv *converter) span(st *resourceState, sp ptrace.Span) inSpan {
 			}
 		}
 	}
-	if info != nil {
+	s.amdahl = st.amdahl || set&0b111 != 0
+	cv.rules.Apply(&s.Span, cv.vals, st.vals, s.amdahl)
+	s.root = isWork || s.ParentID.IsZero() || s.Selected
+	if s.root {
 		info.variant = cv.variantOf(sp.Attributes(), st.attrs)
 		s.info = info
 	}
-	s.root = isWork || s.ParentID.IsZero()
 	return s
 }
 

@@ -160,7 +160,7 @@ func (a *aggregator) add(w attribution.Work, info *unitInfo) {
 	a.record(h, w.E2E().Seconds())
 	for i := range w.Nodes {
 		n := &w.Nodes[i]
-		if !n.Key.Phase.Valid() {
+		if !n.Key.IsRow() {
 			continue
 		}
 		r := a.row(u, n.Key)
@@ -171,7 +171,7 @@ func (a *aggregator) add(w attribution.Work, info *unitInfo) {
 	}
 	for i := range w.Stats {
 		st := &w.Stats[i]
-		if !st.Key.Phase.Valid() {
+		if !st.Key.IsRow() {
 			continue
 		}
 		r := a.row(u, st.Key)
@@ -268,9 +268,14 @@ func (a *aggregator) build(now time.Time, scopeName, scopeVersion string) pmetri
 		at := dp.Attributes()
 		if k.metric != metricWork {
 			at.PutStr(string(telemetry.AttrComponent), k.row.Component)
-			at.PutStr(string(telemetry.AttrPhase), k.row.Phase.String())
+			if k.row.Phase.Valid() {
+				at.PutStr(string(telemetry.AttrPhase), k.row.Phase.String())
+			}
 			if k.row.Direction != telemetry.None {
 				at.PutStr(string(telemetry.AttrDirection), k.row.Direction.String())
+			}
+			if k.row.Op != "" {
+				at.PutStr(keyOperation, k.row.Op)
 			}
 		}
 		for _, kv := range [...]struct{ k, v string }{
@@ -306,6 +311,9 @@ func lessSeries(x, y seriesKey) bool {
 	}
 	if x.row.Direction != y.row.Direction {
 		return x.row.Direction < y.row.Direction
+	}
+	if x.row.Op != y.row.Op {
+		return x.row.Op < y.row.Op
 	}
 	for _, p := range [...][2]string{{x.transport, y.transport}, {x.scenario, y.scenario}, {x.variant, y.variant}, {x.outcome, y.outcome}} {
 		if p[0] != p[1] {

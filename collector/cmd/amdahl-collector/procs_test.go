@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/url"
@@ -260,6 +261,18 @@ func waitFor(t *testing.T, base, expr string, want float64, timeout time.Duratio
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
+}
+
+// promText returns the body of a Prometheus /metrics endpoint (at most
+// 64 MiB).
+func promText(u string) (string, error) {
+	resp, err := http.Get(u)
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
+	return string(b), err
 }
 
 // buildAmdahl builds the amdahl CLI of the root module into dir.

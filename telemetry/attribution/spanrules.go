@@ -1,0 +1,64 @@
+package attribution
+
+import "github.com/amdahl-rt/amdahl/telemetry"
+
+// SpanRules gives spans read from elsewhere than an OTLP JSON file (the
+// OpenTelemetry Collector connector reads the Collector's pdata) their
+// rows and unit selection by the rules ReadOTLPJSON applies: a rule set
+// (Rows) and a unit selector (Matcher, for UnitsSelected). A SpanRules is
+// not safe for concurrent use: make one per goroutine (NewSpanRules is
+// cheap next to the spans it serves).
+type SpanRules struct {
+	rows  *Rows
+	units *Matcher
+	tab   *attrTable
+	rb    rowBuilder
+}
+
+// NewSpanRules returns the rules of rows (nil: RowsAuto) and units (nil:
+// no selector); strings it makes are shared through in (a private
+// Interner if nil).
+func NewSpanRules(rows *Rows, units *Matcher, in *Interner) *SpanRules {
+	if rows == nil {
+		rows = &Rows{}
+	}
+	if in == nil {
+		in = &Interner{}
+	}
+	return &SpanRules{rows: rows, units: units, tab: newAttrTable(rows, units),
+		rb: rowBuilder{intern: in.Intern}}
+}
+
+// Keys returns the attribute keys the rules read; Apply takes their values
+// in this order.
+func (r *SpanRules) Keys() []string { return r.tab.keys }
+
+// Apply sets s's row (Component, Phase, Direction, Op) and Selected by the
+// rules. s.Name and s.Kind must be set, and amdahl's own attributes
+// already applied (SetAttribute); hasAmdahl says whether the span or its
+// resource carried one (amdahl.component, amdahl.phase, amdahl.direction).
+// span and res hold the values of Keys() on the span and on its resource
+// ("" when absent; a shorter slice leaves the rest absent); Apply does not
+// retain them.
+func (r *SpanRules) Apply(s *Span, span, res []string, hasAmdahl bool) {
+	v := spanView{name: s.Name, kind: s.Kind, tab: r.tab, span: span, res: res}
+	r.rb.apply(r.rows, s, &v, hasAmdahl)
+	if r.units != nil {
+		s.Selected = r.units.match(&v)
+	}
+}
+
+// SemconvRow reports whether s's row was set by the semconv rules in
+// RowsAuto because the span had no amdahl attribute: in a trace of
+// amdahl's (one with amdahl's attributes) such a span is no row, as
+// ReadOTLPJSON's readers make it (ClearSemconvRow).
+func (s *Span) SemconvRow() bool { return s.flags&flagSemconv != 0 }
+
+// ClearSemconvRow makes a span whose row the semconv rules set in
+// RowsAuto no row (SemconvRow).
+func (s *Span) ClearSemconvRow() {
+	if s.flags&flagSemconv != 0 {
+		s.Component, s.Phase, s.Direction, s.Op = "", 0, telemetry.None, ""
+		s.flags &^= flagSemconv
+	}
+}
