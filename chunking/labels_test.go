@@ -3,6 +3,7 @@ package chunking
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"runtime/pprof"
 	"slices"
 	"testing"
@@ -109,4 +110,78 @@ func TestStepLabelsInCPUProfile(t *testing.T) {
 	if unlabelled > 2 && unlabelled*20 > inPlanner {
 		t.Errorf("%d of %d samples in the planner lack phase=serialize or a step label", unlabelled, inPlanner)
 	}
+}
+
+// TestSidecarLabelsInCPUProfile takes a real CPU profile while completions
+// of 4 MiB reach a sidecar whose Component sets labels, over loopback:
+// every sample of gRPC decoding a completion (before the handler runs)
+// carries component=chunking, phase=deserialize, direction=request, and
+// the connection's reader goroutine's carry receive/request. Without the
+// labels, neither carries any.
+func TestSidecarLabelsInCPUProfile(t *testing.T) {
+	for _, labels := range []bool{true, false} {
+		t.Run(fmt.Sprintf("labels=%v", labels), func(t *testing.T) {
+			rg := startRig(t, SidecarConfig{OnApplied: func(Completion) {}, Component: labelledComponent(t, labels)})
+			acts := make([]*dtpb.OrchestratorAction, 64)
+			for i := range acts {
+				acts[i] = task(int32(i), 64<<10)
+			}
+			req := response(acts...) // an unknown token: refused after decoding
+			ctx := context.Background()
+			var decode, decodeLabelled, reader, readerLabelled int
+			for round := 0; round < 8 && (decode < 5 || reader < 3); round++ {
+				var buf bytes.Buffer
+				if err := pprof.StartCPUProfile(&buf); err != nil {
+					t.Skipf("CPU profile already running (go test -cpuprofile?): %v", err)
+				}
+				for end := time.Now().Add(300 * time.Millisecond); time.Now().Before(end); {
+					_ = rg.conn.Invoke(ctx, dtpb.MethodCompleteOrchestratorTask, req, &dtpb.CompleteTaskResponse{})
+				}
+				pprof.StopCPUProfile()
+				prof, err := profile.Parse(&buf)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, s := range prof.Sample {
+					is := func(k, v string) bool { return slices.Equal(s.Label[k], []string{v}) }
+					switch {
+					case onStack(s, "google.golang.org/grpc/encoding/proto.(*codecV2).Unmarshal") && onStack(s, "github.com/amdahl-rt/amdahl/chunking/dtpb.completeHandler"):
+						decode++
+						if is("component", "chunking") && is("phase", "deserialize") && is("direction", "request") {
+							decodeLabelled++
+						}
+					case onStack(s, "google.golang.org/grpc/internal/transport.(*http2Server).HandleStreams"):
+						reader++
+						if is("component", "chunking") && is("phase", "receive") && is("direction", "request") {
+							readerLabelled++
+						}
+					}
+				}
+			}
+			if decode == 0 || reader == 0 {
+				t.Fatalf("%d decode and %d reader samples in 8 rounds, want some of each", decode, reader)
+			}
+			want := 0
+			if labels {
+				want = decode
+			}
+			if decodeLabelled != want {
+				t.Errorf("%d of %d decode samples labelled deserialize, want %d", decodeLabelled, decode, want)
+			}
+			if labels && readerLabelled != reader || !labels && readerLabelled != 0 {
+				t.Errorf("%d of %d reader samples labelled receive (labels %v)", readerLabelled, reader, labels)
+			}
+		})
+	}
+}
+
+func onStack(s *profile.Sample, fn string) bool {
+	for _, loc := range s.Location {
+		for _, l := range loc.Line {
+			if l.Function != nil && l.Function.Name == fn {
+				return true
+			}
+		}
+	}
+	return false
 }
