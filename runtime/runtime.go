@@ -547,6 +547,10 @@ func (r *Runtime) onWork(w attribution.Work, owner any) {
 	}
 	ctx := u.rootContext()
 	for _, s := range w.Stats {
+		if s.Key.Gap {
+			u.comp.RecordCriticalGap(ctx, s.Key.Component, s.Key.Op, s.Critical)
+			continue
+		}
 		u.comp.RecordCriticalOf(ctx, s.Key.Component, s.Key.Phase, s.Key.Direction, s.Critical)
 	}
 }

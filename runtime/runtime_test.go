@@ -934,6 +934,14 @@ func TestUnitMetrics(t *testing.T) {
 					t.Errorf("%s point %v: scenario %q variant %q, want metrics/candidate", m.Name, dp.Attributes, sc.AsString(), va.AsString())
 				}
 				ph, _ := dp.Attributes.Value(telemetry.AttrPhase)
+				if m.Name == telemetry.MetricPhaseCritical && ph.AsString() == telemetry.PhaseGap {
+					from, _ := dp.Attributes.Value(telemetry.AttrGapFrom)
+					to, _ := dp.Attributes.Value(telemetry.AttrGapTo)
+					if from.AsString() == "" || to.AsString() == "" || comp.AsString() != "" {
+						t.Errorf("gap point %v: want both ends named and no component", dp.Attributes)
+					}
+					counts[m.Name+"/gap"] += dp.Count
+				}
 				if m.Name == telemetry.MetricWorkDuration || (m.Name == telemetry.MetricPhaseCritical && comp.AsString() != "") {
 					if tr.AsString() != TransportIPC {
 						t.Errorf("%s point %v: transport %q, want ipc", m.Name, dp.Attributes, tr.AsString())
@@ -947,7 +955,8 @@ func TestUnitMetrics(t *testing.T) {
 	// path (the host's execute too: far-side spans are placed causally, so
 	// a late end of the parent's send span does not hide them).
 	for key, want := range map[string]uint64{telemetry.MetricWorkDuration + "/": 10, telemetry.MetricPhaseCritical + "/dispatch": 10,
-		telemetry.MetricPhaseCritical + "/serialize": 10, telemetry.MetricPhaseCritical + "/send": 10, telemetry.MetricPhaseCritical + "/execute": 10} {
+		telemetry.MetricPhaseCritical + "/serialize": 10, telemetry.MetricPhaseCritical + "/send": 10, telemetry.MetricPhaseCritical + "/execute": 10,
+		telemetry.MetricPhaseCritical + "/gap": 10} {
 		if counts[key] < want {
 			t.Errorf("%s: %d records, want at least %d; all: %v", key, counts[key], want, counts)
 		}

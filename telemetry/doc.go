@@ -65,6 +65,9 @@
 //	amdahl.phase.duration  s  amdahl.component, .phase, .direction + component attributes → amdahl_phase_duration_seconds_*
 //	amdahl.phase.critical  s  same as amdahl.phase.duration                → amdahl_phase_critical_seconds_*
 //	                          (amdahl.component is the row's: a unit's critical path crosses ipc, taskhost, chunking, runtime)
+//	                          a gap (critical time no span covers): amdahl.phase="gap", amdahl.gap.from and
+//	                          amdahl.gap.to the rows at its ends ("start"/"end" at the unit's edges), no
+//	                          amdahl.component; past 256 distinct gaps both ends are "(more)"
 //
 // "Component attributes" are the low-cardinality ones a Component is built
 // with (transport, scenario, variant). Component metrics, defined as

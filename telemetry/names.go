@@ -42,6 +42,11 @@ const (
 	// AttrRemote marks a span synthesised by the parent from phase timings a
 	// child process returned in its reply.
 	AttrRemote = attribute.Key("amdahl.remote")
+	// AttrGapFrom and AttrGapTo name the rows at the ends of a gap (critical
+	// time no span covers) on amdahl.phase.critical, whose amdahl.phase is
+	// then PhaseGap ("start" and "end" at a unit's edges).
+	AttrGapFrom = attribute.Key("amdahl.gap.from")
+	AttrGapTo   = attribute.Key("amdahl.gap.to")
 )
 
 // LabelPhase is the pprof label set around each phase body.

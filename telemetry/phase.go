@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"runtime/pprof"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.opentelemetry.io/otel"
@@ -168,6 +169,8 @@ type Component struct {
 
 	attrs    []attribute.KeyValue
 	critOpts sync.Map // criticalKey -> metric.RecordOption
+	gapOpts  sync.Map // gapKey -> metric.RecordOption
+	gapSets  atomic.Int32
 	delay    [NumPhases + 1]time.Duration
 	// quiet[p]: a phase p of this component records nothing but its span
 	// (a PhaseTracer's, no metrics, labels or delay) and the tracer may
@@ -189,6 +192,19 @@ type criticalKey struct {
 	phase     Phase
 	dir       Direction
 }
+
+// PhaseGap is amdahl.phase on amdahl.phase.critical for a gap
+// (RecordCriticalGap).
+const PhaseGap = "gap"
+
+// maxGapSets bounds the distinct gaps amdahl.phase.critical records by
+// their ends; later ones are recorded with both ends GapMore.
+const maxGapSets = 256
+
+// GapMore names the ends of gaps past maxGapSets distinct ones.
+const GapMore = "(more)"
+
+type gapKey struct{ from, to string }
 
 // ComponentConfig is what a Component is built from: a program embedding
 // amdahl's libraries passes its own providers (or none, for the globals);
@@ -709,6 +725,32 @@ func (c *Component) RecordCriticalOf(ctx context.Context, component string, p Ph
 			kv = append(kv, AttrDirection.String(d.String()))
 		}
 		opt, _ = c.critOpts.LoadOrStore(k, metric.WithAttributeSet(attribute.NewSet(kv...)))
+	}
+	c.criticalHist.Record(ctx, dur.Seconds(), opt.(metric.RecordOption))
+}
+
+// RecordCriticalGap records d as a gap's time on the critical path of one
+// unit of work (amdahl.phase.critical with amdahl.phase="gap",
+// amdahl.gap.from and amdahl.gap.to naming the rows at its ends, no
+// amdahl.component): the critical time no span covers, which attribution
+// books to the gap it lies in. Past 256 distinct gaps, both ends are
+// recorded as "(more)".
+func (c *Component) RecordCriticalGap(ctx context.Context, from, to string, dur time.Duration) {
+	if c == nil || !c.metrics {
+		return
+	}
+	k := gapKey{from, to}
+	opt, ok := c.gapOpts.Load(k)
+	if !ok {
+		if c.gapSets.Add(1) > maxGapSets {
+			k = gapKey{GapMore, GapMore}
+			if opt, ok = c.gapOpts.Load(k); ok {
+				c.criticalHist.Record(ctx, dur.Seconds(), opt.(metric.RecordOption))
+				return
+			}
+		}
+		kv := append([]attribute.KeyValue{AttrPhase.String(PhaseGap), AttrGapFrom.String(k.from), AttrGapTo.String(k.to)}, c.attrs...)
+		opt, _ = c.gapOpts.LoadOrStore(k, metric.WithAttributeSet(attribute.NewSet(kv...)))
 	}
 	c.criticalHist.Record(ctx, dur.Seconds(), opt.(metric.RecordOption))
 }

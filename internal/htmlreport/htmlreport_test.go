@@ -183,10 +183,13 @@ func TestNumbersAsTheTextTable(t *testing.T) {
 	if err := in.Report.WriteText(&text); err != nil {
 		t.Fatal(err)
 	}
-	lines := map[string][]string{}
+	lines := map[string][]string{} // a row's name (which may hold spaces: gaps), then its cells
 	for _, l := range strings.Split(text.String(), "\n") {
-		if f := strings.Fields(l); len(f) > 0 {
-			lines[f[0]] = f
+		l = strings.TrimSpace(l)
+		for _, r := range in.Report.Rows {
+			if rest, ok := strings.CutPrefix(l, r.Name+" "); ok {
+				lines[r.Name] = append([]string{r.Name}, strings.Fields(rest)...)
+			}
 		}
 	}
 	got := cells(t, page, "attribution-table")
@@ -217,7 +220,7 @@ func TestNumbersAsTheTextTable(t *testing.T) {
 	for _, r := range in.Comparison.Rows {
 		line := ""
 		for _, l := range strings.Split(ctext.String(), "\n") {
-			if f := strings.Fields(strings.TrimPrefix(strings.TrimSpace(l), "* ")); len(f) > 0 && f[0] == r.Name {
+			if strings.HasPrefix(strings.TrimPrefix(strings.TrimSpace(l), "* "), r.Name+" ") {
 				line = l
 				break // the table's line, not the verdict's
 			}

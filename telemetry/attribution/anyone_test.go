@@ -329,3 +329,91 @@ func TestReplayHonoursJoins(t *testing.T) {
 		t.Errorf("--whatif x.serialize=2x predicts %s, measured %s; want 33.3%%", FormatInterval(w.Gain), FormatInterval(c.Measured))
 	}
 }
+
+// gapUnits is n units of amdahl's shape with gaps (ms): dispatch 1–3,
+// ipc.send/request 3–8, taskhost.receive/request 9+late–10+late,
+// ipc.receive/reply 15–19, in a root 0–20; late(i) delays the host's
+// receive and everything after it.
+func gapUnits(n int, late func(i int) float64) []byte {
+	r := tres{service: "amdahl"}
+	row := func(comp, phase, dir string) []string {
+		a := []string{"amdahl.component", comp, "amdahl.phase", phase}
+		if dir != "" {
+			a = append(a, "amdahl.direction", dir)
+		}
+		return a
+	}
+	for i := range n {
+		tr, at := fmt.Sprint("g", i), float64(i)*30
+		l := 0.0
+		if late != nil {
+			l = late(i)
+		}
+		r.spans = append(r.spans,
+			tspan{tr, "w", "", "amdahl.work", kInternal, at, at + 20 + l, nil, nil, nil},
+			tspan{tr, "d", "w", "runtime.dispatch", kInternal, at + 1, at + 3, row("runtime", "dispatch", ""), nil, nil},
+			tspan{tr, "s", "w", "ipc.send", kInternal, at + 3, at + 8, row("ipc", "send", "request"), nil, nil},
+			tspan{tr, "h", "w", "taskhost.receive", kInternal, at + 9 + l, at + 10 + l, row("taskhost", "receive", "request"), nil, nil},
+			tspan{tr, "r", "w", "ipc.receive", kInternal, at + 15 + l, at + 19 + l, row("ipc", "receive", "reply"), nil, nil})
+	}
+	return otlpFile(r)
+}
+
+// TestGapsNamed: the critical time no span covers is booked to the gap it
+// lies in, named by its two ends; "other" is their sum, and a unit's gaps
+// and rows add up to its e2e.
+func TestGapsNamed(t *testing.T) {
+	rep, err := readReport(t, gapUnits(10, nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]time.Duration{}
+	var sum time.Duration
+	for _, r := range rep.Rows {
+		got[r.Name] = r.CriticalPerWork
+		if !strings.HasPrefix(r.Name, "gap ") {
+			sum += r.CriticalPerWork
+		}
+	}
+	for name, want := range map[string]time.Duration{
+		"gap start → runtime.dispatch":                     time.Millisecond,
+		"gap ipc.send/request → taskhost.receive/request":  time.Millisecond,
+		"gap taskhost.receive/request → ipc.receive/reply": 5 * time.Millisecond,
+		"gap ipc.receive/reply → end":                      time.Millisecond,
+		"other":                                            8 * time.Millisecond,
+	} {
+		if got[name] != want {
+			t.Errorf("%s: %v per unit, want %v (rows %v)", name, got[name], want, rowNames(rep))
+		}
+	}
+	if sum != rep.E2EMean {
+		t.Errorf("rows and other add up to %v, want e2e %v", sum, rep.E2EMean)
+	}
+	var b strings.Builder
+	if err := rep.WriteText(&b); err != nil || !strings.Contains(b.String(), "  gap ipc.send/request → taskhost.receive/request") ||
+		!strings.Contains(b.String(), "100.0%") {
+		t.Errorf("table (err %v) lacks the gap row or a total of 100 %%:\n%s", err, b.String())
+	}
+}
+
+// TestVerdictNamesMovedGaps: when the time moves into a gap, the verdict
+// names the gap, not "other".
+func TestVerdictNamesMovedGaps(t *testing.T) {
+	side := func(late float64) Side {
+		var works []Work
+		_, err := Read(strings.NewReader(string(gapUnits(30, func(i int) float64 { return late + 0.01*float64(i%5) }))), "t", Limits{}, nil,
+			func(w Work) { works = append(works, w) })
+		if err != nil {
+			t.Fatal(err)
+		}
+		return Side{Runs: [][]Work{works}}
+	}
+	c, err := Compare(side(0), side(2), CompareOptions{Target: []string{"ipc.send"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := strings.Join(c.Verdict, "\n")
+	if !strings.Contains(v, "gap ipc.send/request → taskhost.receive/request +2ms/unit") {
+		t.Errorf("verdict does not name the gap that moved:\n%s", v)
+	}
+}

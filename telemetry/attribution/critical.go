@@ -21,16 +21,29 @@ type Key struct {
 	Direction telemetry.Direction
 	// Op is the operation ("GET /items"); "" for amdahl's rows.
 	Op string
+	// Gap marks a gap: critical time no row's span covers, between the
+	// rows named Component (its start's: "start" for the unit's) and Op
+	// (its end's: "end"). Gaps are parts of "other", not rows.
+	Gap bool
 }
 
-// IsRow reports whether k is a row of spans (not "other").
-func (k Key) IsRow() bool { return k.Phase.Valid() || k.Op != "" }
+// Gap ends at the unit's edges.
+const (
+	GapStart = "start"
+	GapEnd   = "end"
+)
+
+// IsRow reports whether k is a row of spans (not "other" or a gap).
+func (k Key) IsRow() bool { return k.Phase.Valid() || k.Op != "" && !k.Gap }
 
 // String returns "ipc.serialize/request", "taskhost.execute",
 // "serialize/request" when the component is folded away,
 // "inventory.execute GET /items" with an operation, "checkout/computeTotals"
 // for an operation without a phase, or "other" for the zero Key.
 func (k Key) String() string {
+	if k.Gap {
+		return "gap " + k.Component + " → " + k.Op
+	}
 	if !k.Phase.Valid() {
 		switch {
 		case k.Op == "":
@@ -53,12 +66,18 @@ func (k Key) String() string {
 	return s
 }
 
-// ByPhase returns k without its component, for tables folded by phase.
-func (k Key) ByPhase() Key { return Key{Phase: k.Phase, Direction: k.Direction, Op: k.Op} }
+// ByPhase returns k without its component, for tables folded by phase; a
+// gap as it is.
+func (k Key) ByPhase() Key {
+	if k.Gap {
+		return k
+	}
+	return Key{Phase: k.Phase, Direction: k.Direction, Op: k.Op}
+}
 
 // sameKey is k == o, comparing the fields that differ most often first.
 func sameKey(k, o *Key) bool {
-	return k.Phase == o.Phase && k.Direction == o.Direction && k.Component == o.Component && k.Op == o.Op
+	return k.Phase == o.Phase && k.Direction == o.Direction && k.Component == o.Component && k.Op == o.Op && k.Gap == o.Gap
 }
 
 // Node is one span of a unit of work as the critical path saw it: its
@@ -123,6 +142,8 @@ type tree struct {
 	first  []int32 // node i's children are kid[first[i]:first[i+1]], in index order
 	kid    []int32
 	sc     []int32   // walk's stack of sorted children
+	segs   []segment // walkRows': the critical path's pieces, latest first
+	names  map[Key]string
 	far    []int32   // placeUnder's far-side children
 	stats  []KeyStat // attribute's, with reuse
 	row    []int32   // attribute's: each phase node's index in stats
@@ -241,8 +262,8 @@ func (t *tree) attribute(reuse bool) []KeyStat {
 // row of time no phase owns, when there is one, was made last and stays
 // last.
 func (t *tree) sortRows(stats []KeyStat) {
-	if n := len(stats); n > 0 && !stats[n-1].Key.IsRow() {
-		stats = stats[:n-1]
+	for n := len(stats); n > 0 && !stats[n-1].Key.IsRow(); n-- {
+		stats = stats[:n-1] // the gaps, last (walkRows)
 	}
 	if len(stats) == len(t.sorted) && len(stats) <= maxInsertion {
 		t.spare = append(t.spare[:0], stats...)
@@ -356,6 +377,12 @@ func (t *tree) walk(i, owner int32, emit func(node, owner int32, d time.Duration
 func compareKeys(a, b Key) int {
 	if a.IsRow() != b.IsRow() {
 		if a.IsRow() {
+			return -1
+		}
+		return 1
+	}
+	if a.Gap != b.Gap { // "other", then its gaps
+		if b.Gap {
 			return -1
 		}
 		return 1

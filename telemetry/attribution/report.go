@@ -32,6 +32,16 @@ type Row struct {
 	// CPUPerWork is the CPU time the row's phase took per unit of work,
 	// from the processes' CPU profiles (see CPU); 0 without them.
 	CPUPerWork time.Duration `json:"cpu_per_work_ns"`
+	// Gap, on a gap's row, names the rows at its two ends; gap rows are
+	// parts of "other" (their Q add up to other's) and count in no total.
+	Gap *GapEnds `json:"gap,omitempty"`
+}
+
+// GapEnds names a gap's ends: the rows of the critical pieces before and
+// after it, "start" and "end" at the unit's edges.
+type GapEnds struct {
+	From string `json:"from"`
+	To   string `json:"to"`
 }
 
 // CPU is where the CPU time of the run's processes went, from their CPU
@@ -236,6 +246,9 @@ const OverflowComponent = "(more components)"
 const OverflowOp = "(more operations)"
 
 func overflowKey(k Key) Key {
+	if k.Gap {
+		return Key{} // past the bound, gaps are only "other"
+	}
 	if !k.IsRow() {
 		return k
 	}
@@ -299,6 +312,14 @@ func (a *Accumulator) Report(byPhase bool) Report {
 		if byPhase {
 			k = k.ByPhase()
 		}
+		if k.Gap { // "other" is the sum of its gaps
+			o := rows[Key{}]
+			if o == nil {
+				o = &rowSum{}
+				rows[Key{}] = o
+			}
+			o.critical += v.critical
+		}
 		m := rows[k]
 		if m == nil {
 			m = &rowSum{}
@@ -322,9 +343,17 @@ func (a *Accumulator) Report(byPhase bool) Report {
 			row.Mean = v.naive / time.Duration(v.count)
 		}
 		row.CriticalPerWork = v.critical / time.Duration(r.Works)
+		if k.Gap {
+			row.Gap = &GapEnds{From: k.Component, To: k.Op}
+		}
 		r.Rows = append(r.Rows, row)
 	}
-	slices.SortFunc(r.Rows, func(x, y Row) int { return compareKeys(x.Key, y.Key) })
+	slices.SortFunc(r.Rows, func(x, y Row) int {
+		if x.Gap != nil && y.Gap != nil && x.Q != y.Q { // the largest gap first
+			return cmpFloat(y.Q, x.Q)
+		}
+		return compareKeys(x.Key, y.Key)
+	})
 	return r
 }
 
@@ -372,6 +401,10 @@ func (r Report) WriteText(w io.Writer) error {
 	fmt.Fprintf(tw, "row\tspans\tmean\tp99\tcritical/work\t%sq\tnaive share\t\n", cpuHead)
 	var sumQ float64
 	for _, row := range r.Rows {
+		if row.Gap != nil { // a part of "other", above it
+			fmt.Fprintf(tw, "  %s\t-\t-\t-\t%v\t%s\t-\t\n", row.Name, round(row.CriticalPerWork), pct(row.Q))
+			continue
+		}
 		sumQ += row.Q
 		if !row.Key.IsRow() {
 			// "other" has no spans of its own: only critical time no phase covers.

@@ -55,8 +55,8 @@ func TestRulesFile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if names := rowNames(rep); len(names) != 1 || names[0] != "other" {
-		t.Errorf("fallback none: rows %v, want only other", names)
+	if names := rowNames(rep); len(names) != 2 || names[0] != "gap start → end" || names[1] != "other" {
+		t.Errorf("fallback none: rows %v, want only other (one gap, the whole unit)", names)
 	}
 }
 

@@ -245,21 +245,77 @@ func (b *treeBuilder) learnShape(spans []Span, d Diagnostics) {
 }
 
 // walkRows walks the critical path into stats, whose rows are those of
-// the unit's phase nodes: row(owner) is the row of phase node owner. Time
-// no phase owns goes to a row with the zero Key, appended last when there
-// is some.
+// the unit's row nodes: row(owner) is the row of row node owner. Time no
+// row owns goes to the gaps it lies in, appended last in compareKeys
+// order: a gap is named by the rows of the critical pieces before and
+// after it ("start" and "end" at the unit's edges), consecutive pieces of
+// no row being one gap.
 func (t *tree) walkRows(stats []KeyStat, row func(owner int32) int32) []KeyStat {
-	other := -1
+	segs := t.segs[:0]
 	t.walk(0, -1, func(_, owner int32, d time.Duration) {
+		r := int32(-1)
 		if owner >= 0 {
-			stats[row(owner)].Critical += d
-			return
+			r = row(owner)
+			stats[r].Critical += d
 		}
-		if other < 0 {
-			other = len(stats)
-			stats = append(stats, KeyStat{})
-		}
-		stats[other].Critical += d
+		segs = append(segs, segment{r, d})
 	})
+	t.segs = segs
+	rows := len(stats)
+	for i := 0; i < len(segs); {
+		if segs[i].row >= 0 {
+			i++
+			continue
+		}
+		var sum time.Duration
+		j := i
+		for ; j < len(segs) && segs[j].row < 0; j++ {
+			sum += segs[j].d
+		}
+		k := Key{Gap: true, Component: GapStart, Op: GapEnd}
+		if j < len(segs) { // walked after: earlier in time
+			k.Component = t.name(stats[segs[j].row].Key)
+		}
+		if i > 0 {
+			k.Op = t.name(stats[segs[i-1].row].Key)
+		}
+		at := -1
+		for g := rows; g < len(stats); g++ {
+			if sameKey(&stats[g].Key, &k) {
+				at = g
+			}
+		}
+		if at < 0 {
+			at = len(stats)
+			stats = append(stats, KeyStat{Key: k})
+		}
+		stats[at].Critical += sum
+		i = j
+	}
+	if gaps := stats[rows:]; len(gaps) > 1 {
+		slices.SortFunc(gaps, func(a, b KeyStat) int { return compareKeys(a.Key, b.Key) })
+	}
 	return stats
+}
+
+// segment is one piece of a critical path: its row (-1: none) and time.
+type segment struct {
+	row int32
+	d   time.Duration
+}
+
+// maxNames bounds the cache of row names that gaps are named by.
+const maxNames = 4096
+
+// name returns k.String(), kept: the same rows name the gaps of every unit.
+func (t *tree) name(k Key) string {
+	if s, ok := t.names[k]; ok {
+		return s
+	}
+	if t.names == nil || len(t.names) >= maxNames {
+		t.names = make(map[Key]string)
+	}
+	s := k.String()
+	t.names[k] = s
+	return s
 }
