@@ -238,7 +238,8 @@ func TestJSONKeyRules(t *testing.T) {
 // prints).
 func TestJSONFullyPopulated(t *testing.T) {
 	iv := attribution.Interval{Value: 0.1, Lo: 0, Hi: 0.2}
-	rep := attribution.Report{Works: 1, Rows: []attribution.Row{{Name: "ipc.send/request", Mean: time.Millisecond}}}
+	rep := attribution.Report{Works: 1, Rows: []attribution.Row{{Name: "ipc.send/request", Mean: time.Millisecond}},
+		Gaps: []attribution.Row{{Name: "gap start → end", Gap: &attribution.GapEnds{From: "start", To: "end"}}}}
 	cmp := attribution.Comparison{Rows: []attribution.CompareRow{{Name: "ipc.send/request", Q: iv, R: iv, QR: iv, Shift: iv}},
 		Target: []string{"ipc"}, FirstOrder: iv, Replay: iv, Measured: iv, Verdict: []string{"consistent"}}
 	wi := attribution.WhatIf{Rows: []string{"ipc.send/request"}, Factors: []float64{0.5}, Gain: iv}

@@ -88,15 +88,16 @@ func qChart(r attribution.Report) *chart {
 		return nil
 	}
 	hi := 0.0
-	for _, row := range r.Rows {
+	rows := append(slices.Clone(r.Rows), r.Gaps...) // other's gaps after it
+	for _, row := range rows {
 		hi = max(hi, row.Q, row.Naive)
 	}
 	col := newCol("q (dark) and naive share (light)", 0, 0, hi, false)
 	ch := &chart{Width: labelW + colW + 60}
-	for i, row := range r.Rows {
+	for i, row := range rows {
 		cr := chartRow{Name: row.Name, Y: headH + i*rowH}
 		cr.TextY = cr.Y + rowH/2 + 4
-		if row.Key.Phase.Valid() {
+		if row.Key.IsRow() {
 			cr.Bars = append(cr.Bars, bar{Col: "naive", X: col.Zero, W: col.x(row.Naive) - col.Zero, Y: cr.Y + 3, H: rowH - 6, Class: "naive",
 				Title: row.Name + " naive share " + pct(row.Naive), V: raw(row.Naive)})
 		}
@@ -104,7 +105,7 @@ func qChart(r attribution.Report) *chart {
 			Title: row.Name + " q " + pct(row.Q), V: raw(row.Q)})
 		ch.Rows = append(ch.Rows, cr)
 	}
-	ch.Height = headH + len(r.Rows)*rowH + 20
+	ch.Height = headH + len(rows)*rowH + 20
 	col.AxisY = ch.Height - 16
 	ch.Cols = []chartCol{col}
 	return ch

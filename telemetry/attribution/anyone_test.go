@@ -369,7 +369,7 @@ func TestGapsNamed(t *testing.T) {
 	}
 	got := map[string]time.Duration{}
 	var sum time.Duration
-	for _, r := range rep.Rows {
+	for _, r := range append(rep.Rows, rep.Gaps...) {
 		got[r.Name] = r.CriticalPerWork
 		if !strings.HasPrefix(r.Name, "gap ") {
 			sum += r.CriticalPerWork

@@ -136,7 +136,7 @@ func readReport(t *testing.T, data []byte) (Report, error) {
 
 func rowQ(r Report) map[string]float64 {
 	m := map[string]float64{}
-	for _, row := range r.Rows {
+	for _, row := range append(r.Rows, r.Gaps...) {
 		m[row.Name] = row.Q
 	}
 	return m
@@ -144,7 +144,7 @@ func rowQ(r Report) map[string]float64 {
 
 func rowNames(r Report) []string {
 	var names []string
-	for _, row := range r.Rows {
+	for _, row := range append(r.Rows, r.Gaps...) {
 		names = append(names, row.Name)
 	}
 	slices.Sort(names)

@@ -74,6 +74,10 @@ type Report struct {
 	E2EP99   time.Duration `json:"e2e_p99_ns"`
 	E2ETotal time.Duration `json:"e2e_total_ns"`
 	Rows     []Row         `json:"rows"`
+	// Gaps are the parts of the "other" row: critical time no span
+	// covers, by the gap it lies in (Row.Gap), the largest first. Their Q
+	// add up to other's.
+	Gaps []Row `json:"gaps"`
 	// Diagnostics: what the input held besides clean trees.
 	Diagnostics Diagnostics `json:"diagnostics"`
 	// CPU, when the caller read the processes' CPU profiles.
@@ -300,7 +304,7 @@ func (a *Accumulator) AddDiagnostics(d Diagnostics) {
 func (a *Accumulator) Report(byPhase bool) Report {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	r := Report{Works: a.works, Failed: a.failed, E2ETotal: a.e2eTotal, Diagnostics: a.diag, Rows: []Row{}} // JSON: [] when empty
+	r := Report{Works: a.works, Failed: a.failed, E2ETotal: a.e2eTotal, Diagnostics: a.diag, Rows: []Row{}, Gaps: []Row{}} // JSON: [] when empty
 	if r.Works == 0 {
 		return r
 	}
@@ -345,11 +349,14 @@ func (a *Accumulator) Report(byPhase bool) Report {
 		row.CriticalPerWork = v.critical / time.Duration(r.Works)
 		if k.Gap {
 			row.Gap = &GapEnds{From: k.Component, To: k.Op}
+			r.Gaps = append(r.Gaps, row)
+			continue
 		}
 		r.Rows = append(r.Rows, row)
 	}
-	slices.SortFunc(r.Rows, func(x, y Row) int {
-		if x.Gap != nil && y.Gap != nil && x.Q != y.Q { // the largest gap first
+	slices.SortFunc(r.Rows, func(x, y Row) int { return compareKeys(x.Key, y.Key) })
+	slices.SortFunc(r.Gaps, func(x, y Row) int { // the largest first
+		if x.Q != y.Q {
 			return cmpFloat(y.Q, x.Q)
 		}
 		return compareKeys(x.Key, y.Key)
@@ -401,14 +408,14 @@ func (r Report) WriteText(w io.Writer) error {
 	fmt.Fprintf(tw, "row\tspans\tmean\tp99\tcritical/work\t%sq\tnaive share\t\n", cpuHead)
 	var sumQ float64
 	for _, row := range r.Rows {
-		if row.Gap != nil { // a part of "other", above it
-			fmt.Fprintf(tw, "  %s\t-\t-\t-\t%v\t%s\t-\t\n", row.Name, round(row.CriticalPerWork), pct(row.Q))
-			continue
-		}
 		sumQ += row.Q
 		if !row.Key.IsRow() {
-			// "other" has no spans of its own: only critical time no phase covers.
+			// "other" has no spans of its own: only critical time no phase
+			// covers, in the gaps below it.
 			fmt.Fprintf(tw, "%s\t-\t-\t-\t%v\t%s%s\t-\t\n", row.Name, round(row.CriticalPerWork), cpu(row), pct(row.Q))
+			for _, g := range r.Gaps {
+				fmt.Fprintf(tw, "  %s\t-\t-\t-\t%v\t%s%s\t-\t\n", g.Name, round(g.CriticalPerWork), cpu(g), pct(g.Q))
+			}
 			continue
 		}
 		fmt.Fprintf(tw, "%s\t%d\t%v\t%v\t%v\t%s%s\t%s\t\n", row.Name, row.Spans, round(row.Mean), round(row.P99),
