@@ -63,6 +63,7 @@ var allowed = map[string][]string{
 	"examples/custom-taskhost":        {"*"},
 	"examples/custom-taskhost/parent": {"*"},
 	"examples/instrument-your-code":   {"*"},
+	"examples/trace-any-service":      {"*"},
 	"examples/pipe-buffer":            {"*"},
 	"scripts/report1m":                {"*"},
 	"scripts/housestats":              {"*"},

@@ -318,6 +318,9 @@ func (rb *rowBuilder) op(v *spanView) string {
 		if r := firstOf(v, aHTTPRoute, aURLTemplate); r != "" {
 			return rb.join(m, " ", r)
 		}
+		if len(v.name) > len(m) && strings.HasPrefix(v.name, m) && v.name[len(m)] == ' ' {
+			return v.name // "GET /item/{id}": otelhttp names a server span by the route the mux matched
+		}
 		return m
 	}
 	if sys := firstOf(v, aDBSystemName, aDBSystem); sys != "" {
