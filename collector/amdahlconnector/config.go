@@ -44,9 +44,11 @@ type Config struct {
 	// the trace dropped (counted, reason "max_spans_per_trace"): a trace
 	// attributed without some of its spans would move time between rows.
 	MaxSpansPerTrace int `mapstructure:"max_spans_per_trace"`
-	// MaxBytes bounds the memory of the spans held (as the connector keeps
-	// them: about 100 bytes a span plus its trace's share); past it the
-	// oldest traces are evicted (counted, reason "max_bytes").
+	// MaxBytes bounds the memory of the spans held, as the connector
+	// counts it: 136 bytes a span plus its name's and component's, 208 a
+	// trace (the heap holds about 220 a span with the slices' spare room,
+	// BenchmarkVsSpanMetrics); past it the oldest traces are evicted
+	// (counted, reason "max_bytes").
 	MaxBytes int64 `mapstructure:"max_bytes"`
 	// DoneTraces is how many attributed or dropped trace ids are
 	// remembered, so that a span arriving after its trace was attributed
