@@ -325,3 +325,34 @@ func TestDocumentNamesEveryPackage(t *testing.T) {
 		}
 	}
 }
+
+// TestNestedModulesTidy: every nested module (the Collector's) builds
+// against this module through a replace directive, so a dependency the
+// root module takes can leave the nested go.mod behind ("updates to
+// go.mod needed"), which only the nested module's own tests would show.
+// go mod tidy -diff in each says so here, with the diff.
+func TestNestedModulesTidy(t *testing.T) {
+	root := moduleRoot(t)
+	gobin := filepath.Join(goroot(t), "bin", "go")
+	err := filepath.WalkDir(root, func(path string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && path != root && (strings.HasPrefix(d.Name(), ".") || d.Name() == "testdata" || d.Name() == "node_modules") {
+			return filepath.SkipDir
+		}
+		if d.IsDir() || d.Name() != "go.mod" || filepath.Dir(path) == root {
+			return nil
+		}
+		cmd := exec.Command(gobin, "mod", "tidy", "-diff")
+		cmd.Dir = filepath.Dir(path)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			rel, _ := filepath.Rel(root, cmd.Dir)
+			t.Errorf("the nested module %s is not tidy (cd %s && go mod tidy): %v\n%s", rel, rel, err, out)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
