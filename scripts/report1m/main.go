@@ -1,16 +1,21 @@
 // Command report1m measures `amdahl report` on 1,000,000 spans (100,000
 // units of work × 10 spans, in the shape of a taskhost run: dispatch, the
 // host round trip with the host's synthesised spans, the completion),
-// written as one line and as 1,000 lines. It builds amdahl, writes both
+// written as one line and as 1,000 lines; with -semconv, in the shape of
+// three services traced with otelhttp/otelgrpc instead (a server root,
+// three HTTP calls to cart and their server spans, a gRPC call to db and
+// its server span, an internal span; no amdahl attribute), read with the
+// semantic conventions' rows. It builds amdahl, writes both
 // files into a temporary directory, runs the report on each as a separate
 // process and prints its wall time and peak RSS (the kernel's rusage
 // maxrss of the report process alone).
 //
-//	go run ./scripts/report1m [-units 100000] [-keep DIR]
+//	go run ./scripts/report1m [-units 100000] [-keep DIR] [-semconv]
 package main
 
 import (
 	"bufio"
+	"bytes"
 	"flag"
 	"fmt"
 	"math/rand/v2"
@@ -24,6 +29,7 @@ import (
 func main() {
 	units := flag.Int("units", 100_000, "units of work (10 spans each)")
 	keep := flag.String("keep", "", "write the files here and keep them (default: a temporary directory, removed)")
+	semconv := flag.Bool("semconv", false, "traces of services instrumented with otelhttp/otelgrpc, not amdahl's")
 	flag.Parse()
 	if *units < 1 || *units > 10_000_000 {
 		fail(fmt.Errorf("-units %d: want 1 to 10000000", *units))
@@ -44,6 +50,10 @@ func main() {
 	for _, perLine := range []int{*units, *units / 1000} {
 		perLine = max(perLine, 1)
 		path := filepath.Join(dir, fmt.Sprintf("trace-%d-per-line.jsonl", perLine))
+		write := write
+		if *semconv {
+			write = writeSemconv
+		}
 		size, err := write(path, *units, perLine)
 		if err != nil {
 			fail(err)
@@ -148,6 +158,93 @@ func write(path string, units, perLine int) (int64, error) {
 		}
 		if u%perLine == perLine-1 || u == units-1 {
 			w.WriteString("]}]}]}\n")
+		}
+	}
+	if err := w.Flush(); err != nil {
+		f.Close()
+		return 0, err
+	}
+	st, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return 0, err
+	}
+	return st.Size(), f.Close()
+}
+
+// writeSemconv writes units units of work of three services (frontend,
+// cart, db) as otelhttp and otelgrpc record them, perLine units per line,
+// each line one request with a ResourceSpans per service.
+func writeSemconv(path string, units, perLine int) (int64, error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return 0, err
+	}
+	w := bufio.NewWriterSize(f, 1<<20)
+	rng := rand.New(rand.NewPCG(1, 2))
+	services := []string{"frontend", "cart", "db"}
+	var bufs [3]bytes.Buffer
+	base := int64(1_700_000_000_000_000_000)
+	for u := 0; u < units; u++ {
+		trace := fmt.Sprintf("%016x%016x", rng.Uint64(), rng.Uint64())
+		t := base + int64(u)*20_000_000
+		id := func(i int) string { return fmt.Sprintf("%014x%02x", u+1, i) }
+		d := func(mean int64) int64 { return mean/2 + rng.Int64N(mean) }
+		type span struct {
+			svc        int
+			name       string
+			kind       int
+			parent     int
+			start, end int64
+			attrs      string
+		}
+		spans := []span{{0, "GET /checkout", 2, -1, t, 0, `{"key":"http.request.method","value":{"stringValue":"GET"}},{"key":"http.route","value":{"stringValue":"/checkout"}},{"key":"url.path","value":{"stringValue":"/checkout"}},{"key":"http.response.status_code","value":{"intValue":"200"}}`}}
+		at := t + d(100_000)
+		end := at
+		for i := range 3 {
+			c := at + d(20_000)
+			s0 := c + d(50_000)
+			s1 := s0 + d(2_000_000)
+			c1 := s1 + d(50_000)
+			spans = append(spans,
+				span{0, "HTTP GET", 3, 0, c, c1, `{"key":"http.request.method","value":{"stringValue":"GET"}},{"key":"server.address","value":{"stringValue":"cart"}},{"key":"server.port","value":{"intValue":"8080"}},{"key":"url.full","value":{"stringValue":"http://cart:8080/item/` + fmt.Sprint(i) + `"}},{"key":"http.response.status_code","value":{"intValue":"200"}}`},
+				span{1, "GET /item/{id}", 2, len(spans), s0, s1, `{"key":"http.request.method","value":{"stringValue":"GET"}},{"key":"http.route","value":{"stringValue":"/item/{id}"}},{"key":"url.path","value":{"stringValue":"/item/` + fmt.Sprint(i) + `"}},{"key":"http.response.status_code","value":{"intValue":"200"}}`})
+			end = max(end, c1)
+		}
+		g := end + d(20_000)
+		g0 := g + d(50_000)
+		g1 := g0 + d(4_000_000)
+		g2 := g1 + d(50_000)
+		rpc := `{"key":"rpc.system.name","value":{"stringValue":"grpc"}},{"key":"rpc.method","value":{"stringValue":"shop.Orders/Get"}},{"key":"rpc.response.status_code","value":{"stringValue":"OK"}}`
+		spans = append(spans,
+			span{0, "shop.Orders/Get", 3, 0, g, g2, rpc + `,{"key":"server.address","value":{"stringValue":"db"}}`},
+			span{2, "shop.Orders/Get", 2, len(spans), g0, g1, rpc},
+			span{0, "render", 1, 0, g2, g2 + d(300_000), ""})
+		spans[0].end = spans[len(spans)-1].end + d(50_000)
+		for i, s := range spans {
+			b := &bufs[s.svc]
+			if b.Len() > 0 {
+				b.WriteByte(',')
+			}
+			parent := ""
+			if s.parent >= 0 {
+				parent = id(s.parent)
+			}
+			fmt.Fprintf(b, `{"traceId":"%s","spanId":"%s","parentSpanId":"%s","flags":256,"name":"%s","kind":%d,"startTimeUnixNano":"%d","endTimeUnixNano":"%d","attributes":[%s],"status":{}}`,
+				trace, id(i), parent, s.name, s.kind, s.start, s.end, s.attrs)
+		}
+		if u%perLine == perLine-1 || u == units-1 {
+			w.WriteString(`{"resourceSpans":[`)
+			for i, svc := range services {
+				if i > 0 {
+					w.WriteByte(',')
+				}
+				fmt.Fprintf(w, `{"resource":{"attributes":[{"key":"service.name","value":{"stringValue":"%s"}},{"key":"service.instance.id","value":{"stringValue":"%s-1"}}]},"scopeSpans":[{"scope":{"name":"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp","version":"0.72.0"},"spans":[`, svc, svc)
+				w.Write(bufs[i].Bytes())
+				w.WriteString(`]}]}`)
+				bufs[i].Reset()
+			}
+			w.WriteString("]}\n")
 		}
 	}
 	if err := w.Flush(); err != nil {
