@@ -30,7 +30,23 @@ func main() {
 	units := flag.Int("units", 100_000, "units of work (10 spans each)")
 	keep := flag.String("keep", "", "write the files here and keep them (default: a temporary directory, removed)")
 	semconv := flag.Bool("semconv", false, "traces of services instrumented with otelhttp/otelgrpc, not amdahl's")
+	writeOnly := flag.String("write", "", "only write the file of -units and -per-line here (the files are written by a child process)")
+	perLineFlag := flag.Int("per-line", 0, "with -write: units per line")
 	flag.Parse()
+	write := write
+	if *semconv {
+		write = writeSemconv
+	}
+	if *writeOnly != "" {
+		// A child of the measuring process: the report's peak RSS
+		// (rusage) starts from its parent's peak at the fork, so the
+		// parent stays small and leaves the writing (the -semconv
+		// writer buffers a line) to this process.
+		if _, err := write(*writeOnly, *units, max(*perLineFlag, 1)); err != nil {
+			fail(err)
+		}
+		return
+	}
 	if *units < 1 || *units > 10_000_000 {
 		fail(fmt.Errorf("-units %d: want 1 to 10000000", *units))
 	}
@@ -50,14 +66,16 @@ func main() {
 	for _, perLine := range []int{*units, *units / 1000} {
 		perLine = max(perLine, 1)
 		path := filepath.Join(dir, fmt.Sprintf("trace-%d-per-line.jsonl", perLine))
-		write := write
-		if *semconv {
-			write = writeSemconv
+		gen := exec.Command(os.Args[0], "-write", path, "-units", fmt.Sprint(*units), "-per-line", fmt.Sprint(perLine), fmt.Sprintf("-semconv=%v", *semconv))
+		gen.Stdout, gen.Stderr = os.Stderr, os.Stderr
+		if err := gen.Run(); err != nil {
+			fail(fmt.Errorf("write %s: %w", path, err))
 		}
-		size, err := write(path, *units, perLine)
+		st, err := os.Stat(path)
 		if err != nil {
 			fail(err)
 		}
+		size := st.Size()
 		cmd := exec.Command(bin, "report", path)
 		cmd.Stdout, cmd.Stderr = nil, os.Stderr
 		start := time.Now()

@@ -52,14 +52,14 @@ func (inp Input) ReadFile(path string, in *Interner, fn func(Work)) (Diagnostics
 		defer f.Close()
 		r = f
 		if st, err := f.Stat(); err == nil && st.Mode().IsRegular() {
-			// OTLP JSON spends about 400 bytes or more per span; capacity the
+			// OTLP JSON spends about 450 bytes or more per span; capacity the
 			// spans never reach costs address space, not memory, and
 			// spares the copies of a growing slice.
 			maxSpans := int64(inp.Limits.MaxSpans)
 			if maxSpans <= 0 {
 				maxSpans = defaultMaxSpans
 			}
-			hint = int(min(st.Size()/384, maxSpans))
+			hint = int(min(st.Size()/448, maxSpans))
 		}
 	}
 	return inp.read(r, path, in, fn, hint)
