@@ -1,15 +1,12 @@
 package main
 
 import (
-	"bufio"
 	"encoding/json"
-	"io"
 	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -175,57 +172,23 @@ func checkShare(t *testing.T, an *profiles.Analysis) {
 // labels, and its applying them execute.
 func TestStandaloneSidecarCPULabels(t *testing.T) {
 	ps := newPyroscopeServer(t)
+	side := startSidecarChild(t, childEnv("PYROSCOPE_SERVER_ADDRESS="+ps.URL))
 	exe, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
 	}
-	side := exec.Command(exe, "sidecar", "--listen", "127.0.0.1:0")
-	side.Env = childEnv("PYROSCOPE_SERVER_ADDRESS=" + ps.URL)
-	stderr, err := side.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := side.Start(); err != nil {
-		t.Fatal(err)
-	}
-	waited := false
-	defer func() {
-		if !waited {
-			_ = side.Process.Kill()
-			_ = side.Wait()
-		}
-	}()
-	br := bufio.NewReader(stderr)
-	line, err := br.ReadString('\n')
-	if err != nil || !strings.Contains(line, "listening on ") {
-		t.Fatalf("sidecar: %q, %v", line, err)
-	}
-	addr := strings.TrimSpace(line[strings.Index(line, "listening on ")+len("listening on "):])
-	rest := make(chan []byte, 1)
-	go func() { b, _ := io.ReadAll(br); rest <- b }()
 
 	count := "scenario.count=24"
 	if raceBuild {
 		count = "scenario.count=8" // as many decode samples: an instrumented decode is slower
 	}
-	run := exec.Command(exe, "run", "--sidecar", addr, "--scenario", "fanout", "--set", count, "--progress", "never")
+	run := exec.Command(exe, "run", "--sidecar", side.addr, "--scenario", "fanout", "--set", count, "--progress", "never")
 	run.Env = childEnv()
 	if out, err := run.CombinedOutput(); err != nil {
 		t.Fatalf("run --sidecar: %v\n%s", err, out)
 	}
-	if err := side.Process.Signal(syscall.SIGINT); err != nil {
-		t.Fatal(err)
-	}
-	werr := make(chan error, 1)
-	go func() { werr <- side.Wait() }()
-	select {
-	case err := <-werr:
-		waited = true
-		if err != nil {
-			t.Fatalf("sidecar: %v; stderr %s", err, <-rest)
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatalf("sidecar still running 30 s after SIGINT")
+	if stderr, err := side.stop(t); err != nil {
+		t.Fatalf("sidecar: %v; stderr %s", err, stderr)
 	}
 	profs := ps.cpu("amdahl-sidecar")
 	if len(profs) == 0 {

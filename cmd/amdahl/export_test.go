@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"compress/gzip"
 	"context"
@@ -14,13 +13,10 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
-	"time"
 
 	"github.com/google/pprof/profile"
 	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
@@ -336,58 +332,21 @@ func containsProfile(profs []*profile.Profile, p *profile.Profile) bool {
 func TestStandaloneSidecarExports(t *testing.T) {
 	ps := newPyroscopeServer(t)
 	col := newSpanStore(t)
-	exe, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	side := exec.Command(exe, "sidecar", "--listen", "127.0.0.1:0")
+	var env []string
 	for _, kv := range os.Environ() {
 		k, _, _ := strings.Cut(kv, "=")
 		if !strings.HasPrefix(k, "OTEL_") && !strings.HasPrefix(k, "PYROSCOPE_") && !strings.HasPrefix(k, "AMDAHL_") {
-			side.Env = append(side.Env, kv)
+			env = append(env, kv)
 		}
 	}
-	side.Env = append(side.Env, envTestMain+"=1", "OTEL_EXPORTER_OTLP_ENDPOINT="+col.addr, "PYROSCOPE_SERVER_ADDRESS="+ps.URL)
-	stderr, err := side.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := side.Start(); err != nil {
-		t.Fatal(err)
-	}
-	waited := false
-	defer func() {
-		if !waited {
-			_ = side.Process.Kill()
-			_ = side.Wait()
-		}
-	}()
-	br := bufio.NewReader(stderr)
-	line, err := br.ReadString('\n')
-	if err != nil || !strings.Contains(line, "listening on ") {
-		t.Fatalf("sidecar: %q, %v", line, err)
-	}
-	addr := strings.TrimSpace(line[strings.Index(line, "listening on ")+len("listening on "):])
-	rest := make(chan []byte, 1)
-	go func() { b, _ := io.ReadAll(br); rest <- b }()
+	side := startSidecarChild(t, append(env, envTestMain+"=1", "OTEL_EXPORTER_OTLP_ENDPOINT="+col.addr, "PYROSCOPE_SERVER_ADDRESS="+ps.URL))
 
-	code, _, errs := runCLI(t, "run", "--sidecar", addr, "--scenario", "fanout", "--set", "scenario.count=6", "--otlp-endpoint", col.addr)
+	code, _, errs := runCLI(t, "run", "--sidecar", side.addr, "--scenario", "fanout", "--set", "scenario.count=6", "--otlp-endpoint", col.addr)
 	if code != exitOK {
 		t.Fatalf("run --sidecar: exit %d, stderr %q", code, errs)
 	}
-	if err := side.Process.Signal(syscall.SIGINT); err != nil {
-		t.Fatal(err)
-	}
-	werr := make(chan error, 1)
-	go func() { werr <- side.Wait() }()
-	select {
-	case err := <-werr:
-		waited = true
-		if err != nil {
-			t.Errorf("sidecar: %v; stderr %s", err, <-rest)
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatalf("sidecar still running 30 s after SIGINT")
+	if stderr, err := side.stop(t); err != nil {
+		t.Errorf("sidecar: %v; stderr %s", err, stderr)
 	}
 
 	spans := col.all()
