@@ -1,0 +1,128 @@
+package telemetry
+
+import (
+	"context"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
+)
+
+// RecordCritical records d as phase p's exclusive time on the critical path of
+// one unit of work (amdahl.phase.critical). The attribution code calls it once
+// per phase per unit of work.
+func (c *Component) RecordCritical(ctx context.Context, p Phase, d Direction, dur time.Duration) {
+	if c == nil || !c.metrics || !p.Valid() || d > Reply {
+		return
+	}
+	c.criticalHist.Record(ctx, dur.Seconds(), c.metricOpt[p][d])
+}
+
+// RecordCriticalOf is RecordCritical for a row of another component (the
+// critical path of a unit crosses components: ipc, taskhost, chunking):
+// amdahl.component is component, the other attributes are c's. The
+// attribute sets are built once per row and cached.
+func (c *Component) RecordCriticalOf(ctx context.Context, component string, p Phase, d Direction, dur time.Duration) {
+	if c == nil || !c.metrics || !p.Valid() || d > Reply {
+		return
+	}
+	if component == c.name {
+		c.criticalHist.Record(ctx, dur.Seconds(), c.metricOpt[p][d])
+		return
+	}
+	k := criticalKey{component, p, d}
+	opt, ok := c.critOpts.Load(k)
+	if !ok {
+		kv := append([]attribute.KeyValue{AttrComponent.String(component)}, c.attrs...)
+		kv = append(kv, AttrPhase.String(p.String()))
+		if d != None {
+			kv = append(kv, AttrDirection.String(d.String()))
+		}
+		opt, _ = c.critOpts.LoadOrStore(k, metric.WithAttributeSet(attribute.NewSet(kv...)))
+	}
+	c.criticalHist.Record(ctx, dur.Seconds(), opt.(metric.RecordOption))
+}
+
+// RecordCriticalGap records d as a gap's time on the critical path of one
+// unit of work (amdahl.phase.critical with amdahl.phase="gap",
+// amdahl.gap.from and amdahl.gap.to naming the rows at its ends, no
+// amdahl.component): the critical time no span covers, which attribution
+// books to the gap it lies in. Past 256 distinct gaps, both ends are
+// recorded as "(more)".
+func (c *Component) RecordCriticalGap(ctx context.Context, from, to string, dur time.Duration) {
+	if c == nil || !c.metrics {
+		return
+	}
+	k := gapKey{from, to}
+	opt, ok := c.gapOpts.Load(k)
+	if !ok {
+		if c.gapSets.Add(1) > maxGapSets {
+			k = gapKey{GapMore, GapMore}
+			if opt, ok = c.gapOpts.Load(k); ok {
+				c.criticalHist.Record(ctx, dur.Seconds(), opt.(metric.RecordOption))
+				return
+			}
+		}
+		kv := append([]attribute.KeyValue{AttrPhase.String(PhaseGap), AttrGapFrom.String(k.from), AttrGapTo.String(k.to)}, c.attrs...)
+		opt, _ = c.gapOpts.LoadOrStore(k, metric.WithAttributeSet(attribute.NewSet(kv...)))
+	}
+	c.criticalHist.Record(ctx, dur.Seconds(), opt.(metric.RecordOption))
+}
+
+// RecordPhase records a phase duration measured elsewhere (for example a child
+// process's phase timings returned in its reply) into amdahl.phase.duration
+// without a span.
+func (c *Component) RecordPhase(ctx context.Context, p Phase, d Direction, dur time.Duration) {
+	if c == nil || !c.metrics || !p.Valid() || d > Reply {
+		return
+	}
+	c.phaseHist.Record(ctx, dur.Seconds(), c.metricOpt[p][d])
+}
+
+// RecordSpan records a phase measured elsewhere, by another goroutine or
+// another process (a child's timings returned in its reply): the span
+// "<component>.<phase>" from start to end, as a child of the span in ctx,
+// with the attributes StartPhase gives plus attrs (span-only: amdahl.bytes,
+// amdahl.remote), and its duration in amdahl.phase.duration. It is the one
+// way phase spans are built after the fact; an invalid phase or direction
+// (which may come from another process) records nothing, and so does a
+// phase StartPhase would skip under the span in ctx, a sampled-out one
+// (Records).
+func (c *Component) RecordSpan(ctx context.Context, p Phase, d Direction, start, end time.Time, attrs ...attribute.KeyValue) {
+	if c == nil || c.off || !p.Valid() || d > Reply {
+		return
+	}
+	if _, skip := c.unrecorded(ctx, p); skip {
+		return // as a phase started under a span sampled out
+	}
+	c.recordSpan(ctx, p, d, start, end, nil, attrs)
+}
+
+// recordSpan is RecordSpan, with err (if not nil) as the span's error.
+func (c *Component) recordSpan(ctx context.Context, p Phase, d Direction, start, end time.Time, err error, attrs []attribute.KeyValue) {
+	if c.metrics {
+		c.phaseHist.Record(ctx, end.Sub(start).Seconds(), c.metricOpt[p][d])
+	}
+	if c.fast != nil && (err == nil || !c.fastAttrs) {
+		// Without an exporter, a failure reaches attribution through
+		// the unit's outcome; with one, a failed leaf (rare) takes the
+		// OTel path below, which records its error.
+		c.fast.RecordPhaseSpan(ctx, c.spanNames[p][d], c.name, p, d, start, end, attrs)
+		return
+	}
+	base := c.spanOpts[p][d]
+	opts := make([]trace.SpanStartOption, len(base), len(base)+2)
+	copy(opts, base)
+	opts = append(opts, trace.WithTimestamp(start))
+	if len(attrs) > 0 {
+		opts = append(opts, trace.WithAttributes(attrs...))
+	}
+	_, span := c.tracer.Start(ctx, c.spanNames[p][d], opts...)
+	if err != nil {
+		span.RecordError(err)
+		span.SetStatus(codes.Error, err.Error())
+	}
+	span.End(trace.WithTimestamp(end))
+}
