@@ -1,7 +1,6 @@
 package amdahlconnector
 
 import (
-	"bufio"
 	"compress/gzip"
 	"context"
 	"math"
@@ -21,6 +20,7 @@ import (
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
 
+	"github.com/amdahl-rt/amdahl/collector/internal/otlpfile"
 	"github.com/amdahl-rt/amdahl/telemetry"
 	"github.com/amdahl-rt/amdahl/telemetry/attribution"
 )
@@ -33,27 +33,8 @@ var mixedFile = filepath.Join("testdata", "mixed.jsonl.gz")
 // receivers would hand it on: one ptrace.Traces per line.
 func readTraces(t testing.TB, path string) []ptrace.Traces {
 	t.Helper()
-	f, err := os.Open(path)
+	out, err := otlpfile.Read(path)
 	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	zr, err := gzip.NewReader(f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sc := bufio.NewScanner(zr)
-	sc.Buffer(nil, 64<<20)
-	var out []ptrace.Traces
-	var um ptrace.JSONUnmarshaler
-	for sc.Scan() {
-		td, err := um.UnmarshalTraces(sc.Bytes())
-		if err != nil {
-			t.Fatal(err)
-		}
-		out = append(out, td)
-	}
-	if err := sc.Err(); err != nil {
 		t.Fatal(err)
 	}
 	return out

@@ -20,6 +20,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
+	"github.com/amdahl-rt/amdahl/collector/internal/otlpfile"
 	"github.com/amdahl-rt/amdahl/telemetry/attribution"
 )
 
@@ -31,27 +32,8 @@ var recorded = filepath.Join("..", "..", "amdahlconnector", "testdata", "mixed-o
 // readRecorded returns the file's requests, one ptrace.Traces per line.
 func readRecorded(t *testing.T) []ptrace.Traces {
 	t.Helper()
-	f, err := os.Open(recorded)
+	out, err := otlpfile.Read(recorded)
 	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	zr, err := gzip.NewReader(f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sc := bufio.NewScanner(zr)
-	sc.Buffer(nil, 64<<20)
-	var out []ptrace.Traces
-	var um ptrace.JSONUnmarshaler
-	for sc.Scan() {
-		td, err := um.UnmarshalTraces(sc.Bytes())
-		if err != nil {
-			t.Fatal(err)
-		}
-		out = append(out, td)
-	}
-	if err := sc.Err(); err != nil {
 		t.Fatal(err)
 	}
 	return out
