@@ -165,7 +165,7 @@
 // amdahl-sidecar.
 //
 // Heap profiles carry no labels (the Go runtime records none on allocation
-// samples). `amdahl profile DIR [--alloc]` (package internal/profiles)
+// samples). `amdahl profile DIR [--alloc]` (package internal/report/profiles)
 // reads the pprof files of a run --out DIR, parent and hosts merged, and
 // prints the top functions per phase: CPU samples by their phase label,
 // else (and allocations always) by the innermost function on their stack

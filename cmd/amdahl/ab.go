@@ -10,8 +10,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/amdahl-rt/amdahl/internal/htmlreport"
 	"github.com/amdahl-rt/amdahl/internal/outfile"
+	"github.com/amdahl-rt/amdahl/internal/report/htmlreport"
 	"github.com/amdahl-rt/amdahl/runtime"
 	"github.com/amdahl-rt/amdahl/runtime/ab"
 	"github.com/amdahl-rt/amdahl/telemetry/attribution"

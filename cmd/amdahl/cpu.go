@@ -7,14 +7,14 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/amdahl-rt/amdahl/internal/profiles"
+	"github.com/amdahl-rt/amdahl/internal/report/profiles"
 	"github.com/amdahl-rt/amdahl/telemetry/attribution"
 )
 
 // addCPU reads the CPU profiles of a run --out directory (the parent's and
 // every task host's) and gives rep each row's CPU time per unit of work
 // (Row.CPUPerWork) and the account of the rest (Report.CPU). A sample
-// counts to the row its labels or its stack name (internal/profiles):
+// counts to the row its labels or its stack name (internal/report/profiles):
 // component.phase/direction, or phase/direction when the rows are by
 // phase. processes is the processes' CPU time as the system counted it
 // (0: unknown).

@@ -12,7 +12,7 @@ import (
 
 	"github.com/google/pprof/profile"
 
-	"github.com/amdahl-rt/amdahl/internal/profiles"
+	"github.com/amdahl-rt/amdahl/internal/report/profiles"
 	"github.com/amdahl-rt/amdahl/runtime"
 	"github.com/amdahl-rt/amdahl/telemetry"
 	"github.com/amdahl-rt/amdahl/telemetry/attribution"

@@ -7,8 +7,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/amdahl-rt/amdahl/internal/htmlreport"
-	"github.com/amdahl-rt/amdahl/internal/profiles"
+	"github.com/amdahl-rt/amdahl/internal/report/htmlreport"
+	"github.com/amdahl-rt/amdahl/internal/report/profiles"
 	"github.com/amdahl-rt/amdahl/runtime"
 	"github.com/amdahl-rt/amdahl/telemetry/attribution"
 )
@@ -17,7 +17,7 @@ import (
 const pageTopFuncs = 10
 
 // profileTops returns the top functions per phase of the CPU profiles in
-// dir (cpu.pprof and hosts/*/cpu.pprof, merged; internal/profiles), for
+// dir (cpu.pprof and hosts/*/cpu.pprof, merged; internal/report/profiles), for
 // report.html: nil, without an error, when dir holds no CPU profile (they
 // went to Pyroscope, or telemetry was off).
 func profileTops(dir string) ([]htmlreport.PhaseFuncs, error) {

@@ -10,7 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/amdahl-rt/amdahl/internal/profiles"
+	"github.com/amdahl-rt/amdahl/internal/report/profiles"
 	"github.com/amdahl-rt/amdahl/runtime"
 	"github.com/amdahl-rt/amdahl/telemetry"
 )
@@ -59,7 +59,7 @@ the label is booked by its stack: to the phase of the innermost frame that
 opens or does a phase (taskproto.runTask: execute, ipc.(*Conn).serialize:
 serialize, chunking.(*Sender).sendChunk: send, gRPC's transport reader and
 writer: receive and send, …; the table is profiles.Entries in
-internal/profiles/entries.go). What is in no phase goes to a named bucket:
+internal/report/profiles/entries.go). What is in no phase goes to a named bucket:
 (workload generator), (accounting) (attribution, span and metric
 recording), (go runtime) (background GC, scheduler) and (process)
 (start-up, outputs, anything else outside the units). The first line says

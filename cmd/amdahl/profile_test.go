@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/amdahl-rt/amdahl/internal/profiles"
+	"github.com/amdahl-rt/amdahl/internal/report/profiles"
 	"github.com/amdahl-rt/amdahl/runtime"
 )
 
@@ -117,7 +117,7 @@ func funcIn(pt profiles.PhaseTop, name string) (profiles.Func, bool) {
 
 // TestProfileCommand runs a real `run --out` and reads its profiles back:
 // CPU time of the hosts' execute phase goes to the task's hashing; every
-// phase entry function of internal/profiles is on the stacks of the run's
+// phase entry function of internal/report/profiles is on the stacks of the run's
 // allocations, in its phase (so a rename or a moved span fails here).
 func TestProfileCommand(t *testing.T) {
 	dir := runOut(t)

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/amdahl-rt/amdahl/internal/htmlreport"
+	"github.com/amdahl-rt/amdahl/internal/report/htmlreport"
 	"github.com/amdahl-rt/amdahl/runtime"
 	"github.com/amdahl-rt/amdahl/telemetry/attribution"
 	"github.com/spf13/cobra"

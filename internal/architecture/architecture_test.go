@@ -19,12 +19,60 @@ var update = flag.Bool("update", false, "rewrite docs/architecture.md's generate
 
 const module = "github.com/amdahl-rt/amdahl/"
 
+// rooms are the module's rooms, bottom to top: a package imports only
+// from its own room or the rooms below it (and, within that, only what
+// allowed grants it). docs/architecture.md's room table is this list,
+// rendered.
+var rooms = []room{
+	{"foundation", "what every room may use, importing nothing of the module: `internal/<name>`, and the generated protobuf",
+		[]string{"internal/bytesize", "internal/outfile", "internal/features", "internal/grpctrace", "internal/proccpu", "internal/testcert", "internal/protogen", "ipc/ipcpb", "chunking/dtpb"},
+		"one size grammar (`1.5MiB`, `128KiB`, `4089446`); output files created without following a link at their name; feature waves; the W3C trace context across gRPC calls where nothing reads otelgrpc's spans or metrics; the process's CPU time; a self-signed loopback certificate for tests; the protobuf generator's pins; generated protobuf of the wire and of Durable Task"},
+	{"telemetry API", "",
+		[]string{"telemetry"},
+		"phase and direction names, attribute keys, metric names, pprof labels, `Component` on given providers (the otel globals by default), `RecordSpan` for a phase measured elsewhere"},
+	{"libraries", "",
+		[]string{"ipc", "ipc/taskproto", "chunking"},
+		"the wire to a child process (transports, handshake, frames, `Conn`); the task-host protocol over it, and a task host as a small library; chunked Durable Task completions and the reassembling sidecar"},
+	{"telemetry beside", "",
+		[]string{"telemetry/otelsetup", "telemetry/attribution", "internal/telemetrytest"},
+		"the process's SDK wiring (exporters, trace file, `/metrics`, profiles); critical path, q, r, q·r, A/B statistics, the OTLP JSON reader; in-memory telemetry for tests"},
+	{"host", "",
+		[]string{"runtime/scenario", "runtime", "runtime/ab"},
+		"declarative seeded workloads; task hosts as child processes, scheduling, leasing, settings and feature waves, accounting; A/B experiments in interleaved pairs (`amdahl ab`'s engine)"},
+	{"dashboards", "",
+		[]string{"dashboards"},
+		"Grafana dashboards as Go code and their provisioning"},
+	{"report page", "internal/report/: what only the CLI's reports use; imported by programs only",
+		[]string{"internal/report/profiles", "internal/report/htmlreport"},
+		"the top functions per phase of a run's pprof files and the CPU per row (CPU by the phase label, allocations by the phase entry function on the stack); report.html, one self-contained page (inline CSS, JS, SVG) of an attribution, an A/B comparison, the e2e distribution, the critical-path flame graph and the top functions per phase"},
+	{"programs", "nothing imports them",
+		[]string{"cmd/amdahl", "examples/chunked-completions", "examples/custom-taskhost", "examples/custom-taskhost/parent", "examples/instrument-your-code", "examples/pipe-buffer", "examples/trace-any-service", "scripts/report1m", "scripts/housestats", "scripts/ratiostats", "internal/architecture"},
+		"the CLI; runnable examples; measurement scripts (`ratiostats`: the scripts' statistics, through `telemetry/attribution`); this page's test"},
+}
+
+type room struct {
+	name     string
+	where    string // the room's folder and its rule, when it has one
+	packages []string
+	owns     string
+}
+
+// roomOf returns the index of the room that holds the package rel, or -1.
+func roomOf(rel string) int {
+	for i, r := range rooms {
+		if slices.Contains(r.packages, rel) {
+			return i
+		}
+	}
+	return -1
+}
+
 // allowed lists, for each package of the module (path relative to the
 // module), the module packages it may import. Standard library and
 // third-party imports are not listed; the dependency rules below cover the
 // ones that matter. docs/architecture.md draws the same table.
 var allowed = map[string][]string{
-	// The foundation: no module imports.
+	// The foundation and the telemetry API: no module imports.
 	"internal/features":  nil,
 	"internal/bytesize":  nil,
 	"internal/outfile":   nil,
@@ -44,11 +92,12 @@ var allowed = map[string][]string{
 	// Telemetry beside the libraries: the SDK wiring, and attribution.
 	"telemetry/otelsetup":    {"telemetry", "internal/outfile"},
 	"telemetry/attribution":  {"telemetry"},
-	"internal/profiles":      {"telemetry"},
 	"internal/telemetrytest": {"telemetry"},
 
-	// The report page: renders attribution's results.
-	"internal/htmlreport": {"telemetry", "telemetry/attribution", "internal/outfile"},
+	// The report page: the run's profiles, and report.html of attribution's
+	// results.
+	"internal/report/profiles":   {"telemetry"},
+	"internal/report/htmlreport": {"telemetry", "telemetry/attribution", "internal/outfile"},
 
 	// The host that ties it together.
 	"runtime/scenario": {"internal/bytesize"},
@@ -197,6 +246,63 @@ func TestImportRules(t *testing.T) {
 	}
 }
 
+// TestRooms: every package of the table is in exactly one room, and every
+// package under internal/ is a foundation, a test companion or in the
+// report page's folder (internal/report/); a package and its tests import
+// only from their own room or the rooms below it (tests also the test
+// companions).
+func TestRooms(t *testing.T) {
+	seen := map[string]string{}
+	for _, r := range rooms {
+		for _, p := range r.packages {
+			if prev, dup := seen[p]; dup {
+				t.Errorf("%s is in two rooms, %s and %s", p, prev, r.name)
+			}
+			seen[p] = r.name
+			if _, ok := allowed[p]; !ok {
+				t.Errorf("%s is in the room %s but not in the import table", p, r.name)
+			}
+		}
+	}
+	for p := range allowed {
+		if _, ok := seen[p]; !ok {
+			t.Errorf("%s is in the import table but in no room", p)
+		}
+	}
+	foundation, report := rooms[0], rooms[len(rooms)-2]
+	for _, p := range foundation.packages {
+		if len(allowed[p]) > 0 {
+			t.Errorf("%s is a foundation, which imports nothing of the module, but the table grants it %v", p, allowed[p])
+		}
+	}
+	for p := range allowed {
+		inReport := slices.Contains(report.packages, p)
+		if strings.HasPrefix(p, "internal/report/") != inReport {
+			t.Errorf("%s: the report page's room is the folder internal/report/, and only it", p)
+		}
+		if strings.HasPrefix(p, "internal/") && !strings.HasPrefix(p, "internal/report/") && !slices.Contains(foundation.packages, p) &&
+			!slices.Contains(testCompanions, p) && p != "internal/architecture" {
+			t.Errorf("%s is under internal/ but neither a foundation, a test companion nor in internal/report/", p)
+		}
+	}
+	for _, p := range goList(t, "./...") {
+		rel, ok := strings.CutPrefix(p.ImportPath, module)
+		if !ok || roomOf(rel) < 0 {
+			continue // TestImportRules names it
+		}
+		for _, dep := range moduleImports(p.Imports) {
+			if roomOf(dep) > roomOf(rel) {
+				t.Errorf("%s (room %s) imports %s from the room %s above it", rel, rooms[roomOf(rel)].name, dep, rooms[roomOf(dep)].name)
+			}
+		}
+		for _, dep := range moduleImports(p.TestImports) {
+			if roomOf(dep) > roomOf(rel) && !slices.Contains(testCompanions, dep) {
+				t.Errorf("%s's tests (room %s) import %s from the room %s above it", rel, rooms[roomOf(rel)].name, dep, rooms[roomOf(dep)].name)
+			}
+		}
+	}
+}
+
 // moduleImports returns the module packages among imports, relative to the
 // module.
 func moduleImports(imports []string) []string {
@@ -209,12 +315,35 @@ func moduleImports(imports []string) []string {
 	return rel
 }
 
-// The generated part of docs/architecture.md: the table of this test's
-// rules, package by package.
-const (
-	tableBegin = "<!-- import rules: generated by go test ./internal/architecture -update; do not edit -->"
-	tableEnd   = "<!-- end of import rules -->"
-)
+// The generated parts of docs/architecture.md, each between its two
+// markers: the rooms, and this test's rules package by package.
+type section struct {
+	what, begin, end string
+	render           func() string
+}
+
+var sections = []section{
+	{"room table", "<!-- rooms: generated by go test ./internal/architecture -update; do not edit -->", "<!-- end of rooms -->", roomsTable},
+	{"import table", "<!-- import rules: generated by go test ./internal/architecture -update; do not edit -->", "<!-- end of import rules -->", rulesTable},
+}
+
+// roomsTable renders rooms as a Markdown table, bottom room first.
+func roomsTable() string {
+	var b strings.Builder
+	b.WriteString("| room | packages | owns |\n|---|---|---|\n")
+	for _, r := range rooms {
+		q := make([]string, len(r.packages))
+		for i, p := range r.packages {
+			q[i] = "`" + p + "`"
+		}
+		name := r.name
+		if r.where != "" {
+			name += " (" + r.where + ")"
+		}
+		fmt.Fprintf(&b, "| %s | %s | %s |\n", name, strings.Join(q, ", "), r.owns)
+	}
+	return b.String()
+}
 
 // rulesTable renders allowed and testAllowed as a Markdown table.
 func rulesTable() string {
@@ -248,30 +377,37 @@ func rulesTable() string {
 	return b.String()
 }
 
-// TestDocumentTableIsTheRules: docs/architecture.md's import table is this
-// test's table, rendered; -update rewrites it.
+// TestDocumentTableIsTheRules: docs/architecture.md's room and import
+// tables are this test's, rendered; -update rewrites them.
 func TestDocumentTableIsTheRules(t *testing.T) {
 	path := filepath.Join(moduleRoot(t), "docs", "architecture.md")
 	doc, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	i, j := bytes.Index(doc, []byte(tableBegin)), bytes.Index(doc, []byte(tableEnd))
-	if i < 0 || j < i {
-		t.Fatalf("docs/architecture.md has no generated import table (between %q and %q)", tableBegin, tableEnd)
+	changed := false
+	for _, sec := range sections {
+		i, j := bytes.Index(doc, []byte(sec.begin)), bytes.Index(doc, []byte(sec.end))
+		if i < 0 || j < i {
+			t.Errorf("docs/architecture.md has no generated %s (between %q and %q)", sec.what, sec.begin, sec.end)
+			continue
+		}
+		want := sec.begin + "\n\n" + sec.render() + "\n"
+		if string(doc[i:j]) == want {
+			continue
+		}
+		if !*update {
+			t.Errorf("docs/architecture.md's %s differs from this test's: run go test ./internal/architecture -update", sec.what)
+			continue
+		}
+		doc = append(append(append([]byte{}, doc[:i]...), want...), doc[j:]...)
+		changed = true
 	}
-	want := tableBegin + "\n\n" + rulesTable() + "\n"
-	if string(doc[i:j]) == want {
-		return
-	}
-	if *update {
-		out := append(append(append([]byte{}, doc[:i]...), want...), doc[j:]...)
-		if err := os.WriteFile(path, out, 0o644); err != nil {
+	if changed {
+		if err := os.WriteFile(path, doc, 0o644); err != nil {
 			t.Fatal(err)
 		}
-		return
 	}
-	t.Errorf("docs/architecture.md's import table differs from this test's rules: run go test ./internal/architecture -update")
 }
 
 // TestNothingImportsPrograms: commands, examples and scripts are leaves.
