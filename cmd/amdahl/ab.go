@@ -129,14 +129,9 @@ func runAB(ctx context.Context, cmd *cobra.Command, f abFlags) error {
 	if _, err := runtime.DefaultSettings(); err != nil {
 		return usageError{err}
 	}
-	sides := [2]ab.Side{{Name: "baseline"}, {Name: "candidate"}}
-	for i, own := range [][]string{f.base, f.cand} {
-		sets := append([]string(nil), f.sets...)
-		sets = append(sets, own...)
-		sets = append(sets, "variant="+sides[i].Name)
-		if sides[i].Settings, err = runtime.ResolveSettings(sets, nil); err != nil {
-			return usageError{fmt.Errorf("--%s: %w", sides[i].Name, err)}
-		}
+	sides, err := abSides(f)
+	if err != nil {
+		return err
 	}
 	differ := ab.SettingsThatDiffer(sides[0].Settings.Map(), sides[1].Settings.Map())
 	target := f.target
@@ -158,25 +153,10 @@ func runAB(ctx context.Context, cmd *cobra.Command, f abFlags) error {
 	if err != nil {
 		return err
 	}
-	var base, cand attribution.Side
-	var bWall, cWall, bThr, cThr []float64
-	for _, r := range runs {
-		if r.Side == "baseline" {
-			base.Runs = append(base.Runs, r.Works)
-			bWall, bThr = append(bWall, float64(r.Wall)), append(bThr, r.Throughput)
-		} else {
-			cand.Runs = append(cand.Runs, r.Works)
-			cWall, cThr = append(cWall, float64(r.Wall)), append(cThr, r.Throughput)
-		}
-	}
-	// Pairs: run i of each side ran back to back; an interrupted pair is
-	// left out.
-	n := min(len(base.Runs), len(cand.Runs))
-	if n < 2 {
+	base, cand, bWall, cWall, bThr, cThr := splitPairs(runs)
+	if len(base.Runs) < 2 {
 		return fmt.Errorf("ab: interrupted before two runs of each side finished")
 	}
-	base.Runs, cand.Runs = base.Runs[:n], cand.Runs[:n]
-	bWall, cWall, bThr, cThr = bWall[:n], cWall[:n], bThr[:n], cThr[:n]
 	opt := attribution.CompareOptions{Target: target, IgnoreUnmatched: derived, ByPhase: f.by == "phase", Seed: f.seed, Paired: true}
 	cmp, err := attribution.Compare(base, cand, opt)
 	if err != nil {
@@ -188,33 +168,10 @@ func runAB(ctx context.Context, cmd *cobra.Command, f abFlags) error {
 	// Throughput gain: the candidate's throughput over the baseline's, - 1.
 	thr := attribution.MeanGain(cThr, bThr, opt) // 1 - mean(b)/mean(c)
 	res.ThroughputUp = attribution.Interval{Value: 1/(1-thr.Value) - 1, Lo: 1/(1-thr.Lo) - 1, Hi: 1/(1-thr.Hi) - 1}
-	// A causal experiment: each perturbed row's weight Δe2e / Δown beside
-	// its critical share.
-	var perturbed []string
-	for _, name := range differ {
-		if strings.HasPrefix(name, "perturb.") {
-			perturbed = append(perturbed, name)
-		}
-	}
-	for _, name := range perturbed {
-		if sel, ok := strings.CutPrefix(name, "perturb."); ok && len(perturbed) == 1 {
-			c, err := attribution.CausalWeight(base, cand, sel, opt)
-			if err != nil {
-				continue // the scenario has no such row
-			}
-			res.Causal = append(res.Causal, c)
-		}
-	}
+	res.Causal = causalWeights(differ, base, cand, opt)
 	if f.out != "" {
-		b, err := marshalJSON(res)
-		if err == nil {
-			err = outfile.WriteFile(filepath.Join(f.out, "ab.json"), b)
-		}
-		if err != nil {
-			return fmt.Errorf("write ab.json: %w", err)
-		}
-		if err := htmlreport.WriteFile(filepath.Join(f.out, "report.html"), abPage(res, base, cand, opt.ByPhase)); err != nil {
-			return fmt.Errorf("write report.html: %w", err)
+		if err := writeABOut(f.out, res, base, cand, opt.ByPhase); err != nil {
+			return err
 		}
 	}
 	if err := writeAB(stdout, res, f, len(bWall), len(cWall)); err != nil {
@@ -222,6 +179,76 @@ func runAB(ctx context.Context, cmd *cobra.Command, f abFlags) error {
 	}
 	if interrupted {
 		return fmt.Errorf("ab: interrupted after %d runs; the comparison above covers them", len(runs))
+	}
+	return nil
+}
+
+// abSides resolves each side's settings: the common --set, then the
+// side's own, then its variant.
+func abSides(f abFlags) ([2]ab.Side, error) {
+	sides := [2]ab.Side{{Name: "baseline"}, {Name: "candidate"}}
+	for i, own := range [][]string{f.base, f.cand} {
+		sets := append([]string(nil), f.sets...)
+		sets = append(sets, own...)
+		sets = append(sets, "variant="+sides[i].Name)
+		var err error
+		if sides[i].Settings, err = runtime.ResolveSettings(sets, nil); err != nil {
+			return sides, usageError{fmt.Errorf("--%s: %w", sides[i].Name, err)}
+		}
+	}
+	return sides, nil
+}
+
+// splitPairs sorts the runs by side, with each run's wall time and
+// throughput. Pairs: run i of each side ran back to back; an interrupted
+// pair is left out, so both sides have as many runs.
+func splitPairs(runs []ab.Run) (base, cand attribution.Side, bWall, cWall, bThr, cThr []float64) {
+	for _, r := range runs {
+		if r.Side == "baseline" {
+			base.Runs = append(base.Runs, r.Works)
+			bWall, bThr = append(bWall, float64(r.Wall)), append(bThr, r.Throughput)
+		} else {
+			cand.Runs = append(cand.Runs, r.Works)
+			cWall, cThr = append(cWall, float64(r.Wall)), append(cThr, r.Throughput)
+		}
+	}
+	n := min(len(base.Runs), len(cand.Runs))
+	base.Runs, cand.Runs = base.Runs[:n], cand.Runs[:n]
+	return base, cand, bWall[:n], cWall[:n], bThr[:n], cThr[:n]
+}
+
+// causalWeights is a causal experiment's result: when exactly one
+// perturbation setting differs, the perturbed row's weight Δe2e / Δown,
+// shown beside its critical share (none when the scenario has no such
+// row).
+func causalWeights(differ []string, base, cand attribution.Side, opt attribution.CompareOptions) []attribution.Causal {
+	var perturbed []string
+	for _, name := range differ {
+		if strings.HasPrefix(name, "perturb.") {
+			perturbed = append(perturbed, name)
+		}
+	}
+	if len(perturbed) != 1 {
+		return nil
+	}
+	c, err := attribution.CausalWeight(base, cand, strings.TrimPrefix(perturbed[0], "perturb."), opt)
+	if err != nil {
+		return nil // the scenario has no such row
+	}
+	return []attribution.Causal{c}
+}
+
+// writeABOut writes ab.json and report.html into the --out directory.
+func writeABOut(dir string, res abResult, base, cand attribution.Side, byPhase bool) error {
+	b, err := marshalJSON(res)
+	if err == nil {
+		err = outfile.WriteFile(filepath.Join(dir, "ab.json"), b)
+	}
+	if err != nil {
+		return fmt.Errorf("write ab.json: %w", err)
+	}
+	if err := htmlreport.WriteFile(filepath.Join(dir, "report.html"), abPage(res, base, cand, byPhase)); err != nil {
+		return fmt.Errorf("write report.html: %w", err)
 	}
 	return nil
 }

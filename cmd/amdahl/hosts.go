@@ -42,11 +42,16 @@ func newTaskhostCmd() *cobra.Command {
 	}
 }
 
+// sidecarCmdFlags are the flags of `amdahl sidecar`.
+type sidecarCmdFlags struct {
+	listen, metricsAddr string
+	asJSON              bool
+	bounds              sidecarFlags
+	sec                 serverSecurity
+}
+
 func newSidecarCmd() *cobra.Command {
-	var listen, metricsAddr string
-	var asJSON bool
-	var bounds sidecarFlags
-	var sec serverSecurity
+	var f sidecarCmdFlags
 	cmd := &cobra.Command{
 		Use:   "sidecar",
 		Short: "Run the Durable Task sidecar (TaskHubSidecarService) standalone",
@@ -83,86 +88,91 @@ what clients can open at once. amdahl run reaches such a sidecar
 with --sidecar-tls or --sidecar-ca FILE and --sidecar-token-file FILE. See
 chunking/doc.go, "Sidecar security".`,
 		Args: noArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			ctx := cmd.Context()
-			cfg, err := bounds.config()
-			if err != nil {
-				return usageError{err}
-			}
-			if !cmd.Flags().Changed("max-recv-msg-size") {
-				cfg.MaxRecvMsgSize = 0 // the library's default, from the total bound
-			} else if cfg.MaxRecvMsgSize > cfg.MaxTotalBufferedBytes {
-				return usageError{fmt.Errorf("--max-recv-msg-size %s is over --max-total-buffered-bytes %s: a message being received counts toward the total, so one that large could never be let in",
-					bytesize.Format(cfg.MaxRecvMsgSize), bytesize.Format(cfg.MaxTotalBufferedBytes))}
-			}
-			// A malformed address is bad usage; a port already taken is a
-			// failure to run.
-			ta, err := net.ResolveTCPAddr("tcp", listen)
-			if err != nil {
-				return usageError{fmt.Errorf("--listen %s: %w", listen, err)}
-			}
-			if err := sec.apply(listen, ta, &cfg); err != nil {
-				return usageError{err}
-			}
-			opts := []otelsetup.Option{otelsetup.WithServiceName("amdahl-sidecar")}
-			if metricsAddr != "" {
-				opts = append(opts, otelsetup.WithMetricsAddr(metricsAddr))
-			}
-			tel, err := otelsetup.Setup(ctx, opts...)
-			if err != nil {
-				return err
-			}
-			defer tel.Shutdown(context.WithoutCancel(ctx))
-			tp := sidecarTracing(tel)
-			comp, err := telemetry.NewComponent("chunking", telemetry.ComponentConfig{TracerProvider: tp, MeterProvider: tel.MeterProvider(),
-				PhaseLabels: tel.PhaseLabels(), Attributes: []attribute.KeyValue{telemetry.AttrTransport.String(runtime.TransportChunking)}})
-			if err != nil {
-				return err
-			}
-			cfg.Component, cfg.TracerProvider, cfg.MeterProvider = comp, tp, tel.MeterProvider()
-			// Count completions, keep none: memory does not grow with their payloads.
-			cfg.OnApplied = func(chunking.Completion) {}
-			sc, err := chunking.NewSidecar(cfg)
-			if err != nil {
-				return err
-			}
-			setSidecarMemoryLimit(cfg)
-			// Listen on the address checked, not on the name again: what
-			// it resolves to may have changed.
-			lis, err := net.ListenTCP("tcp", ta)
-			if err != nil {
-				return fmt.Errorf("--listen %s: %w", listen, err)
-			}
-			fmt.Fprintf(cmd.ErrOrStderr(), "amdahl sidecar: listening on %s\n", lis.Addr())
-			if sec.insecure && !loopbackIP(ta.IP) {
-				fmt.Fprintf(cmd.ErrOrStderr(), "amdahl sidecar: --insecure: plaintext on %s; whoever reaches it can use the sidecar (and read any token)\n", lis.Addr())
-			}
-			served := make(chan error, 1)
-			go func() { served <- sc.Serve(lis) }()
-			select {
-			case err := <-served:
-				return errors.Join(err, closeSidecar(ctx, sc))
-			case <-ctx.Done():
-			}
-			if err := closeSidecar(ctx, sc); err != nil {
-				fmt.Fprintf(cmd.ErrOrStderr(), "amdahl sidecar: %v\n", err)
-			}
-			slog.Debug("sidecar stopped")
-			fmt.Fprintf(cmd.ErrOrStderr(), "amdahl sidecar: stopped; %d completions applied\n", sc.Applied())
-			err = <-served
-			if asJSON {
-				err = errors.Join(err, writeJSON(cmd.OutOrStdout(), sidecarJSON{SchemaVersion: runtime.SchemaVersion,
-					Address: lis.Addr().String(), CompletionsApplied: sc.Applied()}))
-			}
-			return err
-		},
+		RunE: func(cmd *cobra.Command, _ []string) error { return runSidecar(cmd, &f) },
 	}
-	cmd.Flags().StringVar(&listen, "listen", "127.0.0.1:4001", "address to serve gRPC on (host:port; port 0 picks one); not loopback: needs --tls-cert/--tls-key or --insecure")
-	cmd.Flags().StringVar(&metricsAddr, "metrics-addr", "", "serve Prometheus /metrics on host:port")
-	cmd.Flags().BoolVar(&asJSON, "json", false, "once stopped, print the address and the completions applied as JSON (docs/json.md) on stdout")
-	bounds.register(cmd)
-	sec.register(cmd)
+	cmd.Flags().StringVar(&f.listen, "listen", "127.0.0.1:4001", "address to serve gRPC on (host:port; port 0 picks one); not loopback: needs --tls-cert/--tls-key or --insecure")
+	cmd.Flags().StringVar(&f.metricsAddr, "metrics-addr", "", "serve Prometheus /metrics on host:port")
+	cmd.Flags().BoolVar(&f.asJSON, "json", false, "once stopped, print the address and the completions applied as JSON (docs/json.md) on stdout")
+	f.bounds.register(cmd)
+	f.sec.register(cmd)
 	return cmd
+}
+
+// runSidecar is amdahl sidecar: the bounds and the address checked, the
+// process's telemetry set up, then the sidecar served until ctx ends and
+// drained.
+func runSidecar(cmd *cobra.Command, f *sidecarCmdFlags) error {
+	ctx := cmd.Context()
+	cfg, err := f.bounds.config()
+	if err != nil {
+		return usageError{err}
+	}
+	if !cmd.Flags().Changed("max-recv-msg-size") {
+		cfg.MaxRecvMsgSize = 0 // the library's default, from the total bound
+	} else if cfg.MaxRecvMsgSize > cfg.MaxTotalBufferedBytes {
+		return usageError{fmt.Errorf("--max-recv-msg-size %s is over --max-total-buffered-bytes %s: a message being received counts toward the total, so one that large could never be let in",
+			bytesize.Format(cfg.MaxRecvMsgSize), bytesize.Format(cfg.MaxTotalBufferedBytes))}
+	}
+	// A malformed address is bad usage; a port already taken is a
+	// failure to run.
+	ta, err := net.ResolveTCPAddr("tcp", f.listen)
+	if err != nil {
+		return usageError{fmt.Errorf("--listen %s: %w", f.listen, err)}
+	}
+	if err := f.sec.apply(f.listen, ta, &cfg); err != nil {
+		return usageError{err}
+	}
+	opts := []otelsetup.Option{otelsetup.WithServiceName("amdahl-sidecar")}
+	if f.metricsAddr != "" {
+		opts = append(opts, otelsetup.WithMetricsAddr(f.metricsAddr))
+	}
+	tel, err := otelsetup.Setup(ctx, opts...)
+	if err != nil {
+		return err
+	}
+	defer tel.Shutdown(context.WithoutCancel(ctx))
+	tp := sidecarTracing(tel)
+	comp, err := telemetry.NewComponent("chunking", telemetry.ComponentConfig{TracerProvider: tp, MeterProvider: tel.MeterProvider(),
+		PhaseLabels: tel.PhaseLabels(), Attributes: []attribute.KeyValue{telemetry.AttrTransport.String(runtime.TransportChunking)}})
+	if err != nil {
+		return err
+	}
+	cfg.Component, cfg.TracerProvider, cfg.MeterProvider = comp, tp, tel.MeterProvider()
+	// Count completions, keep none: memory does not grow with their payloads.
+	cfg.OnApplied = func(chunking.Completion) {}
+	sc, err := chunking.NewSidecar(cfg)
+	if err != nil {
+		return err
+	}
+	setSidecarMemoryLimit(cfg)
+	// Listen on the address checked, not on the name again: what
+	// it resolves to may have changed.
+	lis, err := net.ListenTCP("tcp", ta)
+	if err != nil {
+		return fmt.Errorf("--listen %s: %w", f.listen, err)
+	}
+	fmt.Fprintf(cmd.ErrOrStderr(), "amdahl sidecar: listening on %s\n", lis.Addr())
+	if f.sec.insecure && !loopbackIP(ta.IP) {
+		fmt.Fprintf(cmd.ErrOrStderr(), "amdahl sidecar: --insecure: plaintext on %s; whoever reaches it can use the sidecar (and read any token)\n", lis.Addr())
+	}
+	served := make(chan error, 1)
+	go func() { served <- sc.Serve(lis) }()
+	select {
+	case err := <-served:
+		return errors.Join(err, closeSidecar(ctx, sc))
+	case <-ctx.Done():
+	}
+	if err := closeSidecar(ctx, sc); err != nil {
+		fmt.Fprintf(cmd.ErrOrStderr(), "amdahl sidecar: %v\n", err)
+	}
+	slog.Debug("sidecar stopped")
+	fmt.Fprintf(cmd.ErrOrStderr(), "amdahl sidecar: stopped; %d completions applied\n", sc.Applied())
+	err = <-served
+	if f.asJSON {
+		err = errors.Join(err, writeJSON(cmd.OutOrStdout(), sidecarJSON{SchemaVersion: runtime.SchemaVersion,
+			Address: lis.Addr().String(), CompletionsApplied: sc.Applied()}))
+	}
+	return err
 }
 
 // sidecarFlags are amdahl sidecar's bounds, one flag for each bound of

@@ -3,6 +3,7 @@ package main
 import (
 	"cmp"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -15,22 +16,25 @@ import (
 	"github.com/spf13/cobra"
 )
 
+// reportFlags are the flags of `amdahl report`.
+type reportFlags struct {
+	asJSON     bool
+	baseline   []string
+	target     []string
+	by         string
+	maxSpans   int
+	iterations int
+	whatif     []string
+	paired     bool
+	warmup     float64
+	htmlOut    string
+	unit       string
+	rows       string
+	maxSpan    time.Duration
+}
+
 func newReportCmd() *cobra.Command {
-	var (
-		asJSON     bool
-		baseline   []string
-		target     []string
-		by         string
-		maxSpans   int
-		iterations int
-		whatif     []string
-		paired     bool
-		warmup     float64
-		htmlOut    string
-		unit       string
-		rows       string
-		maxSpan    time.Duration
-	)
+	var f reportFlags
 	cmd := &cobra.Command{
 		Use:   "report FILE... [--baseline BASE...]",
 		Short: "Attribute the units of work in OTLP JSON trace files; compare two sets A/B",
@@ -63,117 +67,144 @@ and a verdict. --whatif replays one set with rows made faster.`,
 			}
 			return nil
 		},
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := checkChoice("by", by, "component", "phase"); err != nil {
-				return err
-			}
-			byPhase := by == "phase"
-			if maxSpans < 1 {
-				return usageError{fmt.Errorf("--max-spans %d: want at least 1", maxSpans)}
-			}
-			if len(target) > 0 && len(baseline) == 0 {
-				return usageError{fmt.Errorf("--target needs --baseline: a target is what a change between two runs is about")}
-			}
-			if warmup < 0 || warmup > 0.5 {
-				return usageError{fmt.Errorf("--warmup %v: want 0 to 0.5", warmup)}
-			}
-			inp, err := reportInput(unit, rows, maxSpan)
-			if err != nil {
-				return err
-			}
-			inp.Limits = attribution.Limits{MaxSpans: maxSpans}
-			in := &attribution.Interner{}
-			factors := map[string]float64{}
-			for _, w := range whatif {
-				sel, f, err := attribution.ParseWhatIf(w)
-				if err != nil {
-					return usageError{err}
-				}
-				factors[sel] = f
-			}
-			if len(factors) > 0 && len(baseline) > 0 {
-				return usageError{fmt.Errorf("--whatif replays one set of runs: use it without --baseline")}
-			}
-			// A run --out directory stands for its trace.jsonl; with one
-			// such set, its CPU profiles give each row's CPU.
-			cpuDir := ""
-			args, cpuDir = runDirs(args)
-			var cfl, bfl *attribution.Flame // report.html's critical paths
-			if htmlOut != "" {
-				cfl, bfl = &attribution.Flame{}, &attribution.Flame{}
-			}
-			cand, cacc, err := readSide(args, inp, in, len(baseline) > 0 || len(factors) > 0, len(factors) > 0, warmup, cfl)
-			if err != nil {
-				return err
-			}
-			out := cmd.OutOrStdout()
-			if len(baseline) == 0 {
-				rep := cacc.Report(byPhase)
-				if cpuDir != "" {
-					if err := addCPU(&rep, cpuDir, byPhase, 0); err != nil {
-						fmt.Fprintf(cmd.ErrOrStderr(), "amdahl report: no CPU per row: %v\n", err)
-					}
-				}
-				if htmlOut != "" {
-					if err := htmlreport.WriteFile(htmlOut, reportPage(args, nil, &rep, nil, cfl, nil, byPhase)); err != nil {
-						return fmt.Errorf("--html: %w", err)
-					}
-				}
-				var wi *attribution.WhatIf
-				if len(factors) > 0 {
-					w, err := attribution.Replay(cand, factors, attribution.CompareOptions{ByPhase: byPhase, Iterations: iterations})
-					if err != nil {
-						return usageError{err}
-					}
-					wi = &w
-				}
-				if asJSON {
-					return writeJSON(out, reportJSON{SchemaVersion: runtime.SchemaVersion, Report: rep, WhatIf: wi})
-				}
-				if err := rep.WriteText(out); err != nil {
-					return err
-				}
-				if wi != nil {
-					_, err = fmt.Fprintf(out, "\n%s\n", wi.Text())
-				}
-				return err
-			}
-			baseline, _ = runDirs(baseline)
-			base, bacc, err := readSide(baseline, inp, in, true, true, warmup, bfl)
-			if err != nil {
-				return err
-			}
-			cmp, err := attribution.Compare(base, cand, attribution.CompareOptions{Target: target, ByPhase: byPhase, Iterations: iterations, Paired: paired})
-			if err != nil {
-				return usageError{err}
-			}
-			if htmlOut != "" {
-				if err := htmlreport.WriteFile(htmlOut, reportPage(args, baseline, nil, &cmp, cfl, bfl, byPhase)); err != nil {
-					return fmt.Errorf("--html: %w", err)
-				}
-			}
-			if asJSON {
-				return writeJSON(out, compareJSON{SchemaVersion: runtime.SchemaVersion,
-					Baseline: bacc.Report(byPhase), Candidate: cacc.Report(byPhase), Comparison: cmp})
-			}
-			return cmp.WriteText(out)
-		},
+		RunE: func(cmd *cobra.Command, args []string) error { return runReport(cmd, args, f) },
 	}
-	f := cmd.Flags()
-	f.BoolVar(&asJSON, "json", false, "print JSON (docs/json.md) instead of a table")
-	f.StringSliceVar(&baseline, "baseline", nil, "trace files of the baseline runs (A/B comparison); repeat or separate by commas")
-	f.StringSliceVar(&target, "target", nil, "rows the change is about: a component (ipc), component.phase (ipc.send), a row (ipc.send/request) or phase/direction (send/request)")
-	f.StringVar(&by, "by", "component", "rows by component (ipc.send/request) or by phase (send/request: components folded)")
-	f.IntVar(&maxSpans, "max-spans", 20_000_000, "refuse a trace file with more spans than this (memory bound)")
-	f.IntVar(&iterations, "iterations", 400, "bootstrap resamples for the intervals")
-	f.Float64Var(&warmup, "warmup", 0, "leave out the first fraction (0 to 0.5) of each file's units, by start, as warm-up (amdahl ab leaves out 0.1)")
-	f.BoolVar(&paired, "paired", false, "the i-th baseline and candidate files are a pair of runs (as amdahl ab makes them): intervals are Student's t over the pairs")
-	f.StringVar(&htmlOut, "html", "", "also write the report as one self-contained HTML page (table, charts, e2e distribution, critical-path flame graph) to this file")
-	f.StringArrayVar(&whatif, "whatif", nil, "replay the critical path with rows N× as fast: ROWS=Nx, e.g. ipc.send=2x (repeatable; no --baseline)")
-	f.StringVar(&unit, "unit", "auto", "units of work: auto, amdahl, roots, or KEY=PATTERN,… on name, kind, service, attributes")
-	f.StringVar(&rows, "rows", "auto", "rows from: auto, amdahl, semconv, or a YAML rules file")
-	f.DurationVar(&maxSpan, "max-span-duration", attribution.DefaultMaxSpanDuration, "leave out (and count) spans longer than this")
+	fl := cmd.Flags()
+	fl.BoolVar(&f.asJSON, "json", false, "print JSON (docs/json.md) instead of a table")
+	fl.StringSliceVar(&f.baseline, "baseline", nil, "trace files of the baseline runs (A/B comparison); repeat or separate by commas")
+	fl.StringSliceVar(&f.target, "target", nil, "rows the change is about: a component (ipc), component.phase (ipc.send), a row (ipc.send/request) or phase/direction (send/request)")
+	fl.StringVar(&f.by, "by", "component", "rows by component (ipc.send/request) or by phase (send/request: components folded)")
+	fl.IntVar(&f.maxSpans, "max-spans", 20_000_000, "refuse a trace file with more spans than this (memory bound)")
+	fl.IntVar(&f.iterations, "iterations", 400, "bootstrap resamples for the intervals")
+	fl.Float64Var(&f.warmup, "warmup", 0, "leave out the first fraction (0 to 0.5) of each file's units, by start, as warm-up (amdahl ab leaves out 0.1)")
+	fl.BoolVar(&f.paired, "paired", false, "the i-th baseline and candidate files are a pair of runs (as amdahl ab makes them): intervals are Student's t over the pairs")
+	fl.StringVar(&f.htmlOut, "html", "", "also write the report as one self-contained HTML page (table, charts, e2e distribution, critical-path flame graph) to this file")
+	fl.StringArrayVar(&f.whatif, "whatif", nil, "replay the critical path with rows N× as fast: ROWS=Nx, e.g. ipc.send=2x (repeatable; no --baseline)")
+	fl.StringVar(&f.unit, "unit", "auto", "units of work: auto, amdahl, roots, or KEY=PATTERN,… on name, kind, service, attributes")
+	fl.StringVar(&f.rows, "rows", "auto", "rows from: auto, amdahl, semconv, or a YAML rules file")
+	fl.DurationVar(&f.maxSpan, "max-span-duration", attribution.DefaultMaxSpanDuration, "leave out (and count) spans longer than this")
 	return cmd
+}
+
+// runReport is amdahl report: the flags checked, the candidate files
+// read, then one set's attribution (reportOne) or an A/B comparison
+// against --baseline (reportAB).
+func runReport(cmd *cobra.Command, args []string, f reportFlags) error {
+	if err := checkChoice("by", f.by, "component", "phase"); err != nil {
+		return err
+	}
+	if f.maxSpans < 1 {
+		return usageError{fmt.Errorf("--max-spans %d: want at least 1", f.maxSpans)}
+	}
+	if len(f.target) > 0 && len(f.baseline) == 0 {
+		return usageError{fmt.Errorf("--target needs --baseline: a target is what a change between two runs is about")}
+	}
+	if f.warmup < 0 || f.warmup > 0.5 {
+		return usageError{fmt.Errorf("--warmup %v: want 0 to 0.5", f.warmup)}
+	}
+	inp, err := reportInput(f.unit, f.rows, f.maxSpan)
+	if err != nil {
+		return err
+	}
+	inp.Limits = attribution.Limits{MaxSpans: f.maxSpans}
+	factors := map[string]float64{}
+	for _, w := range f.whatif {
+		sel, fac, err := attribution.ParseWhatIf(w)
+		if err != nil {
+			return usageError{err}
+		}
+		factors[sel] = fac
+	}
+	if len(factors) > 0 && len(f.baseline) > 0 {
+		return usageError{fmt.Errorf("--whatif replays one set of runs: use it without --baseline")}
+	}
+	// A run --out directory stands for its trace.jsonl; with one such set,
+	// its CPU profiles give each row's CPU.
+	r := reportRun{f: f, inp: inp, in: &attribution.Interner{}, factors: factors}
+	var cpuDir string
+	r.files, cpuDir = runDirs(args)
+	if f.htmlOut != "" {
+		r.cfl, r.bfl = &attribution.Flame{}, &attribution.Flame{}
+	}
+	cand, cacc, err := readSide(r.files, inp, r.in, len(f.baseline) > 0 || len(factors) > 0, len(factors) > 0, f.warmup, r.cfl)
+	if err != nil {
+		return err
+	}
+	if len(f.baseline) == 0 {
+		return r.reportOne(cmd, cand, cacc, cpuDir)
+	}
+	return r.reportAB(cmd.OutOrStdout(), cand, cacc)
+}
+
+// reportRun is one amdahl report between its flags and its output.
+type reportRun struct {
+	f        reportFlags
+	inp      attribution.Input
+	in       *attribution.Interner
+	factors  map[string]float64 // --whatif
+	files    []string           // the candidate's trace files
+	cfl, bfl *attribution.Flame // report.html's critical paths (nil without --html)
+}
+
+// reportOne prints one set's attribution, with each row's CPU when cpuDir
+// is a run --out directory, and the --whatif replay.
+func (r reportRun) reportOne(cmd *cobra.Command, cand attribution.Side, cacc *attribution.Accumulator, cpuDir string) error {
+	byPhase := r.f.by == "phase"
+	rep := cacc.Report(byPhase)
+	if cpuDir != "" {
+		if err := addCPU(&rep, cpuDir, byPhase, 0); err != nil {
+			fmt.Fprintf(cmd.ErrOrStderr(), "amdahl report: no CPU per row: %v\n", err)
+		}
+	}
+	if r.f.htmlOut != "" {
+		if err := htmlreport.WriteFile(r.f.htmlOut, reportPage(r.files, nil, &rep, nil, r.cfl, nil, byPhase)); err != nil {
+			return fmt.Errorf("--html: %w", err)
+		}
+	}
+	var wi *attribution.WhatIf
+	if len(r.factors) > 0 {
+		w, err := attribution.Replay(cand, r.factors, attribution.CompareOptions{ByPhase: byPhase, Iterations: r.f.iterations})
+		if err != nil {
+			return usageError{err}
+		}
+		wi = &w
+	}
+	out := cmd.OutOrStdout()
+	if r.f.asJSON {
+		return writeJSON(out, reportJSON{SchemaVersion: runtime.SchemaVersion, Report: rep, WhatIf: wi})
+	}
+	if err := rep.WriteText(out); err != nil {
+		return err
+	}
+	if wi == nil {
+		return nil
+	}
+	_, err := fmt.Fprintf(out, "\n%s\n", wi.Text())
+	return err
+}
+
+// reportAB reads --baseline and prints its comparison with the candidate.
+func (r reportRun) reportAB(out io.Writer, cand attribution.Side, cacc *attribution.Accumulator) error {
+	byPhase := r.f.by == "phase"
+	baseline, _ := runDirs(r.f.baseline)
+	base, bacc, err := readSide(baseline, r.inp, r.in, true, true, r.f.warmup, r.bfl)
+	if err != nil {
+		return err
+	}
+	cmp, err := attribution.Compare(base, cand, attribution.CompareOptions{Target: r.f.target, ByPhase: byPhase, Iterations: r.f.iterations, Paired: r.f.paired})
+	if err != nil {
+		return usageError{err}
+	}
+	if r.f.htmlOut != "" {
+		if err := htmlreport.WriteFile(r.f.htmlOut, reportPage(r.files, baseline, nil, &cmp, r.cfl, r.bfl, byPhase)); err != nil {
+			return fmt.Errorf("--html: %w", err)
+		}
+	}
+	if r.f.asJSON {
+		return writeJSON(out, compareJSON{SchemaVersion: runtime.SchemaVersion,
+			Baseline: bacc.Report(byPhase), Candidate: cacc.Report(byPhase), Comparison: cmp})
+	}
+	return cmp.WriteText(out)
 }
 
 // reportInput makes the reader's Input of --unit, --rows and --max-span-duration.

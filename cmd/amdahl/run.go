@@ -132,47 +132,11 @@ func runRun(ctx context.Context, cmd *cobra.Command, f runFlags) error {
 	}
 	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
 
-	var topts []otelsetup.Option
 	cfg := runtime.Config{Settings: set, Scenario: sc.Name, SidecarAddr: f.sidecar, Logger: logger, HostArgv: f.hostArgv, ByPhase: f.by == "phase",
 		SidecarCredentials: sidecarCreds, SidecarToken: sidecarToken}
-	if f.metricsAddr != "" {
-		topts = append(topts, otelsetup.WithMetricsAddr(f.metricsAddr))
-	}
-	if f.otlpEndpoint != "" {
-		topts = append(topts, otelsetup.WithOTLP(f.otlpEndpoint, f.otlpProtocol))
-		// The task hosts export their own spans to the same endpoint (the
-		// parent leaves its synthesised copies out): the per-signal
-		// variables take the URL as it is, as WithOTLP does, and beat any
-		// generic ones inherited.
-		cfg.HostEnv = append(cfg.HostEnv, otelsetup.EnvTracesExporter+"=otlp",
-			otelsetup.EnvOTLPTracesEndpoint+"="+f.otlpEndpoint, otelsetup.EnvOTLPTracesProtocol+"="+f.otlpProtocol)
-	}
-	pyro := f.pyroscope != "" || os.Getenv(otelsetup.EnvPyroscopeAddress) != ""
-	if f.pyroscope != "" {
-		topts = append(topts, otelsetup.WithPyroscope(otelsetup.PyroscopeConfig{ServerAddress: f.pyroscope}))
-		cfg.HostEnv = append(cfg.HostEnv, otelsetup.EnvPyroscopeAddress+"="+f.pyroscope) // hosts profile too
-	}
-	if f.out != "" {
-		if err := os.MkdirAll(f.out, 0o755); err != nil {
-			return fmt.Errorf("--out: %w", err)
-		}
-		topts = append(topts, otelsetup.WithTraceFile(filepath.Join(f.out, "trace.jsonl")))
-		if pyro {
-			logger.Warn("profiles go to Pyroscope; --out gets no cpu.pprof (one CPU profiler per process)")
-		} else {
-			topts = append(topts, otelsetup.WithProfileDir(f.out))
-			cfg.HostProfileDir = filepath.Join(f.out, "hosts")
-		}
-	}
-	tel, err := otelsetup.Setup(ctx, topts...)
+	tel, wrote, err := setupRunTelemetry(ctx, f, &cfg, logger)
 	if err != nil {
 		return err
-	}
-	wrote := "trace.jsonl, summary.json, profiles, report.html"
-	if tel.SDKDisabled() {
-		logger.Warn(otelsetup.EnvSDKDisabled + "=true: no spans, metrics or profiles are recorded; the summary has no phase rows")
-		cfg.HostProfileDir = ""
-		wrote = "summary.json, report.html"
 	}
 	cfg.UseTelemetry(tel)
 	var flame *attribution.Flame // report.html's critical paths
@@ -201,26 +165,8 @@ func runRun(ctx context.Context, cmd *cobra.Command, f runFlags) error {
 	if sum.Submitted == 0 && runErr != nil {
 		return runErr
 	}
-	if f.out != "" && f.pyroscope == "" && !tel.SDKDisabled() {
-		// The profiles are written (the parent's at Shutdown, the hosts'
-		// as they exited): each row's CPU beside its critical time.
-		if err := addCPU(&sum.Attribution, f.out, f.by == "phase", processesCPU()); err != nil {
-			logger.Warn("no CPU per row", "err", err)
-		}
-	}
 	if f.out != "" {
-		// A summary.json that cannot be written (disk full) fails the run,
-		// but the summary below still prints: the run's result is not lost.
-		b, err := marshalJSON(sum)
-		if err == nil {
-			err = outfile.WriteFile(filepath.Join(f.out, "summary.json"), b)
-		}
-		if err != nil {
-			runErr = errors.Join(runErr, fmt.Errorf("write summary.json: %w", err))
-		}
-		if err := writeRunPage(f.out, sum, flame, f.by == "phase"); err != nil {
-			runErr = errors.Join(runErr, err)
-		}
+		runErr = errors.Join(runErr, writeRunOut(f, &sum, flame, tel.SDKDisabled(), logger))
 	}
 	if f.asJSON {
 		if err := writeJSON(stdout, sum); err != nil {
@@ -236,6 +182,78 @@ func runRun(ctx context.Context, cmd *cobra.Command, f runFlags) error {
 		return fmt.Errorf("all %d units failed (first: %s)", sum.Submitted, firstExample(sum))
 	}
 	return nil
+}
+
+// setupRunTelemetry sets up the process's telemetry from run's flags and
+// the environment (OTLP, /metrics, Pyroscope, --out's trace file and
+// profiles), and gives cfg the task hosts' share of it (their environment
+// and profile directory). wrote names what --out will hold.
+func setupRunTelemetry(ctx context.Context, f runFlags, cfg *runtime.Config, logger *slog.Logger) (tel *otelsetup.Telemetry, wrote string, err error) {
+	var topts []otelsetup.Option
+	if f.metricsAddr != "" {
+		topts = append(topts, otelsetup.WithMetricsAddr(f.metricsAddr))
+	}
+	if f.otlpEndpoint != "" {
+		topts = append(topts, otelsetup.WithOTLP(f.otlpEndpoint, f.otlpProtocol))
+		// The task hosts export their own spans to the same endpoint (the
+		// parent leaves its synthesised copies out): the per-signal
+		// variables take the URL as it is, as WithOTLP does, and beat any
+		// generic ones inherited.
+		cfg.HostEnv = append(cfg.HostEnv, otelsetup.EnvTracesExporter+"=otlp",
+			otelsetup.EnvOTLPTracesEndpoint+"="+f.otlpEndpoint, otelsetup.EnvOTLPTracesProtocol+"="+f.otlpProtocol)
+	}
+	pyro := f.pyroscope != "" || os.Getenv(otelsetup.EnvPyroscopeAddress) != ""
+	if f.pyroscope != "" {
+		topts = append(topts, otelsetup.WithPyroscope(otelsetup.PyroscopeConfig{ServerAddress: f.pyroscope}))
+		cfg.HostEnv = append(cfg.HostEnv, otelsetup.EnvPyroscopeAddress+"="+f.pyroscope) // hosts profile too
+	}
+	if f.out != "" {
+		if err := os.MkdirAll(f.out, 0o755); err != nil {
+			return nil, "", fmt.Errorf("--out: %w", err)
+		}
+		topts = append(topts, otelsetup.WithTraceFile(filepath.Join(f.out, "trace.jsonl")))
+		if pyro {
+			logger.Warn("profiles go to Pyroscope; --out gets no cpu.pprof (one CPU profiler per process)")
+		} else {
+			topts = append(topts, otelsetup.WithProfileDir(f.out))
+			cfg.HostProfileDir = filepath.Join(f.out, "hosts")
+		}
+	}
+	tel, err = otelsetup.Setup(ctx, topts...)
+	if err != nil {
+		return nil, "", err
+	}
+	wrote = "trace.jsonl, summary.json, profiles, report.html"
+	if tel.SDKDisabled() {
+		logger.Warn(otelsetup.EnvSDKDisabled + "=true: no spans, metrics or profiles are recorded; the summary has no phase rows")
+		cfg.HostProfileDir = ""
+		wrote = "summary.json, report.html"
+	}
+	return tel, wrote, nil
+}
+
+// writeRunOut completes --out after the run and its telemetry's shutdown:
+// each row's CPU from the profiles (unless they went to Pyroscope or
+// nothing was recorded), summary.json and report.html. A file that cannot
+// be written (disk full) is an error, but the caller still prints the
+// summary: the run's result is not lost.
+func writeRunOut(f runFlags, sum *runtime.Summary, flame *attribution.Flame, sdkDisabled bool, logger *slog.Logger) error {
+	if f.pyroscope == "" && !sdkDisabled {
+		// The profiles are written (the parent's at Shutdown, the hosts'
+		// as they exited): each row's CPU beside its critical time.
+		if err := addCPU(&sum.Attribution, f.out, f.by == "phase", processesCPU()); err != nil {
+			logger.Warn("no CPU per row", "err", err)
+		}
+	}
+	var errs error
+	b, err := marshalJSON(*sum)
+	if err == nil {
+		err = outfile.WriteFile(filepath.Join(f.out, "summary.json"), b)
+	}
+	if err != nil {
+		errs = fmt.Errorf("write summary.json: %w", err)
+	}
+	return errors.Join(errs, writeRunPage(f.out, *sum, flame, f.by == "phase"))
 }
 
 // loadScenario returns the scenario of --scenario-file when given, else
