@@ -1,6 +1,7 @@
 package amdahlconnector
 
 import (
+	"sync"
 	"time"
 	"unsafe"
 
@@ -8,13 +9,18 @@ import (
 	"github.com/amdahl-rt/amdahl/telemetry/attribution"
 )
 
-// Memory accounted per span held and per trace, for max_bytes: the span as
-// held (its strings are interned and shared) and a trace's state with its
-// map entry.
+// Memory accounted per span held, per unit root and per trace, for
+// max_bytes: the span as held (its strings are interned and shared), a
+// root's unitInfo, and a trace's state with its map entry.
 const (
-	spanBytes  = int(unsafe.Sizeof(inSpan{}))
+	spanBytes  = int(unsafe.Sizeof(attribution.Span{}))
+	rootBytes  = int(unsafe.Sizeof(rootInfo{}))
 	traceBytes = int(unsafe.Sizeof(traceState{})) + 64
 )
+
+// maxPooledTrace bounds the spans a released trace's state keeps room for
+// when it is pooled for the next trace.
+const maxPooledTrace = 1024
 
 // maxAmdahlServices bounds the services remembered as amdahl's.
 const maxAmdahlServices = 4096
@@ -37,7 +43,10 @@ const (
 // traceState is one trace held until its units can be attributed.
 type traceState struct {
 	id    attribution.TraceID
-	spans []inSpan
+	spans []attribution.Span
+	// roots are the unitInfos of its unit roots (spanMeta.root), in
+	// arrival order.
+	roots []rootInfo
 	bytes int64
 	// created orders eviction (oldest first) and the timeout; deadline is
 	// the last root's arrival plus wait (zero while no root has arrived).
@@ -54,8 +63,52 @@ type traceState struct {
 	prev, next *traceState
 }
 
+// rootInfo is the unitInfo of the root span id.
+type rootInfo struct {
+	id   attribution.SpanID
+	info unitInfo
+}
+
 // rooted reports whether a unit or trace root of the trace has arrived.
 func (t *traceState) rooted() bool { return !t.deadline.IsZero() }
+
+// info returns the unitInfo of root span id (the last to arrive of
+// duplicates), or nil.
+func (t *traceState) info(id attribution.SpanID) *unitInfo {
+	for i := len(t.roots) - 1; i >= 0; i-- {
+		if t.roots[i].id == id {
+			return &t.roots[i].info
+		}
+	}
+	return nil
+}
+
+// tracePool keeps released traces' states with their slices, so that a
+// new trace's spans mostly fit in the room of one released before it
+// (sync.Pool lets go of what stays unused across garbage collections).
+type tracePool struct{ p sync.Pool }
+
+func (tp *tracePool) get() *traceState {
+	if t, ok := tp.p.Get().(*traceState); ok {
+		return t
+	}
+	return &traceState{}
+}
+
+// put returns t, which nothing may use any more.
+func (tp *tracePool) put(t *traceState) {
+	spans, roots := t.spans, t.roots
+	if cap(spans) > maxPooledTrace {
+		spans = nil
+	}
+	if cap(roots) > maxPooledTrace {
+		roots = nil
+	}
+	clear(spans) // no string of a past trace kept alive
+	clear(roots)
+	*t = traceState{spans: spans[:0], roots: roots[:0]}
+	tp.p.Put(t)
+}
 
 // deadlineEntry is a trace's deadline when a root arrived; stale entries
 // (the trace got a later deadline, or is gone) are skipped.
@@ -80,6 +133,9 @@ type buffer struct {
 	dlHead    int
 
 	done doneSet
+	// pool recycles the states of traces dropped here and of traces
+	// attributed (the connector puts those back).
+	pool *tracePool
 	// amdahlServices are the services that sent amdahl.work spans.
 	amdahlServices map[string]struct{}
 
@@ -103,17 +159,18 @@ func (c *bufferCounts) empty() bool {
 	return len(c.evictedTraces) == 0 && len(c.refusedSpans) == 0 && c.lateSpans == 0
 }
 
-func newBuffer(cfg *Config) *buffer {
+func newBuffer(cfg *Config, pool *tracePool) *buffer {
 	b := &buffer{cfg: cfg, traces: map[attribution.TraceID]*traceState{}, done: newDoneSet(cfg.DoneTraces),
-		amdahlServices: map[string]struct{}{}}
+		amdahlServices: map[string]struct{}{}, pool: pool}
 	b.counts.reset()
 	return b
 }
 
-// add takes one span arriving at now. A span of a trace already
-// attributed or dropped is counted as late; one past max_spans_per_trace
-// drops its trace.
-func (b *buffer) add(s inSpan, now time.Time) {
+// add takes one span arriving at now (a copy of s: s is not retained),
+// with its metadata and, for a root, its unitInfo. A span of a trace
+// already attributed or dropped is counted as late; one past
+// max_spans_per_trace drops its trace.
+func (b *buffer) add(s *attribution.Span, m spanMeta, info *unitInfo, now time.Time) {
 	t := b.last // the spans of a batch come mostly trace by trace
 	if t == nil || t.id != s.TraceID {
 		t = b.traces[s.TraceID]
@@ -130,7 +187,8 @@ func (b *buffer) add(s inSpan, now time.Time) {
 		for len(b.traces) >= b.cfg.MaxTraces {
 			b.evict(b.head, reasonMaxTraces)
 		}
-		t = &traceState{id: s.TraceID, created: now, bytes: int64(traceBytes)}
+		t = b.pool.get()
+		t.id, t.created, t.bytes = s.TraceID, now, int64(traceBytes)
 		b.traces[s.TraceID] = t
 		b.link(t)
 		b.bytes += t.bytes
@@ -141,6 +199,9 @@ func (b *buffer) add(s inSpan, now time.Time) {
 		return
 	}
 	sz := int64(spanBytes + len(s.Name) + len(s.Component))
+	if m.root {
+		sz += int64(rootBytes)
+	}
 	for b.bytes+sz > b.cfg.MaxBytes && b.head != nil && b.head != t {
 		b.evict(b.head, reasonMaxBytes)
 	}
@@ -150,22 +211,25 @@ func (b *buffer) add(s inSpan, now time.Time) {
 		b.evict(t, reasonMaxBytes)
 		return
 	}
-	t.spans = append(t.spans, s)
-	if s.Name == telemetry.SpanWork {
-		t.hasWork = true
-		if _, ok := b.amdahlServices[s.info.service]; !ok && len(b.amdahlServices) < maxAmdahlServices {
-			b.amdahlServices[s.info.service] = struct{}{}
+	t.spans = append(t.spans, *s)
+	if m.root {
+		t.roots = append(t.roots, rootInfo{id: s.SpanID, info: *info})
+		if s.Name == telemetry.SpanWork {
+			if _, ok := b.amdahlServices[info.service]; !ok && len(b.amdahlServices) < maxAmdahlServices {
+				b.amdahlServices[info.service] = struct{}{}
+			}
+		}
+		if s.ParentID.IsZero() {
+			t.rootService = info.service
 		}
 	}
-	if s.ParentID.IsZero() && s.info != nil {
-		t.rootService = s.info.service
-	}
-	t.amdahl = t.amdahl || s.amdahl
+	t.hasWork = t.hasWork || s.Name == telemetry.SpanWork
+	t.amdahl = t.amdahl || m.amdahl
 	b.last = t
 	t.bytes += sz
 	b.bytes += sz
 	b.spans++
-	if s.root {
+	if m.root {
 		t.deadline = now.Add(b.cfg.Wait)
 		b.deadlines = append(b.deadlines, deadlineEntry{t.deadline, t.id})
 	}
@@ -176,6 +240,7 @@ func (b *buffer) evict(t *traceState, reason string) {
 	b.counts.evictedTraces[reason]++
 	b.counts.evictedSpans[reason] += int64(len(t.spans))
 	b.forget(t, true)
+	b.pool.put(t)
 }
 
 // remove forgets t, to be attributed, and remembers its id as done.

@@ -43,6 +43,9 @@ type amdahlConnector struct {
 
 	mu  sync.Mutex // guards buf
 	buf *buffer
+	// traces recycles traces' states: the buffer's, and attribute's once
+	// a trace is attributed.
+	traces tracePool
 
 	aggMu    sync.Mutex // guards agg, builders; held across attribution
 	agg      *aggregator
@@ -65,8 +68,9 @@ var _ connector.Traces = (*amdahlConnector)(nil)
 func newConnector(set connector.Settings, cfg *Config, next consumer.Metrics) (*amdahlConnector, error) {
 	c := &amdahlConnector{
 		cfg: cfg, set: set, next: next, logger: set.Logger, now: time.Now,
-		buf: newBuffer(cfg), stop: make(chan struct{}), stopped: make(chan struct{}),
+		stop: make(chan struct{}), stopped: make(chan struct{}),
 	}
+	c.buf = newBuffer(cfg, &c.traces)
 	c.pending.reset()
 	var err error
 	if c.units, c.sel, err = attribution.ParseUnits(cfg.Units); err != nil {
@@ -186,29 +190,33 @@ func (c *amdahlConnector) expire(now time.Time) {
 // ConsumeTraces holds td's spans by trace. td is not retained: its spans
 // are copied into the connector's compact form.
 func (c *amdahlConnector) ConsumeTraces(_ context.Context, td ptrace.Traces) error {
-	n := td.SpanCount()
-	if n == 0 {
+	if td.SpanCount() == 0 {
 		return nil
 	}
-	spans := make([]inSpan, 0, n)
 	cv := c.converters.Get().(*converter)
 	defer c.converters.Put(cv)
+	cv.reset()
 	rss := td.ResourceSpans()
 	for i := 0; i < rss.Len(); i++ {
 		rs := rss.At(i)
-		st := cv.resource(rs)
+		cv.resource(rs)
 		sss := rs.ScopeSpans()
 		for j := 0; j < sss.Len(); j++ {
 			ss := sss.At(j).Spans()
 			for k := 0; k < ss.Len(); k++ {
-				spans = append(spans, cv.span(&st, ss.At(k)))
+				cv.span(ss.At(k))
 			}
 		}
 	}
 	now := c.now()
 	c.mu.Lock()
-	for i := range spans {
-		c.buf.add(spans[i], now)
+	for i := range cv.spans {
+		m := cv.meta[i]
+		var info *unitInfo
+		if m.info >= 0 {
+			info = &cv.infos[m.info]
+		}
+		c.buf.add(&cv.spans[i], m, info, now)
 	}
 	c.mu.Unlock()
 	return nil
@@ -222,35 +230,42 @@ func (c *amdahlConnector) attribute(due []*traceState) {
 	c.aggMu.Lock()
 	defer c.aggMu.Unlock()
 	var units, unattributed int64
-	var scratch []attribution.Span
+	var (
+		none unitInfo
+		cur  *traceState
+		at   map[attribution.SpanID]*unitInfo // cur's roots, when many
+	)
+	add := func(w attribution.Work) {
+		var u *unitInfo
+		if at != nil {
+			u = at[w.Root.SpanID]
+		} else {
+			u = cur.info(w.Root.SpanID)
+		}
+		if u == nil {
+			u = &none
+		}
+		c.agg.add(w, u)
+		units++
+	}
 	for _, t := range due {
-		scratch = scratch[:0]
-		var infos map[attribution.SpanID]*unitInfo
-		for i := range t.spans {
-			s := &t.spans[i]
-			scratch = append(scratch, s.Span)
-			if t.amdahl && autoRows(c.rows) {
-				// amdahl's trace: amdahl's rows, not the conventions'
-				// (as amdahl report reads a file of amdahl's).
-				scratch[len(scratch)-1].ClearSemconvRow()
-			}
-			if s.info != nil {
-				if infos == nil {
-					infos = map[attribution.SpanID]*unitInfo{}
-				}
-				infos[s.SpanID] = s.info
+		if t.amdahl && autoRows(c.rows) {
+			// amdahl's trace: amdahl's rows, not the conventions' (as
+			// amdahl report reads a file of amdahl's).
+			for i := range t.spans {
+				t.spans[i].ClearSemconvRow()
 			}
 		}
-		d := c.builder(c.unitMode(t)).EachTree(scratch, func(w attribution.Work) {
-			u := infos[w.Root.SpanID]
-			if u == nil {
-				u = &unitInfo{}
+		cur, at = t, nil
+		if len(t.roots) > maxLinearRoots {
+			at = make(map[attribution.SpanID]*unitInfo, len(t.roots))
+			for i := range t.roots {
+				at[t.roots[i].id] = &t.roots[i].info
 			}
-			c.agg.add(w, u)
-			units++
-		})
+		}
+		d := c.builder(c.unitMode(t)).EachTree(t.spans, add)
 		unattributed += int64(d.Unrooted)
-		t.spans = nil
+		c.traces.put(t)
 	}
 	ctx := context.Background()
 	if units > 0 {
@@ -267,6 +282,9 @@ func (c *amdahlConnector) attribute(due []*traceState) {
 		c.agg.dropped = 0
 	}
 }
+
+// maxLinearRoots: a trace with more unit roots finds them by a map.
+const maxLinearRoots = 16
 
 // unitMode is the unit mode of trace t: Config.Units, where auto is
 // amdahl.work spans in a trace that has one or whose root's service has

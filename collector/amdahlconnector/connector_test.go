@@ -156,6 +156,9 @@ func rowOf(a pcommon.Map) string {
 		}
 		return ""
 	}
+	if get("amdahl.phase") == telemetry.PhaseGap {
+		return "gap " + get("amdahl.gap.from") + " → " + get("amdahl.gap.to") // as attribution.Key.String
+	}
 	r := get("amdahl.component") + "." + get("amdahl.phase")
 	if d := get("amdahl.direction"); d != "" {
 		r += "/" + d
@@ -165,7 +168,9 @@ func rowOf(a pcommon.Map) string {
 
 // TestSameQAsReport: the connector fed a run's spans one at a time, in
 // an order where each root comes after its children, emits the q of
-// amdahl report of the same file on every row, and as many units.
+// amdahl report of the same file on every row and every gap of "other"
+// (amdahl.phase="gap" by its ends, as the runtime records them), and as
+// many units.
 func TestSameQAsReport(t *testing.T) {
 	c, sink, clk, _ := newTest(t, createDefaultConfig())
 	for _, td := range readTraces(t, mixedFile) {
@@ -194,6 +199,15 @@ func TestSameQAsReport(t *testing.T) {
 		rows++
 		if d := math.Abs(got[r.Name] - r.Q); d > 1e-9 {
 			t.Errorf("row %s: q %.6f, want %.6f (amdahl report's)", r.Name, got[r.Name], r.Q)
+		}
+	}
+	if len(want.Gaps) == 0 {
+		t.Fatal("amdahl report found no gap in the recorded run: the test would not check gaps")
+	}
+	for _, g := range want.Gaps {
+		rows++
+		if d := math.Abs(got[g.Name] - g.Q); d > 1e-9 {
+			t.Errorf("%s: q %.6f, want %.6f (amdahl report's)", g.Name, got[g.Name], g.Q)
 		}
 	}
 	if len(got) != rows {
@@ -226,6 +240,7 @@ func TestMetricShape(t *testing.T) {
 		t.Error("resource has no service.instance.id")
 	}
 	seen := map[string]bool{}
+	gaps := 0
 	ms := rm.ScopeMetrics().At(0).Metrics()
 	for i := 0; i < ms.Len(); i++ {
 		m := ms.At(i)
@@ -255,8 +270,18 @@ func TestMetricShape(t *testing.T) {
 			}
 			_, hasPhase := keys["amdahl.phase"]
 			_, hasOutcome := keys["amdahl.outcome"]
+			_, hasComponent := keys["amdahl.component"]
+			if keys["amdahl.phase"] == telemetry.PhaseGap {
+				// A gap: its ends, no component, critical time only (as
+				// telemetry.Component.RecordCriticalGap).
+				gaps++
+				if m.Name() != telemetry.MetricPhaseCritical || hasComponent || hasOutcome || keys["amdahl.gap.from"] == "" || keys["amdahl.gap.to"] == "" {
+					t.Errorf("%s: gap attributes %v", m.Name(), keys)
+				}
+				continue
+			}
 			if m.Name() == telemetry.MetricWorkDuration && (hasPhase || !hasOutcome) ||
-				m.Name() != telemetry.MetricWorkDuration && (!hasPhase || hasOutcome || keys["amdahl.component"] == "") {
+				m.Name() != telemetry.MetricWorkDuration && (!hasPhase || hasOutcome || !hasComponent || keys["amdahl.component"] == "") {
 				t.Errorf("%s: attributes %v", m.Name(), keys)
 			}
 		}
@@ -265,6 +290,9 @@ func TestMetricShape(t *testing.T) {
 		if !seen[n] {
 			t.Errorf("no %s", n)
 		}
+	}
+	if gaps == 0 {
+		t.Error("no gap series")
 	}
 }
 

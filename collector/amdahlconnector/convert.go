@@ -35,17 +35,17 @@ type unitInfo struct {
 	outcome            string
 }
 
-// inSpan is one span as the connector holds it: the attribution's compact
-// Span, and for a unit root its unitInfo.
-type inSpan struct {
-	attribution.Span
-	root   bool // a unit root (amdahl.work, selected) or a trace root (no parent)
-	amdahl bool // the span or its resource carries an amdahl row attribute
-	info   *unitInfo
+// spanMeta is what the buffer needs of a converted span besides its
+// attribution.Span.
+type spanMeta struct {
+	root   bool  // a unit root (amdahl.work, selected) or a trace root (no parent)
+	amdahl bool  // the span or its resource carries an amdahl row attribute
+	info   int32 // a root's unitInfo in converter.infos; -1 for other spans
 }
 
 // converter turns OTLP spans into attribution Spans. It is used by one
-// ConsumeTraces call at a time (its scratch is not shared).
+// ConsumeTraces call at a time: the spans it converts and its scratch are
+// its own, reused from call to call (the connector pools converters).
 type converter struct {
 	in      *attribution.Interner
 	variant []string
@@ -53,7 +53,23 @@ type converter struct {
 	selects bool           // a unit selector may select any span
 	keyAt   map[string]int // index of a rules key
 	vals    []string       // the span's values of the rules' keys
+	res     resourceState  // the resource of the spans being converted
+
+	// The spans of one ConsumeTraces call, their metadata and their
+	// roots' unitInfos (spanMeta.info).
+	spans []attribution.Span
+	meta  []spanMeta
+	infos []unitInfo
+
+	// recent holds strings interned lately, by a cheap hash of their
+	// bytes: most names and values repeat from span to span, and a hit
+	// spares the Interner's lock and map.
+	recent [256]string
 }
+
+// maxPooledSpans bounds the spans a pooled converter keeps room for: a
+// larger batch's buffers are let go.
+const maxPooledSpans = 1 << 16
 
 func newConverter(in *attribution.Interner, variant []string, rows *attribution.Rows, sel *attribution.Matcher) *converter {
 	cv := &converter{in: in, variant: variant, rules: attribution.NewSpanRules(rows, sel, in), keyAt: map[string]int{}, selects: sel != nil}
@@ -61,7 +77,35 @@ func newConverter(in *attribution.Interner, variant []string, rows *attribution.
 		cv.keyAt[k] = i
 	}
 	cv.vals = make([]string, len(cv.keyAt))
+	cv.res.vals = make([]string, len(cv.keyAt))
+	cv.res.seen = make([]bool, len(cv.keyAt))
 	return cv
+}
+
+// reset empties cv for the next call, letting go of what a large batch
+// made it hold.
+func (cv *converter) reset() {
+	if cap(cv.spans) > maxPooledSpans {
+		cv.spans, cv.meta = nil, nil
+	}
+	clear(cv.spans) // no string of a past batch kept alive
+	cv.spans, cv.meta = cv.spans[:0], cv.meta[:0]
+	clear(cv.infos)
+	cv.infos = cv.infos[:0]
+}
+
+// intern returns s shared through the Interner.
+func (cv *converter) intern(s string) string {
+	if s == "" {
+		return ""
+	}
+	h := (uint(len(s))*131 + uint(s[0])*31 + uint(s[len(s)/2])*7 + uint(s[len(s)-1])) % uint(len(cv.recent))
+	if r := cv.recent[h]; r == s {
+		return r
+	}
+	r := cv.in.InternString(s)
+	cv.recent[h] = r
+	return r
 }
 
 // resourceState is what a converter reads once per resource.
@@ -71,10 +115,15 @@ type resourceState struct {
 	service   string
 	namespace string
 	// defaults: amdahl.* string attributes on the resource apply to its
-	// spans that lack them (as attribution.ReadOTLPJSON does).
-	defaults []attribute.KeyValue
-	amdahl   bool     // the resource carries an amdahl row attribute
-	vals     []string // the resource's values of the rules' keys
+	// spans that lack them (as attribution.ReadOTLPJSON does), by their
+	// index in amdahlStringKeys, present where hasDefault has the bit.
+	defaults   [len(amdahlStringKeys)]string
+	hasDefault uint8
+	amdahl     bool     // the resource carries an amdahl row attribute
+	vals       []string // the resource's values of the rules' keys
+	// seen: the rules' keys met (the first of a repeated key counts, as
+	// pcommon.Map.Get reads it).
+	seen []bool
 }
 
 // processOf numbers a resource's identity: equal identities (service.name,
@@ -107,53 +156,76 @@ func processOf(attrs pcommon.Map) uint32 {
 	return p
 }
 
-// amdahlStringKeys are the span attributes attribution reads as strings.
+// amdahlStringKeys are the span attributes attribution reads as strings;
+// the first three make a row (spanMeta.amdahl).
 var amdahlStringKeys = [...]attribute.Key{telemetry.AttrComponent, telemetry.AttrPhase, telemetry.AttrDirection, telemetry.AttrOutcome}
 
-func (cv *converter) resource(rs ptrace.ResourceSpans) resourceState {
-	attrs := rs.Resource().Attributes()
-	st := resourceState{attrs: attrs, process: processOf(attrs)}
-	if v, ok := attrs.Get(keyServiceName); ok {
-		st.service = cv.in.InternString(v.AsString())
+// amdahlKeyIndex is k's index in amdahlStringKeys, or -1.
+func amdahlKeyIndex(k string) int {
+	switch attribute.Key(k) {
+	case telemetry.AttrComponent:
+		return 0
+	case telemetry.AttrPhase:
+		return 1
+	case telemetry.AttrDirection:
+		return 2
+	case telemetry.AttrOutcome:
+		return 3
 	}
-	if v, ok := attrs.Get(keyServiceNamespace); ok {
-		st.namespace = cv.in.InternString(v.AsString())
-	}
-	for i, k := range amdahlStringKeys {
-		if v, ok := attrs.Get(string(k)); ok && v.Type() == pcommon.ValueTypeStr {
-			st.defaults = append(st.defaults, attribute.String(string(k), cv.in.InternString(v.Str())))
-			st.amdahl = st.amdahl || i < 3
-		}
-	}
-	st.vals = make([]string, len(cv.keyAt))
-	for k, i := range cv.keyAt {
-		if v, ok := attrs.Get(k); ok {
-			st.vals[i] = v.AsString()
-		}
-	}
-	return st
+	return -1
 }
 
-// span converts one span of resource st.
-func (cv *converter) span(st *resourceState, sp ptrace.Span) inSpan {
-	s := inSpan{Span: attribution.Span{
+// resource makes rs the resource of the spans converted next.
+func (cv *converter) resource(rs ptrace.ResourceSpans) {
+	attrs := rs.Resource().Attributes()
+	st := &cv.res
+	st.attrs, st.process = attrs, processOf(attrs)
+	st.amdahl, st.hasDefault = false, 0
+	st.defaults = [len(amdahlStringKeys)]string{}
+	clear(st.vals)
+	clear(st.seen)
+	attrs.Range(func(k string, v pcommon.Value) bool {
+		if i, ok := cv.keyAt[k]; ok && !st.seen[i] {
+			st.vals[i], st.seen[i] = v.AsString(), true
+		}
+		if i := amdahlKeyIndex(k); i >= 0 && st.hasDefault&(1<<i) == 0 && v.Type() == pcommon.ValueTypeStr {
+			st.defaults[i] = cv.intern(v.Str())
+			st.hasDefault |= 1 << i
+			st.amdahl = st.amdahl || i < 3
+		}
+		return true
+	})
+	// Read as pcommon.Map.Get does (the first of a repeated key).
+	st.service, st.namespace = "", ""
+	if v, ok := attrs.Get(keyServiceName); ok {
+		st.service = cv.intern(v.AsString())
+	}
+	if v, ok := attrs.Get(keyServiceNamespace); ok {
+		st.namespace = cv.intern(v.AsString())
+	}
+}
+
+// span converts one span of the current resource into cv.spans.
+func (cv *converter) span(sp ptrace.Span) {
+	st := &cv.res
+	cv.spans = append(cv.spans, attribution.Span{
 		TraceID:  attribution.TraceID(sp.TraceID()),
 		SpanID:   attribution.SpanID(sp.SpanID()),
 		ParentID: attribution.SpanID(sp.ParentSpanID()),
 		Start:    int64(sp.StartTimestamp()),
 		End:      int64(sp.EndTimestamp()),
-		Name:     cv.in.InternString(sp.Name()),
+		Name:     cv.intern(sp.Name()),
 		Process:  st.process,
 		Kind:     attribution.SpanKind(sp.Kind()), // OTLP's numbering both
-	}}
+	})
+	s := &cv.spans[len(cv.spans)-1]
 	clear(cv.vals)
 	var set uint8 // amdahlStringKeys present on the span
 	isWork := s.Name == telemetry.SpanWork
-	var info *unitInfo
-	if isWork || s.ParentID.IsZero() || cv.selects {
-		info = &unitInfo{service: st.service, namespace: st.namespace}
-	}
-	sp.Attributes().Range(func(k string, v pcommon.Value) bool {
+	wantInfo := isWork || s.ParentID.IsZero() || cv.selects
+	var info unitInfo
+	attrs := sp.Attributes()
+	attrs.Range(func(k string, v pcommon.Value) bool {
 		if i, ok := cv.keyAt[k]; ok {
 			cv.vals[i] = v.AsString()
 		}
@@ -162,17 +234,14 @@ func (cv *converter) span(st *resourceState, sp ptrace.Span) inSpan {
 			if v.Type() != pcommon.ValueTypeStr {
 				return true
 			}
+			i := amdahlKeyIndex(k)
+			set |= 1 << i
 			str := v.Str()
-			for i, ak := range amdahlStringKeys {
-				if string(ak) == k {
-					set |= 1 << i
-				}
+			if i == 0 {
+				str = cv.intern(str)
 			}
-			if attribute.Key(k) == telemetry.AttrComponent {
-				str = cv.in.InternString(str)
-			}
-			if info != nil && attribute.Key(k) == telemetry.AttrOutcome {
-				info.outcome = cv.in.InternString(str)
+			if wantInfo && i == 3 {
+				info.outcome = cv.intern(str)
 			}
 			s.SetAttribute(attribute.String(k, str))
 		case telemetry.AttrRemote:
@@ -180,34 +249,34 @@ func (cv *converter) span(st *resourceState, sp ptrace.Span) inSpan {
 				s.SetAttribute(attribute.Bool(k, v.Bool()))
 			}
 		case telemetry.AttrTransport:
-			if info != nil {
-				info.transport = cv.in.InternString(v.AsString())
+			if wantInfo {
+				info.transport = cv.intern(v.AsString())
 			}
 		case telemetry.AttrScenario:
-			if info != nil {
-				info.scenario = cv.in.InternString(v.AsString())
+			if wantInfo {
+				info.scenario = cv.intern(v.AsString())
 			}
 		}
 		return true
 	})
-	for _, kv := range st.defaults {
-		for i, ak := range amdahlStringKeys {
-			if ak == kv.Key && set&(1<<i) == 0 {
-				s.SetAttribute(kv)
-				if info != nil && kv.Key == telemetry.AttrOutcome {
-					info.outcome = kv.Value.AsString()
-				}
+	for i, dv := range st.defaults {
+		if st.hasDefault&(1<<i) != 0 && set&(1<<i) == 0 {
+			s.SetAttribute(attribute.String(string(amdahlStringKeys[i]), dv))
+			if wantInfo && i == 3 {
+				info.outcome = dv
 			}
 		}
 	}
-	s.amdahl = st.amdahl || set&0b111 != 0
-	cv.rules.Apply(&s.Span, cv.vals, st.vals, s.amdahl)
-	s.root = isWork || s.ParentID.IsZero() || s.Selected
-	if s.root {
-		info.variant = cv.variantOf(sp.Attributes(), st.attrs)
-		s.info = info
+	m := spanMeta{amdahl: st.amdahl || set&0b111 != 0, info: -1}
+	cv.rules.Apply(s, cv.vals, st.vals, m.amdahl)
+	m.root = isWork || s.ParentID.IsZero() || s.Selected
+	if m.root {
+		info.service, info.namespace = st.service, st.namespace
+		info.variant = cv.variantOf(attrs, st.attrs)
+		m.info = int32(len(cv.infos))
+		cv.infos = append(cv.infos, info)
 	}
-	return s
+	cv.meta = append(cv.meta, m)
 }
 
 // variantOf is the first of the configured variant attributes present on
@@ -217,7 +286,7 @@ func (cv *converter) variantOf(span, res pcommon.Map) string {
 		for _, k := range cv.variant {
 			if v, ok := m.Get(k); ok {
 				if s := v.AsString(); s != "" {
-					return cv.in.InternString(s)
+					return cv.intern(s)
 				}
 			}
 		}

@@ -53,6 +53,12 @@ type unitKey struct {
 type unitSeries struct {
 	work map[string]*histogram          // by outcome
 	rows map[attribution.Key]*rowSeries // amdahl.phase.duration and .critical
+	// The rows of the last unit added, one per entry of its Work.Stats:
+	// units of one shape have the same Stats keys, found again by
+	// comparing them (interned strings: mostly their pointers) rather
+	// than by hashing each.
+	lastKeys []attribution.Key
+	lastRows []*rowSeries
 }
 
 type rowSeries struct{ phase, critical *histogram }
@@ -87,6 +93,8 @@ type aggregator struct {
 	start     pcommon.Timestamp
 	units     map[unitKey]*unitSeries
 	series    int
+	// gaps are the distinct gaps (their two ends) recorded, at most maxGaps.
+	gaps map[[2]string]struct{}
 	// The last unit's series: consecutive units mostly share them.
 	lastKey   unitKey
 	lastUnits *unitSeries
@@ -96,8 +104,13 @@ type aggregator struct {
 
 func newAggregator(cfg *Config, instance string, start time.Time) *aggregator {
 	return &aggregator{source: cfg.Source, instance: instance, maxSeries: cfg.MaxSeries,
-		start: pcommon.NewTimestampFromTime(start), units: map[unitKey]*unitSeries{}}
+		start: pcommon.NewTimestampFromTime(start), units: map[unitKey]*unitSeries{}, gaps: map[[2]string]struct{}{}}
 }
+
+// maxGaps bounds the distinct gaps recorded by their ends, as the
+// runtime's telemetry.Component does (telemetry/doc.go: 256); later ones
+// are recorded with both ends telemetry.GapMore.
+const maxGaps = 256
 
 // newHistogram returns a new series, or nil past maxSeries.
 func (a *aggregator) newHistogram() *histogram {
@@ -130,6 +143,9 @@ func (a *aggregator) unit(k unitKey) *unitSeries {
 }
 
 func (a *aggregator) row(u *unitSeries, k attribution.Key) *rowSeries {
+	if k.Gap {
+		k = a.gapKey(k)
+	}
 	r := u.rows[k]
 	if r == nil {
 		r = &rowSeries{}
@@ -138,10 +154,57 @@ func (a *aggregator) row(u *unitSeries, k attribution.Key) *rowSeries {
 	return r
 }
 
+// gapKey is gap k, or past maxGaps distinct gaps the gap of both ends
+// telemetry.GapMore, as the runtime records them.
+func (a *aggregator) gapKey(k attribution.Key) attribution.Key {
+	ends := [2]string{k.Component, k.Op}
+	if _, ok := a.gaps[ends]; ok {
+		return k
+	}
+	if len(a.gaps) >= maxGaps {
+		return attribution.Key{Gap: true, Component: telemetry.GapMore, Op: telemetry.GapMore}
+	}
+	a.gaps[ends] = struct{}{}
+	return k
+}
+
+// rows returns the series of each of stats' rows (nil for a key that is
+// neither a row nor a gap).
+func (a *aggregator) rows(u *unitSeries, stats []attribution.KeyStat) []*rowSeries {
+	if len(stats) == len(u.lastKeys) {
+		same := true
+		for i := range stats {
+			if !sameKey(&stats[i].Key, &u.lastKeys[i]) {
+				same = false
+				break
+			}
+		}
+		if same {
+			return u.lastRows
+		}
+	}
+	u.lastKeys, u.lastRows = u.lastKeys[:0], u.lastRows[:0]
+	for i := range stats {
+		k := stats[i].Key
+		var r *rowSeries
+		if k.IsRow() || k.Gap {
+			r = a.row(u, k)
+		}
+		u.lastKeys = append(u.lastKeys, k)
+		u.lastRows = append(u.lastRows, r)
+	}
+	return u.lastRows
+}
+
+// sameKey is k == o, comparing the fields that differ most often first.
+func sameKey(k, o *attribution.Key) bool {
+	return k.Phase == o.Phase && k.Direction == o.Direction && k.Gap == o.Gap && k.Component == o.Component && k.Op == o.Op
+}
+
 // add records one unit: its end-to-end duration, each phase span's
-// duration and each row's critical time, as the runtime does
-// (runtime.onWork, telemetry.Component): rows without a phase ("other")
-// are not recorded.
+// duration and each row's and gap's critical time, as the runtime does
+// (runtime.onWork, telemetry.Component): "other" itself is not recorded,
+// its gaps are.
 func (a *aggregator) add(w attribution.Work, info *unitInfo) {
 	u := a.unit(unitKey{service: info.service, namespace: info.namespace,
 		transport: info.transport, scenario: info.scenario, variant: info.variant})
@@ -158,27 +221,26 @@ func (a *aggregator) add(w attribution.Work, info *unitInfo) {
 		u.work[outcome] = h
 	}
 	a.record(h, w.E2E().Seconds())
+	rows := a.rows(u, w.Stats)
 	for i := range w.Nodes {
 		n := &w.Nodes[i]
-		if !n.Key.IsRow() {
+		if n.Row < 0 || !n.Key.IsRow() {
 			continue
 		}
-		r := a.row(u, n.Key)
+		r := rows[n.Row]
 		if r.phase == nil {
 			r.phase = a.newHistogram()
 		}
 		a.record(r.phase, n.Dur.Seconds())
 	}
-	for i := range w.Stats {
-		st := &w.Stats[i]
-		if !st.Key.IsRow() {
+	for i, r := range rows {
+		if r == nil {
 			continue
 		}
-		r := a.row(u, st.Key)
 		if r.critical == nil {
 			r.critical = a.newHistogram()
 		}
-		a.record(r.critical, st.Critical.Seconds())
+		a.record(r.critical, w.Stats[i].Critical.Seconds())
 	}
 }
 
@@ -266,7 +328,11 @@ func (a *aggregator) build(now time.Time, scopeName, scopeVersion string) pmetri
 		dp.BucketCounts().FromRaw(h.counts)
 		dp.ExplicitBounds().FromRaw(telemetry.DurationBuckets)
 		at := dp.Attributes()
-		if k.metric != metricWork {
+		if k.row.Gap {
+			at.PutStr(string(telemetry.AttrPhase), telemetry.PhaseGap)
+			at.PutStr(string(telemetry.AttrGapFrom), k.row.Component)
+			at.PutStr(string(telemetry.AttrGapTo), k.row.Op)
+		} else if k.metric != metricWork {
 			at.PutStr(string(telemetry.AttrComponent), k.row.Component)
 			if k.row.Phase.Valid() {
 				at.PutStr(string(telemetry.AttrPhase), k.row.Phase.String())
@@ -314,6 +380,9 @@ func lessSeries(x, y seriesKey) bool {
 	}
 	if x.row.Op != y.row.Op {
 		return x.row.Op < y.row.Op
+	}
+	if x.row.Gap != y.row.Gap {
+		return !x.row.Gap
 	}
 	for _, p := range [...][2]string{{x.transport, y.transport}, {x.scenario, y.scenario}, {x.variant, y.variant}, {x.outcome, y.outcome}} {
 		if p[0] != p[1] {

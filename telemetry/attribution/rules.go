@@ -277,7 +277,7 @@ func (rb *rowBuilder) semconv(s *Span, v *spanView) {
 		s.Component = v.service()
 	default:
 		if comp, ph, ok := strings.Cut(v.name, "."); ok {
-			if p, err := telemetry.ParsePhase(ph); err == nil && comp != "" {
+			if p, ok := phaseNamed(ph); ok && comp != "" {
 				s.Component, s.Phase = comp, p
 				return
 			}

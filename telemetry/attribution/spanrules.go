@@ -62,3 +62,15 @@ func (s *Span) ClearSemconvRow() {
 		s.flags &^= flagSemconv
 	}
 }
+
+// phaseNamed is telemetry.ParsePhase without its error (which a span
+// named "amdahl.work" would have the semconv rules allocate, span after
+// span).
+func phaseNamed(s string) (telemetry.Phase, bool) {
+	for p := telemetry.Queue; p <= telemetry.Execute; p++ {
+		if p.String() == s {
+			return p, true
+		}
+	}
+	return 0, false
+}
