@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/amdahl-rt/amdahl/dashboards"
+	"github.com/amdahl-rt/amdahl/telemetry"
 )
 
 // runSummary is the part of `amdahl run --json` the tests read.
@@ -88,6 +89,12 @@ func sampleAfter(t *testing.T, base, series, expr string, want float64, after ti
 }
 
 func rowName(m map[string]string) string {
+	if m["amdahl_phase"] == telemetry.PhaseGap {
+		if m["amdahl_gap_from"] == "" && m["amdahl_gap_to"] == "" {
+			return "other" // a sum over gaps: "other" is the sum of its gaps
+		}
+		return "gap " + m["amdahl_gap_from"] + " → " + m["amdahl_gap_to"] // as attribution.Key.String
+	}
 	r := m["amdahl_component"] + "." + m["amdahl_phase"]
 	if d := m["amdahl_direction"]; d != "" {
 		r += "/" + d
@@ -175,9 +182,6 @@ service:
 	var worst float64
 	var lines []string
 	for _, r := range run.Attribution.Rows {
-		if r.Row == "other" {
-			continue
-		}
 		d := math.Abs(got[r.Row] - r.Q)
 		worst = max(worst, d)
 		lines = append(lines, fmt.Sprintf("%-30s run %6.2f%%  dashboard %6.2f%%  samples %6.2f%%", r.Row, 100*r.Q, 100*got[r.Row], 100*inc[r.Row]/workInc))
