@@ -25,184 +25,248 @@ package scenario
 // Quoted scalars (with their escapes), comments, anchors, tags and
 // directives count nothing; neither do "---" and "...".
 func prescan(data []byte, limit int) (count, line, col int) {
-	s := scanner{data: data, line: 1, lineStart: 0}
-	node := func(at int) bool {
-		count++
-		if count > limit {
-			line, col = s.line, at-s.lineStart+1
-			return true
-		}
-		return false
+	p := prescanner{scanner: scanner{data: data, line: 1}, limit: limit, atLine: true, valueCol: -1, pendingCol: -1}
+	if p.run() {
+		return p.count, p.overLine, p.overCol
 	}
-	depth := 0        // flow nesting
-	expect := false   // a node may start here (counted when it does)
-	atLine := true    // only indentation since the line began (block context)
-	lineIndent := 0   // the indentation of the current line
-	afterKey := false // block context: a key's ":" was seen on this line
+	return p.count, 0, 0
+}
+
+// prescanner is prescan's state: the position, and what the bytes before
+// it say about where the next node can start.
+type prescanner struct {
+	scanner
+	limit, count      int
+	overLine, overCol int  // where the count went past limit
+	depth             int  // flow nesting
+	expect            bool // a node may start here (counted when it does)
+	atLine            bool // only indentation since the line began (block context)
+	lineIndent        int  // the indentation of the current line
+	afterKey          bool // block context: a key's ":" was seen on this line
 	// Block context: the column of the collection a value on this line
 	// belongs to (a key's, a "- "'s; -1: none seen), and of one on the next
 	// line (after a key or "-" that ended its line). A plain or block
 	// scalar's lines are those indented more than it.
-	valueCol, pendingCol := -1, -1
-	content := false // the line had something but a comment
-	lastIndicator := false
-	for s.i < len(data) {
-		c := data[s.i]
-		switch {
-		case c == '\n':
-			s.newline()
-			if content {
-				pendingCol = -1
-				if lastIndicator {
-					pendingCol = valueCol
-				}
-			}
-			atLine, afterKey, lineIndent, content, lastIndicator = true, false, 0, false, false
-			valueCol = pendingCol
-			if depth == 0 {
-				expect = false
-			}
-			continue
-		case c == ' ' || c == '\t' || c == '\r':
-			if atLine && c == ' ' {
-				lineIndent++
-			}
-			s.i++
-			continue
-		case c == '#' && (s.i == 0 || isSpace(data[s.i-1])):
-			s.skipLine()
+	valueCol, pendingCol int
+	content              bool // the line had something but a comment
+	lastIndicator        bool // the line's last token was "-", "?", ":" or a key's ":"
+}
+
+// run scans to the end of the data, or to the node that takes the count
+// past limit, and then reports true.
+func (p *prescanner) run() bool {
+	for p.i < len(p.data) {
+		c := p.data[p.i]
+		if p.blank(c) {
 			continue
 		}
-		startOfLine := atLine
-		atLine = false
-		content = true
-		lastIndicator = false
-		if depth == 0 && startOfLine && lineIndent == 0 && (c == '%' || s.hasPrefix("---") || s.hasPrefix("...")) {
+		startOfLine := p.atLine
+		p.atLine, p.content, p.lastIndicator = false, true, false
+		if p.depth == 0 && startOfLine && p.lineIndent == 0 && (c == '%' || p.hasPrefix("---") || p.hasPrefix("...")) {
 			if c == '%' {
-				s.skipLine()
+				p.skipLine()
 			} else {
-				s.i += 3
+				p.i += 3
 			}
 			continue
 		}
-		at := s.i
+		at := p.i
+		handled, over := false, false
 		switch c {
-		case '[', '{':
-			if expect && node(at) {
-				return
-			}
-			depth++
-			expect = true
-			s.i++
-			continue
-		case ']', '}':
-			if depth > 0 {
-				depth--
-			}
-			expect = false
-			s.i++
-			continue
-		case ',':
-			if depth > 0 {
-				expect = true
-			}
-			s.i++
-			continue
+		case '[', '{', ']', '}', ',':
+			handled, over = true, p.flow(c, at)
 		case '-', '?', ':':
-			if s.indicator(depth > 0) && (depth == 0 || c != '-') {
-				s.i++
-				switch {
-				case c == ':':
-					expect = true
-					if depth == 0 {
-						afterKey = true
-					}
-				case depth > 0: // "?" in flow: an explicit key, counted here
-					if expect && node(at) {
-						return
-					}
-					expect = false
-				default: // "- " or "? " in block context: the node of the entry
-					if node(at) {
-						return
-					}
-					expect = false
-					afterKey = false
-				}
-				if depth == 0 {
-					lastIndicator = true
-					if c != ':' {
-						valueCol = at - s.lineStart
-					}
-				}
-				continue
-			}
+			handled, over = p.indicatorNode(c, at)
 		case '&', '!':
-			s.skipToken()
-			continue
+			handled = true
+			p.skipToken()
 		case '*':
-			if expect && node(at) {
-				return
+			handled = true
+			if p.expect && p.node(at) {
+				return true
 			}
-			expect = false
-			s.skipToken()
-			continue
+			p.expect = false
+			p.skipToken()
 		case '|', '>':
-			if depth == 0 {
-				if expect && node(at) {
-					return
-				}
-				expect = false
-				s.skipBlockScalar(valueCol)
-				atLine, afterKey, lineIndent, content, pendingCol = true, false, 0, false, -1
-				valueCol = -1
-				continue
-			}
+			handled, over = p.blockScalar(at)
 		}
-		// A scalar, quoted or plain.
-		counted := expect
-		if expect {
-			if node(at) {
-				return
-			}
-			expect = false
+		if over {
+			return true
 		}
-		plain := c != '"' && c != '\''
-		if plain {
-			s.skipPlain(depth > 0)
-		} else {
-			s.skipQuoted(c)
-		}
-		// A key: the scalar is followed by ":" (in flow, right after a
-		// quoted one too). In block context a key counts even at the
-		// start of a line, where expect is false.
-		j := s.i
-		for j < len(data) && (data[j] == ' ' || data[j] == '\t') {
-			j++
-		}
-		if j < len(data) && data[j] == ':' && (j+1 == len(data) || isSpace(data[j+1]) || depth > 0) {
-			if !counted && depth == 0 && !afterKey {
-				if node(at) {
-					return
-				}
-			}
-			s.i = j + 1
-			expect = true
-			if depth == 0 {
-				afterKey, lastIndicator = true, true
-				valueCol = at - s.lineStart
-			}
-			continue
-		}
-		if plain && depth == 0 && (s.i == len(data) || data[s.i] == '\n') {
-			// A plain scalar goes on over the lines indented more than
-			// the collection it is in: they are its text, not structure.
-			s.skipBlockScalar(valueCol)
-			atLine, afterKey, lineIndent, content, pendingCol = true, false, 0, false, -1
-			valueCol = -1
+		if !handled && p.scalar(c, at) {
+			return true
 		}
 	}
-	return count, 0, 0
+	return false
+}
+
+// node counts a node that starts at byte at, and reports whether it takes
+// the count past limit (then it records where).
+func (p *prescanner) node(at int) bool {
+	p.count++
+	if p.count > p.limit {
+		p.overLine, p.overCol = p.line, at-p.lineStart+1
+		return true
+	}
+	return false
+}
+
+// blank moves past a line break, a space, a tab, a carriage return or a
+// comment at p.i, and reports whether there was one.
+func (p *prescanner) blank(c byte) bool {
+	switch {
+	case c == '\n':
+		p.newline()
+		if p.content {
+			p.pendingCol = -1
+			if p.lastIndicator {
+				p.pendingCol = p.valueCol
+			}
+		}
+		p.atLine, p.afterKey, p.lineIndent, p.content, p.lastIndicator = true, false, 0, false, false
+		p.valueCol = p.pendingCol
+		if p.depth == 0 {
+			p.expect = false
+		}
+	case c == ' ' || c == '\t' || c == '\r':
+		if p.atLine && c == ' ' {
+			p.lineIndent++
+		}
+		p.i++
+	case c == '#' && (p.i == 0 || isSpace(p.data[p.i-1])):
+		p.skipLine()
+	default:
+		return false
+	}
+	return true
+}
+
+// flow takes a flow collection's bracket or comma at p.i; over: the
+// collection it opens takes the count past limit.
+func (p *prescanner) flow(c byte, at int) (over bool) {
+	switch c {
+	case '[', '{':
+		if p.expect && p.node(at) {
+			return true
+		}
+		p.depth++
+		p.expect = true
+	case ']', '}':
+		if p.depth > 0 {
+			p.depth--
+		}
+		p.expect = false
+	case ',':
+		if p.depth > 0 {
+			p.expect = true
+		}
+	}
+	p.i++
+	return false
+}
+
+// indicatorNode takes the "-", "?" or ":" at p.i when it is an indicator
+// ("-" in block context only): a value follows a ":"; "- " and "? " hold
+// a node, counted here. handled is false when it is a scalar's first
+// character.
+func (p *prescanner) indicatorNode(c byte, at int) (handled, over bool) {
+	if !p.indicator(p.depth > 0) || p.depth > 0 && c == '-' {
+		return false, false
+	}
+	p.i++
+	switch {
+	case c == ':':
+		p.expect = true
+		if p.depth == 0 {
+			p.afterKey = true
+		}
+	case p.depth > 0: // "?" in flow: an explicit key, counted here
+		if p.expect && p.node(at) {
+			return true, true
+		}
+		p.expect = false
+	default: // "- " or "? " in block context: the node of the entry
+		if p.node(at) {
+			return true, true
+		}
+		p.expect = false
+		p.afterKey = false
+	}
+	if p.depth == 0 {
+		p.lastIndicator = true
+		if c != ':' {
+			p.valueCol = at - p.lineStart
+		}
+	}
+	return true, false
+}
+
+// blockScalar takes a block scalar (| or >) at p.i, in block context; in
+// flow context handled is false (the character starts a plain scalar).
+func (p *prescanner) blockScalar(at int) (handled, over bool) {
+	if p.depth > 0 {
+		return false, false
+	}
+	if p.expect && p.node(at) {
+		return true, true
+	}
+	p.expect = false
+	p.skipBlockScalar(p.valueCol)
+	p.textSkipped()
+	return true, false
+}
+
+// textSkipped: the lines of a block scalar, or of a plain scalar that went
+// on over a line break, were skipped; the scan is at the start of a line
+// that holds no value of a collection yet.
+func (p *prescanner) textSkipped() {
+	p.atLine, p.afterKey, p.lineIndent, p.content, p.pendingCol = true, false, 0, false, -1
+	p.valueCol = -1
+}
+
+// scalar takes a scalar, quoted or plain, at p.i, and the ":" after it
+// when it is a key.
+func (p *prescanner) scalar(c byte, at int) (over bool) {
+	counted := p.expect
+	if p.expect {
+		if p.node(at) {
+			return true
+		}
+		p.expect = false
+	}
+	plain := c != '"' && c != '\''
+	if plain {
+		p.skipPlain(p.depth > 0)
+	} else {
+		p.skipQuoted(c)
+	}
+	// A key: the scalar is followed by ":" (in flow, right after a quoted
+	// one too). In block context a key counts even at the start of a line,
+	// where expect is false.
+	data := p.data
+	j := p.i
+	for j < len(data) && (data[j] == ' ' || data[j] == '\t') {
+		j++
+	}
+	if j < len(data) && data[j] == ':' && (j+1 == len(data) || isSpace(data[j+1]) || p.depth > 0) {
+		if !counted && p.depth == 0 && !p.afterKey && p.node(at) {
+			return true
+		}
+		p.i = j + 1
+		p.expect = true
+		if p.depth == 0 {
+			p.afterKey, p.lastIndicator = true, true
+			p.valueCol = at - p.lineStart
+		}
+		return false
+	}
+	if plain && p.depth == 0 && (p.i == len(data) || data[p.i] == '\n') {
+		// A plain scalar goes on over the lines indented more than the
+		// collection it is in: they are its text, not structure.
+		p.skipBlockScalar(p.valueCol)
+		p.textSkipped()
+	}
+	return false
 }
 
 type scanner struct {
