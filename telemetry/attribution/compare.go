@@ -175,17 +175,9 @@ type sums struct {
 // case the intervals leave out run-to-run variation and the verdict says
 // so.
 func Compare(base, cand Side, opt CompareOptions) (Comparison, error) {
-	if opt.Iterations < 0 || opt.Iterations > MaxIterations {
-		return Comparison{}, fmt.Errorf("compare: %d bootstrap iterations: want 1 to %d (0 for 400)", opt.Iterations, MaxIterations)
-	}
-	if opt.Level < 0 || opt.Level >= 1 {
-		return Comparison{}, fmt.Errorf("compare: interval level %v: want between 0 and 1 (0 for 0.95)", opt.Level)
-	}
-	if opt.Iterations == 0 {
-		opt.Iterations = 400
-	}
-	if opt.Level == 0 {
-		opt.Level = 0.95
+	opt, err := opt.withDefaults()
+	if err != nil {
+		return Comparison{}, err
 	}
 	if base.works() == 0 || cand.works() == 0 {
 		return Comparison{}, errors.New("compare: a side has no units of work")
@@ -195,36 +187,10 @@ func Compare(base, cand Side, opt CompareOptions) (Comparison, error) {
 	}
 	// The rows: every key of either side.
 	keyIndex, keys := rowKeys(base, cand)
-	target := make([]bool, len(keys))
-	targetNames := []string{} // JSON: [] with no target, not null
-	for _, sel := range opt.Target {
-		sel = strings.TrimSpace(sel)
-		if sel == "" {
-			continue
-		}
-		found := false
-		for i, k := range keys {
-			if k.IsRow() && matchTarget(sel, k) {
-				target[i], found = true, true
-			}
-		}
-		if !found && !opt.IgnoreUnmatched {
-			var names []string
-			for _, k := range keys {
-				if k.IsRow() {
-					names = append(names, k.String())
-				}
-			}
-			slices.Sort(names)
-			return Comparison{}, fmt.Errorf("compare: target %q matches no row (rows: %s)", sel, strings.Join(names, ", "))
-		}
+	target, targetNames, err := targetRows(keys, opt)
+	if err != nil {
+		return Comparison{}, err
 	}
-	for i, k := range keys {
-		if target[i] {
-			targetNames = append(targetNames, k.String())
-		}
-	}
-	slices.Sort(targetNames)
 	hasTarget := len(targetNames) > 0
 	b := flatten(base, keyIndex, hasTarget)
 	c := flatten(cand, keyIndex, false)
@@ -254,20 +220,7 @@ func Compare(base, cand Side, opt CompareOptions) (Comparison, error) {
 		out.Verdict = verdict(out)
 		return out, nil
 	}
-	draws := make([][]float64, opt.Iterations)
-	var wg sync.WaitGroup
-	workers := 2
-	for g := range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for it := g; it < opt.Iterations; it += workers {
-				bs, cs := resamplePair(rand.New(rand.NewPCG(opt.Seed, uint64(it)+1)), b, c, byRuns, paired)
-				draws[it] = estimate(b, c, bs, cs, keys, target, hasTarget)
-			}
-		}()
-	}
-	wg.Wait()
+	draws := bootstrapDraws(b, c, keys, target, hasTarget, opt, byRuns)
 	// The independent clusters the bootstrap resamples: pairs of runs,
 	// runs (the smaller side), or units.
 	clusters := min(b.units(), c.units())
@@ -296,6 +249,84 @@ func Compare(base, cand Side, opt CompareOptions) (Comparison, error) {
 	out.Consistent = hasTarget && out.Measured.Contains(out.Replay.Value)
 	out.Verdict = verdict(out)
 	return out, nil
+}
+
+// withDefaults checks opt's iterations and level, and fills in their
+// defaults (400, 0.95).
+func (opt CompareOptions) withDefaults() (CompareOptions, error) {
+	if opt.Iterations < 0 || opt.Iterations > MaxIterations {
+		return opt, fmt.Errorf("compare: %d bootstrap iterations: want 1 to %d (0 for 400)", opt.Iterations, MaxIterations)
+	}
+	if opt.Level < 0 || opt.Level >= 1 {
+		return opt, fmt.Errorf("compare: interval level %v: want between 0 and 1 (0 for 0.95)", opt.Level)
+	}
+	if opt.Iterations == 0 {
+		opt.Iterations = 400
+	}
+	if opt.Level == 0 {
+		opt.Level = 0.95
+	}
+	return opt, nil
+}
+
+// targetRows marks the rows among keys that opt.Target selects, and
+// returns their names, sorted. A selector that matches no row is an
+// error naming the rows, unless opt.IgnoreUnmatched.
+func targetRows(keys []Key, opt CompareOptions) (target []bool, names []string, err error) {
+	target = make([]bool, len(keys))
+	names = []string{} // JSON: [] with no target, not null
+	for _, sel := range opt.Target {
+		sel = strings.TrimSpace(sel)
+		if sel == "" {
+			continue
+		}
+		found := false
+		for i, k := range keys {
+			if k.IsRow() && matchTarget(sel, k) {
+				target[i], found = true, true
+			}
+		}
+		if !found && !opt.IgnoreUnmatched {
+			var rows []string
+			for _, k := range keys {
+				if k.IsRow() {
+					rows = append(rows, k.String())
+				}
+			}
+			slices.Sort(rows)
+			return nil, nil, fmt.Errorf("compare: target %q matches no row (rows: %s)", sel, strings.Join(rows, ", "))
+		}
+	}
+	for i, k := range keys {
+		if target[i] {
+			names = append(names, k.String())
+		}
+	}
+	slices.Sort(names)
+	return target, names, nil
+}
+
+// bootstrapDraws is opt.Iterations estimates of resampled sides (over
+// runs when byRuns, else over units), on two goroutines; draw i's
+// resampling is seeded by opt.Seed and i alone, so the result does not
+// depend on the schedule. Pairs of runs are not resampled: Compare gives
+// them Student's t over the pairs instead.
+func bootstrapDraws(b, c *side, keys []Key, target []bool, hasTarget bool, opt CompareOptions, byRuns bool) [][]float64 {
+	draws := make([][]float64, opt.Iterations)
+	var wg sync.WaitGroup
+	workers := 2
+	for g := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for it := g; it < opt.Iterations; it += workers {
+				bs, cs := resamplePair(rand.New(rand.NewPCG(opt.Seed, uint64(it)+1)), b, c, byRuns, false)
+				draws[it] = estimate(b, c, bs, cs, keys, target, hasTarget)
+			}
+		}()
+	}
+	wg.Wait()
+	return draws
 }
 
 // onlyRun weighs the units of run r once and the others not at all.
