@@ -105,79 +105,9 @@ type Sidecar struct {
 
 // NewSidecar validates cfg and builds a Sidecar.
 func NewSidecar(cfg SidecarConfig) (*Sidecar, error) {
-	if cfg.BufferTTL < 0 {
-		return nil, fmt.Errorf("chunking: sidecar: SidecarConfig.BufferTTL is %v, want ≥ 0 (0 takes the default %v)", cfg.BufferTTL, DefaultBufferTTL)
-	}
-	for _, f := range []struct {
-		name    string
-		v, dflt int
-	}{
-		{"MaxBufferedBytes", cfg.MaxBufferedBytes, DefaultMaxBufferedBytes},
-		{"MaxBufferedChunks", cfg.MaxBufferedChunks, DefaultMaxBufferedChunks},
-		{"MaxTotalBufferedBytes", cfg.MaxTotalBufferedBytes, DefaultMaxTotalBufferedBytes},
-		{"MaxPendingInstances", cfg.MaxPendingInstances, DefaultMaxPendingInstances},
-		{"MaxInstanceIDBytes", cfg.MaxInstanceIDBytes, DefaultMaxInstanceIDBytes},
-		{"MaxRecvMsgSize", cfg.MaxRecvMsgSize, DefaultMaxRecvMsgSize},
-		{"MaxKeptCompletions", cfg.MaxKeptCompletions, DefaultMaxKeptCompletions},
-		{"StreamWorkers", cfg.StreamWorkers, DefaultStreamWorkers},
-		{"MaxConnections", cfg.MaxConnections, DefaultMaxConnections},
-		{"MaxStreamsPerConnection", cfg.MaxStreamsPerConnection, DefaultMaxStreamsPerConnection},
-		{"MaxCalls", cfg.MaxCalls, DefaultMaxCalls},
-	} {
-		if f.v < 0 {
-			return nil, fmt.Errorf("chunking: sidecar: SidecarConfig.%s is %d, want ≥ 0 (0 takes the default %d)", f.name, f.v, f.dflt)
-		}
-	}
-	if cfg.StreamWorkers > MaxStreamWorkers {
-		return nil, fmt.Errorf("chunking: sidecar: SidecarConfig.StreamWorkers is %d, want at most %d (0 takes the default %d)", cfg.StreamWorkers, MaxStreamWorkers, DefaultStreamWorkers)
-	}
-	if cfg.Token != "" {
-		if err := checkToken(cfg.Token); err != nil {
-			return nil, fmt.Errorf("chunking: sidecar: SidecarConfig.Token %w", err)
-		}
-	}
-	if cfg.BufferTTL == 0 {
-		cfg.BufferTTL = DefaultBufferTTL
-	}
-	if cfg.MaxBufferedBytes == 0 {
-		cfg.MaxBufferedBytes = DefaultMaxBufferedBytes
-	}
-	if cfg.MaxBufferedChunks == 0 {
-		cfg.MaxBufferedChunks = DefaultMaxBufferedChunks
-	}
-	if cfg.MaxTotalBufferedBytes == 0 {
-		cfg.MaxTotalBufferedBytes = DefaultMaxTotalBufferedBytes
-	}
-	if cfg.MaxPendingInstances == 0 {
-		cfg.MaxPendingInstances = DefaultMaxPendingInstances
-	}
-	if cfg.MaxInstanceIDBytes == 0 {
-		cfg.MaxInstanceIDBytes = DefaultMaxInstanceIDBytes
-	}
-	if cfg.MaxRecvMsgSize == 0 {
-		cfg.MaxRecvMsgSize = max(1, min(DefaultMaxRecvMsgSize, cfg.MaxTotalBufferedBytes/8))
-	}
-	if cfg.MaxRecvMsgSize > cfg.MaxTotalBufferedBytes {
-		return nil, fmt.Errorf("chunking: sidecar: SidecarConfig.MaxRecvMsgSize is %d, over MaxTotalBufferedBytes = %d: "+
-			"a message being received counts toward the total, so one that large could never be let in", cfg.MaxRecvMsgSize, cfg.MaxTotalBufferedBytes)
-	}
-	if cfg.MaxKeptCompletions == 0 {
-		cfg.MaxKeptCompletions = DefaultMaxKeptCompletions
-	}
-	if cfg.StreamWorkers == 0 {
-		cfg.StreamWorkers = DefaultStreamWorkers
-	}
-	if cfg.MaxConnections == 0 {
-		cfg.MaxConnections = DefaultMaxConnections
-	}
-	if cfg.MaxStreamsPerConnection == 0 {
-		cfg.MaxStreamsPerConnection = DefaultMaxStreamsPerConnection
-	}
-	if cfg.MaxCalls == 0 {
-		cfg.MaxCalls = DefaultMaxCalls
-	}
-	if cfg.Now == nil {
-		cfg.Now = time.Now
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
 	}
 	m, err := newSidecarMetrics(cfg.MeterProvider, cfg.Component)
 	if err != nil {
@@ -199,6 +129,15 @@ func NewSidecar(cfg SidecarConfig) (*Sidecar, error) {
 	if cfg.Token != "" {
 		auth = &authorizer{want: sha256.Sum256([]byte(cfg.Token)), metrics: m}
 	}
+	s.srvOpts = append(s.serverOptions(auth), cfg.ServerOptions...)
+	return s, nil
+}
+
+// serverOptions are the options of s's gRPC server, before the
+// configuration's own: message and stream bounds, admission (auth checks
+// the token), the call counters, tracing and the phase labels.
+func (s *Sidecar) serverOptions(auth *authorizer) []grpc.ServerOption {
+	cfg := s.cfg
 	opts := []grpc.ServerOption{grpc.MaxRecvMsgSize(cfg.MaxRecvMsgSize), grpc.NumStreamWorkers(uint32(cfg.StreamWorkers))}
 	opts = append(opts, s.limitOptions(auth)...)
 	opts = append(opts, grpc.ChainUnaryInterceptor(s.countUnary), grpc.ChainStreamInterceptor(s.countStream))
@@ -217,8 +156,7 @@ func NewSidecar(cfg SidecarConfig) (*Sidecar, error) {
 	if h := newServerLabels(cfg.Component); h != nil {
 		opts = append(opts, grpc.StatsHandler(h)) // after otelgrpc's: it keeps the span's labels
 	}
-	s.srvOpts = append(opts, cfg.ServerOptions...)
-	return s, nil
+	return opts
 }
 
 // Serve serves gRPC on lis until Close, and runs the TTL janitor. It

@@ -2,6 +2,7 @@ package chunking
 
 import (
 	"crypto/tls"
+	"fmt"
 	"time"
 
 	"go.opentelemetry.io/otel/metric"
@@ -152,4 +153,84 @@ type SidecarConfig struct {
 	// MaxTotalBufferedBytes. A call over it fails with ResourceExhausted
 	// on its headers and is counted in amdahl.sidecar.rejections (calls).
 	MaxCalls int
+}
+
+// withDefaults validates cfg and returns it with every zero field set to
+// its default.
+func (cfg SidecarConfig) withDefaults() (SidecarConfig, error) {
+	if cfg.BufferTTL < 0 {
+		return cfg, fmt.Errorf("chunking: sidecar: SidecarConfig.BufferTTL is %v, want ≥ 0 (0 takes the default %v)", cfg.BufferTTL, DefaultBufferTTL)
+	}
+	for _, f := range []struct {
+		name    string
+		v, dflt int
+	}{
+		{"MaxBufferedBytes", cfg.MaxBufferedBytes, DefaultMaxBufferedBytes},
+		{"MaxBufferedChunks", cfg.MaxBufferedChunks, DefaultMaxBufferedChunks},
+		{"MaxTotalBufferedBytes", cfg.MaxTotalBufferedBytes, DefaultMaxTotalBufferedBytes},
+		{"MaxPendingInstances", cfg.MaxPendingInstances, DefaultMaxPendingInstances},
+		{"MaxInstanceIDBytes", cfg.MaxInstanceIDBytes, DefaultMaxInstanceIDBytes},
+		{"MaxRecvMsgSize", cfg.MaxRecvMsgSize, DefaultMaxRecvMsgSize},
+		{"MaxKeptCompletions", cfg.MaxKeptCompletions, DefaultMaxKeptCompletions},
+		{"StreamWorkers", cfg.StreamWorkers, DefaultStreamWorkers},
+		{"MaxConnections", cfg.MaxConnections, DefaultMaxConnections},
+		{"MaxStreamsPerConnection", cfg.MaxStreamsPerConnection, DefaultMaxStreamsPerConnection},
+		{"MaxCalls", cfg.MaxCalls, DefaultMaxCalls},
+	} {
+		if f.v < 0 {
+			return cfg, fmt.Errorf("chunking: sidecar: SidecarConfig.%s is %d, want ≥ 0 (0 takes the default %d)", f.name, f.v, f.dflt)
+		}
+	}
+	if cfg.StreamWorkers > MaxStreamWorkers {
+		return cfg, fmt.Errorf("chunking: sidecar: SidecarConfig.StreamWorkers is %d, want at most %d (0 takes the default %d)", cfg.StreamWorkers, MaxStreamWorkers, DefaultStreamWorkers)
+	}
+	if cfg.Token != "" {
+		if err := checkToken(cfg.Token); err != nil {
+			return cfg, fmt.Errorf("chunking: sidecar: SidecarConfig.Token %w", err)
+		}
+	}
+	if cfg.BufferTTL == 0 {
+		cfg.BufferTTL = DefaultBufferTTL
+	}
+	if cfg.MaxBufferedBytes == 0 {
+		cfg.MaxBufferedBytes = DefaultMaxBufferedBytes
+	}
+	if cfg.MaxBufferedChunks == 0 {
+		cfg.MaxBufferedChunks = DefaultMaxBufferedChunks
+	}
+	if cfg.MaxTotalBufferedBytes == 0 {
+		cfg.MaxTotalBufferedBytes = DefaultMaxTotalBufferedBytes
+	}
+	if cfg.MaxPendingInstances == 0 {
+		cfg.MaxPendingInstances = DefaultMaxPendingInstances
+	}
+	if cfg.MaxInstanceIDBytes == 0 {
+		cfg.MaxInstanceIDBytes = DefaultMaxInstanceIDBytes
+	}
+	if cfg.MaxRecvMsgSize == 0 {
+		cfg.MaxRecvMsgSize = max(1, min(DefaultMaxRecvMsgSize, cfg.MaxTotalBufferedBytes/8))
+	}
+	if cfg.MaxRecvMsgSize > cfg.MaxTotalBufferedBytes {
+		return cfg, fmt.Errorf("chunking: sidecar: SidecarConfig.MaxRecvMsgSize is %d, over MaxTotalBufferedBytes = %d: "+
+			"a message being received counts toward the total, so one that large could never be let in", cfg.MaxRecvMsgSize, cfg.MaxTotalBufferedBytes)
+	}
+	if cfg.MaxKeptCompletions == 0 {
+		cfg.MaxKeptCompletions = DefaultMaxKeptCompletions
+	}
+	if cfg.StreamWorkers == 0 {
+		cfg.StreamWorkers = DefaultStreamWorkers
+	}
+	if cfg.MaxConnections == 0 {
+		cfg.MaxConnections = DefaultMaxConnections
+	}
+	if cfg.MaxStreamsPerConnection == 0 {
+		cfg.MaxStreamsPerConnection = DefaultMaxStreamsPerConnection
+	}
+	if cfg.MaxCalls == 0 {
+		cfg.MaxCalls = DefaultMaxCalls
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	return cfg, nil
 }

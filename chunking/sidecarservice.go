@@ -207,17 +207,7 @@ func (s *Sidecar) complete(ctx context.Context, req *dtpb.OrchestratorResponse) 
 		return nil, s.reject(ctx, ReasonMissingToken, codes.InvalidArgument, "completion token is empty")
 	}
 	if d, ok := s.completed[tok]; ok {
-		last := d.last
-		// The reply to the final message was lost and it was sent again.
-		if !req.IsPartial && idx == last {
-			s.metrics.dups.Add(ctx, 1, s.metrics.plain)
-			return nil, nil
-		}
-		if req.IsPartial && idx >= 0 && idx < last {
-			s.metrics.dups.Add(ctx, 1, s.metrics.plain)
-			return nil, nil
-		}
-		return nil, s.reject(ctx, ReasonCompleted, codes.FailedPrecondition, "completion token %q already completed", tok)
+		return nil, s.resentLocked(ctx, tok, d, idx, req.IsPartial)
 	}
 	l, ok := s.leases[tok]
 	if !ok {
@@ -229,44 +219,84 @@ func (s *Sidecar) complete(ctx context.Context, req *dtpb.OrchestratorResponse) 
 	}
 	buf := s.buffers[tok]
 	if req.IsPartial {
-		if idx < 0 {
-			return nil, s.reject(ctx, ReasonMissingIndex, codes.InvalidArgument, "isPartial=true without chunkIndex (token %q)", tok)
-		}
-		if buf == nil {
-			if idx != 0 {
-				return nil, s.reject(ctx, ReasonNoBuffer, codes.FailedPrecondition, "chunk %d of token %q without a buffered chunk 0", idx, tok)
-			}
-		} else {
-			if idx < buf.next() {
-				// Sent again, after a lost reply: acknowledged if it is
-				// the chunk accepted, refused (the buffer kept) if not.
-				if !proto.Equal(buf.chunks[idx], req) {
-					return nil, s.reject(ctx, ReasonConflict, codes.FailedPrecondition,
-						"chunk %d of token %q differs from the chunk %d already accepted; a chunk sent again must be identical "+
-							"(the accepted chunks are kept)", idx, tok, idx)
-				}
-				s.metrics.dups.Add(ctx, 1, s.metrics.plain)
-				buf.touched = s.cfg.Now()
-				return nil, nil
-			}
-			if idx > buf.next() {
-				s.dropLocked(tok)
-				return nil, s.reject(ctx, ReasonGap, codes.FailedPrecondition, "chunk %d of token %q, expected %d", idx, tok, buf.next())
-			}
-		}
-		n := proto.Size(req)
-		h := heldBytes(n, len(req.GetActions()))
-		if err := s.admitLocked(ctx, tok, buf, idx, n, h, true); err != nil {
-			return nil, err
-		}
-		if buf == nil {
-			buf = &buffer{}
-			s.buffers[tok] = buf
-			s.metrics.partial.Add(ctx, 1, s.metrics.plain)
-		}
-		s.appendLocked(buf, req, n, h)
-		return nil, nil
+		return nil, s.partialLocked(ctx, tok, idx, buf, req)
 	}
+	c, err := s.finalLocked(ctx, tok, idx, buf, req)
+	if err != nil {
+		return nil, err
+	}
+	s.appliedLocked(tok, idx, c)
+	return c, nil
+}
+
+// resentLocked answers a message for a token already completed (d): a
+// final message, or a partial chunk before it, sent again after its reply
+// was lost is a duplicate (nil); anything else is refused.
+func (s *Sidecar) resentLocked(ctx context.Context, tok string, d done, idx int32, partial bool) error {
+	last := d.last
+	// The reply to the final message was lost and it was sent again.
+	if !partial && idx == last {
+		s.metrics.dups.Add(ctx, 1, s.metrics.plain)
+		return nil
+	}
+	if partial && idx >= 0 && idx < last {
+		s.metrics.dups.Add(ctx, 1, s.metrics.plain)
+		return nil
+	}
+	return s.reject(ctx, ReasonCompleted, codes.FailedPrecondition, "completion token %q already completed", tok)
+}
+
+// partialLocked buffers the partial chunk idx of token tok (buf: its
+// buffer, nil before chunk 0), acknowledges an identical chunk sent again,
+// and refuses a missing index, a gap, a conflicting resend or a chunk over
+// a bound.
+//
+//nolint:staticcheck // SA1019
+func (s *Sidecar) partialLocked(ctx context.Context, tok string, idx int32, buf *buffer, req *dtpb.OrchestratorResponse) error {
+	if idx < 0 {
+		return s.reject(ctx, ReasonMissingIndex, codes.InvalidArgument, "isPartial=true without chunkIndex (token %q)", tok)
+	}
+	if buf == nil {
+		if idx != 0 {
+			return s.reject(ctx, ReasonNoBuffer, codes.FailedPrecondition, "chunk %d of token %q without a buffered chunk 0", idx, tok)
+		}
+	} else {
+		if idx < buf.next() {
+			// Sent again, after a lost reply: acknowledged if it is
+			// the chunk accepted, refused (the buffer kept) if not.
+			if !proto.Equal(buf.chunks[idx], req) {
+				return s.reject(ctx, ReasonConflict, codes.FailedPrecondition,
+					"chunk %d of token %q differs from the chunk %d already accepted; a chunk sent again must be identical "+
+						"(the accepted chunks are kept)", idx, tok, idx)
+			}
+			s.metrics.dups.Add(ctx, 1, s.metrics.plain)
+			buf.touched = s.cfg.Now()
+			return nil
+		}
+		if idx > buf.next() {
+			s.dropLocked(tok)
+			return s.reject(ctx, ReasonGap, codes.FailedPrecondition, "chunk %d of token %q, expected %d", idx, tok, buf.next())
+		}
+	}
+	n := proto.Size(req)
+	h := heldBytes(n, len(req.GetActions()))
+	if err := s.admitLocked(ctx, tok, buf, idx, n, h, true); err != nil {
+		return err
+	}
+	if buf == nil {
+		buf = &buffer{}
+		s.buffers[tok] = buf
+		s.metrics.partial.Add(ctx, 1, s.metrics.plain)
+	}
+	s.appendLocked(buf, req, n, h)
+	return nil
+}
+
+// finalLocked builds the completion that the final message req (index idx,
+// -1 when absent) of token tok makes: req alone, or req after the chunks
+// in buf, which it drops. It refuses a final chunk that does not follow
+// the buffered ones, or one over a bound.
+func (s *Sidecar) finalLocked(ctx context.Context, tok string, idx int32, buf *buffer, req *dtpb.OrchestratorResponse) (*Completion, error) {
 	c := &Completion{
 		InstanceID: req.GetInstanceId(), CompletionToken: tok,
 		CustomStatus: req.GetCustomStatus(), RequiresHistory: req.GetRequiresHistory(),
@@ -310,6 +340,14 @@ func (s *Sidecar) complete(ctx context.Context, req *dtpb.OrchestratorResponse) 
 		c.OrchestrationTraceContext = buf.chunks[0].GetOrchestrationTraceContext()
 		c.Chunks = int(idx) + 1
 	}
+	return c, nil
+}
+
+// appliedLocked records the completion c of token tok (final index idx) as
+// applied: the token's lease and instance end, the token is remembered for
+// resends, and c is kept (when no OnApplied takes it; the oldest
+// forgotten over MaxKeptCompletions).
+func (s *Sidecar) appliedLocked(tok string, idx int32, c *Completion) {
 	delete(s.leases, tok)
 	delete(s.active, c.InstanceID)
 	s.completed[tok] = done{last: idx, at: s.cfg.Now()}
@@ -325,7 +363,6 @@ func (s *Sidecar) complete(ctx context.Context, req *dtpb.OrchestratorResponse) 
 		}
 		s.applied = append(s.applied, *c)
 	}
-	return c, nil
 }
 
 // admitLocked checks, before anything is buffered for it, that a chunk of
