@@ -14,6 +14,7 @@ import (
 	"github.com/amdahl-rt/amdahl/ipc/taskproto"
 	"github.com/amdahl-rt/amdahl/telemetry"
 	"github.com/amdahl-rt/amdahl/telemetry/attribution"
+	"github.com/amdahl-rt/amdahl/telemetry/spans"
 )
 
 // A task unit's record: the spans of a unit of the taskhost shape (a task
@@ -327,7 +328,7 @@ func (rec *unitRecord) keepable(attrs []attribute.KeyValue) bool {
 		return false
 	}
 	for _, a := range attrs {
-		if !a.Valid() || attribution.ReadsAttribute(a.Key) {
+		if !a.Valid() || spans.ReadsAttribute(a.Key) {
 			return false
 		}
 	}

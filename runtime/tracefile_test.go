@@ -17,6 +17,7 @@ import (
 	"github.com/amdahl-rt/amdahl/telemetry"
 	"github.com/amdahl-rt/amdahl/telemetry/attribution"
 	"github.com/amdahl-rt/amdahl/telemetry/otelsetup"
+	"github.com/amdahl-rt/amdahl/telemetry/spans"
 )
 
 // endCounter counts the spans that ended (a span processor beside the
@@ -104,7 +105,7 @@ func testTraceFileHoldsEveryUnit(t *testing.T, units int, own bool) {
 	}
 	defer f.Close()
 	inFile := 0
-	if err := attribution.ReadOTLPJSON(f, path, attribution.Limits{}, nil, func(attribution.Span) error { inFile++; return nil }); err != nil {
+	if err := spans.ReadOTLPJSON(f, path, spans.Limits{}, nil, nil, func(attribution.Span) error { inFile++; return nil }); err != nil {
 		t.Fatal(err)
 	}
 	if n := ended.n.Load(); int64(inFile) != n || n < int64(10*units) {

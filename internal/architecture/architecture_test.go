@@ -28,14 +28,14 @@ var rooms = []room{
 		[]string{"internal/bytesize", "internal/outfile", "internal/features", "internal/grpctrace", "internal/proccpu", "internal/testcert", "internal/protogen", "ipc/ipcpb", "chunking/dtpb"},
 		"one size grammar (`1.5MiB`, `128KiB`, `4089446`); output files created without following a link at their name; feature waves; the W3C trace context across gRPC calls where nothing reads otelgrpc's spans or metrics; the process's CPU time; a self-signed loopback certificate for tests; the protobuf generator's pins; generated protobuf of the wire and of Durable Task"},
 	{"telemetry API", "",
-		[]string{"telemetry"},
-		"phase and direction names, attribute keys, metric names, pprof labels, `Component` on given providers (the otel globals by default), `RecordSpan` for a phase measured elsewhere"},
+		[]string{"telemetry", "telemetry/spans"},
+		"phase and direction names, attribute keys, metric names, pprof labels, `Component` on given providers (the otel globals by default), `RecordSpan` for a phase measured elsewhere; the one span model (`spans.Span`) and its OTLP JSON reader, with no SDK"},
 	{"libraries", "",
 		[]string{"ipc", "ipc/taskproto", "chunking"},
 		"the wire to a child process (transports, handshake, frames, `Conn`); the task-host protocol over it, and a task host as a small library; chunked Durable Task completions and the reassembling sidecar"},
 	{"telemetry beside", "",
 		[]string{"telemetry/otelsetup", "telemetry/attribution", "internal/telemetrytest"},
-		"the process's SDK wiring (exporters, trace file, `/metrics`, profiles); critical path, q, r, q·r, A/B statistics, the OTLP JSON reader; in-memory telemetry for tests"},
+		"the process's SDK wiring (exporters, trace file, `/metrics`, profiles); critical path, q, r, q·r, A/B statistics, the rules that give spans read their rows (`spans.Rules`); in-memory telemetry for tests"},
 	{"host", "",
 		[]string{"runtime/scenario", "runtime", "runtime/ab"},
 		"declarative seeded workloads; task hosts as child processes, scheduling, leasing, settings and feature waves, accounting; A/B experiments in interleaved pairs (`amdahl ab`'s engine)"},
@@ -88,10 +88,12 @@ var allowed = map[string][]string{
 	"ipc":           {"ipc/ipcpb", "telemetry", "internal/bytesize"},
 	"ipc/taskproto": {"ipc", "ipc/ipcpb", "telemetry"},
 	"chunking":      {"chunking/dtpb", "telemetry", "internal/grpctrace"},
+	// The one span model and its OTLP JSON codec, on the API alone.
+	"telemetry/spans": {"telemetry"},
 
 	// Telemetry beside the libraries: the SDK wiring, and attribution.
 	"telemetry/otelsetup":    {"telemetry", "internal/outfile"},
-	"telemetry/attribution":  {"telemetry"},
+	"telemetry/attribution":  {"telemetry", "telemetry/spans"},
 	"internal/telemetrytest": {"telemetry"},
 
 	// The report page: the run's profiles, and report.html of attribution's
@@ -104,7 +106,7 @@ var allowed = map[string][]string{
 	// A/B experiments on the runtime (amdahl ab's engine).
 	"runtime/ab": {"runtime", "runtime/scenario", "telemetry/attribution", "telemetry/otelsetup", "internal/outfile"},
 	"runtime": {"chunking", "chunking/dtpb", "internal/bytesize", "internal/features", "internal/grpctrace", "internal/proccpu", "ipc", "ipc/ipcpb", "ipc/taskproto",
-		"runtime/scenario", "telemetry", "telemetry/attribution", "telemetry/otelsetup"},
+		"runtime/scenario", "telemetry", "telemetry/attribution", "telemetry/otelsetup", "telemetry/spans"},
 
 	// Programs: anything below them, nothing imports them.
 	"cmd/amdahl":                      {"*"},
@@ -139,7 +141,7 @@ var testAllowed = map[string][]string{
 	// attribution's tests read trace files the SDK wiring writes, and the
 	// wiring's tests attribute what they wrote.
 	"telemetry/attribution": {"telemetry/otelsetup"},
-	"telemetry/otelsetup":   {"telemetry/attribution"},
+	"telemetry/otelsetup":   {"telemetry/attribution", "telemetry/spans"},
 	// The dashboards' queries are checked against a real run's metrics.
 	"dashboards": {"runtime", "runtime/scenario", "telemetry/otelsetup"},
 }
@@ -151,7 +153,7 @@ var (
 	// leanPrograms are programs held to the libraries' rule: a task host of
 	// one's own links no SDK unless it asks for export.
 	leanPrograms = []string{"examples/custom-taskhost"}
-	libraries    = []string{"ipc", "ipc/taskproto", "chunking", "telemetry"}
+	libraries    = []string{"ipc", "ipc/taskproto", "chunking", "telemetry", "telemetry/spans"}
 	notInLibrary = regexp.MustCompile(`^(go\.opentelemetry\.io/otel/(sdk|exporters)|github\.com/grafana/pyroscope-go|github\.com/grafana/otel-profiling-go|github\.com/prometheus/)`)
 )
 

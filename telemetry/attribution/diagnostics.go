@@ -120,7 +120,7 @@ const (
 // badTime says what is wrong with s's times, or timeOK.
 func badTime(s *Span, bound int64) uint8 {
 	switch {
-	case s.flags&flagBeyond != 0 || s.Start >= maxTime || s.End >= maxTime:
+	case s.Beyond() || s.Start >= maxTime || s.End >= maxTime:
 		return timeBeyond
 	case s.Start <= 0 || s.End <= 0:
 		return timeNone

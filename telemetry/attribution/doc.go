@@ -9,7 +9,7 @@
 //
 // Spans from any source: a span processor or recorder in process (FromSDK,
 // FromSDKSpan), or OTLP JSON trace files written by amdahl or by the
-// OpenTelemetry Collector's file exporter (ReadFile, Read, ReadOTLPJSON:
+// OpenTelemetry Collector's file exporter (ReadFile, Read; package spans' ReadOTLPJSON:
 // streamed, one line or many of any length, compact spans with interned
 // strings). A unit of work is a unit span with no unit span above it, and
 // every span reachable from it through parent ids (Trees). Which spans

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/amdahl-rt/amdahl/telemetry"
+	"github.com/amdahl-rt/amdahl/telemetry/spans"
 )
 
 // Input says how a reader makes units and rows of the spans it reads.
@@ -57,7 +58,7 @@ func (inp Input) ReadFile(path string, in *Interner, fn func(Work)) (Diagnostics
 			// spares the copies of a growing slice.
 			maxSpans := int64(inp.Limits.MaxSpans)
 			if maxSpans <= 0 {
-				maxSpans = defaultMaxSpans
+				maxSpans = spans.DefaultMaxSpans
 			}
 			hint = int(min(st.Size()/448, maxSpans))
 		}
@@ -88,24 +89,23 @@ func (inp Input) read(r io.Reader, name string, in *Interner, fn func(Work), hin
 	if inp.Units == UnitsSelected {
 		sel = inp.Select
 	}
-	spans := make([]Span, 0, hint)
+	all := make([]Span, 0, hint)
 	works := 0
-	amdahlSpans, err := readOTLPJSON(r, name, inp.Limits, in, rows, sel, func(s Span) error {
+	rules := countingRules{SpanRules: NewSpanRules(rows, sel, in)}
+	err := spans.ReadOTLPJSON(r, name, inp.Limits, in, &rules, func(s Span) error {
 		if s.Name == telemetry.SpanWork {
 			works++
 		}
-		spans = append(spans, s)
+		all = append(all, s)
 		return nil
 	})
 	if err != nil {
 		return Diagnostics{}, err
 	}
-	if amdahlSpans > 0 && usesAuto(rows) {
+	if rules.amdahl > 0 && usesAuto(rows) {
 		// amdahl's own trace: amdahl's rows, not the conventions'.
-		for i := range spans {
-			if s := &spans[i]; s.flags&flagSemconv != 0 {
-				s.Component, s.Phase, s.Direction, s.Op = "", 0, telemetry.None, ""
-			}
+		for i := range all {
+			all[i].ClearSemconvRow()
 		}
 	}
 	mode := inp.Units
@@ -117,7 +117,7 @@ func (inp Input) read(r io.Reader, name string, in *Interner, fn func(Work), hin
 	}
 	units := 0
 	b := Builder{Units: mode, MaxSpanDuration: inp.MaxSpanDuration}
-	d := b.EachTree(spans, func(w Work) {
+	d := b.EachTree(all, func(w Work) {
 		units++
 		fn(w)
 	})
@@ -125,9 +125,22 @@ func (inp Input) read(r io.Reader, name string, in *Interner, fn func(Work), hin
 		if inp.Units == UnitsAuto {
 			mode = UnitsAuto
 		}
-		return d, noUnits(name, len(spans), mode, d)
+		return d, noUnits(name, len(all), mode, d)
 	}
 	return d, nil
+}
+
+// countingRules are rules that count the spans with amdahl's attributes.
+type countingRules struct {
+	*SpanRules
+	amdahl int
+}
+
+func (r *countingRules) Apply(s *Span, span, res []string, hasAmdahl bool) {
+	if hasAmdahl {
+		r.amdahl++
+	}
+	r.SpanRules.Apply(s, span, res, hasAmdahl)
 }
 
 // usesAuto reports whether rows leaves any span's rule set to the input.

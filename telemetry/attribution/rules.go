@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/amdahl-rt/amdahl/telemetry"
+	"github.com/amdahl-rt/amdahl/telemetry/spans"
 )
 
 // RowSource names where a span's row comes from.
@@ -370,7 +371,7 @@ func (rb *rowBuilder) apply(rows *Rows, s *Span, v *spanView, hasAmdahl bool) {
 	case RowsAuto:
 		if !hasAmdahl {
 			rb.semconv(s, v)
-			s.flags |= flagSemconv
+			s.MarkSemconvRow()
 		}
 	case RowsFile:
 		for i := range rows.Rules {
@@ -486,7 +487,7 @@ func ParseUnits(s string) (UnitMode, *Matcher, error) {
 		case "service", "service.name":
 			m.Service = v
 		case "kind":
-			kind, err := ParseSpanKind(v)
+			kind, err := spans.ParseSpanKind(v)
 			if err != nil {
 				return 0, nil, fmt.Errorf("unit selector %q: %w", s, err)
 			}

@@ -11,6 +11,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/amdahl-rt/amdahl/telemetry"
+	"github.com/amdahl-rt/amdahl/telemetry/spans"
 )
 
 // Bounds of a rules file.
@@ -227,7 +228,7 @@ func (p *rulesParser) match(n *yaml.Node, path string, m *Matcher) error {
 		case "service":
 			m.Service = s
 		case "kind":
-			kind, err := ParseSpanKind(s)
+			kind, err := spans.ParseSpanKind(s)
 			if err != nil {
 				return p.errorf(v, "%s: %v", field, err)
 			}

@@ -48,21 +48,6 @@ func (r *SpanRules) Apply(s *Span, span, res []string, hasAmdahl bool) {
 	}
 }
 
-// SemconvRow reports whether s's row was set by the semconv rules in
-// RowsAuto because the span had no amdahl attribute: in a trace of
-// amdahl's (one with amdahl's attributes) such a span is no row, as
-// ReadOTLPJSON's readers make it (ClearSemconvRow).
-func (s *Span) SemconvRow() bool { return s.flags&flagSemconv != 0 }
-
-// ClearSemconvRow makes a span whose row the semconv rules set in
-// RowsAuto no row (SemconvRow).
-func (s *Span) ClearSemconvRow() {
-	if s.flags&flagSemconv != 0 {
-		s.Component, s.Phase, s.Direction, s.Op = "", 0, telemetry.None, ""
-		s.flags &^= flagSemconv
-	}
-}
-
 // phaseNamed is telemetry.ParsePhase without its error (which a span
 // named "amdahl.work" would have the semconv rules allocate, span after
 // span).

@@ -88,7 +88,7 @@ func (bd *Builder) EachTree(spans []Span, fn func(Work)) Diagnostics {
 		return d
 	}
 	slices.SortFunc(idx, func(a, b int32) int {
-		if c := spans[a].TraceID.compare(spans[b].TraceID); c != 0 {
+		if c := spans[a].TraceID.Compare(spans[b].TraceID); c != 0 {
 			return c
 		}
 		return cmp.Compare(a, b)
@@ -161,7 +161,7 @@ func (b *treeBuilder) trace(all []Span, group []int32, fn func(Work), d *Diagnos
 	// spans.
 	ord := b.ord[:0]
 	for k, i := range group {
-		ord = append(ord, idIndex{all[i].SpanID.u64(), int32(k)})
+		ord = append(ord, idIndex{all[i].SpanID.Uint64(), int32(k)})
 	}
 	if len(ord) <= maxInsertion {
 		// A unit's few spans: an insertion sort, without sort's calls.
@@ -360,7 +360,7 @@ func (b *treeBuilder) find(id SpanID) int32 {
 	if id.IsZero() {
 		return noParent
 	}
-	i, ok := slices.BinarySearch(b.ids, id.u64())
+	i, ok := slices.BinarySearch(b.ids, id.Uint64())
 	if !ok {
 		return missingParent
 	}
@@ -459,7 +459,7 @@ func (b *treeBuilder) work(r int32, d *Diagnostics) Work {
 		}
 		b.nodeSpan = append(b.nodeSpan, f.span)
 		s := &b.sp[f.span]
-		nd := Node{Key: s.Key(), Start: s.Start, End: s.End, Dur: s.Duration(), Parent: f.node, Row: -1}
+		nd := Node{Key: keyOf(s), Start: s.Start, End: s.End, Dur: s.Duration(), Parent: f.node, Row: -1}
 		if f.node >= 0 {
 			ps := &b.sp[b.nodeSpan[f.node]]
 			nd.Far = s.Remote && !ps.Remote || s.Process != ps.Process && s.Process != 0 && ps.Process != 0

@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/amdahl-rt/amdahl/telemetry"
+	"github.com/amdahl-rt/amdahl/telemetry/spans"
 	"github.com/google/pprof/profile"
 	"github.com/grafana/pyroscope-go"
 	"github.com/prometheus/common/expfmt"
@@ -193,7 +194,7 @@ func TestTraceFileRoundTrip(t *testing.T) {
 	if !strings.Contains(string(raw), `"traceId":"`+want+`"`) {
 		t.Fatalf("trace file lacks hex traceId %s:\n%s", want, raw)
 	}
-	reqs, err := ReadTraceFile(bytes.NewReader(raw))
+	reqs, err := spans.ReadTraceFile(bytes.NewReader(raw))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -216,18 +217,18 @@ func TestTraceFileRoundTrip(t *testing.T) {
 		}
 	}
 	// And back again: re-marshalling a read request yields the same line.
-	line, err := MarshalTraceLine(reqs[0])
+	line, err := spans.MarshalTraceLine(reqs[0])
 	if err != nil {
 		t.Fatal(err)
 	}
-	again, err := UnmarshalTraceLine(line)
+	again, err := spans.UnmarshalTraceLine(line)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(again.ResourceSpans[0].ScopeSpans[0].Spans) != len(reqs[0].ResourceSpans[0].ScopeSpans[0].Spans) {
 		t.Error("re-marshalled request lost spans")
 	}
-	if _, err := ReadTraceFile(strings.NewReader("{}\nnot json\n")); err == nil || !strings.Contains(err.Error(), "line 2") {
+	if _, err := spans.ReadTraceFile(strings.NewReader("{}\nnot json\n")); err == nil || !strings.Contains(err.Error(), "line 2") {
 		t.Errorf("bad line: got %v, want error naming line 2", err)
 	}
 }

@@ -23,7 +23,7 @@ import (
 // OpenTelemetry Collector's file exporter, so files from either are
 // interchangeable. Trace and span ids are hex, enums are numbers, 64-bit
 // integers are strings (OTLP/JSON); members are in the order encoding/json
-// gives a map's keys, so a line is byte for byte what MarshalTraceLine writes
+// gives a map's keys, so a line is byte for byte what spans.MarshalTraceLine writes
 // for the same request. Spans are grouped by resource, then by
 // instrumentation scope, each in order of first appearance in the batch.
 // Strings that are not valid UTF-8 have each bad byte replaced by U+FFFD.
@@ -289,7 +289,7 @@ func (e *TraceFileExporter) writeLine(l *spanLine) error {
 		if r > 0 {
 			b = append(b, ',')
 		}
-		// Members of each object in sorted order, as MarshalTraceLine
+		// Members of each object in sorted order, as spans.MarshalTraceLine
 		// (encoding/json re-encoding a map) writes them.
 		b = append(b, '{')
 		if res != nil {

@@ -18,6 +18,7 @@ import (
 
 	"github.com/amdahl-rt/amdahl/telemetry"
 	"github.com/amdahl-rt/amdahl/telemetry/attribution"
+	"github.com/amdahl-rt/amdahl/telemetry/spans"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/sdk/instrumentation"
@@ -64,7 +65,7 @@ func TestTraceFileLossless(t *testing.T) {
 	}
 	defer f.Close()
 	ids := make(map[attribution.SpanID]bool, goroutines*perGoroutine)
-	if err := attribution.ReadOTLPJSON(f, path, attribution.Limits{}, nil, func(s attribution.Span) error {
+	if err := spans.ReadOTLPJSON(f, path, spans.Limits{}, nil, nil, func(s attribution.Span) error {
 		ids[s.SpanID] = true
 		return nil
 	}); err != nil {
@@ -235,11 +236,11 @@ func TestTraceFileExporterMatchesProtoJSON(t *testing.T) {
 		if !json.Valid(newLines[i]) {
 			t.Fatalf("batch %d: line is not valid JSON:\n%s", i, newLines[i])
 		}
-		got, err := UnmarshalTraceLine(newLines[i])
+		got, err := spans.UnmarshalTraceLine(newLines[i])
 		if err != nil {
 			t.Fatalf("batch %d: %v\n%s", i, err, newLines[i])
 		}
-		want, err := UnmarshalTraceLine(oldLines[i])
+		want, err := spans.UnmarshalTraceLine(oldLines[i])
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -273,7 +274,7 @@ func TestTraceFileExporterLinkTraceState(t *testing.T) {
 	}.Snapshot()
 	var out bytes.Buffer
 	lines := exportLines(t, newTraceWriter(&out, nil), &out, [][]sdktrace.ReadOnlySpan{{span}})
-	req, err := UnmarshalTraceLine(lines[0])
+	req, err := spans.UnmarshalTraceLine(lines[0])
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -285,7 +286,7 @@ func TestTraceFileExporterLinkTraceState(t *testing.T) {
 // FuzzTraceFileString checks that any string, in every place a span has one,
 // is written as encoding/json writes it (HTML characters unescaped), so the
 // line is valid JSON and reads back, through UnmarshalTraceLine and
-// attribution.ReadOTLPJSON, as encoding/json reads it: each byte of invalid
+// spans.ReadOTLPJSON, as encoding/json reads it: each byte of invalid
 // UTF-8 becomes U+FFFD.
 func FuzzTraceFileString(f *testing.F) {
 	for _, s := range []string{
@@ -325,7 +326,7 @@ func FuzzTraceFileString(f *testing.F) {
 		if !json.Valid(line) {
 			t.Fatalf("invalid JSON: %s", line)
 		}
-		req, err := UnmarshalTraceLine(line)
+		req, err := spans.UnmarshalTraceLine(line)
 		if err != nil {
 			t.Fatalf("%v: %s", err, line)
 		}
@@ -344,7 +345,7 @@ func FuzzTraceFileString(f *testing.F) {
 			}
 		}
 		var names []string
-		if err := attribution.ReadOTLPJSON(bytes.NewReader(line), "line", attribution.Limits{}, nil, func(s attribution.Span) error {
+		if err := spans.ReadOTLPJSON(bytes.NewReader(line), "line", spans.Limits{}, nil, nil, func(s attribution.Span) error {
 			names = append(names, s.Name)
 			return nil
 		}); err != nil {
@@ -388,7 +389,7 @@ func TestTraceFileAttribution(t *testing.T) {
 	}
 	defer f.Close()
 	var got []attribution.Span
-	if err := attribution.ReadOTLPJSON(f, path, attribution.Limits{}, nil, func(s attribution.Span) error {
+	if err := spans.ReadOTLPJSON(f, path, spans.Limits{}, nil, nil, func(s attribution.Span) error {
 		if s.Process != 1 {
 			t.Errorf("span %s: process %d, want 1 (the resource has service.name)", s.Name, s.Process)
 		}

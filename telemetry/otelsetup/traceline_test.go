@@ -6,6 +6,7 @@ import (
 	"io"
 	"testing"
 
+	"github.com/amdahl-rt/amdahl/telemetry/spans"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace"
 	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
@@ -13,7 +14,7 @@ import (
 
 // protoJSONClient is the trace file's former writer, kept as the reference
 // TraceFileExporter is checked and measured against: the OTLP exporter's
-// SDK → protobuf transform, then MarshalTraceLine (protojson, a
+// SDK → protobuf transform, then spans.MarshalTraceLine (protojson, a
 // map[string]any round trip to turn base64 ids into hex, encoding/json).
 type protoJSONClient struct{ w io.Writer }
 
@@ -21,7 +22,7 @@ func (*protoJSONClient) Start(context.Context) error { return nil }
 func (*protoJSONClient) Stop(context.Context) error  { return nil }
 
 func (c *protoJSONClient) UploadTraces(_ context.Context, rs []*tracepb.ResourceSpans) error {
-	line, err := MarshalTraceLine(&coltracepb.ExportTraceServiceRequest{ResourceSpans: rs})
+	line, err := spans.MarshalTraceLine(&coltracepb.ExportTraceServiceRequest{ResourceSpans: rs})
 	if err != nil {
 		return err
 	}

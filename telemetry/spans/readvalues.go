@@ -1,4 +1,4 @@
-package attribution
+package spans
 
 import (
 	"encoding/base64"
@@ -35,7 +35,7 @@ const amdahlRowBits = 1<<0 | 1<<1 | 1<<2
 
 // keep stores the KeyValue just read in vals if the rules read its key.
 func (p *otlpReader) keep(vals []string) {
-	i, ok := p.tab.at[string(p.akey)]
+	i, ok := p.keyAt[string(p.akey)]
 	if !ok {
 		return
 	}
@@ -49,7 +49,7 @@ func (p *otlpReader) keep(vals []string) {
 
 // spanAttr applies the KeyValue just read to s.
 func (p *otlpReader) spanAttr(s *pendingSpan) {
-	if p.tab != nil {
+	if p.rules != nil {
 		p.keep(p.vals)
 	}
 	if string(p.akey) == string(telemetry.AttrRemote) {
@@ -69,7 +69,7 @@ func (p *otlpReader) spanAttr(s *pendingSpan) {
 
 // resourceAttr applies the KeyValue just read to the resource.
 func (p *otlpReader) resourceAttr() {
-	if p.tab != nil {
+	if p.rules != nil {
 		p.keep(p.res.vals)
 	}
 	for i, k := range identityKeys {

@@ -1,4 +1,4 @@
-package attribution
+package spans
 
 import (
 	"fmt"
@@ -18,8 +18,10 @@ type Limits struct {
 	MaxDepth  int // JSON nesting depth (default 64)
 }
 
+// DefaultMaxSpans is Limits.MaxSpans's default.
+const DefaultMaxSpans = 20_000_000
+
 const (
-	defaultMaxSpans  = 20_000_000
 	defaultMaxString = 1 << 20
 	defaultMaxDepth  = 64
 
@@ -50,7 +52,7 @@ func (l Limits) withDefaults() (Limits, error) {
 		}
 	}
 	if l.MaxSpans == 0 {
-		l.MaxSpans = defaultMaxSpans
+		l.MaxSpans = DefaultMaxSpans
 	}
 	if l.MaxString == 0 {
 		l.MaxString = defaultMaxString
@@ -59,6 +61,27 @@ func (l Limits) withDefaults() (Limits, error) {
 		l.MaxDepth = defaultMaxDepth
 	}
 	return l, nil
+}
+
+// Rules give each span read its row from attributes a Span does not keep
+// (the semantic conventions' rpc.*, http.*, db.*, a rules file's own) and
+// mark the spans a unit selector picks (Span.Selected). The attribution's
+// rule sets implement it (attribution.SpanRules); the reader keeps the
+// values of Keys and hands them to Apply, so that what is read is stated
+// here, not in the order the reader meets attributes.
+type Rules interface {
+	// Keys returns the attribute keys Apply reads, of a span or of its
+	// resource. It is called once, before reading.
+	Keys() []string
+	// Apply sets s's row (Component, Phase, Direction, Op) and Selected.
+	// s has its name, kind and amdahl's own attributes (those of its
+	// resource included) when it is called; span and res hold the values
+	// of Keys on the span and on its resource, "" where absent (bools as
+	// "true"/"false", integers as their digits). hasAmdahl reports whether
+	// the span or its resource carried one of amdahl's row attributes
+	// (amdahl.component, amdahl.phase, amdahl.direction). Apply must not
+	// retain span or res.
+	Apply(s *Span, span, res []string, hasAmdahl bool)
 }
 
 // ReadOTLPJSON streams OTLP JSON trace data from r and calls fn for each span, in file order.
@@ -71,14 +94,14 @@ func (l Limits) withDefaults() (Limits, error) {
 // or a JSON number; field names lowerCamelCase or snake_case; fields in any
 // order; unknown fields are skipped.
 //
-// Span attributes fill the Span as in FromSDK: amdahl.phase,
+// Span attributes fill the Span as SetAttribute does: amdahl.phase,
 // amdahl.direction, amdahl.component, amdahl.outcome… (strings) and
 // amdahl.remote (bool). Those string attributes on a resource apply to its
 // spans that do not have them. Span.Process numbers the distinct
 // resource identities (service.name, service.instance.id, host.name,
 // process.pid) 1, 2, 3… in order of their first span; it is 0 for a resource
 // with none of them. Strings are shared through in (a private Interner if
-// nil).
+// nil). rules, if not nil, then give each span its row (Rules.Apply).
 //
 // r is read to its end and not closed; fn (nil to only check the input) is
 // called on the calling goroutine. Each span is passed on as soon as it is
@@ -96,18 +119,10 @@ func (l Limits) withDefaults() (Limits, error) {
 // traceId or spanId, a time that is not an integer, and a bound of lim
 // exceeded. An error of r is wrapped. fn's error stops reading and is
 // returned as it is.
-func ReadOTLPJSON(r io.Reader, name string, lim Limits, in *Interner, fn func(Span) error) error {
-	_, err := readOTLPJSON(r, name, lim, in, nil, nil, fn)
-	return err
-}
-
-// readOTLPJSON is ReadOTLPJSON that, given rows, also gives each span its
-// row by them (and Kind, Op), and, given units, marks the spans it
-// matches Selected. It returns how many spans carried amdahl attributes.
-func readOTLPJSON(r io.Reader, name string, lim Limits, in *Interner, rows *Rows, units *Matcher, fn func(Span) error) (int, error) {
+func ReadOTLPJSON(r io.Reader, name string, lim Limits, in *Interner, rules Rules, fn func(Span) error) error {
 	lim, err := lim.withDefaults()
 	if err != nil {
-		return 0, fmt.Errorf("%s: %w", name, err)
+		return fmt.Errorf("%s: %w", name, err)
 	}
 	if in == nil {
 		in = new(Interner)
@@ -124,20 +139,20 @@ func readOTLPJSON(r io.Reader, name string, lim Limits, in *Interner, rows *Rows
 		buf:   make([]byte, readBufSize),
 		line:  1,
 		procs: make(map[string]uint32),
-		rows:  rows,
-		units: units,
+		rules: rules,
 	}
-	if rows != nil || units != nil {
-		if rows == nil {
-			p.rows = &Rows{Source: RowsAmdahl}
+	if rules != nil {
+		keys := rules.Keys()
+		p.keyAt = make(map[string]int, len(keys))
+		for i, k := range keys {
+			if _, dup := p.keyAt[k]; !dup {
+				p.keyAt[k] = i
+			}
 		}
-		p.tab = newAttrTable(p.rows, units)
-		p.vals = make([]string, len(p.tab.keys))
-		p.res.vals = make([]string, len(p.tab.keys))
-		p.rb.intern = p.strs.get
+		p.vals = make([]string, len(keys))
+		p.res.vals = make([]string, len(keys))
 	}
-	err = p.run()
-	return p.amdahlSpans, err
+	return p.run()
 }
 
 // otlpReader is a byte-level scanner over its own read buffer, with one
@@ -173,14 +188,12 @@ type otlpReader struct {
 	batch spanBatch
 	procs map[string]uint32
 
-	// Rules (nil: amdahl's attributes only): tab numbers the attributes
-	// kept, in vals for the span being read (res.vals for its resource).
-	rows        *Rows
-	units       *Matcher
-	tab         *attrTable
-	vals        []string
-	rb          rowBuilder
-	amdahlSpans int
+	// rules (nil: amdahl's attributes only) and the values of its Keys
+	// (keyAt numbers them) for the span being read (res.vals for its
+	// resource).
+	rules Rules
+	keyAt map[string]int
+	vals  []string
 }
 
 type valueKind uint8
@@ -221,7 +234,7 @@ type resourceState struct {
 	idKey    []byte
 	proc     uint32
 	procDone bool
-	vals     []string // kept attributes (otlpReader.tab)
+	vals     []string // the values of rules' Keys (otlpReader.keyAt)
 }
 
 func (rs *resourceState) reset() {
@@ -385,20 +398,12 @@ func (p *otlpReader) emit(ps *pendingSpan) error {
 		}
 	}
 	s.Process = p.res.proc
-	if p.tab != nil {
+	if p.rules != nil {
 		vals := ps.vals
 		if vals == nil {
 			vals = p.vals
 		}
-		v := spanView{name: s.Name, kind: s.Kind, tab: p.tab, span: vals, res: p.res.vals}
-		hasAmdahl := (ps.has|p.res.hasDef)&amdahlRowBits != 0
-		if hasAmdahl {
-			p.amdahlSpans++
-		}
-		p.rb.apply(p.rows, &s, &v, hasAmdahl)
-		if p.units != nil {
-			s.Selected = p.units.match(&v)
-		}
+		p.rules.Apply(&s, vals, p.res.vals, (ps.has|p.res.hasDef)&amdahlRowBits != 0)
 	}
 	return p.fn(s)
 }
@@ -671,7 +676,7 @@ func (p *otlpReader) span() error {
 	if p.res.seen && p.batch.n == 0 {
 		return p.emit(&s)
 	}
-	if p.tab != nil {
+	if p.rules != nil {
 		s.vals = slices.Clone(p.vals)
 	}
 	p.batch.add(&s) // at most Limits.MaxSpans, as spans are

@@ -1,4 +1,4 @@
-package otelsetup
+package spans
 
 import (
 	"bufio"

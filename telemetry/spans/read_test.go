@@ -1,4 +1,4 @@
-package attribution
+package spans
 
 import (
 	"bytes"
@@ -19,7 +19,6 @@ import (
 	"unsafe"
 
 	"github.com/amdahl-rt/amdahl/telemetry"
-	"github.com/amdahl-rt/amdahl/telemetry/otelsetup"
 	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
 	commonpb "go.opentelemetry.io/proto/otlp/common/v1"
 	resourcepb "go.opentelemetry.io/proto/otlp/resource/v1"
@@ -30,7 +29,7 @@ import (
 // readAll reads every span of data.
 func readOTLP(r io.Reader, lim Limits) ([]Span, error) {
 	var out []Span
-	err := ReadOTLPJSON(r, "t.jsonl", lim, new(Interner), func(s Span) error {
+	err := ReadOTLPJSON(r, "t.jsonl", lim, new(Interner), nil, func(s Span) error {
 		out = append(out, s)
 		return nil
 	})
@@ -170,7 +169,7 @@ var otlpEncodings = []struct {
 	name    string
 	marshal func(*coltracepb.ExportTraceServiceRequest) ([]byte, error)
 }{
-	{"MarshalTraceLine", otelsetup.MarshalTraceLine},
+	{"MarshalTraceLine", MarshalTraceLine},
 	{"protojson", protojsonMarshal(protojson.MarshalOptions{})},
 	{"protojson UseProtoNames", protojsonMarshal(protojson.MarshalOptions{UseProtoNames: true})},
 	{"protojson Multiline", protojsonMarshal(protojson.MarshalOptions{Multiline: true, Indent: "\t"})},
@@ -230,13 +229,13 @@ func TestReadOTLPJSONLines(t *testing.T) {
 	req, want := otlpTestRequest()
 	var lines []byte // one request per ResourceSpans, one per line
 	for _, rs := range req.ResourceSpans {
-		line, err := otelsetup.MarshalTraceLine(&coltracepb.ExportTraceServiceRequest{ResourceSpans: []*tracepb.ResourceSpans{rs}})
+		line, err := MarshalTraceLine(&coltracepb.ExportTraceServiceRequest{ResourceSpans: []*tracepb.ResourceSpans{rs}})
 		if err != nil {
 			t.Fatal(err)
 		}
 		lines = append(lines, line...)
 	}
-	oneLine, err := otelsetup.MarshalTraceLine(req)
+	oneLine, err := MarshalTraceLine(req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -488,7 +487,7 @@ func TestReadOTLPJSONZeros(t *testing.T) {
 		}
 	}
 	allocs := testing.AllocsPerRun(10, func() {
-		_ = ReadOTLPJSON(&nulReader{}, "zero", Limits{}, nil, nil)
+		_ = ReadOTLPJSON(&nulReader{}, "zero", Limits{}, nil, nil, nil)
 	})
 	if allocs > 20 {
 		t.Errorf("got %v allocations, want at most 20", allocs)
@@ -513,7 +512,7 @@ func TestReadOTLPJSONCallbackError(t *testing.T) {
 		}
 		for _, stopAt := range []int{1, 4, 7} {
 			n := 0
-			err = ReadOTLPJSON(bytes.NewReader(data), "t", Limits{}, nil, func(Span) error {
+			err = ReadOTLPJSON(bytes.NewReader(data), "t", Limits{}, nil, nil, func(Span) error {
 				if n++; n == stopAt {
 					return errStopOTLP
 				}
@@ -528,14 +527,14 @@ func TestReadOTLPJSONCallbackError(t *testing.T) {
 
 func TestReadOTLPJSONInterns(t *testing.T) {
 	req, _ := otlpTestRequest()
-	data, err := otelsetup.MarshalTraceLine(req)
+	data, err := MarshalTraceLine(req)
 	if err != nil {
 		t.Fatal(err)
 	}
 	in := new(Interner)
 	var a, b []Span
 	for _, out := range []*[]Span{&a, &b} {
-		if err := ReadOTLPJSON(bytes.NewReader(data), "t", Limits{}, in, func(s Span) error {
+		if err := ReadOTLPJSON(bytes.NewReader(data), "t", Limits{}, in, nil, func(s Span) error {
 			*out = append(*out, s)
 			return nil
 		}); err != nil {
@@ -669,11 +668,11 @@ func TestWriteBenchTrace(t *testing.T) {
 		t.Fatalf("got %d lines, want 2", len(lines)-1)
 	}
 	for i, line := range lines[:2] {
-		req, err := otelsetup.UnmarshalTraceLine(line)
+		req, err := UnmarshalTraceLine(line)
 		if err != nil {
 			t.Fatal(err)
 		}
-		again, err := otelsetup.MarshalTraceLine(req)
+		again, err := MarshalTraceLine(req)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -722,7 +721,7 @@ func BenchmarkReadOTLPJSON1M(b *testing.B) {
 					b.Fatal(err)
 				}
 				spans = spans[:0]
-				err = ReadOTLPJSON(f, path, Limits{}, in, func(s Span) error {
+				err = ReadOTLPJSON(f, path, Limits{}, in, nil, func(s Span) error {
 					spans = append(spans, s)
 					return nil
 				})
@@ -777,7 +776,7 @@ func FuzzReadOTLPJSON(f *testing.F) {
 }
 
 // BenchmarkReadOTLPJSONBaseline sets ReadOTLPJSON against the decoder it
-// replaces, otelsetup.ReadTraceFile (encoding/json and protojson), on
+// replaces, ReadTraceFile (encoding/json and protojson), on
 // 10,000 spans in memory.
 func BenchmarkReadOTLPJSONBaseline(b *testing.B) {
 	var buf bytes.Buffer
@@ -790,7 +789,7 @@ func BenchmarkReadOTLPJSONBaseline(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
 			n := 0
-			if err := ReadOTLPJSON(bytes.NewReader(data), "bench", Limits{}, nil, func(Span) error {
+			if err := ReadOTLPJSON(bytes.NewReader(data), "bench", Limits{}, nil, nil, func(Span) error {
 				n++
 				return nil
 			}); err != nil || n != 10_000 {
@@ -798,11 +797,11 @@ func BenchmarkReadOTLPJSONBaseline(b *testing.B) {
 			}
 		}
 	})
-	b.Run("otelsetup.ReadTraceFile", func(b *testing.B) {
+	b.Run("ReadTraceFile", func(b *testing.B) {
 		b.SetBytes(int64(len(data)))
 		b.ReportAllocs()
 		for b.Loop() {
-			reqs, err := otelsetup.ReadTraceFile(bytes.NewReader(data))
+			reqs, err := ReadTraceFile(bytes.NewReader(data))
 			if err != nil || len(reqs) != 10 {
 				b.Fatalf("got %d requests, error %v; want 10, none", len(reqs), err)
 			}

@@ -1,0 +1,24 @@
+// Package spans is amdahl's one span model and its OTLP JSON codec.
+//
+// Span is what every reader of spans in amdahl knows of one: the live
+// accounting of a run, `amdahl report` over a trace file, the
+// OpenTelemetry Collector connector and the attribution built on them.
+// It is compact (ids as arrays, times as Unix nanoseconds, the row as
+// amdahl.component, amdahl.phase and amdahl.direction, strings shared
+// through an Interner), so that a million spans fit in little memory.
+// SetAttribute applies the attributes a Span keeps (ReadsAttribute names
+// them); the rest of a span's attributes are an exporter's business.
+//
+// ReadOTLPJSON streams OTLP/JSON trace data (amdahl's trace file, the
+// Collector's file exporter's) into Spans within Limits, with errors that
+// name the input, line and column. Rules, when given, read the attributes
+// a Span does not keep (the semantic conventions', a rules file's) and
+// give each span its row; the attribution's rule sets implement them.
+//
+// MarshalTraceLine, UnmarshalTraceLine and ReadTraceFile are the slow
+// reference codec, through protojson and encoding/json, for tests and
+// tools that hold OTLP protobufs.
+//
+// The package depends on the OpenTelemetry API only: a program that
+// embeds it links no SDK.
+package spans
