@@ -266,27 +266,8 @@ func runCase(ctx context.Context, exe string, env map[string]string, envBytes, b
 		defer wg.Done()
 		// A failed receiver ends the case, or the sender could wait
 		// forever on a child that stopped reading.
-		defer func() {
-			if recvErr != nil {
-				cancel()
-			}
-		}()
-		for range o.messages {
-			in, err := conn.Recv(cctx)
-			if err != nil {
-				recvErr = err
-				return
-			}
-			res, ok := in.Msg.(*ipcpb.TaskResult)
-			if !ok {
-				continue
-			}
-			id := res.GetId()
-			if id < 1 || id > uint64(o.messages) || res.GetOutputs()[outEnvBytes] != strconv.Itoa(envBytes) {
-				recvErr = fmt.Errorf("unexpected result %d: %v", id, res.GetOutputs())
-				return
-			}
-			arrived[id-1] = time.Now()
+		if recvErr = receive(cctx, conn, envBytes, arrived); recvErr != nil {
+			cancel()
 		}
 	}()
 
@@ -314,10 +295,40 @@ func runCase(ctx context.Context, exe string, env map[string]string, envBytes, b
 		}
 	}
 
+	s.writeBlocked, err = meanSendBlocked(ctx, reader)
+	return s, err
+}
+
+// receive reads len(arrived) results, checks each against its
+// configuration (its id, and the environment size the child saw) and
+// notes when it arrived.
+func receive(ctx context.Context, conn *ipc.Conn, envBytes int, arrived []time.Time) error {
+	for range arrived {
+		in, err := conn.Recv(ctx)
+		if err != nil {
+			return err
+		}
+		res, ok := in.Msg.(*ipcpb.TaskResult)
+		if !ok {
+			continue
+		}
+		id := res.GetId()
+		if id < 1 || id > uint64(len(arrived)) || res.GetOutputs()[outEnvBytes] != strconv.Itoa(envBytes) {
+			return fmt.Errorf("unexpected result %d: %v", id, res.GetOutputs())
+		}
+		arrived[id-1] = time.Now()
+	}
+	return nil
+}
+
+// meanSendBlocked is the mean of ipc's send-blocked histogram in the
+// reader's metrics, in seconds (0 without a send).
+func meanSendBlocked(ctx context.Context, reader *sdkmetric.ManualReader) (float64, error) {
 	var rm metricdata.ResourceMetrics
 	if err := reader.Collect(ctx, &rm); err != nil {
-		return s, fmt.Errorf("collect metrics: %w", err)
+		return 0, fmt.Errorf("collect metrics: %w", err)
 	}
+	mean := 0.0
 	for _, sm := range rm.ScopeMetrics {
 		for _, m := range sm.Metrics {
 			if h, ok := m.Data.(metricdata.Histogram[float64]); ok && m.Name == ipc.MetricSendBlocked {
@@ -327,10 +338,10 @@ func runCase(ctx context.Context, exe string, env map[string]string, envBytes, b
 					sum, n = sum+dp.Sum, n+dp.Count
 				}
 				if n > 0 {
-					s.writeBlocked = sum / float64(n)
+					mean = sum / float64(n)
 				}
 			}
 		}
 	}
-	return s, nil
+	return mean, nil
 }
