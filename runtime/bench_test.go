@@ -294,7 +294,7 @@ func BenchmarkUnitTelemetry(b *testing.B) {
 			case "sdk", "sdk+export":
 				opts := []sdktrace.TracerProviderOption{sdktrace.WithSpanProcessor(c)}
 				if path == "sdk+export" {
-					opts = append(opts, sdktrace.WithSpanProcessor(export))
+					opts = append(opts, sdktrace.WithSpanProcessor(otelsetup.ExporterProcessor(export)))
 				}
 				sdk := sdktrace.NewTracerProvider(opts...)
 				defer func() { _ = sdk.Shutdown(context.Background()) }()

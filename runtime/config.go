@@ -8,7 +8,6 @@ import (
 
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/propagation"
-	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc/credentials"
@@ -16,6 +15,7 @@ import (
 	"github.com/amdahl-rt/amdahl/chunking"
 	"github.com/amdahl-rt/amdahl/telemetry/attribution"
 	"github.com/amdahl-rt/amdahl/telemetry/otelsetup"
+	"github.com/amdahl-rt/amdahl/telemetry/spans"
 )
 
 // Config configures a Runtime. Settings is required (DefaultSettings or
@@ -89,17 +89,17 @@ type Config struct {
 	MeterProvider  metric.MeterProvider
 	Spans          SpanProcessorRegistry
 	// SpanExport, with no TracerProvider, makes the runtime's own tracer
-	// hand every span it records to this processor as well, ended and
-	// whole, as an SDK span processor would get it (OnEnd, never
-	// OnStart): its name, attributes, kind, events, links and status,
-	// with SpanResource as its resource (nil: resource.Default(), as an
-	// SDK provider's). That is how amdahl run writes its
-	// trace file without SDK spans (UseTelemetry with
-	// otelsetup.Telemetry.TraceFileOnly). The runtime does not shut it
+	// hand every span it records to this exporter as well, ended and
+	// whole (spans.Record): its name, attributes, kind, events, links and
+	// status as the SDK would record them, with SpanResource as its
+	// resource (nil: otelsetup.DefaultResource(), as an SDK provider's).
+	// That is how amdahl run writes its trace file without SDK spans
+	// (UseTelemetry with otelsetup.Telemetry.TraceFileOnly); an SDK span
+	// processor takes them through otelsetup.ProcessorExporter. The runtime does not shut it
 	// down: its owner does, after Close. New refuses either with a
 	// TracerProvider, whose spans it would never see.
-	SpanExport   sdktrace.SpanProcessor
-	SpanResource *resource.Resource
+	SpanExport   spans.Exporter
+	SpanResource *spans.Resource
 	// Sampler, with no TracerProvider, decides which units the runtime's
 	// own tracer samples, as an SDK provider's sampler would decide for
 	// the unit's root (its children follow it, as under the samplers

@@ -20,6 +20,7 @@ import (
 	"github.com/amdahl-rt/amdahl/runtime/scenario"
 	"github.com/amdahl-rt/amdahl/telemetry"
 	"github.com/amdahl-rt/amdahl/telemetry/attribution"
+	"github.com/amdahl-rt/amdahl/telemetry/otelsetup"
 )
 
 // recordRig is a collector keeping every unit it accounts, the runtime's
@@ -293,8 +294,8 @@ func TestRunKeepsTaskUnitsInRecords(t *testing.T) {
 // a span written.
 func TestRecordExportEdges(t *testing.T) {
 	col, _ := keepingCollector(t)
-	file := fileSpanRecorder{tracetest.NewSpanRecorder()}
-	p := newExportingProvider(col, file, resource.Empty(), nil)
+	file := tracetest.NewSpanRecorder()
+	p := newExportingProvider(col, otelsetup.ProcessorExporter(file), otelsetup.ResourceOf(resource.Empty()), nil)
 	rt, ipcComp, host, _ := recordComponents(t, p)
 	names := newRecordNames(p.phaseTracer.t, rt, ipcComp, host)
 	var rec unitRecord

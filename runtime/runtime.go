@@ -14,7 +14,6 @@ import (
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
-	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
@@ -25,6 +24,7 @@ import (
 	"github.com/amdahl-rt/amdahl/runtime/scenario"
 	"github.com/amdahl-rt/amdahl/telemetry"
 	"github.com/amdahl-rt/amdahl/telemetry/attribution"
+	"github.com/amdahl-rt/amdahl/telemetry/otelsetup"
 )
 
 // Span names and attributes the runtime adds (telemetry/doc.go lists them).
@@ -258,7 +258,7 @@ func (r *Runtime) instrument(cfg Config) (tp trace.TracerProvider, mp metric.Met
 		// spans: the runtime's own tracer hands them to both.
 		res := cfg.SpanResource
 		if res == nil {
-			res = resource.Default() // as an SDK provider's without one
+			res = otelsetup.DefaultResource() // as an SDK provider's without one
 		}
 		r.own = newExportingProvider(r.col, cfg.SpanExport, res, cfg.Sampler)
 		tp, spans = r.own, nil

@@ -2,15 +2,12 @@ package runtime
 
 import (
 	"reflect"
-	"time"
 
 	"go.opentelemetry.io/otel/attribute"
-	sdktrace "go.opentelemetry.io/otel/sdk/trace"
-	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/amdahl-rt/amdahl/telemetry/attribution"
-	"github.com/amdahl-rt/amdahl/telemetry/otelsetup"
+	"github.com/amdahl-rt/amdahl/telemetry/spans"
 )
 
 // The exception event of RecordError, as the SDK records it
@@ -48,11 +45,11 @@ type spanRecord struct {
 	// lead are a phase span's first attributes (phaseLead), shared and
 	// encoded once; attrs follow them and repeat none of their keys (a
 	// key of lead set again moves lead into attrs: unshare).
-	lead          *otelsetup.SharedAttributes
+	lead          *spans.SharedAttributes
 	attrs         []attribute.KeyValue // in order set; deduplicated at snapshot
-	events        []sdktrace.Event
-	links         []sdktrace.Link
-	status        sdktrace.Status
+	events        []spans.Event
+	links         []spans.Link
+	status        spans.Status
 	droppedAttrs  int
 	droppedEvents int
 	droppedLinks  int
@@ -164,7 +161,7 @@ func (r *spanRecord) addEvent(name string, cfg trace.EventConfig) {
 		r.events = append(r.events[:0], r.events[1:]...)
 		r.droppedEvents++
 	}
-	r.events = append(r.events, sdktrace.Event{Name: name, Attributes: attrs, DroppedAttributeCount: dropped, Time: cfg.Timestamp()})
+	r.events = append(r.events, spans.Event{Name: name, Attributes: attrs, DroppedAttributes: dropped, Time: cfg.Timestamp().UnixNano()})
 }
 
 func (r *spanRecord) addLink(l trace.Link) {
@@ -176,29 +173,17 @@ func (r *spanRecord) addLink(l trace.Link) {
 		r.droppedLinks++
 	}
 	attrs, dropped := itemAttrs(l.Attributes)
-	r.links = append(r.links, sdktrace.Link{SpanContext: l.SpanContext, Attributes: attrs, DroppedAttributeCount: dropped})
+	r.links = append(r.links, spans.Link{SpanContext: l.SpanContext, Attributes: attrs, DroppedAttributes: dropped})
 }
 
-// fileSpan is the ended span sp of tracer t, with context sc, as the trace
-// file's processor takes it (and, through snapshot, any other).
-func (r *spanRecord) fileSpan(t *accountingTracer, sc trace.SpanContext, sp *attribution.Span) otelsetup.FileSpan {
+// record is the ended span sp of tracer t, with context sc, as an
+// exporter takes it.
+func (r *spanRecord) record(t *accountingTracer, sc trace.SpanContext, sp *attribution.Span) spans.Record {
 	attrs := r.dedupeAttrs() // first: it may move lead into attrs
-	return otelsetup.FileSpan{
+	return spans.Record{
 		Name: sp.Name, SpanContext: sc, Parent: r.parent, Kind: r.kind, Start: sp.Start, End: sp.End,
 		Leading: r.lead, Attributes: attrs, Events: r.events, Links: r.links, Status: r.status,
 		DroppedAttributes: r.droppedAttrs, DroppedEvents: r.droppedEvents, DroppedLinks: r.droppedLinks,
 		Resource: t.export.res, Scope: t.scope,
 	}
-}
-
-// snapshot is a span as fileSpan gives it, as an SDK span processor
-// receives it.
-func snapshot(fs otelsetup.FileSpan) sdktrace.ReadOnlySpan {
-	return tracetest.SpanStub{
-		Name: fs.Name, SpanContext: fs.SpanContext, Parent: fs.Parent, SpanKind: fs.Kind,
-		StartTime: time.Unix(0, fs.Start), EndTime: time.Unix(0, fs.End),
-		Attributes: fs.AllAttributes(), Events: fs.Events, Links: fs.Links, Status: fs.Status,
-		DroppedAttributes: fs.DroppedAttributes, DroppedEvents: fs.DroppedEvents, DroppedLinks: fs.DroppedLinks,
-		Resource: fs.Resource, InstrumentationScope: fs.Scope,
-	}.Snapshot()
 }

@@ -7,15 +7,13 @@ import (
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/sdk/instrumentation"
-	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
 	"go.opentelemetry.io/otel/trace/embedded"
 
 	"github.com/amdahl-rt/amdahl/telemetry"
 	"github.com/amdahl-rt/amdahl/telemetry/attribution"
-	"github.com/amdahl-rt/amdahl/telemetry/otelsetup"
+	"github.com/amdahl-rt/amdahl/telemetry/spans"
 )
 
 // accountingTracer is the tracer of a run whose spans nothing but its
@@ -40,7 +38,7 @@ type accountingTracer struct {
 	// With export (an exportingProvider's tracers), every span is also
 	// handed whole to export.proc, under the tracer's scope.
 	export  *spanExport
-	scope   instrumentation.Scope
+	scope   spans.Scope
 	sampler sdktrace.Sampler // Config.Sampler; nil samples every root
 }
 
@@ -57,10 +55,10 @@ var (
 	_ trace.Span           = (*accountingSpan)(nil)
 )
 
-// exportingProvider is the runtime's own tracer when a span processor
+// exportingProvider is the runtime's own tracer when an exporter
 // (Config.SpanExport: amdahl run's trace file) reads the spans besides
 // the attribution. Its spans go to the collector as the accountingTracer's
-// do, and to that processor whole, as read-only spans: the names,
+// do, and to that exporter whole, as spans.Records: the names,
 // attributes, kind, events, links and status the SDK would record (under
 // the SDK's default span limits), the tracer's instrumentation scope and
 // Config.SpanResource. It is a telemetry.PhaseTracer that wants every
@@ -76,16 +74,14 @@ type exportingProvider struct {
 	sampler     sdktrace.Sampler
 
 	mu      sync.Mutex
-	tracers map[instrumentation.Scope]*accountingTracer
+	tracers map[spans.Scope]*accountingTracer
 }
 
-// spanExport is where an exportingProvider's spans go, and their resource.
-// When proc takes spans as otelsetup.FileSpans (the trace file's does),
-// they go to file as such: no read-only span is made for each.
+// spanExport is where an exportingProvider's spans go, as spans.Records,
+// and their resource.
 type spanExport struct {
-	proc sdktrace.SpanProcessor
-	file otelsetup.FileSpanWriter // proc, if it is one
-	res  *resource.Resource
+	exp spans.Exporter
+	res *spans.Resource
 	// lead and leads hold the attributes phase spans begin with, made
 	// and encoded once per phase (phaseLead): lead by phase and
 	// direction, for the first component seen with them, and leads
@@ -97,19 +93,19 @@ type spanExport struct {
 
 // phaseAttrs returns amdahl.component, amdahl.phase and amdahl.direction
 // (none for direction None) as SharedAttributes.
-func phaseAttrs(component string, ph telemetry.Phase, d telemetry.Direction) *otelsetup.SharedAttributes {
+func phaseAttrs(component string, ph telemetry.Phase, d telemetry.Direction) *spans.SharedAttributes {
 	kvs := []attribute.KeyValue{telemetry.AttrComponent.String(component), telemetry.AttrPhase.String(ph.String())}
 	if d != telemetry.None {
 		kvs = append(kvs, telemetry.AttrDirection.String(d.String()))
 	}
-	return otelsetup.NewSharedAttributes(kvs...)
+	return spans.NewSharedAttributes(kvs...)
 }
 
 // phaseLeadSlot is a component's lead attributes for one phase and
 // direction.
 type phaseLeadSlot struct {
 	component string
-	attrs     *otelsetup.SharedAttributes
+	attrs     *spans.SharedAttributes
 }
 
 // phaseKey names a phase of a Component.
@@ -123,7 +119,7 @@ type phaseKey struct {
 // amdahl.component, amdahl.phase and amdahl.direction (none for
 // direction None), as a Component's spans through the OTel API carry
 // them: nil for a span that is not a phase (ph zero).
-func (e *spanExport) phaseLead(component string, ph telemetry.Phase, d telemetry.Direction) *otelsetup.SharedAttributes {
+func (e *spanExport) phaseLead(component string, ph telemetry.Phase, d telemetry.Direction) *spans.SharedAttributes {
 	if ph == 0 {
 		return nil
 	}
@@ -138,10 +134,10 @@ func (e *spanExport) phaseLead(component string, ph telemetry.Phase, d telemetry
 	}
 	k := phaseKey{component, ph, d}
 	if a, ok := e.leads.Load(k); ok {
-		return a.(*otelsetup.SharedAttributes)
+		return a.(*spans.SharedAttributes)
 	}
 	v, _ := e.leads.LoadOrStore(k, phaseAttrs(component, ph, d))
-	a := v.(*otelsetup.SharedAttributes)
+	a := v.(*spans.SharedAttributes)
 	slot.CompareAndSwap(nil, &phaseLeadSlot{component: component, attrs: a})
 	return a
 }
@@ -149,12 +145,7 @@ func (e *spanExport) phaseLead(component string, ph telemetry.Phase, d telemetry
 // end hands the ended span sp of tracer t, with context sc and the
 // record r, to the export.
 func (e *spanExport) end(t *accountingTracer, r *spanRecord, sc trace.SpanContext, sp *attribution.Span) {
-	fs := r.fileSpan(t, sc, sp)
-	if e.file == nil {
-		e.proc.OnEnd(snapshot(fs))
-		return
-	}
-	e.file.EndFileSpan(fs)
+	e.exp.Export(r.record(t, sc, sp))
 }
 
 var (
@@ -162,10 +153,9 @@ var (
 	_ telemetry.PhaseTracer = (*accountingProvider)(nil)
 )
 
-func newExportingProvider(col *collector, proc sdktrace.SpanProcessor, res *resource.Resource, sampler sdktrace.Sampler) *exportingProvider {
-	fw, _ := proc.(otelsetup.FileSpanWriter)
-	p := &exportingProvider{col: col, export: &spanExport{proc: proc, file: fw, res: res}, sampler: sampler,
-		tracers: map[instrumentation.Scope]*accountingTracer{}}
+func newExportingProvider(col *collector, exp spans.Exporter, res *spans.Resource, sampler sdktrace.Sampler) *exportingProvider {
+	p := &exportingProvider{col: col, export: &spanExport{exp: exp, res: res}, sampler: sampler,
+		tracers: map[spans.Scope]*accountingTracer{}}
 	p.phaseTracer = phaseTracer{t: p.Tracer(telemetry.ScopeName, trace.WithInstrumentationVersion(telemetry.Version)).(*accountingTracer), attrs: true}
 	return p
 }
@@ -181,7 +171,7 @@ func (p *exportingProvider) Tracer(name string, opts ...trace.TracerOption) trac
 		name = defaultTracerName
 	}
 	cfg := trace.NewTracerConfig(opts...)
-	scope := instrumentation.Scope{Name: name, Version: cfg.InstrumentationVersion(),
+	scope := spans.Scope{Name: name, Version: cfg.InstrumentationVersion(),
 		SchemaURL: cfg.SchemaURL(), Attributes: cfg.InstrumentationAttributes()}
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -290,9 +280,9 @@ func (t *accountingTracer) recordPhase(ctx context.Context, name, component stri
 	}
 	if t.export != nil {
 		r := spanRecord{parent: parent, kind: trace.SpanKindInternal, lead: t.export.phaseLead(component, ph, d)}
-		if t.export.file != nil && r.canBorrow(attrs) {
-			// The file encodes the span before end returns: attrs
-			// need no copy.
+		if r.canBorrow(attrs) {
+			// An Exporter keeps nothing of the record past Export:
+			// attrs need no copy.
 			r.attrs = attrs
 		} else {
 			r.addAttrs(attrs)

@@ -26,6 +26,7 @@ import (
 	"github.com/amdahl-rt/amdahl/telemetry"
 	"github.com/amdahl-rt/amdahl/telemetry/attribution"
 	"github.com/amdahl-rt/amdahl/telemetry/otelsetup"
+	"github.com/amdahl-rt/amdahl/telemetry/spans"
 )
 
 // keptSpans returns the spans the collector holds for trace id (a unit in
@@ -653,10 +654,7 @@ func TestExportingSpanMatchesSDK(t *testing.T) {
 	script(sdk)
 	c := newCollector(func(attribution.Work, any) {}, nil)
 	defer c.close()
-	script(newExportingProvider(c, ownRec, res, nil))
-	// The same through the trace file's way in: FileSpans, no read-only span.
-	fileRec := fileSpanRecorder{tracetest.NewSpanRecorder()}
-	script(newExportingProvider(c, fileRec, res, nil))
+	script(newExportingProvider(c, otelsetup.ProcessorExporter(ownRec), otelsetup.ResourceOf(res), nil))
 
 	// A parent of the same set is named (its id is random), any other
 	// given by its id.
@@ -685,7 +683,7 @@ func TestExportingSpanMatchesSDK(t *testing.T) {
 	for _, own := range []struct {
 		name string
 		got  []sdktrace.ReadOnlySpan
-	}{{"read-only", ownRec.Ended()}, {"file span", fileRec.Ended()}} {
+	}{{"records", ownRec.Ended()}} {
 		if len(own.got) != len(want) {
 			t.Fatalf("%s: %d spans exported, the SDK %d", own.name, len(own.got), len(want))
 		}
@@ -696,12 +694,6 @@ func TestExportingSpanMatchesSDK(t *testing.T) {
 		}
 	}
 }
-
-// fileSpanRecorder records spans handed to it as otelsetup.FileSpans as
-// read-only spans with the same fields.
-type fileSpanRecorder struct{ *tracetest.SpanRecorder }
-
-func (r fileSpanRecorder) EndFileSpan(s otelsetup.FileSpan) { r.OnEnd(snapshot(s)) }
 
 // TestGRPCSpansChangeNoRow: without the gRPC calls' own spans (the
 // runtime does not make them when only the attribution reads the spans)
@@ -774,8 +766,8 @@ func TestSpanExportConfig(t *testing.T) {
 		name string
 		set  func(*Config)
 	}{
-		{"export", func(c *Config) { c.SpanExport = rec }},
-		{"resource", func(c *Config) { c.SpanResource = resource.Empty() }},
+		{"export", func(c *Config) { c.SpanExport = otelsetup.ProcessorExporter(rec) }},
+		{"resource", func(c *Config) { c.SpanResource = otelsetup.ResourceOf(resource.Empty()) }},
 	} {
 		cfg := testConfig(t, testSettings(t), nil) // with a TracerProvider
 		tc.set(&cfg)
@@ -789,7 +781,7 @@ func TestSpanExportConfig(t *testing.T) {
 		}
 	}
 	cfg := testConfig(t, testSettings(t), nil)
-	cfg.TracerProvider, cfg.SpanExport = nil, rec
+	cfg.TracerProvider, cfg.SpanExport = nil, otelsetup.ProcessorExporter(rec)
 	r := startRuntime(t, cfg)
 	submitSmall(t, r, 1, 2)
 	spans := rec.Ended()
@@ -842,7 +834,7 @@ func TestSpanOutlivesUnit(t *testing.T) {
 // (the array) or not (the map); a phase no Component makes is not kept.
 func TestPhaseLead(t *testing.T) {
 	var e spanExport
-	str := func(a *otelsetup.SharedAttributes) string { return fmt.Sprint(a.KeyValues()) }
+	str := func(a *spans.SharedAttributes) string { return fmt.Sprint(a.KeyValues()) }
 	for range 2 {
 		for _, c := range []string{"ipc", "taskhost", "chunking"} {
 			for _, ph := range telemetry.Phases() {

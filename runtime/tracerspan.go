@@ -7,11 +7,11 @@ import (
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
-	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
 	"go.opentelemetry.io/otel/trace/embedded"
 
 	"github.com/amdahl-rt/amdahl/telemetry/attribution"
+	"github.com/amdahl-rt/amdahl/telemetry/spans"
 )
 
 // accountingSpan is a span of the accountingTracer. Like every span, it is
@@ -179,7 +179,7 @@ func (s *accountingSpan) SetStatus(code codes.Code, description string) {
 // Unset, and only an Error keeps its description.
 func (r *spanRecord) setStatus(code codes.Code, description string) {
 	if r.status.Code <= code {
-		r.status = sdktrace.Status{Code: code}
+		r.status = spans.Status{Code: code}
 		if code == codes.Error {
 			r.status.Description = description
 		}

@@ -109,9 +109,9 @@
 // (runtime.Config.UseTelemetry), and the SDK's tracer provider goes
 // unused. When the trace file is the only other reader, TraceFileOnly
 // returns the file's writer: the runtime's own tracer then hands it its
-// spans as well, still without SDK spans, as FileSpans (FileSpanWriter),
+// spans as well, still without SDK spans, as spans.Records (spans.Exporter),
 // a phase span's amdahl.component, amdahl.phase and amdahl.direction as
-// SharedAttributes made and encoded once per phase (FileSpan.Leading).
+// spans.SharedAttributes made and encoded once per phase (Record.Leading).
 //
 // OTEL_SDK_DISABLED=true (the OpenTelemetry specification's variable; only
 // true and false are accepted, any other value is a *ConfigError, where the

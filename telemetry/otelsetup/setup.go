@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/amdahl-rt/amdahl/telemetry"
+	"github.com/amdahl-rt/amdahl/telemetry/spans"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace"
@@ -313,7 +314,7 @@ func (t *Telemetry) setupTraces(ctx context.Context, c *config, res *resource.Re
 		tpOpts = append(tpOpts, sdktrace.WithSpanProcessor(t.recorder))
 	}
 	if c.traceFile != "" {
-		fe, err := NewTraceFileExporter(c.traceFile)
+		fw, err := spans.CreateFile(c.traceFile)
 		if err != nil {
 			return &ConfigError{Setting: EnvTraceFile, Value: c.traceFile, Reason: err.Error()}
 		}
@@ -321,8 +322,8 @@ func (t *Telemetry) setupTraces(ctx context.Context, c *config, res *resource.Re
 		// span end waits for room in a full queue (the exporter is local
 		// and fast) instead of being dropped, the SDK's default.
 		t.traceFile = true
-		t.traceFileProc = newFileBatcher(fe)
-		tpOpts = append(tpOpts, sdktrace.WithSpanProcessor(t.traceFileProc))
+		t.traceFileSink = spans.NewFileSink(fw)
+		tpOpts = append(tpOpts, sdktrace.WithSpanProcessor(ExporterProcessor(t.traceFileSink)))
 	}
 	exp, err := c.spanExporter(ctx)
 	if err != nil {

@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 
 	"github.com/amdahl-rt/amdahl/telemetry"
+	"github.com/amdahl-rt/amdahl/telemetry/spans"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"go.opentelemetry.io/otel/attribute"
@@ -35,12 +36,12 @@ type Telemetry struct {
 	propagator     propagation.TextMapPropagator
 	recorder       *Recorder
 	phaseLabels    bool
-	otlpCounts     *spanCounter           // nil without OTLP
-	traceFile      bool                   // spans go to a trace file
-	traceFileProc  sdktrace.SpanProcessor // the trace file's writer, registered on sdkTP
-	resource       *resource.Resource     // sdkTP's
-	remoteWanted   bool                   // something set up here gets amdahl.remote=true spans
-	sampler        sdktrace.Sampler       // OTEL_TRACES_SAMPLER's, for a runtime's own tracer (Sampler)
+	otlpCounts     *spanCounter       // nil without OTLP
+	traceFile      bool               // spans go to a trace file
+	traceFileSink  *spans.FileSink    // the trace file's writer, registered on sdkTP (ExporterProcessor)
+	resource       *resource.Resource // sdkTP's
+	remoteWanted   bool               // something set up here gets amdahl.remote=true spans
+	sampler        sdktrace.Sampler   // OTEL_TRACES_SAMPLER's, for a runtime's own tracer (Sampler)
 	// spansOnlyRegistered: only span processors registered after Setup
 	// would see a span (SpansOnlyForAttribution); spansOnlyFile: those
 	// and the trace file's writer (TraceFileOnly).
@@ -316,20 +317,21 @@ func parseSampler(name, arg string) (sdktrace.Sampler, error) {
 		Reason: "want always_on, always_off, traceidratio, parentbased_always_on, parentbased_always_off or parentbased_traceidratio"}
 }
 
-// TraceFileOnly returns the span processor that writes the trace file
+// TraceFileOnly returns the exporter that writes the trace file
 // (WithTraceFile, AMDAHL_TRACE_FILE; it waits for room rather than drop a
 // span) and the tracer provider's resource, when the spans recorded on
 // TracerProvider would reach nothing but that file and the span
 // processors registered after Setup: as SpansOnlyForAttribution, with a
 // trace file. A runtime then records its spans with its own tracer and
-// hands each, as a read-only span with that resource, to the processor
+// hands each, as a spans.Record with that resource, to the exporter
 // (runtime.Config.UseTelemetry), instead of making SDK spans. nil
-// otherwise, for a nil Telemetry and with the SDK disabled.
-func (t *Telemetry) TraceFileOnly() (sdktrace.SpanProcessor, *resource.Resource) {
-	if t == nil || t.sdkTP == nil || !t.spansOnlyFile || t.traceFileProc == nil {
+// otherwise, for a nil Telemetry and with the SDK disabled. The
+// exporter is Telemetry's: its Shutdown closes the file.
+func (t *Telemetry) TraceFileOnly() (spans.Exporter, *spans.Resource) {
+	if t == nil || t.sdkTP == nil || !t.spansOnlyFile || t.traceFileSink == nil {
 		return nil, nil
 	}
-	return t.traceFileProc, t.resource
+	return t.traceFileSink, ResourceOf(t.resource)
 }
 
 // PhaseLabels reports whether phase bodies run under the pprof phase label

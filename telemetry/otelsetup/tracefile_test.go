@@ -304,9 +304,6 @@ func FuzzTraceFileString(f *testing.F) {
 		if err := je.Encode(s); err != nil {
 			t.Fatal(err)
 		}
-		if got, want := appendString(nil, s), bytes.TrimSuffix(enc.Bytes(), []byte("\n")); !bytes.Equal(got, want) {
-			t.Fatalf("appendString(%q) = %s, want %s", s, got, want)
-		}
 		var want string
 		if err := json.Unmarshal(enc.Bytes(), &want); err != nil {
 			t.Fatal(err)
@@ -534,28 +531,35 @@ func BenchmarkTraceFile(b *testing.B) {
 }
 
 // TestSharedAttributes: a span whose first attributes are shared
-// (FileSpan.Leading, encoded once) is written byte for byte as the same
-// span with them in its own list, for every split of every varied span's
-// attributes; and NewSharedAttributes keeps the SDK's rules (an invalid
-// attribute left out, a key given twice kept where it first appears,
-// with its last value).
+// (spans.Record.Leading, encoded once) is written byte for byte as the
+// same span with them in its own list, for every split of every varied
+// span's attributes.
 func TestSharedAttributes(t *testing.T) {
-	var spans []sdktrace.ReadOnlySpan
+	var all []sdktrace.ReadOnlySpan
 	for _, b := range variedBatches(t) {
-		spans = append(spans, b...)
+		all = append(all, b...)
+	}
+	line := func(r spans.Record) []byte {
+		var out bytes.Buffer
+		var l spans.Line
+		l.Add(&r)
+		if err := spans.NewFileWriter(&out, nil).WriteLine(&l); err != nil {
+			t.Fatal(err)
+		}
+		return out.Bytes()
 	}
 	splits := 0
-	for i, s := range spans {
-		fs := FileSpanOf(s)
+	for i, s := range all {
+		fs := RecordOf(s)
 		attrs := fs.Attributes
-		want := appendSpan(nil, &fs)
+		want := line(fs)
 		for k := 0; k <= len(attrs); k++ {
 			if slices.ContainsFunc(attrs[:k], func(kv attribute.KeyValue) bool { return !kv.Valid() }) {
 				break
 			}
 			split := fs
-			split.Leading, split.Attributes = NewSharedAttributes(attrs[:k]...), attrs[k:]
-			if got := appendSpan(nil, &split); !bytes.Equal(got, want) {
+			split.Leading, split.Attributes = spans.NewSharedAttributes(attrs[:k]...), attrs[k:]
+			if got := line(split); !bytes.Equal(got, want) {
 				t.Fatalf("span %d, %d shared attributes:\n got %s\nwant %s", i, k, got, want)
 			}
 			// fmt: a NaN attribute is not == itself.
@@ -568,52 +572,10 @@ func TestSharedAttributes(t *testing.T) {
 	if splits < 20 {
 		t.Fatalf("only %d splits tried", splits)
 	}
-
-	a := NewSharedAttributes(attribute.String("a", "1"), attribute.KeyValue{}, attribute.Int("b", 2), attribute.String("a", "last"))
-	if got, want := a.KeyValues(), []attribute.KeyValue{attribute.String("a", "last"), attribute.Int("b", 2)}; !slices.Equal(got, want) {
-		t.Errorf("NewSharedAttributes: %v, want %v", got, want)
-	}
-	if a.Len() != 2 || !a.Has("b") || a.Has("c") {
-		t.Errorf("Len %d, Has(b) %v, Has(c) %v: want 2, true, false", a.Len(), a.Has("b"), a.Has("c"))
-	}
-	var none *SharedAttributes
-	if none.Len() != 0 || none.Has("a") || none.KeyValues() != nil {
-		t.Error("a nil SharedAttributes is not empty")
-	}
-	// Appending to KeyValues leaves the shared list alone.
-	_ = append(a.KeyValues(), attribute.Int("c", 3))
-	if got := a.KeyValues(); len(got) != 2 {
-		t.Errorf("after an append to KeyValues: %v", got)
-	}
 }
 
-// TestPlain8: every byte value at every position of the eight, among
-// plain bytes and among bytes that are themselves just plain (0x20, 0x7f,
-// the neighbours of '"' and '\\'), is told apart as a byte-by-byte look
-// tells it: the word tricks' borrows must not hide or invent one.
-func TestPlain8(t *testing.T) {
-	plain := func(c byte) bool { return c >= 0x20 && c < 0x80 && c != '"' && c != '\\' }
-	for _, fill := range []byte{'a', 0x20, 0x7f, '"' + 1, '"' - 1, '\\' + 1, '\\' - 1} {
-		for pos := range 8 {
-			for v := range 256 {
-				w := []byte(strings.Repeat(string(fill), 8))
-				w[pos] = byte(v)
-				if got, want := plain8(string(w)), plain(byte(v)); got != want {
-					t.Fatalf("plain8(%q) = %v, want %v", w, got, want)
-				}
-			}
-		}
-	}
-}
-
-// TestAllAttributesOwnSlice: the attributes of a span that leads with
-// shared ones come in a slice of its own, so that a span processor that
-// changes them does not change every span's.
-func TestAllAttributesOwnSlice(t *testing.T) {
-	lead := NewSharedAttributes(attribute.String("a", "1"))
-	s := FileSpan{Leading: lead}
-	s.AllAttributes()[0] = attribute.String("a", "changed")
-	if got := lead.KeyValues()[0].Value.AsString(); got != "1" {
-		t.Fatalf("changing a span's attributes changed the shared ones: %q", got)
-	}
+// newTraceWriter returns a trace file exporter writing to w; Shutdown
+// closes c when it is not nil.
+func newTraceWriter(w io.Writer, c io.Closer) *TraceFileExporter {
+	return &TraceFileExporter{w: spans.NewFileWriter(w, c)}
 }

@@ -1,4 +1,5 @@
-// Package spans is amdahl's one span model and its OTLP JSON codec.
+// Package spans is amdahl's one span model and its OTLP JSON codec: the
+// trace file's reader and writer.
 //
 // Span is what every reader of spans in amdahl knows of one: the live
 // accounting of a run, `amdahl report` over a trace file, the
@@ -14,6 +15,16 @@
 // name the input, line and column. Rules, when given, read the attributes
 // a Span does not keep (the semantic conventions', a rules file's) and
 // give each span its row; the attribution's rule sets implement them.
+//
+// Record is a span whole, as an exporter writes it (attributes, events,
+// links, status, resource and scope, as values). An Exporter takes
+// Records; FileSink is the trace file's: it encodes each Record where it
+// ends into a Line and hands full lines to a FileWriter, which writes
+// them as OTLP/JSON ExportTraceServiceRequests, one per line, byte for
+// byte what MarshalTraceLine writes. The OTel SDK is one source and sink
+// among others: otelsetup converts its read-only spans to Records
+// (RecordOf, ExporterProcessor) and Records to read-only spans
+// (ProcessorExporter).
 //
 // MarshalTraceLine, UnmarshalTraceLine and ReadTraceFile are the slow
 // reference codec, through protojson and encoding/json, for tests and

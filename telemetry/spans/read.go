@@ -88,7 +88,7 @@ type Rules interface {
 //
 // The input is a sequence of OTLP/JSON ExportTraceServiceRequest objects,
 // separated by any whitespace: the files of amdahl's trace exporter
-// (otelsetup.NewTraceFileExporter) and of the OpenTelemetry Collector's file
+// (FileWriter) and of the OpenTelemetry Collector's file
 // exporter, one per line, or one object of any size on one line. Ids may be
 // hex (OTLP/JSON) or base64 (protojson's default); times a string of digits
 // or a JSON number; field names lowerCamelCase or snake_case; fields in any

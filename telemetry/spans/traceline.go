@@ -16,7 +16,7 @@ import (
 var idKeys = map[string]bool{"traceId": true, "spanId": true, "parentSpanId": true}
 
 // MarshalTraceLine encodes req as one line of OTLP JSON, newline included:
-// what TraceFileExporter writes for the same spans, through protojson and
+// what FileWriter writes for the same spans, through protojson and
 // encoding/json (slow; for tests and tools that hold OTLP protobufs).
 func MarshalTraceLine(req *coltracepb.ExportTraceServiceRequest) ([]byte, error) {
 	raw, err := protojson.MarshalOptions{UseEnumNumbers: true}.Marshal(req)

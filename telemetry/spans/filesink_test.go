@@ -1,4 +1,4 @@
-package otelsetup
+package spans
 
 import (
 	"bytes"
@@ -12,8 +12,6 @@ import (
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
-	sdktrace "go.opentelemetry.io/otel/sdk/trace"
-	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 )
 
@@ -73,27 +71,29 @@ func (b *lockedBuffer) names(t *testing.T) []string {
 	return names
 }
 
+func traceID(n byte) trace.TraceID { return trace.TraceID{0xab, 15: n} }
+func spanID(n byte) trace.SpanID   { return trace.SpanID{0xcd, 7: n} }
+
 // fileSpan is an ended span named name, sampled or not.
-func fileSpan(name string, sampled bool) sdktrace.ReadOnlySpan {
+func fileSpan(name string, sampled bool) Record {
 	var flags trace.TraceFlags
 	if sampled {
 		flags = trace.FlagsSampled
 	}
-	return tracetest.SpanStub{Name: name, SpanContext: trace.NewSpanContext(trace.SpanContextConfig{
-		TraceID: traceID(1), SpanID: spanID(byte(len(name))), TraceFlags: flags})}.Snapshot()
+	return Record{Name: name, SpanContext: trace.NewSpanContext(trace.SpanContextConfig{
+		TraceID: traceID(1), SpanID: spanID(byte(len(name))), TraceFlags: flags})}
 }
 
-func TestFileBatcher(t *testing.T) {
+func TestFileSink(t *testing.T) {
 	ctx := context.Background()
 	out := &lockedBuffer{}
-	p := startFileBatcher(newTraceWriter(out, nil), 3, time.Hour)
+	p := startFileSink(NewFileWriter(out, nil), 3, time.Hour)
 	for _, n := range []string{"a", "b", "c", "d"} {
-		p.OnEnd(fileSpan(n, true))
+		p.Export(fileSpan(n, true))
 	}
-	p.OnEnd(fileSpan("unsampled", false))
-	p.OnEnd(nil)
-	p.EndFileSpan(FileSpan{}) // not sampled
-	p.OnEnd(fileSpan("e", true))
+	p.Export(fileSpan("unsampled", false))
+	p.Export(Record{}) // not sampled
+	p.Export(fileSpan("e", true))
 	// The first batch (a, b, c) is full and written in time; d and e wait.
 	if err := p.ForceFlush(ctx); err != nil {
 		t.Fatal(err)
@@ -101,11 +101,11 @@ func TestFileBatcher(t *testing.T) {
 	if got, want := strings.Join(out.names(t), ","), "a,b,c,d,e"; got != want {
 		t.Fatalf("after ForceFlush the file holds %s, want %s", got, want)
 	}
-	p.OnEnd(fileSpan("f", true))
+	p.Export(fileSpan("f", true))
 	if err := p.Shutdown(ctx); err != nil {
 		t.Fatal(err)
 	}
-	p.OnEnd(fileSpan("after", true))
+	p.Export(fileSpan("after", true))
 	if err := p.Shutdown(ctx); err != nil {
 		t.Errorf("second Shutdown: %v", err)
 	}
@@ -117,13 +117,13 @@ func TestFileBatcher(t *testing.T) {
 	}
 }
 
-// TestFileBatcherTimeout checks that a partial batch is written without a
+// TestFileSinkTimeout checks that a partial batch is written without a
 // flush, after the batcher's interval.
-func TestFileBatcherTimeout(t *testing.T) {
+func TestFileSinkTimeout(t *testing.T) {
 	out := &lockedBuffer{}
-	p := startFileBatcher(newTraceWriter(out, nil), 100, 10*time.Millisecond)
+	p := startFileSink(NewFileWriter(out, nil), 100, 10*time.Millisecond)
 	defer p.Shutdown(context.Background())
-	p.OnEnd(fileSpan("a", true))
+	p.Export(fileSpan("a", true))
 	deadline := time.Now().Add(10 * time.Second)
 	for len(out.names(t)) == 0 {
 		if time.Now().After(deadline) {
@@ -133,19 +133,19 @@ func TestFileBatcherTimeout(t *testing.T) {
 	}
 }
 
-// TestFileBatcherWaits stalls the file and checks that span ends wait for
+// TestFileSinkWaits stalls the file and checks that span ends wait for
 // room once the queue is full, and that every span is written once it
 // moves again.
-func TestFileBatcherWaits(t *testing.T) {
+func TestFileSinkWaits(t *testing.T) {
 	gate := make(chan struct{})
 	out := &lockedBuffer{gate: gate}
-	p := startFileBatcher(newTraceWriter(out, nil), 1, time.Hour)
+	p := startFileSink(NewFileWriter(out, nil), 1, time.Hour)
 	// One batch in the writer, fileQueueLines queued: the next end waits.
 	const fit = fileQueueLines + 1
 	ended := make(chan int, fit+5)
 	go func() {
 		for i := range fit + 5 {
-			p.OnEnd(fileSpan(strings.Repeat("x", i+1), true))
+			p.Export(fileSpan(strings.Repeat("x", i+1), true))
 			ended <- i
 		}
 		close(ended)
@@ -172,13 +172,13 @@ func TestFileBatcherWaits(t *testing.T) {
 	}
 }
 
-// TestFileBatcherWriteError checks that a write error reaches ForceFlush
+// TestFileSinkWriteError checks that a write error reaches ForceFlush
 // and Shutdown.
-func TestFileBatcherWriteError(t *testing.T) {
+func TestFileSinkWriteError(t *testing.T) {
 	ctx := context.Background()
 	out := &lockedBuffer{err: errors.New("disk full")}
-	p := startFileBatcher(newTraceWriter(out, nil), 2, time.Hour)
-	p.OnEnd(fileSpan("a", true))
+	p := startFileSink(NewFileWriter(out, nil), 2, time.Hour)
+	p.Export(fileSpan("a", true))
 	if err := p.ForceFlush(ctx); err == nil || !strings.Contains(err.Error(), "disk full") {
 		t.Errorf("ForceFlush: got %v, want the write error", err)
 	}
@@ -187,18 +187,17 @@ func TestFileBatcherWriteError(t *testing.T) {
 	}
 }
 
-// TestFileBatcherLineBytes checks that a line is handed to the writer once
+// TestFileSinkLineBytes checks that a line is handed to the writer once
 // its spans' encoding reaches fileLineBytes, before it holds its spans'
 // count: memory is bounded in bytes too.
-func TestFileBatcherLineBytes(t *testing.T) {
+func TestFileSinkLineBytes(t *testing.T) {
 	out := &lockedBuffer{}
-	p := startFileBatcher(newTraceWriter(out, nil), 1000, time.Hour)
+	p := startFileSink(NewFileWriter(out, nil), 1000, time.Hour)
 	defer p.Shutdown(context.Background())
 	big := strings.Repeat("x", 1<<20)
 	for i := range fileLineBytes>>20 + 1 {
-		s := tracetest.SpanStub{Name: fmt.Sprint("big", i), Attributes: []attribute.KeyValue{attribute.String("v", big)},
-			SpanContext: trace.NewSpanContext(trace.SpanContextConfig{TraceID: traceID(1), SpanID: spanID(byte(i + 1)), TraceFlags: trace.FlagsSampled})}
-		p.OnEnd(s.Snapshot())
+		p.Export(Record{Name: fmt.Sprint("big", i), Attributes: []attribute.KeyValue{attribute.String("v", big)},
+			SpanContext: trace.NewSpanContext(trace.SpanContextConfig{TraceID: traceID(1), SpanID: spanID(byte(i + 1)), TraceFlags: trace.FlagsSampled})})
 	}
 	deadline := time.Now().Add(10 * time.Second)
 	for len(out.names(t)) == 0 {

@@ -2,7 +2,7 @@
 // values, appended to a byte slice as the OTLP/JSON mapping of protobuf
 // writes them (the Collector's file exporter's format).
 
-package otelsetup
+package spans
 
 import (
 	"encoding/base64"
@@ -13,7 +13,6 @@ import (
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
-	"go.opentelemetry.io/otel/sdk/instrumentation"
 	"go.opentelemetry.io/otel/trace"
 )
 
@@ -25,7 +24,7 @@ func spanFlags(tf trace.TraceFlags, remote bool) uint32 {
 	return f
 }
 
-func appendSpan(b []byte, s *FileSpan) []byte {
+func appendSpan(b []byte, s *Record) []byte {
 	sc, parent := &s.SpanContext, &s.Parent
 	b = append(b, '{')
 	var lead []byte
@@ -46,12 +45,12 @@ func appendSpan(b []byte, s *FileSpan) []byte {
 			}
 			b = append(b, '{')
 			b = appendAttrs(b, ev.Attributes)
-			b = appendCount(b, "droppedAttributesCount", ev.DroppedAttributeCount)
+			b = appendCount(b, "droppedAttributesCount", ev.DroppedAttributes)
 			if ev.Name != "" {
 				b = appendKey(b, "name")
 				b = appendString(b, ev.Name)
 			}
-			b = appendTime(b, "timeUnixNano", ev.Time.UnixNano())
+			b = appendTime(b, "timeUnixNano", ev.Time)
 			b = append(b, '}')
 		}
 		b = append(b, ']')
@@ -71,7 +70,7 @@ func appendSpan(b []byte, s *FileSpan) []byte {
 			}
 			b = append(b, '{')
 			b = appendAttrs(b, l.Attributes)
-			b = appendCount(b, "droppedAttributesCount", l.DroppedAttributeCount)
+			b = appendCount(b, "droppedAttributesCount", l.DroppedAttributes)
 			b = appendKey(b, "flags")
 			b = strconv.AppendUint(b, uint64(spanFlags(l.SpanContext.TraceFlags(), l.SpanContext.IsRemote())), 10)
 			b = appendSpanID(b, "spanId", l.SpanContext.SpanID())
@@ -135,7 +134,7 @@ func statusCode(c codes.Code) int {
 	return 0
 }
 
-func appendScope(b []byte, s instrumentation.Scope) []byte {
+func appendScope(b []byte, s Scope) []byte {
 	b = append(b, '{')
 	b = appendAttrIter(b, s.Attributes.Iter())
 	if s.Name != "" {
