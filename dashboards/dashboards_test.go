@@ -296,9 +296,45 @@ func TestQueriesAgainstPrometheus(t *testing.T) {
 	wait := runBoth(runCtx, t, tel)
 	defer wait()
 
+	base, logs := startPrometheus(ctx, t, bin, dir, tel.MetricsAddr())
+	failures := pollQueries(t, base)
+	if req, err := http.NewRequest(http.MethodGet, "http://"+tel.MetricsAddr()+"/metrics", nil); err == nil {
+		req.Header.Set("Accept", "application/openmetrics-text;version=1.0.0")
+		start := time.Now()
+		if resp, err := http.DefaultClient.Do(req); err == nil {
+			n, _ := io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			t.Logf("/metrics: %d bytes in %v", n, time.Since(start).Round(time.Millisecond))
+		}
+	}
+	for _, f := range failures {
+		t.Error(f)
+	}
+	if len(failures) > 0 {
+		up, _ := query(base, `up`)
+		dur, _ := query(base, `scrape_duration_seconds`)
+		n, _ := query(base, `sum(amdahl_work_duration_seconds_count)`)
+		t.Logf("up %s, scrape duration %s, units %s; prometheus log:\n%s", up, dur, n, logs.String())
+	}
+
+	// Exemplars: stop the run and flush the trace file, then every
+	// exemplar of the latency histograms names a trace in it.
+	stopRun()
+	wait()
+	if err := shutdown(); err != nil {
+		t.Fatal(err)
+	}
+	checkExemplars(t, base, traceFile)
+}
+
+// startPrometheus runs a real Prometheus on a free loopback port that
+// scrapes metricsAddr, until ctx ends (the test's cleanup waits for it),
+// and returns its base URL and its log.
+func startPrometheus(ctx context.Context, t *testing.T, bin, dir, metricsAddr string) (string, *bytes.Buffer) {
+	t.Helper()
 	port := freePort(t)
 	cfg := fmt.Sprintf("global: {scrape_interval: %[1]ds, scrape_timeout: %[1]ds, evaluation_interval: %[1]ds}\nscrape_configs:\n  - job_name: amdahl\n    static_configs: [{targets: ['%[2]s']}]\n",
-		scrapeSeconds, tel.MetricsAddr())
+		scrapeSeconds, metricsAddr)
 	if err := os.WriteFile(filepath.Join(dir, "prom.yml"), []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -312,9 +348,15 @@ func TestQueriesAgainstPrometheus(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	defer func() { cancel(); _ = cmd.Wait() }()
-	base := "http://" + addr
+	t.Cleanup(func() { _ = cmd.Wait() }) // after ctx's cancel, which ends it
+	return "http://" + addr, &logs
+}
 
+// pollQueries runs every Prometheus query of every dashboard against base
+// until each has returned data once, for up to 60 s, and returns those
+// that never did.
+func pollQueries(t *testing.T, base string) []string {
+	t.Helper()
 	all, err := All()
 	if err != nil {
 		t.Fatal(err)
@@ -360,35 +402,16 @@ func TestQueriesAgainstPrometheus(t *testing.T) {
 		}
 		<-poll.C
 	}
-	if req, err := http.NewRequest(http.MethodGet, "http://"+tel.MetricsAddr()+"/metrics", nil); err == nil {
-		req.Header.Set("Accept", "application/openmetrics-text;version=1.0.0")
-		start := time.Now()
-		if resp, err := http.DefaultClient.Do(req); err == nil {
-			n, _ := io.Copy(io.Discard, resp.Body)
-			resp.Body.Close()
-			t.Logf("/metrics: %d bytes in %v", n, time.Since(start).Round(time.Millisecond))
-		}
-	}
 	if len(failures) == 0 {
 		t.Logf("%d queries: every one had data after %v", len(queries), time.Since(began).Round(100*time.Millisecond))
 	}
-	for _, f := range failures {
-		t.Error(f)
-	}
-	if len(failures) > 0 {
-		up, _ := query(base, `up`)
-		dur, _ := query(base, `scrape_duration_seconds`)
-		n, _ := query(base, `sum(amdahl_work_duration_seconds_count)`)
-		t.Logf("up %s, scrape duration %s, units %s; prometheus log:\n%s", up, dur, n, logs.String())
-	}
+	return failures
+}
 
-	// Exemplars: stop the run and flush the trace file, then every
-	// exemplar of the latency histograms names a trace in it.
-	stopRun()
-	wait()
-	if err := shutdown(); err != nil {
-		t.Fatal(err)
-	}
+// checkExemplars: every exemplar of the latency histograms names a trace
+// in the (flushed) trace file.
+func checkExemplars(t *testing.T, base, traceFile string) {
+	t.Helper()
 	traces, err := os.ReadFile(traceFile)
 	if err != nil {
 		t.Fatal(err)

@@ -76,6 +76,20 @@ func datasourceRefs(v any, path string, out map[string][2]string) {
 // (exemplars, traces to profiles), is provisioned with that uid and type;
 // the compose file mounts what the provisioning reads and pins its images.
 func TestProvisioning(t *testing.T) {
+	ds, byUID := checkDatasources(t)
+	providerPath := checkProviders(t)
+	checkCompose(t, providerPath, ds)
+	checkPrometheusConfig(t, byUID)
+	var tempoCfg map[string]any
+	parseYAML(t, FileTempo, &tempoCfg)
+	checkDashboardDatasources(t, byUID)
+}
+
+// checkDatasources: every provisioned datasource has a uid, a type and an
+// http URL, and the links between them (exemplars, traces to profiles and
+// to metrics) name provisioned uids.
+func checkDatasources(t *testing.T) ([]provDatasource, map[string]provDatasource) {
+	t.Helper()
 	var ds struct {
 		APIVersion  int              `yaml:"apiVersion"`
 		Datasources []provDatasource `yaml:"datasources"`
@@ -120,7 +134,13 @@ func TestProvisioning(t *testing.T) {
 	if _, ok := byUID[PrometheusUID].JSONData["exemplarTraceIdDestinations"]; !ok {
 		t.Error("prometheus datasource has no exemplar trace destinations")
 	}
+	return ds.Datasources, byUID
+}
 
+// checkProviders: one file provider of dashboards; it returns the path it
+// reads.
+func checkProviders(t *testing.T) string {
+	t.Helper()
 	var prov struct {
 		APIVersion int `yaml:"apiVersion"`
 		Providers  []struct {
@@ -139,7 +159,15 @@ func TestProvisioning(t *testing.T) {
 	if len(prov.Providers) != 1 || prov.Providers[0].Type != "file" {
 		t.Fatalf("dashboard providers: %+v", prov.Providers)
 	}
+	return prov.Providers[0].Options.Path
+}
 
+// checkCompose: the compose file pins its images, publishes on loopback
+// only, mounts only files amdahl dashboards writes (the dashboards at the
+// provider's path, the provisioning folder), runs Prometheus with
+// exemplar storage, and has a service for every datasource's host.
+func checkCompose(t *testing.T, providerPath string, datasources []provDatasource) {
+	t.Helper()
 	var compose composeFile
 	parseYAML(t, FileCompose, &compose)
 	for name, s := range compose.Services {
@@ -169,8 +197,8 @@ func TestProvisioning(t *testing.T) {
 			return dst == target
 		})
 	}
-	if !mounts("grafana", prov.Providers[0].Options.Path) {
-		t.Errorf("grafana does not mount the dashboards at the provider's path %s", prov.Providers[0].Options.Path)
+	if !mounts("grafana", providerPath) {
+		t.Errorf("grafana does not mount the dashboards at the provider's path %s", providerPath)
 	}
 	if !mounts("grafana", "/etc/grafana/provisioning") {
 		t.Error("grafana does not mount the provisioning folder")
@@ -178,12 +206,18 @@ func TestProvisioning(t *testing.T) {
 	if !slices.Contains(compose.Services["prometheus"].Command, "--enable-feature=exemplar-storage") {
 		t.Error("prometheus runs without exemplar storage")
 	}
-	for _, d := range ds.Datasources {
+	for _, d := range datasources {
 		host := strings.Split(strings.TrimPrefix(d.URL, "http://"), ":")[0]
 		if _, ok := compose.Services[host]; !ok {
 			t.Errorf("datasource %s points at %s, which is not a compose service", d.UID, d.URL)
 		}
 	}
+}
+
+// checkPrometheusConfig: Prometheus scrapes at the datasource's
+// timeInterval, and its amdahl-collector job keeps the exporter's labels.
+func checkPrometheusConfig(t *testing.T, byUID map[string]provDatasource) {
+	t.Helper()
 	var promCfg struct {
 		Global        map[string]string `yaml:"global"`
 		ScrapeConfigs []struct {
@@ -210,12 +244,14 @@ func TestProvisioning(t *testing.T) {
 	if !collectorJob {
 		t.Errorf("prometheus.yml has no amdahl-collector job with honor_labels on port %d: %+v", CollectorMetricsPort, promCfg.ScrapeConfigs)
 	}
-	var tempoCfg map[string]any
-	parseYAML(t, FileTempo, &tempoCfg)
+}
 
-	// Every dashboard: its datasource variables default to provisioned
-	// datasources of their type, and every datasource it names is one of
-	// its variables (never a literal uid).
+// checkDashboardDatasources: every dashboard's datasource variables
+// default to provisioned datasources of their type, every datasource it
+// names is one of its variables (never a literal uid), it has the common
+// variables and its file's uid, and every panel states its unit.
+func checkDashboardDatasources(t *testing.T, byUID map[string]provDatasource) {
+	t.Helper()
 	all, err := All()
 	if err != nil {
 		t.Fatal(err)

@@ -16,8 +16,8 @@ import (
 
 // Sizes to be read (docs/architecture.md, "Sizes"): no production file over
 // maxFileLines lines and no function over maxFuncLines lines unless a
-// comment beside it says why. Generated files are left out; so are tests,
-// whose long functions are one scenario read top to bottom.
+// comment beside it says why. It reads production code: generated files and
+// _test.go files are left out.
 const (
 	maxFileLines = 700
 	maxFuncLines = 100
