@@ -18,9 +18,9 @@ const (
 	traceBytes = int(unsafe.Sizeof(traceState{})) + 64
 )
 
-// maxPooledTrace bounds the spans a released trace's state keeps room for
-// when it is pooled for the next trace.
-const maxPooledTrace = 1024
+// maxPooledRoots bounds the unit roots a released trace's state keeps
+// room for when it is pooled for the next trace.
+const maxPooledRoots = 16
 
 // maxAmdahlServices bounds the services remembered as amdahl's.
 const maxAmdahlServices = 4096
@@ -83,31 +83,84 @@ func (t *traceState) info(id attribution.SpanID) *unitInfo {
 	return nil
 }
 
-// tracePool keeps released traces' states with their slices, so that a
-// new trace's spans mostly fit in the room of one released before it
-// (sync.Pool lets go of what stays unused across garbage collections).
-type tracePool struct{ p sync.Pool }
+// tracePool recycles traces' states, and their span slices by size
+// class: a trace's spans start in the smallest class and move to the
+// next one up when full, and a released trace's slice goes back to its
+// own class, so that a slice's room stays within twice its trace's
+// spans (a pool of states that kept their slices would let every state
+// grow to the largest trace it ever held). sync.Pool lets go of what
+// stays unused across garbage collections.
+type tracePool struct {
+	states sync.Pool
+	spans  [numSpanClasses]sync.Pool // *[]attribution.Span of cap minClassSpans<<class
+}
+
+// Span slice classes: minClassSpans << class spans, class < numSpanClasses
+// (8 … 1024); larger slices are made and let go as they come.
+const (
+	minClassSpans  = 8
+	numSpanClasses = 8
+)
+
+// spanClass returns the class of a slice of capacity n, and whether n is
+// a class's capacity.
+func spanClass(n int) (int, bool) {
+	for c := range numSpanClasses {
+		if n == minClassSpans<<c {
+			return c, true
+		}
+	}
+	return 0, false
+}
 
 func (tp *tracePool) get() *traceState {
-	if t, ok := tp.p.Get().(*traceState); ok {
+	if t, ok := tp.states.Get().(*traceState); ok {
 		return t
 	}
 	return &traceState{}
 }
 
+// grow makes room in t.spans for one more span.
+func (tp *tracePool) grow(t *traceState) {
+	want := minClassSpans
+	if c := cap(t.spans); c > 0 {
+		want = 2 * c
+	}
+	var ns []attribution.Span
+	if c, ok := spanClass(want); ok {
+		if p, ok := tp.spans[c].Get().(*[]attribution.Span); ok {
+			ns = *p
+		}
+	}
+	if ns == nil {
+		ns = make([]attribution.Span, 0, want)
+	}
+	ns = append(ns, t.spans...)
+	tp.putSpans(t.spans)
+	t.spans = ns
+}
+
+// putSpans returns a slice that nothing uses any more to its class.
+func (tp *tracePool) putSpans(s []attribution.Span) {
+	c, ok := spanClass(cap(s))
+	if !ok {
+		return
+	}
+	clear(s) // no string of a past trace kept alive
+	s = s[:0]
+	tp.spans[c].Put(&s)
+}
+
 // put returns t, which nothing may use any more.
 func (tp *tracePool) put(t *traceState) {
-	spans, roots := t.spans, t.roots
-	if cap(spans) > maxPooledTrace {
-		spans = nil
-	}
-	if cap(roots) > maxPooledTrace {
+	tp.putSpans(t.spans)
+	roots := t.roots
+	if cap(roots) > maxPooledRoots {
 		roots = nil
 	}
-	clear(spans) // no string of a past trace kept alive
 	clear(roots)
-	*t = traceState{spans: spans[:0], roots: roots[:0]}
-	tp.p.Put(t)
+	*t = traceState{roots: roots[:0]}
+	tp.states.Put(t)
 }
 
 // deadlineEntry is a trace's deadline when a root arrived; stale entries
@@ -210,6 +263,9 @@ func (b *buffer) add(s *attribution.Span, m spanMeta, info *unitInfo, now time.T
 		b.counts.refusedSpans[reasonMaxBytes]++
 		b.evict(t, reasonMaxBytes)
 		return
+	}
+	if len(t.spans) == cap(t.spans) {
+		b.pool.grow(t)
 	}
 	t.spans = append(t.spans, *s)
 	if m.root {

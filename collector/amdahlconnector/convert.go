@@ -52,8 +52,12 @@ type converter struct {
 	rules   *attribution.SpanRules
 	selects bool           // a unit selector may select any span
 	keyAt   map[string]int // index of a rules key
-	vals    []string       // the span's values of the rules' keys
-	res     resourceState  // the resource of the spans being converted
+	// keyMay has bit k[0]%64 of word len(k)%64 set for every rules key
+	// k: most attribute keys are no rules key, and this tells most of
+	// them so without hashing them for keyAt.
+	keyMay [64]uint64
+	vals   []string      // the span's values of the rules' keys
+	res    resourceState // the resource of the spans being converted
 
 	// The spans of one ConsumeTraces call, their metadata and their
 	// roots' unitInfos (spanMeta.info).
@@ -75,6 +79,9 @@ func newConverter(in *attribution.Interner, variant []string, rows *attribution.
 	cv := &converter{in: in, variant: variant, rules: attribution.NewSpanRules(rows, sel, in), keyAt: map[string]int{}, selects: sel != nil}
 	for i, k := range cv.rules.Keys() {
 		cv.keyAt[k] = i
+		if k != "" {
+			cv.keyMay[len(k)%64] |= 1 << (k[0] % 64)
+		}
 	}
 	cv.vals = make([]string, len(cv.keyAt))
 	cv.res.vals = make([]string, len(cv.keyAt))
@@ -92,6 +99,17 @@ func (cv *converter) reset() {
 	cv.spans, cv.meta = cv.spans[:0], cv.meta[:0]
 	clear(cv.infos)
 	cv.infos = cv.infos[:0]
+}
+
+// keyIndex is the index of rules key k, or -1.
+func (cv *converter) keyIndex(k string) int {
+	if k != "" && cv.keyMay[len(k)%64]&(1<<(k[0]%64)) == 0 {
+		return -1
+	}
+	if i, ok := cv.keyAt[k]; ok {
+		return i
+	}
+	return -1
 }
 
 // intern returns s shared through the Interner.
@@ -185,7 +203,7 @@ func (cv *converter) resource(rs ptrace.ResourceSpans) {
 	clear(st.vals)
 	clear(st.seen)
 	attrs.Range(func(k string, v pcommon.Value) bool {
-		if i, ok := cv.keyAt[k]; ok && !st.seen[i] {
+		if i := cv.keyIndex(k); i >= 0 && !st.seen[i] {
 			st.vals[i], st.seen[i] = v.AsString(), true
 		}
 		if i := amdahlKeyIndex(k); i >= 0 && st.hasDefault&(1<<i) == 0 && v.Type() == pcommon.ValueTypeStr {
@@ -226,7 +244,7 @@ func (cv *converter) span(sp ptrace.Span) {
 	var info unitInfo
 	attrs := sp.Attributes()
 	attrs.Range(func(k string, v pcommon.Value) bool {
-		if i, ok := cv.keyAt[k]; ok {
+		if i := cv.keyIndex(k); i >= 0 {
 			cv.vals[i] = v.AsString()
 		}
 		switch attribute.Key(k) {

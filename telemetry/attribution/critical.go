@@ -143,6 +143,7 @@ type tree struct {
 	kid    []int32
 	sc     []int32   // walk's stack of sorted children
 	segs   []segment // walkRows': the critical path's pieces, latest first
+	rnames []string  // walkRows': each row's name, once looked up
 	names  map[Key]string
 	far    []int32   // placeUnder's far-side children
 	stats  []KeyStat // attribute's, with reuse
@@ -237,7 +238,7 @@ func (t *tree) attribute(reuse bool) []KeyStat {
 		stats[r].Naive = satAdd(stats[r].Naive, n.Dur)
 		stats[r].Count++
 	}
-	stats = t.walkRows(stats, func(owner int32) int32 { return t.row[owner] })
+	stats = t.walkRows(stats, nil, func(owner int32) int32 { return t.row[owner] })
 	t.sortRows(stats)
 	// Each phase node's row, now that they are in order (t.slot).
 	for i := range t.nodes {

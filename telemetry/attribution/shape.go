@@ -36,10 +36,11 @@ type shape struct {
 	nodes  []Node      // the nodes without their times
 	first  []int32     // the tree's children lists (tree.first, tree.kid)
 	kid    []int32
-	placed []int32 // nodes with far-side children, for place
-	keys   []Key   // the unit's phase rows, in compareKeys order
-	count  []int   // each row's spans, the root's not counted
-	nested int     // Diagnostics.Nested
+	placed []int32  // nodes with far-side children, for place
+	keys   []Key    // the unit's phase rows, in compareKeys order
+	names  []string // their names (tree.name), which name the gaps
+	count  []int    // each row's spans, the root's not counted
+	nested int      // Diagnostics.Nested
 }
 
 // shapeSpan is what a shape checks of the span at one input position.
@@ -162,7 +163,7 @@ func (b *treeBuilder) workOf(s *shape, spans []Span, d *Diagnostics) Work {
 			stats[r].Naive += w.Nodes[i].Dur
 		}
 	}
-	w.Stats = t.walkRows(stats, func(owner int32) int32 { return w.Nodes[owner].Row })
+	w.Stats = t.walkRows(stats, s.names, func(owner int32) int32 { return w.Nodes[owner].Row })
 	if b.reuse {
 		t.stats = w.Stats
 	}
@@ -227,6 +228,10 @@ func (b *treeBuilder) learnShape(spans []Span, d Diagnostics) {
 		}
 	}
 	slices.SortFunc(s.keys, compareKeys)
+	s.names = make([]string, len(s.keys))
+	for r, k := range s.keys {
+		s.names[r] = t.name(k)
+	}
 	s.count = make([]int, len(s.keys))
 	for k := range s.nodes {
 		nd := &s.nodes[k]
@@ -249,8 +254,8 @@ func (b *treeBuilder) learnShape(spans []Span, d Diagnostics) {
 // row owns goes to the gaps it lies in, appended last in compareKeys
 // order: a gap is named by the rows of the critical pieces before and
 // after it ("start" and "end" at the unit's edges), consecutive pieces of
-// no row being one gap.
-func (t *tree) walkRows(stats []KeyStat, row func(owner int32) int32) []KeyStat {
+// no row being one gap. names, if not nil, holds the rows' names.
+func (t *tree) walkRows(stats []KeyStat, names []string, row func(owner int32) int32) []KeyStat {
 	segs := t.segs[:0]
 	t.walk(0, -1, func(_, owner int32, d time.Duration) {
 		r := int32(-1)
@@ -262,6 +267,19 @@ func (t *tree) walkRows(stats []KeyStat, row func(owner int32) int32) []KeyStat 
 	})
 	t.segs = segs
 	rows := len(stats)
+	// Each row's name, looked up once per unit at most.
+	t.rnames = resize(t.rnames, rows)
+	if len(names) == rows {
+		copy(t.rnames, names)
+	} else {
+		clear(t.rnames)
+	}
+	name := func(r int32) string {
+		if t.rnames[r] == "" {
+			t.rnames[r] = t.name(stats[r].Key)
+		}
+		return t.rnames[r]
+	}
 	for i := 0; i < len(segs); {
 		if segs[i].row >= 0 {
 			i++
@@ -274,10 +292,10 @@ func (t *tree) walkRows(stats []KeyStat, row func(owner int32) int32) []KeyStat 
 		}
 		k := Key{Gap: true, Component: GapStart, Op: GapEnd}
 		if j < len(segs) { // walked after: earlier in time
-			k.Component = t.name(stats[segs[j].row].Key)
+			k.Component = name(segs[j].row)
 		}
 		if i > 0 {
-			k.Op = t.name(stats[segs[i-1].row].Key)
+			k.Op = name(segs[i-1].row)
 		}
 		at := -1
 		for g := rows; g < len(stats); g++ {

@@ -154,7 +154,30 @@ const (
 	tooDeep       = -3
 )
 
+// trace attributes the units of one trace: group holds the indexes in all
+// of its spans, in input order.
 func (b *treeBuilder) trace(all []Span, group []int32, fn func(Work), d *Diagnostics) {
+	b.dedup(all, group, d)
+	b.link(d)
+	b.units()
+	if b.attachOrphans(d) {
+		b.units()
+	}
+	b.children(d)
+	for _, r := range b.roots {
+		if b.bad[r] != timeOK {
+			d.BadUnits++ // the unit is left out whole
+			continue
+		}
+		w := b.work(r, d)
+		w.StandIn = r == b.standIn
+		fn(w)
+	}
+}
+
+// dedup copies the trace's spans into b.sp by span id, the first copy of
+// a duplicate only (counted), and sets b.ids, b.ord and b.inv.
+func (b *treeBuilder) dedup(all []Span, group []int32, d *Diagnostics) {
 	// By span id, then input order, so the first copy of a duplicate
 	// comes first; then the spans are copied once, in that order. Sorted
 	// as (id, input index) pairs: a comparison reads 16 bytes, not two
@@ -195,6 +218,11 @@ func (b *treeBuilder) trace(all []Span, group []int32, fn func(Work), d *Diagnos
 		b.sp = append(b.sp, all[group[o.i]])
 		b.ids = append(b.ids, o.id)
 	}
+}
+
+// link sets each span's parent and time check, and the span standing in
+// for a missing root (UnitsRoots).
+func (b *treeBuilder) link(d *Diagnostics) {
 	n := len(b.sp)
 	b.parent = resize(b.parent, n)
 	b.bad = resize(b.bad, n)
@@ -210,9 +238,13 @@ func (b *treeBuilder) trace(all []Span, group []int32, fn func(Work), d *Diagnos
 		b.standIn = b.topmost()
 		d.RootMissing++
 	}
-	b.units()
-	// Orphans: attach to the trace's unit when there is one (the unit
-	// whose window holds the orphan's start, else the first).
+}
+
+// attachOrphans sets b.roots, the units' roots, and attaches each span
+// whose parent is missing to the trace's unit when there is one (the
+// unit whose window holds the orphan's start, else the first); it
+// reports whether it attached any (b.unit is then stale).
+func (b *treeBuilder) attachOrphans(d *Diagnostics) bool {
 	roots := b.roots[:0]
 	for i := range b.sp {
 		if b.unit[i] == int32(i) {
@@ -251,12 +283,15 @@ func (b *treeBuilder) trace(all []Span, group []int32, fn func(Work), d *Diagnos
 		d.Attached++
 		attached = true
 	}
-	if attached {
-		b.units()
-	}
-	// Children lists, in input order (so units of one shape list them
-	// alike: shape.go), all in one slice: span p's are
-	// kid[kidAt[p]:kidAt[p+1]].
+	return attached
+}
+
+// children builds the children lists of the spans under a unit, in input
+// order (so units of one shape list them alike: shape.go), all in one
+// slice: span p's are kid[kidAt[p]:kidAt[p+1]]; it counts the spans under
+// no unit, in a cycle or too deep.
+func (b *treeBuilder) children(d *Diagnostics) {
+	n := len(b.sp)
 	b.kidAt = resize(b.kidAt, n+1)
 	clear(b.kidAt)
 	for i := range b.sp {
@@ -294,15 +329,6 @@ func (b *treeBuilder) trace(all []Span, group []int32, fn func(Work), d *Diagnos
 		}
 	}
 	b.fill = fill
-	for _, r := range roots {
-		if b.bad[r] != timeOK {
-			d.BadUnits++ // the unit is left out whole
-			continue
-		}
-		w := b.work(r, d)
-		w.StandIn = r == b.standIn
-		fn(w)
-	}
 }
 
 // isUnit reports whether span i of the trace is a unit's root by b's

@@ -18,13 +18,16 @@ import (
 
 // loadEnv turns TestLoad on: "RATE,DURATION", spans per second and how
 // long ("100000,60s"). It is a measurement, not a check CI runs:
-// docs/measurements/ keeps what it printed.
+// docs/measurements/ keeps what it printed. With heapProfileEnv set to a
+// directory, the collector also writes heap profiles there.
 const loadEnv = "AMDAHL_COLLECTOR_LOAD"
 
 // TestLoad sends the recorded run's spans, with fresh trace ids on every
 // pass, to amdahl-collector (its default pipeline: memory_limiter, the
 // connector, Prometheus) at a fixed rate over OTLP gRPC, and samples the
-// collector's RSS every second. No span may be refused, dropped or late.
+// collector's RSS every second, and every 5 s its Go heap and the
+// connector's buffer from its own metrics. No span may be refused,
+// dropped or late.
 func TestLoad(t *testing.T) {
 	spec := os.Getenv(loadEnv)
 	if spec == "" {
@@ -64,15 +67,20 @@ func TestLoad(t *testing.T) {
 	var sent, refused int
 	var gen uint32
 	type rssAt struct {
-		at  time.Duration
-		kib int
+		at   time.Duration
+		kib  int
+		self string // the heap and the buffer, every 5 s
 	}
 	var rss []rssAt
 	nextSample := time.Duration(0)
 	for time.Since(start) < dur {
 		elapsed := time.Since(start)
 		if elapsed >= nextSample {
-			rss = append(rss, rssAt{elapsed.Round(time.Second), rssKiB(t, col.cmd.Process.Pid)})
+			r := rssAt{at: elapsed.Round(time.Second), kib: rssKiB(t, col.cmd.Process.Pid)}
+			if nextSample%(5*time.Second) == 0 {
+				r.self = memory(t, "http://"+self+"/metrics")
+			}
+			rss = append(rss, r)
 			nextSample += time.Second
 		}
 		if sent > int(elapsed.Seconds()*float64(rate)) {
@@ -97,7 +105,7 @@ func TestLoad(t *testing.T) {
 	metrics := scrape(t, "http://"+self+"/metrics")
 	var lines []string
 	for _, r := range rss {
-		lines = append(lines, fmt.Sprintf("%5v %7.1f MiB", r.at, float64(r.kib)/1024))
+		lines = append(lines, fmt.Sprintf("%5v %7.1f MiB  %s", r.at, float64(r.kib)/1024, r.self))
 	}
 	t.Logf("sent %d spans in %v (%.0f spans/s; %d a pass), %d refused by the receiver; collector RSS:\n%s\nconnector: %s",
 		sent, took.Round(time.Millisecond), float64(sent)/took.Seconds(), perPass, refused, strings.Join(lines, "\n"), metrics)
@@ -161,4 +169,30 @@ func scrape(t *testing.T, url string) string {
 		}
 	}
 	return strings.Join(keep, "; ")
+}
+
+// memory returns the collector's Go heap (allocated, and obtained from
+// the OS) and the connector's buffer, from its own metrics at url.
+func memory(t *testing.T, url string) string {
+	t.Helper()
+	res, err := promText(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	val := map[string]float64{}
+	for _, l := range strings.Split(res, "\n") {
+		name, v, ok := strings.Cut(l, " ")
+		if !ok || strings.HasPrefix(l, "#") {
+			continue
+		}
+		name, _, _ = strings.Cut(name, "{")
+		if f, err := strconv.ParseFloat(strings.TrimSpace(v), 64); err == nil {
+			val[name] += f
+		}
+	}
+	const mib = 1 << 20
+	return fmt.Sprintf("heap %5.1f MiB, sys %5.1f MiB; open %6.0f traces, %7.0f spans, %5.1f MiB accounted",
+		val["otelcol_process_runtime_heap_alloc_bytes"]/mib, val["otelcol_process_runtime_total_sys_memory_bytes"]/mib,
+		val["otelcol_connector_amdahl_traces_open"], val["otelcol_connector_amdahl_spans_buffered"],
+		val["otelcol_connector_amdahl_bytes_buffered"]/mib)
 }

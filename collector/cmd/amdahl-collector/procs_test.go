@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime/pprof"
 	"strconv"
 	"sync"
 	"testing"
@@ -26,10 +27,36 @@ const collectorEnv = "AMDAHL_COLLECTOR_TEST_MAIN"
 
 func TestMain(m *testing.M) {
 	if os.Getenv(collectorEnv) == "1" {
+		if dir := os.Getenv(heapProfileEnv); dir != "" {
+			go writeHeapProfiles(dir)
+		}
 		main()
 		os.Exit(0)
 	}
 	os.Exit(m.Run())
+}
+
+// heapProfileEnv, set to a directory in a collector the tests start,
+// has it write a heap profile there every heapProfileEvery
+// (heap-<seconds since start>.pb.gz): TestLoad's soak reads where memory
+// went.
+const (
+	heapProfileEnv   = "AMDAHL_COLLECTOR_HEAP_PROFILES"
+	heapProfileEvery = 30 * time.Second
+)
+
+func writeHeapProfiles(dir string) {
+	start := time.Now()
+	t := time.NewTicker(heapProfileEvery)
+	defer t.Stop()
+	for range t.C { // until the process exits
+		f, err := os.Create(filepath.Join(dir, fmt.Sprintf("heap-%03d.pb.gz", int(time.Since(start).Round(time.Second).Seconds()))))
+		if err != nil {
+			return
+		}
+		_ = pprof.Lookup("heap").WriteTo(f, 0)
+		f.Close()
+	}
 }
 
 // need returns the path of an outside binary, skipping the test when it
