@@ -1,6 +1,7 @@
 package amdahlconnector
 
 import (
+	"hash/maphash"
 	"sync"
 	"time"
 	"unsafe"
@@ -44,6 +45,7 @@ const (
 type traceState struct {
 	id    attribution.TraceID
 	spans []attribution.Span
+	slab  *spanSlab // the pooled holder of spans' array (tracePool)
 	// roots are the unitInfos of its unit roots (spanMeta.root), in
 	// arrival order.
 	roots []rootInfo
@@ -92,8 +94,12 @@ func (t *traceState) info(id attribution.SpanID) *unitInfo {
 // stays unused across garbage collections.
 type tracePool struct {
 	states sync.Pool
-	spans  [numSpanClasses]sync.Pool // *[]attribution.Span of cap minClassSpans<<class
+	slabs  [numSpanClasses]sync.Pool // *spanSlab of cap minClassSpans<<class
 }
+
+// spanSlab holds a span slice in a pool (a pointer, so that putting one
+// allocates nothing).
+type spanSlab struct{ spans []attribution.Span }
 
 // Span slice classes: minClassSpans << class spans, class < numSpanClasses
 // (8 … 1024); larger slices are made and let go as they come.
@@ -126,34 +132,36 @@ func (tp *tracePool) grow(t *traceState) {
 	if c := cap(t.spans); c > 0 {
 		want = 2 * c
 	}
-	var ns []attribution.Span
+	var slab *spanSlab
 	if c, ok := spanClass(want); ok {
-		if p, ok := tp.spans[c].Get().(*[]attribution.Span); ok {
-			ns = *p
-		}
+		slab, _ = tp.slabs[c].Get().(*spanSlab)
 	}
-	if ns == nil {
-		ns = make([]attribution.Span, 0, want)
+	if slab == nil {
+		slab = &spanSlab{spans: make([]attribution.Span, 0, want)}
 	}
-	ns = append(ns, t.spans...)
-	tp.putSpans(t.spans)
-	t.spans = ns
+	slab.spans = append(slab.spans, t.spans...)
+	tp.putSlab(t.slab, t.spans)
+	t.slab, t.spans = slab, slab.spans
 }
 
-// putSpans returns a slice that nothing uses any more to its class.
-func (tp *tracePool) putSpans(s []attribution.Span) {
-	c, ok := spanClass(cap(s))
+// putSlab returns slab, whose slice is now spans, to its class; nothing
+// may use either any more.
+func (tp *tracePool) putSlab(slab *spanSlab, spans []attribution.Span) {
+	if slab == nil {
+		return
+	}
+	c, ok := spanClass(cap(spans))
 	if !ok {
 		return
 	}
-	clear(s) // no string of a past trace kept alive
-	s = s[:0]
-	tp.spans[c].Put(&s)
+	clear(spans) // no string of a past trace kept alive
+	slab.spans = spans[:0]
+	tp.slabs[c].Put(slab)
 }
 
 // put returns t, which nothing may use any more.
 func (tp *tracePool) put(t *traceState) {
-	tp.putSpans(t.spans)
+	tp.putSlab(t.slab, t.spans)
 	roots := t.roots
 	if cap(roots) > maxPooledRoots {
 		roots = nil
@@ -385,36 +393,111 @@ func (b *buffer) unlink(t *traceState) {
 	t.prev, t.next = nil, nil
 }
 
-// doneSet remembers the last n trace ids attributed or dropped.
+// doneSet remembers the last n trace ids attributed or dropped: a ring of
+// them in the order they came, and a table to find them (open
+// addressing, linear probing, deletion by backward shift: no tombstones,
+// so steady churn neither slows it nor grows it, and a flat array costs
+// one cache miss where a map's groups cost more). The table grows with
+// the ids held, to at most four slots an id.
 type doneSet struct {
 	ring []attribution.TraceID
 	next int
 	full bool
-	set  map[attribution.TraceID]bool // true: dropped for a bound
+
+	slots []doneSlot // a power of two long, at most half full
+	used  int
+	seed  maphash.Seed
 }
 
+// doneSlot is one slot of doneSet's table.
+type doneSlot struct {
+	id    attribution.TraceID
+	state uint8 // slotEmpty, slotDone or slotDropped
+}
+
+const (
+	slotEmpty uint8 = iota
+	slotDone
+	slotDropped // dropped for a bound
+)
+
+// minDoneSlots is the table's size before it grows.
+const minDoneSlots = 1024
+
 func newDoneSet(n int) doneSet {
-	return doneSet{ring: make([]attribution.TraceID, n), set: make(map[attribution.TraceID]bool, min(n, 1<<16))}
+	return doneSet{ring: make([]attribution.TraceID, n), slots: make([]doneSlot, minDoneSlots), seed: maphash.MakeSeed()}
+}
+
+func (d *doneSet) home(id attribution.TraceID) int {
+	return int(maphash.Comparable(d.seed, id) & uint64(len(d.slots)-1))
+}
+
+// find returns id's slot, or the empty slot where it would go.
+func (d *doneSet) find(id attribution.TraceID) int {
+	mask := len(d.slots) - 1
+	i := d.home(id)
+	for d.slots[i].state != slotEmpty && d.slots[i].id != id {
+		i = (i + 1) & mask
+	}
+	return i
 }
 
 // get reports whether id is done, and if so whether it was dropped.
 func (d *doneSet) get(id attribution.TraceID) (dropped, ok bool) {
-	dropped, ok = d.set[id]
-	return dropped, ok
+	sl := &d.slots[d.find(id)]
+	return sl.state == slotDropped, sl.state != slotEmpty
 }
 
 func (d *doneSet) add(id attribution.TraceID, dropped bool) {
-	if _, ok := d.set[id]; ok {
-		d.set[id] = dropped
+	state := slotDone
+	if dropped {
+		state = slotDropped
+	}
+	if i := d.find(id); d.slots[i].state != slotEmpty {
+		d.slots[i].state = state
 		return
 	}
 	if d.full {
-		delete(d.set, d.ring[d.next])
+		d.remove(d.ring[d.next])
 	}
 	d.ring[d.next] = id
-	d.set[id] = dropped
 	d.next++
 	if d.next == len(d.ring) {
 		d.next, d.full = 0, true
+	}
+	if 2*(d.used+1) > len(d.slots) {
+		d.grow()
+	}
+	d.slots[d.find(id)] = doneSlot{id: id, state: state}
+	d.used++
+}
+
+// remove empties id's slot and shifts back the slots after it that
+// probed past it, so that every id stays reachable from its home slot.
+func (d *doneSet) remove(id attribution.TraceID) {
+	mask := len(d.slots) - 1
+	i := d.find(id)
+	if d.slots[i].state == slotEmpty {
+		return
+	}
+	for j := (i + 1) & mask; d.slots[j].state != slotEmpty; j = (j + 1) & mask {
+		// The slot at j may move to i unless its home is cyclically in
+		// (i, j]: then it was found before reaching i.
+		if h := d.home(d.slots[j].id); (j > i && (h <= i || h > j)) || (j < i && h <= i && h > j) {
+			d.slots[i] = d.slots[j]
+			i = j
+		}
+	}
+	d.slots[i] = doneSlot{}
+	d.used--
+}
+
+func (d *doneSet) grow() {
+	old := d.slots
+	d.slots = make([]doneSlot, 2*len(old))
+	for _, sl := range old {
+		if sl.state != slotEmpty {
+			d.slots[d.find(sl.id)] = sl
+		}
 	}
 }

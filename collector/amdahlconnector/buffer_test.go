@@ -1,6 +1,7 @@
 package amdahlconnector
 
 import (
+	"math/rand/v2"
 	"testing"
 	"time"
 
@@ -42,5 +43,49 @@ func TestSpanRoomFollowsTraceSize(t *testing.T) {
 			b.remove(st)
 			pool.put(st)
 		}
+	}
+}
+
+// TestDoneSet: the done set answers as a map of the last n ids added
+// would, through churn many times its size (slots shifted back on every
+// removal), and its table stays within four slots an id.
+func TestDoneSet(t *testing.T) {
+	const n = 300
+	d := newDoneSet(n)
+	want := map[attribution.TraceID]bool{}
+	var order []attribution.TraceID
+	rng := rand.New(rand.NewPCG(1, 2))
+	id := func() attribution.TraceID {
+		// Few distinct ids, so that re-adds and lookups of held ids are common.
+		v := rng.Uint64N(3 * n)
+		return attribution.TraceID{0: byte(v), 1: byte(v >> 8), 15: 7}
+	}
+	for step := range 50_000 {
+		x, dropped := id(), rng.IntN(2) == 0
+		if _, ok := want[x]; ok {
+			want[x] = dropped
+		} else {
+			if len(order) == n {
+				delete(want, order[0])
+				order = order[1:]
+			}
+			order = append(order, x)
+			want[x] = dropped
+		}
+		d.add(x, dropped)
+		y := id()
+		gd, gok := d.get(y)
+		wd, wok := want[y]
+		if gd != wd || gok != wok {
+			t.Fatalf("step %d: get(%x) = %v, %v; want %v, %v", step, y[:2], gd, gok, wd, wok)
+		}
+	}
+	for x, wd := range want {
+		if gd, ok := d.get(x); !ok || gd != wd {
+			t.Errorf("get(%x) = %v, %v; want %v, true", x[:2], gd, ok, wd)
+		}
+	}
+	if d.used != len(want) || len(d.slots) > 4*n {
+		t.Errorf("%d ids in %d slots, want %d in at most %d", d.used, len(d.slots), len(want), 4*n)
 	}
 }

@@ -261,7 +261,7 @@ func (cv *converter) span(sp ptrace.Span) {
 			if wantInfo && i == 3 {
 				info.outcome = cv.intern(str)
 			}
-			s.SetAttribute(attribute.String(k, str))
+			s.SetString(k, str)
 		case telemetry.AttrRemote:
 			if v.Type() == pcommon.ValueTypeBool {
 				s.SetAttribute(attribute.Bool(k, v.Bool()))
@@ -279,7 +279,7 @@ func (cv *converter) span(sp ptrace.Span) {
 	})
 	for i, dv := range st.defaults {
 		if st.hasDefault&(1<<i) != 0 && set&(1<<i) == 0 {
-			s.SetAttribute(attribute.String(string(amdahlStringKeys[i]), dv))
+			s.SetString(string(amdahlStringKeys[i]), dv)
 			if wantInfo && i == 3 {
 				info.outcome = dv
 			}

@@ -72,7 +72,18 @@ type histogram struct {
 }
 
 func (h *histogram) record(v float64) {
-	i := sort.SearchFloat64s(telemetry.DurationBuckets, v) // first bound ≥ v: (lo, hi] buckets
+	// The first bound ≥ v: (lo, hi] buckets (sort.SearchFloat64s, without
+	// its calls).
+	b := telemetry.DurationBuckets
+	i, j := 0, len(b)
+	for i < j {
+		m := int(uint(i+j) >> 1)
+		if !(b[m] >= v) {
+			i = m + 1
+		} else {
+			j = m
+		}
+	}
 	h.counts[i]++
 	if h.count == 0 || v < h.min {
 		h.min = v

@@ -144,14 +144,18 @@ type tree struct {
 	sc     []int32   // walk's stack of sorted children
 	segs   []segment // walkRows': the critical path's pieces, latest first
 	rnames []string  // walkRows': each row's name, once looked up
-	names  map[Key]string
-	far    []int32   // placeUnder's far-side children
-	stats  []KeyStat // attribute's, with reuse
-	row    []int32   // attribute's: each phase node's index in stats
-	sorted []Key     // sortRows': the last unit's row keys, sorted
-	slot   []int32   // sortRows': each row's place in sorted
-	spare  []KeyStat // sortRows' copy of the rows
-	cut    []bool    // clip's: each node cut to its parent's window
+	// sortGaps': the last unit's gaps in order, and scratch.
+	gapOrder []Key
+	gapSlot  []int32
+	gapSpare []KeyStat
+	names    map[Key]string
+	far      []int32   // placeUnder's far-side children
+	stats    []KeyStat // attribute's, with reuse
+	row      []int32   // attribute's: each phase node's index in stats
+	sorted   []Key     // sortRows': the last unit's row keys, sorted
+	slot     []int32   // sortRows': each row's place in sorted
+	spare    []KeyStat // sortRows' copy of the rows
+	cut      []bool    // clip's: each node cut to its parent's window
 }
 
 func newTree(nodes []Node) *tree {

@@ -311,9 +311,63 @@ func (t *tree) walkRows(stats []KeyStat, names []string, row func(owner int32) i
 		i = j
 	}
 	if gaps := stats[rows:]; len(gaps) > 1 {
-		slices.SortFunc(gaps, func(a, b KeyStat) int { return compareKeys(a.Key, b.Key) })
+		t.sortGaps(gaps)
 	}
 	return stats
+}
+
+// sortGaps puts a unit's gaps (distinct) in compareKeys order: by their
+// ends, since a gap has no phase or direction. Units of one shape mostly
+// have the same gaps, named by the same strings, so the last unit's order
+// is kept: when this unit's gaps are the same set, each goes to its
+// place, found by comparing ends (mostly as pointers), and nothing is
+// sorted.
+func (t *tree) sortGaps(gaps []KeyStat) {
+	if len(gaps) == len(t.gapOrder) && len(gaps) <= maxInsertion {
+		t.gapSlot = t.gapSlot[:0]
+		for i := range gaps {
+			k := &gaps[i].Key
+			at := -1
+			for j := range t.gapOrder {
+				if o := &t.gapOrder[j]; o.Component == k.Component && o.Op == k.Op {
+					at = j
+					break
+				}
+			}
+			if at < 0 {
+				break
+			}
+			t.gapSlot = append(t.gapSlot, int32(at))
+		}
+		if len(t.gapSlot) == len(gaps) { // distinct, so one to one
+			t.gapSpare = append(t.gapSpare[:0], gaps...)
+			for i, j := range t.gapSlot {
+				gaps[j] = t.gapSpare[i]
+			}
+			return
+		}
+	}
+	less := func(a, b *Key) bool {
+		if a.Component != b.Component {
+			return a.Component < b.Component
+		}
+		return a.Op < b.Op
+	}
+	if len(gaps) <= maxInsertion {
+		for a := 1; a < len(gaps); a++ {
+			x, b := gaps[a], a
+			for ; b > 0 && less(&x.Key, &gaps[b-1].Key); b-- {
+				gaps[b] = gaps[b-1]
+			}
+			gaps[b] = x
+		}
+	} else {
+		slices.SortFunc(gaps, func(a, b KeyStat) int { return compareKeys(a.Key, b.Key) })
+	}
+	t.gapOrder = t.gapOrder[:0]
+	for _, g := range gaps {
+		t.gapOrder = append(t.gapOrder, g.Key)
+	}
 }
 
 // segment is one piece of a critical path: its row (-1: none) and time.

@@ -220,6 +220,17 @@ func (s *Span) SetAttribute(kv attribute.KeyValue) {
 	}
 }
 
+// SetString applies one string span attribute, as SetAttribute applies
+// attribute.String(k, v), without building the attribute: a reader that
+// has keys and values as strings (the Collector connector's pdata) calls
+// it for each string attribute a span carries.
+func (s *Span) SetString(k, v string) {
+	switch attribute.Key(k) { // the string keys of SetAttribute
+	case telemetry.AttrPhase, telemetry.AttrDirection, telemetry.AttrComponent, telemetry.AttrOutcome:
+		s.setAttr(k, v, nil)
+	}
+}
+
 // ReadsAttribute reports whether attribution reads attributes of key
 // (SetAttribute applies them): a span given one is not the span it was.
 func ReadsAttribute(key attribute.Key) bool {
