@@ -28,8 +28,7 @@ const (
 // them until it lands. Each entry says which work, and one that holds no
 // file over a bound fails the test: it is to be removed.
 var sizeExempt = []string{
-	"telemetry/attribution/trees.go", // treeBuilder.trace, the attribution's hot path (#47)
-	"runtime/host.go",                // startHost: the host's reply send, one view (#46)
+	"runtime/host.go", // startHost: the host's reply send, one view (#46)
 }
 
 // reasonBeside is what a comment beside a long function says: why it is
