@@ -3,6 +3,7 @@ package ipc
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"google.golang.org/protobuf/proto"
 )
@@ -32,6 +33,28 @@ import (
 type Codec interface {
 	AppendBody(ctx context.Context, dst []byte, t Type, m proto.Message) ([]byte, error)
 	Decode(t Type, body []byte) (proto.Message, error)
+}
+
+// SendStamper is implemented by a Codec some of whose packets end with a
+// stamp of their own write: a few bytes, sized when the packet is
+// encoded, that the Conn's writer fills in after it has written the rest
+// of the frame and read the clock, and then writes. The peer cannot have
+// read such a frame whole before the end its stamp names, so a phase the
+// stamp reports ends before anything the peer does once it has the
+// packet. The stamp costs a second write(2) per stamped frame.
+//
+//   - AppendStampedBody is AppendBody (same goroutine, lock, phase and
+//     contract), for a Conn that stamps: stamp is the size of the stamp
+//     that ends the returned body, 0 for a packet it does not stamp. A
+//     Conn calls it instead of AppendBody.
+//   - StampSend runs on the Conn's writer goroutine between the frame's
+//     two writes. stamp is the frame's last bytes, as AppendStampedBody
+//     sized them; start is when the frame's write began and end when all
+//     of it but the stamp had been written (the ipc.send span's start and
+//     end). It must only write into stamp.
+type SendStamper interface {
+	AppendStampedBody(ctx context.Context, dst []byte, t Type, m proto.Message) (out []byte, stamp int, err error)
+	StampSend(stamp []byte, start, end time.Time)
 }
 
 // WithCodec sets the constructor of the connection's Codec; the Conn calls

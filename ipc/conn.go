@@ -99,6 +99,7 @@ type Conn struct {
 	nc    stream
 	cfg   config
 	codec Codec
+	stamp SendStamper // codec, when it stamps packets; else nil
 	m     *metrics
 	role  telemetry.Direction // direction of packets this end sends
 	peer  telemetry.Direction // direction of packets this end receives
@@ -135,6 +136,9 @@ type item struct {
 	ctx    context.Context
 	done   chan error // nil in async mode; flush markers have frame == nil
 	at     time.Time  // when it was serialized
+	// stamp is the size of the stamp that ends frame (SendStamper): the
+	// writer writes the rest, fills it in, then writes it. 0: none.
+	stamp int
 }
 
 // sent is a task configuration awaiting its result: when it was sent, and
@@ -169,6 +173,7 @@ func newConn(nc stream, cfg config, m *metrics, parent bool) *Conn {
 	if cfg.newCodec != nil {
 		c.codec = cfg.newCodec()
 	}
+	c.stamp, _ = c.codec.(SendStamper)
 	c.q.init(cfg.queueBytes, cfg.queuePackets, m)
 	c.outstanding = map[uint64]sent{}
 	c.wg.Add(2)
@@ -283,7 +288,7 @@ func (c *Conn) serialize(ctx context.Context, t Type, m proto.Message) (*item, e
 	// is theirs), so their spans are made when they end.
 	ph := c.phases(t).StartLeaf(ctx, telemetry.Serialize, c.role)
 	buf := c.getBuf()
-	frame, err := appendFrame(ctx, *buf, c.codec, t, m, c.cfg.maxPacket)
+	frame, stamp, err := appendFrame(ctx, *buf, c.codec, t, m, c.cfg.maxPacket)
 	if err != nil {
 		ph.Fail(err)
 		c.m.protocolError(ctx, "encode")
@@ -298,7 +303,7 @@ func (c *Conn) serialize(ctx context.Context, t Type, m proto.Message) (*item, e
 	} else {
 		ph.EndAt(end) // nothing reads the attributes: building them allocates
 	}
-	return &item{frame: frame, buf: buf, t: t, parent: trace.SpanFromContext(ctx), ctx: ctx, at: end}, nil
+	return &item{frame: frame, buf: buf, t: t, parent: trace.SpanFromContext(ctx), ctx: ctx, at: end, stamp: stamp}, nil
 }
 
 // Flush blocks until every packet queued before it has been written, and
@@ -423,8 +428,16 @@ func (c *Conn) write(ctx context.Context, it *item) error {
 	if c.cfg.onWrite != nil {
 		c.cfg.onWrite(it.t, len(it.frame))
 	}
-	_, err := c.nc.Write(it.frame)
+	// A stamped frame goes in two writes: all but its stamp, then the
+	// stamp with the send's times, so that the peer has the frame whole
+	// only after the send's end that it reads from it.
+	rest := len(it.frame) - it.stamp
+	_, err := c.nc.Write(it.frame[:rest])
 	end := time.Now()
+	if err == nil && it.stamp > 0 {
+		c.stamp.StampSend(it.frame[rest:], start, end)
+		_, err = c.nc.Write(it.frame[rest:])
+	}
 	c.writeStart.Store(0)
 	blocked := end.Sub(start)
 	c.m.blocked.Record(ctx, blocked.Seconds(), c.m.blockedOpt[c.role])

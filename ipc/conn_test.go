@@ -5,9 +5,11 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
@@ -401,5 +403,107 @@ func TestTraceParentBinary(t *testing.T) {
 		if got := ParseTraceParent(in, ""); got.IsValid() {
 			t.Errorf("%s: parsed %+v, want nothing", name, got)
 		}
+	}
+}
+
+// stampCodec stamps every task configuration: two fixed64 fields of
+// numbers stampStart and stampEnd end the body, filled in by StampSend.
+// size, when not 0, is the stamp size it claims instead (a bad one).
+type stampCodec struct {
+	protoCodec
+	size int
+}
+
+const stampStart, stampEnd protowire.Number = 1001, 1002
+
+func (c *stampCodec) AppendStampedBody(ctx context.Context, dst []byte, t Type, m proto.Message) ([]byte, int, error) {
+	out, err := c.AppendBody(ctx, dst, t, m)
+	if err != nil || t != TypeTaskConfiguration {
+		return out, 0, err
+	}
+	n := len(out)
+	out = protowire.AppendFixed64(protowire.AppendTag(out, stampStart, protowire.Fixed64Type), 0)
+	out = protowire.AppendFixed64(protowire.AppendTag(out, stampEnd, protowire.Fixed64Type), 0)
+	if c.size != 0 {
+		return out, c.size, nil
+	}
+	return out, len(out) - n, nil
+}
+
+func (c *stampCodec) StampSend(stamp []byte, start, end time.Time) {
+	b := protowire.AppendFixed64(protowire.AppendTag(stamp[:0], stampStart, protowire.Fixed64Type), uint64(start.UnixNano()))
+	protowire.AppendFixed64(protowire.AppendTag(b, stampEnd, protowire.Fixed64Type), uint64(end.UnixNano()))
+}
+
+// stampOf reads the stamp back from a decoded packet's unknown fields.
+func stampOf(m proto.Message) (start, end int64) {
+	for b := m.ProtoReflect().GetUnknown(); len(b) > 0; {
+		num, _, n := protowire.ConsumeTag(b)
+		v, m := protowire.ConsumeFixed64(b[n:])
+		switch num {
+		case stampStart:
+			start = int64(v)
+		case stampEnd:
+			end = int64(v)
+		}
+		b = b[n+m:]
+	}
+	return start, end
+}
+
+// TestSendStamp: a SendStamper's stamp arrives filled in with the ipc.send
+// span's start and end, which is no later than the peer had read the
+// frame whole; a packet the codec does not stamp goes as it is, and a
+// stamp larger than the body is an error before anything is written.
+func TestSendStamp(t *testing.T) {
+	ctx := context.Background()
+	tel := newTel(t)
+	parent, child := inProcessPair(t, append(tel.opts(), WithCodec(func() Codec { return &stampCodec{} })), nil)
+	const n = 20
+	stamps := map[int64]int64{} // start → end
+	for i := range n {
+		payload := make([]byte, 1+i*20_000) // up to 380 KB: some writes block
+		cfg := taskConfig(uint64(i), nil)
+		cfg.Payload = payload
+		if err := parent.Send(ctx, cfg); err != nil {
+			t.Fatal(err)
+		}
+		in, err := child.Recv(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		start, end := stampOf(in.Msg)
+		if read := in.ReceiveStart.Add(in.ReceiveDuration).UnixNano(); start == 0 || end < start || end > read {
+			t.Fatalf("packet %d: stamp [%d, %d], want a send that ends by the time the frame was read whole (%d)", i, start, end, read)
+		}
+		if got := in.Msg.(*ipcpb.TaskConfiguration); len(got.Payload) != len(payload) {
+			t.Fatalf("packet %d: payload of %d bytes, want %d", i, len(got.Payload), len(payload))
+		}
+		stamps[start] = end
+	}
+	// The stamps are the send spans' times.
+	sends := 0
+	for _, s := range tel.Spans.Ended() {
+		if s.Name() != "ipc.send" {
+			continue
+		}
+		sends++
+		if end, ok := stamps[s.StartTime().UnixNano()]; !ok || end != s.EndTime().UnixNano() {
+			t.Errorf("ipc.send span [%d, %d]: no stamp with its times (stamped end %d)", s.StartTime().UnixNano(), s.EndTime().UnixNano(), end)
+		}
+	}
+	if sends != n {
+		t.Fatalf("%d ipc.send spans, want %d", sends, n)
+	}
+	if err := parent.Send(ctx, &ipcpb.Shutdown{}); err != nil {
+		t.Fatal(err)
+	}
+	if in, err := child.Recv(ctx); err != nil || in.Type != TypeShutdown {
+		t.Fatalf("unstamped packet: %v, %v", in, err)
+	}
+
+	bad, _ := inProcessPair(t, []Option{WithCodec(func() Codec { return &stampCodec{size: 1 << 20} })}, nil)
+	if err := bad.Send(ctx, taskConfig(1, nil)); err == nil || !strings.Contains(err.Error(), "stamp") {
+		t.Fatalf("a stamp larger than its body: Send = %v, want an error naming the stamp", err)
 	}
 }

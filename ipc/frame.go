@@ -125,14 +125,31 @@ func (e *DecodeError) Error() string { return fmt.Sprintf("ipc: decode %s packet
 func (e *DecodeError) Unwrap() error { return e.Err }
 
 // appendFrame appends the frame of m (header, then the body c appends) to
-// dst. On error it returns dst unchanged.
-func appendFrame(ctx context.Context, dst []byte, c Codec, t Type, m proto.Message, limit int) ([]byte, error) {
+// dst, and returns it with the size of the stamp that ends it when c is a
+// SendStamper (0: none). On error it returns dst unchanged.
+func appendFrame(ctx context.Context, dst []byte, c Codec, t Type, m proto.Message, limit int) ([]byte, int, error) {
 	start := len(dst)
-	frame, err := c.AppendBody(ctx, append(dst, byte(t), 0, 0, 0, 0), t, m)
-	if err != nil {
-		return dst, err
+	var (
+		frame []byte
+		stamp int
+		err   error
+	)
+	if s, ok := c.(SendStamper); ok {
+		frame, stamp, err = s.AppendStampedBody(ctx, append(dst, byte(t), 0, 0, 0, 0), t, m)
+	} else {
+		frame, err = c.AppendBody(ctx, append(dst, byte(t), 0, 0, 0, 0), t, m)
 	}
-	return finishFrame(frame, start, t, limit)
+	if err != nil {
+		return dst, 0, err
+	}
+	if stamp < 0 || stamp > len(frame)-start-HeaderSize {
+		return dst, 0, fmt.Errorf("ipc: encode %s packet: a stamp of %d bytes in a body of %d", t, stamp, len(frame)-start-HeaderSize)
+	}
+	frame, err = finishFrame(frame, start, t, limit)
+	if err != nil {
+		return frame, 0, err
+	}
+	return frame, stamp, nil
 }
 
 func finishFrame(dst []byte, start int, t Type, limit int) ([]byte, error) {
@@ -152,7 +169,7 @@ func AppendFrame(dst []byte, m proto.Message, limit int) ([]byte, error) {
 	if err != nil {
 		return dst, err
 	}
-	out, err := appendFrame(context.Background(), dst, protoCodec{}, t, m, limit)
+	out, _, err := appendFrame(context.Background(), dst, protoCodec{}, t, m, limit)
 	if err != nil {
 		return dst, err
 	}

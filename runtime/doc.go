@@ -25,8 +25,9 @@
 //   - task units: acquire a task host (spawning one if fewer than
 //     runtime.nodes exist); dispatch ends here. The round trip runs under
 //     the span runtime.host: ipc.serialize and ipc.send of the request,
-//     the host's receive, deserialize, execute and reply serialize
-//     (synthesised from the timings the host returns in its reply, as
+//     the host's receive, deserialize, execute, reply serialize and
+//     reply send (synthesised from the timings the host returns in its
+//     reply, the send's stamped into the reply as it is written, as
 //     taskhost.<phase> spans with amdahl.remote=true; the task-host
 //     protocol, package ipc/taskproto, encodes the timings in the host
 //     and decodes and places them in the parent), and ipc.receive and

@@ -23,13 +23,14 @@ import (
 // collector. The shape is fixed: the root (amdahl.work), runtime.dispatch
 // and its runtime.queue, runtime.host and under it ipc's serialize and
 // send of the request and receive and deserialize of the reply, and the
-// host's four phases from its reply. The runtime writes its own phases
+// host's phases from its reply (receive, deserialize, execute, the
+// reply's serialize and, when the host stamped it, the reply's send). The runtime writes its own phases
 // straight into the record (Submit, the worker: no Component, no
 // context); the root, dispatch and host spans are the record's own
 // trace.Spans (recSpan), which the unit's contexts carry, so that the
 // host span's context crosses the pipe and ipc's leaves, which reach the
 // run's tracer as ever, find their slots (RecordPhaseSpan under a
-// recSpan). The other nine spans are slots of two times each. The unit is
+// recSpan). The other ten spans are slots of two times each. The unit is
 // handed to the accounting once, at its root's end, and its spans are
 // made there, in the accounting goroutine's scratch space, in a fixed
 // order (so that the attribution's known-shape path takes them), with
@@ -65,6 +66,7 @@ const (
 	slotHostDeserialize
 	slotHostExecute
 	slotHostSerialize
+	slotHostSend
 	numSlots
 )
 
@@ -112,6 +114,7 @@ var slotPhases = [numSlots]struct {
 	slotHostDeserialize: {telemetry.Deserialize, telemetry.Request},
 	slotHostExecute:     {telemetry.Execute, telemetry.None},
 	slotHostSerialize:   {telemetry.Serialize, telemetry.Reply},
+	slotHostSend:        {telemetry.Send, telemetry.Reply},
 }
 
 // slotPhase returns the phase and direction of leaf slot s.

@@ -62,7 +62,7 @@ func (r *Runtime) runTask(ctx context.Context, u *unit) (string, error) {
 	r.pool.release(h)
 	if err != nil {
 		hs.RecordError(err)
-		hs.End()
+		r.endHostSpan(hs, u)
 		class := "task host died"
 		switch {
 		case errors.Is(err, ErrTaskTimeout):
@@ -81,7 +81,7 @@ func (r *Runtime) runTask(ctx context.Context, u *unit) (string, error) {
 		u.rec.replyPhases(hctx, in)
 	}
 	r.childSpans(hctx, res, sendStart, in.ReceiveStart)
-	hs.End()
+	r.endHostSpan(hs, u)
 
 	status := dtpb.OrchestrationStatus_ORCHESTRATION_STATUS_COMPLETED
 	var taskErr error
@@ -120,6 +120,20 @@ func startHostSpan(ctx context.Context, own telemetry.PhaseTracer, tracer trace.
 		return ctx, s
 	}
 	return tracer.Start(ctx, SpanHost, trace.WithTimestamp(start), trace.WithAttributes(AttrHostID.Int(id), AttrHostPID.Int(pid)))
+}
+
+// endHostSpan ends u's runtime.host span now. An SDK span ended without
+// a time ends at its start plus the monotonic time since, but the unit's
+// root ends at a reading of the wall clock (telemetry.WorkSpan.End): a
+// step of the wall clock in between could end the host span after its
+// root. So the SDK's is ended at a wall-clock reading too; the runtime's
+// own spans read the wall clock when they end.
+func (r *Runtime) endHostSpan(hs trace.Span, u *unit) {
+	if u.rec == nil && r.phaseTP == nil {
+		hs.End(trace.WithTimestamp(time.Now()))
+		return
+	}
+	hs.End()
 }
 
 // failOrchestration completes the orchestration as failed with cause (so

@@ -66,7 +66,11 @@ func (w WorkSpan) End(o Outcome, err error) time.Duration {
 		o = Failed
 	}
 	w.span.SetAttributes(outcomeAttrs[o]...)
-	w.c.endSpan(w.span, now, false, err)
+	// At now, a reading of the wall clock, as the unit's phases end: an
+	// SDK span ended without a time ends at its start plus the monotonic
+	// time since, which a step of the wall clock in between would put
+	// before the end of a phase inside it.
+	w.c.endSpan(w.span, now, true, err)
 	if w.c.metrics {
 		opt := w.c.workMetric[o]
 		if !w.span.SpanContext().IsSampled() {

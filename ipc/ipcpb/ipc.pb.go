@@ -285,7 +285,7 @@ func (x Shutdown_Reason) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use Shutdown_Reason.Descriptor instead.
 func (Shutdown_Reason) EnumDescriptor() ([]byte, []int) {
-	return file_ipc_proto_rawDescGZIP(), []int{4, 0}
+	return file_ipc_proto_rawDescGZIP(), []int{5, 0}
 }
 
 // TaskConfiguration asks a task host to run one task (parent to child).
@@ -523,8 +523,13 @@ type TaskResult struct {
 	// Wall-clock time (Unix ns) at which the child started receiving the
 	// request: the anchor of the timings' offsets in the parent's clock.
 	ReceiveStartUnixNano int64 `protobuf:"varint,9,opt,name=receive_start_unix_nano,json=receiveStartUnixNano,proto3" json:"receive_start_unix_nano,omitempty"`
-	unknownFields        protoimpl.UnknownFields
-	sizeCache            protoimpl.SizeCache
+	// The child's write of this very packet, when it measures it. It is
+	// the last field of the encoded packet, written after the rest (see
+	// ReplySend), so the parent cannot have read the packet whole before
+	// the end it names.
+	ReplySend     *ReplySend `protobuf:"bytes,11,opt,name=reply_send,json=replySend,proto3" json:"reply_send,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *TaskResult) Reset() {
@@ -627,6 +632,70 @@ func (x *TaskResult) GetReceiveStartUnixNano() int64 {
 	return 0
 }
 
+func (x *TaskResult) GetReplySend() *ReplySend {
+	if x != nil {
+		return x.ReplySend
+	}
+	return nil
+}
+
+// ReplySend is when the child wrote a result: the start of its write and
+// the moment all of the packet but this field had been written, in the
+// child's wall clock (Unix ns). Its fields are fixed-width, so that the
+// child can encode the packet with room for it and fill it in between
+// two writes; a child that does not measure its send leaves it out.
+type ReplySend struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	StartUnixNano int64                  `protobuf:"fixed64,1,opt,name=start_unix_nano,json=startUnixNano,proto3" json:"start_unix_nano,omitempty"`
+	EndUnixNano   int64                  `protobuf:"fixed64,2,opt,name=end_unix_nano,json=endUnixNano,proto3" json:"end_unix_nano,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReplySend) Reset() {
+	*x = ReplySend{}
+	mi := &file_ipc_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReplySend) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReplySend) ProtoMessage() {}
+
+func (x *ReplySend) ProtoReflect() protoreflect.Message {
+	mi := &file_ipc_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReplySend.ProtoReflect.Descriptor instead.
+func (*ReplySend) Descriptor() ([]byte, []int) {
+	return file_ipc_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *ReplySend) GetStartUnixNano() int64 {
+	if x != nil {
+		return x.StartUnixNano
+	}
+	return 0
+}
+
+func (x *ReplySend) GetEndUnixNano() int64 {
+	if x != nil {
+		return x.EndUnixNano
+	}
+	return 0
+}
+
 // LogMessage is one log event from a running task (child to parent).
 type LogMessage struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -640,7 +709,7 @@ type LogMessage struct {
 
 func (x *LogMessage) Reset() {
 	*x = LogMessage{}
-	mi := &file_ipc_proto_msgTypes[3]
+	mi := &file_ipc_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -652,7 +721,7 @@ func (x *LogMessage) String() string {
 func (*LogMessage) ProtoMessage() {}
 
 func (x *LogMessage) ProtoReflect() protoreflect.Message {
-	mi := &file_ipc_proto_msgTypes[3]
+	mi := &file_ipc_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -665,7 +734,7 @@ func (x *LogMessage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LogMessage.ProtoReflect.Descriptor instead.
 func (*LogMessage) Descriptor() ([]byte, []int) {
-	return file_ipc_proto_rawDescGZIP(), []int{3}
+	return file_ipc_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *LogMessage) GetTaskId() uint64 {
@@ -707,7 +776,7 @@ type Shutdown struct {
 
 func (x *Shutdown) Reset() {
 	*x = Shutdown{}
-	mi := &file_ipc_proto_msgTypes[4]
+	mi := &file_ipc_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -719,7 +788,7 @@ func (x *Shutdown) String() string {
 func (*Shutdown) ProtoMessage() {}
 
 func (x *Shutdown) ProtoReflect() protoreflect.Message {
-	mi := &file_ipc_proto_msgTypes[4]
+	mi := &file_ipc_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -732,7 +801,7 @@ func (x *Shutdown) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Shutdown.ProtoReflect.Descriptor instead.
 func (*Shutdown) Descriptor() ([]byte, []int) {
-	return file_ipc_proto_rawDescGZIP(), []int{4}
+	return file_ipc_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *Shutdown) GetReason() Shutdown_Reason {
@@ -788,7 +857,7 @@ const file_ipc_proto_rawDesc = "" +
 	"\x05phase\x18\x01 \x01(\x0e2\x14.amdahl.ipc.v1.PhaseR\x05phase\x12&\n" +
 	"\x0fstart_offset_ns\x18\x02 \x01(\x03R\rstartOffsetNs\x12\x1f\n" +
 	"\vduration_ns\x18\x03 \x01(\x03R\n" +
-	"durationNs\"\xd5\x05\n" +
+	"durationNs\"\x8e\x06\n" +
 	"\n" +
 	"TaskResult\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12-\n" +
@@ -801,7 +870,9 @@ const file_ipc_proto_rawDesc = "" +
 	"\rtrace_context\x18\b \x03(\v2+.amdahl.ipc.v1.TaskResult.TraceContextEntryR\ftraceContext\x12!\n" +
 	"\ftrace_parent\x18\n" +
 	" \x01(\fR\vtraceParent\x125\n" +
-	"\x17receive_start_unix_nano\x18\t \x01(\x03R\x14receiveStartUnixNano\x1a:\n" +
+	"\x17receive_start_unix_nano\x18\t \x01(\x03R\x14receiveStartUnixNano\x127\n" +
+	"\n" +
+	"reply_send\x18\v \x01(\v2\x18.amdahl.ipc.v1.ReplySendR\treplySend\x1a:\n" +
 	"\fOutputsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1a>\n" +
@@ -810,7 +881,10 @@ const file_ipc_proto_rawDesc = "" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1a?\n" +
 	"\x11TraceContextEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x82\x01\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"W\n" +
+	"\tReplySend\x12&\n" +
+	"\x0fstart_unix_nano\x18\x01 \x01(\x10R\rstartUnixNano\x12\"\n" +
+	"\rend_unix_nano\x18\x02 \x01(\x10R\vendUnixNano\"\x82\x01\n" +
 	"\n" +
 	"LogMessage\x12\x17\n" +
 	"\atask_id\x18\x01 \x01(\x04R\x06taskId\x12*\n" +
@@ -859,7 +933,7 @@ func file_ipc_proto_rawDescGZIP() []byte {
 }
 
 var file_ipc_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
-var file_ipc_proto_msgTypes = make([]protoimpl.MessageInfo, 12)
+var file_ipc_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
 var file_ipc_proto_goTypes = []any{
 	(DeltaMode)(0),            // 0: amdahl.ipc.v1.DeltaMode
 	(Status)(0),               // 1: amdahl.ipc.v1.Status
@@ -869,37 +943,39 @@ var file_ipc_proto_goTypes = []any{
 	(*TaskConfiguration)(nil), // 5: amdahl.ipc.v1.TaskConfiguration
 	(*PhaseTiming)(nil),       // 6: amdahl.ipc.v1.PhaseTiming
 	(*TaskResult)(nil),        // 7: amdahl.ipc.v1.TaskResult
-	(*LogMessage)(nil),        // 8: amdahl.ipc.v1.LogMessage
-	(*Shutdown)(nil),          // 9: amdahl.ipc.v1.Shutdown
-	nil,                       // 10: amdahl.ipc.v1.TaskConfiguration.ParametersEntry
-	nil,                       // 11: amdahl.ipc.v1.TaskConfiguration.EnvironmentEntry
-	nil,                       // 12: amdahl.ipc.v1.TaskConfiguration.GlobalPropertiesEntry
-	nil,                       // 13: amdahl.ipc.v1.TaskConfiguration.TraceContextEntry
-	nil,                       // 14: amdahl.ipc.v1.TaskResult.OutputsEntry
-	nil,                       // 15: amdahl.ipc.v1.TaskResult.EnvironmentEntry
-	nil,                       // 16: amdahl.ipc.v1.TaskResult.TraceContextEntry
+	(*ReplySend)(nil),         // 8: amdahl.ipc.v1.ReplySend
+	(*LogMessage)(nil),        // 9: amdahl.ipc.v1.LogMessage
+	(*Shutdown)(nil),          // 10: amdahl.ipc.v1.Shutdown
+	nil,                       // 11: amdahl.ipc.v1.TaskConfiguration.ParametersEntry
+	nil,                       // 12: amdahl.ipc.v1.TaskConfiguration.EnvironmentEntry
+	nil,                       // 13: amdahl.ipc.v1.TaskConfiguration.GlobalPropertiesEntry
+	nil,                       // 14: amdahl.ipc.v1.TaskConfiguration.TraceContextEntry
+	nil,                       // 15: amdahl.ipc.v1.TaskResult.OutputsEntry
+	nil,                       // 16: amdahl.ipc.v1.TaskResult.EnvironmentEntry
+	nil,                       // 17: amdahl.ipc.v1.TaskResult.TraceContextEntry
 }
 var file_ipc_proto_depIdxs = []int32{
-	10, // 0: amdahl.ipc.v1.TaskConfiguration.parameters:type_name -> amdahl.ipc.v1.TaskConfiguration.ParametersEntry
-	11, // 1: amdahl.ipc.v1.TaskConfiguration.environment:type_name -> amdahl.ipc.v1.TaskConfiguration.EnvironmentEntry
+	11, // 0: amdahl.ipc.v1.TaskConfiguration.parameters:type_name -> amdahl.ipc.v1.TaskConfiguration.ParametersEntry
+	12, // 1: amdahl.ipc.v1.TaskConfiguration.environment:type_name -> amdahl.ipc.v1.TaskConfiguration.EnvironmentEntry
 	0,  // 2: amdahl.ipc.v1.TaskConfiguration.environment_mode:type_name -> amdahl.ipc.v1.DeltaMode
-	12, // 3: amdahl.ipc.v1.TaskConfiguration.global_properties:type_name -> amdahl.ipc.v1.TaskConfiguration.GlobalPropertiesEntry
+	13, // 3: amdahl.ipc.v1.TaskConfiguration.global_properties:type_name -> amdahl.ipc.v1.TaskConfiguration.GlobalPropertiesEntry
 	0,  // 4: amdahl.ipc.v1.TaskConfiguration.global_properties_mode:type_name -> amdahl.ipc.v1.DeltaMode
-	13, // 5: amdahl.ipc.v1.TaskConfiguration.trace_context:type_name -> amdahl.ipc.v1.TaskConfiguration.TraceContextEntry
+	14, // 5: amdahl.ipc.v1.TaskConfiguration.trace_context:type_name -> amdahl.ipc.v1.TaskConfiguration.TraceContextEntry
 	2,  // 6: amdahl.ipc.v1.PhaseTiming.phase:type_name -> amdahl.ipc.v1.Phase
 	1,  // 7: amdahl.ipc.v1.TaskResult.status:type_name -> amdahl.ipc.v1.Status
-	14, // 8: amdahl.ipc.v1.TaskResult.outputs:type_name -> amdahl.ipc.v1.TaskResult.OutputsEntry
-	15, // 9: amdahl.ipc.v1.TaskResult.environment:type_name -> amdahl.ipc.v1.TaskResult.EnvironmentEntry
+	15, // 8: amdahl.ipc.v1.TaskResult.outputs:type_name -> amdahl.ipc.v1.TaskResult.OutputsEntry
+	16, // 9: amdahl.ipc.v1.TaskResult.environment:type_name -> amdahl.ipc.v1.TaskResult.EnvironmentEntry
 	0,  // 10: amdahl.ipc.v1.TaskResult.environment_mode:type_name -> amdahl.ipc.v1.DeltaMode
 	6,  // 11: amdahl.ipc.v1.TaskResult.timings:type_name -> amdahl.ipc.v1.PhaseTiming
-	16, // 12: amdahl.ipc.v1.TaskResult.trace_context:type_name -> amdahl.ipc.v1.TaskResult.TraceContextEntry
-	3,  // 13: amdahl.ipc.v1.LogMessage.level:type_name -> amdahl.ipc.v1.Level
-	4,  // 14: amdahl.ipc.v1.Shutdown.reason:type_name -> amdahl.ipc.v1.Shutdown.Reason
-	15, // [15:15] is the sub-list for method output_type
-	15, // [15:15] is the sub-list for method input_type
-	15, // [15:15] is the sub-list for extension type_name
-	15, // [15:15] is the sub-list for extension extendee
-	0,  // [0:15] is the sub-list for field type_name
+	17, // 12: amdahl.ipc.v1.TaskResult.trace_context:type_name -> amdahl.ipc.v1.TaskResult.TraceContextEntry
+	8,  // 13: amdahl.ipc.v1.TaskResult.reply_send:type_name -> amdahl.ipc.v1.ReplySend
+	3,  // 14: amdahl.ipc.v1.LogMessage.level:type_name -> amdahl.ipc.v1.Level
+	4,  // 15: amdahl.ipc.v1.Shutdown.reason:type_name -> amdahl.ipc.v1.Shutdown.Reason
+	16, // [16:16] is the sub-list for method output_type
+	16, // [16:16] is the sub-list for method input_type
+	16, // [16:16] is the sub-list for extension type_name
+	16, // [16:16] is the sub-list for extension extendee
+	0,  // [0:16] is the sub-list for field type_name
 }
 
 func init() { file_ipc_proto_init() }
@@ -913,7 +989,7 @@ func file_ipc_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_ipc_proto_rawDesc), len(file_ipc_proto_rawDesc)),
 			NumEnums:      5,
-			NumMessages:   12,
+			NumMessages:   13,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

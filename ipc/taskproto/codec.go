@@ -25,6 +25,29 @@ const KindDelta = "delta"
 // one more element of this repeated field.
 var timingsField = protowire.Number((&ipcpb.TaskResult{}).ProtoReflect().Descriptor().Fields().ByName("timings").Number())
 
+// The reply's send stamp (ipc.SendStamper) is TaskResult.reply_send, a
+// ReplySend of two fixed64 fields, encoded after the rest of the result;
+// their field numbers, read from the schema.
+var (
+	replySendField = protowire.Number((&ipcpb.TaskResult{}).ProtoReflect().Descriptor().Fields().ByName("reply_send").Number())
+	sendStartField = protowire.Number((&ipcpb.ReplySend{}).ProtoReflect().Descriptor().Fields().ByName("start_unix_nano").Number())
+	sendEndField   = protowire.Number((&ipcpb.ReplySend{}).ProtoReflect().Descriptor().Fields().ByName("end_unix_nano").Number())
+	// stampSize is the size of the encoded reply_send field.
+	stampSize = len(appendStamp(nil, 0, 0))
+)
+
+// appendStamp appends the reply_send field with start and end (Unix ns),
+// always stampSize bytes: the fields are fixed-width.
+func appendStamp(dst []byte, start, end int64) []byte {
+	n := protowire.SizeTag(sendStartField) + protowire.SizeFixed64() + protowire.SizeTag(sendEndField) + protowire.SizeFixed64()
+	dst = protowire.AppendTag(dst, replySendField, protowire.BytesType)
+	dst = protowire.AppendVarint(dst, uint64(n))
+	dst = protowire.AppendTag(dst, sendStartField, protowire.Fixed64Type)
+	dst = protowire.AppendFixed64(dst, uint64(start))
+	dst = protowire.AppendTag(dst, sendEndField, protowire.Fixed64Type)
+	return protowire.AppendFixed64(dst, uint64(end))
+}
+
 var errNoBaseline = errors.New("no delta baseline")
 
 // Option configures one end's task-host codec.
@@ -57,8 +80,15 @@ type codec struct {
 	mu sync.Mutex
 	// anchors holds, for each result Reply is sending, when the host
 	// started receiving the request it answers (monotonic): the anchor of
-	// the reply's serialize timing, which AppendBody measures.
-	anchors map[*ipcpb.TaskResult]time.Time
+	// the reply's serialize timing, which AppendBody measures; and
+	// whether its send is stamped.
+	anchors map[*ipcpb.TaskResult]anchor
+}
+
+// anchor is what Reply tells the codec of a result it sends.
+type anchor struct {
+	at    time.Time
+	stamp bool // the request's trace is sampled: the parent reads the send
 }
 
 // setTraceContext sets a packet's trace_parent to sc in binary
@@ -92,9 +122,29 @@ func (c *codec) AppendBody(ctx context.Context, dst []byte, t ipc.Type, m proto.
 	case *ipcpb.TaskConfiguration:
 		return c.appendConfiguration(ctx, dst, p)
 	case *ipcpb.TaskResult:
-		return c.appendResult(dst, p)
+		out, _, err := c.appendResult(dst, p, false)
+		return out, err
 	}
 	return marshalAppend(dst, t, m)
+}
+
+// AppendStampedBody is AppendBody (ipc.SendStamper), with, at the end of
+// a result that Reply sends for a sampled request, room for the reply's
+// send stamp (TaskResult.reply_send), which StampSend fills in.
+func (c *codec) AppendStampedBody(ctx context.Context, dst []byte, t ipc.Type, m proto.Message) ([]byte, int, error) {
+	if p, ok := m.(*ipcpb.TaskResult); ok {
+		return c.appendResult(dst, p, true)
+	}
+	out, err := c.AppendBody(ctx, dst, t, m)
+	return out, 0, err
+}
+
+// StampSend fills in a result's reply_send with the send's start and end
+// in this host's wall clock (ipc.SendStamper).
+func (c *codec) StampSend(stamp []byte, start, end time.Time) {
+	if len(stamp) == stampSize {
+		appendStamp(stamp[:0], start.UnixNano(), end.UnixNano())
+	}
 }
 
 func (c *codec) appendConfiguration(ctx context.Context, dst []byte, p *ipcpb.TaskConfiguration) ([]byte, error) {
@@ -114,8 +164,11 @@ func (c *codec) appendConfiguration(ctx context.Context, dst []byte, p *ipcpb.Ta
 	return dst, err
 }
 
-func (c *codec) appendResult(dst []byte, p *ipcpb.TaskResult) ([]byte, error) {
-	anchor, reply := c.takeAnchor(p)
+// appendResult encodes a result and, when Reply sends it, the reply's
+// serialize timing after it, then, when stamps and the request is
+// sampled, room for the send's stamp (its size is returned).
+func (c *codec) appendResult(dst []byte, p *ipcpb.TaskResult, stamps bool) ([]byte, int, error) {
+	a, reply := c.takeAnchor(p)
 	env, envMode := p.Environment, p.EnvironmentMode
 	p.EnvironmentMode = ipcpb.DeltaMode_DELTA_MODE_FULL
 	if sendIdentical(c.delta, env, &c.sent.resEnv) {
@@ -125,39 +178,44 @@ func (c *codec) appendResult(dst []byte, p *ipcpb.TaskResult) ([]byte, error) {
 	dst, err := marshalAppend(dst, ipc.TypeTaskResult, p)
 	p.Environment, p.EnvironmentMode = env, envMode
 	if err != nil || !reply {
-		return dst, err
+		return dst, 0, err
 	}
 	// The reply's serialize time is part of the reply: encode it as one
 	// more element of the repeated timings field, after the fact.
-	pt := &ipcpb.PhaseTiming{Phase: ipcpb.Phase_PHASE_REPLY_SERIALIZE, StartOffsetNs: int64(start.Sub(anchor)), DurationNs: int64(time.Since(start))}
+	pt := &ipcpb.PhaseTiming{Phase: ipcpb.Phase_PHASE_REPLY_SERIALIZE, StartOffsetNs: int64(start.Sub(a.at)), DurationNs: int64(time.Since(start))}
 	dst = protowire.AppendTag(dst, timingsField, protowire.BytesType)
 	dst = protowire.AppendVarint(dst, uint64(proto.Size(pt)))
 	out, err := proto.MarshalOptions{UseCachedSize: true}.MarshalAppend(dst, pt)
 	if err != nil {
-		return dst, fmt.Errorf("taskproto: encode reply timing: %w", err)
+		return dst, 0, fmt.Errorf("taskproto: encode reply timing: %w", err)
 	}
-	return out, nil
+	if !stamps || !a.stamp {
+		return out, 0, nil
+	}
+	// The send's stamp comes last: the Conn writes the rest of the frame,
+	// then fills it in (StampSend) and writes it.
+	return appendStamp(out, 0, 0), stampSize, nil
 }
 
-func (c *codec) setAnchor(p *ipcpb.TaskResult, t time.Time) {
+func (c *codec) setAnchor(p *ipcpb.TaskResult, a anchor) {
 	c.mu.Lock()
 	if c.anchors == nil {
-		c.anchors = make(map[*ipcpb.TaskResult]time.Time, 1)
+		c.anchors = make(map[*ipcpb.TaskResult]anchor, 1)
 	}
-	c.anchors[p] = t
+	c.anchors[p] = a
 	c.mu.Unlock()
 }
 
 // takeAnchor returns and forgets p's anchor; ok is false for a result not
 // sent by Reply.
-func (c *codec) takeAnchor(p *ipcpb.TaskResult) (t time.Time, ok bool) {
+func (c *codec) takeAnchor(p *ipcpb.TaskResult) (a anchor, ok bool) {
 	c.mu.Lock()
-	t, ok = c.anchors[p]
+	a, ok = c.anchors[p]
 	if ok {
 		delete(c.anchors, p)
 	}
 	c.mu.Unlock()
-	return t, ok
+	return a, ok
 }
 
 func marshalAppend(dst []byte, t ipc.Type, m proto.Message) ([]byte, error) {

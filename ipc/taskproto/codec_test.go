@@ -17,10 +17,23 @@ import (
 	"github.com/amdahl-rt/amdahl/telemetry"
 )
 
+// TestReplyTimings: a reply carries the host's receive, deserialize,
+// execute and serialize, placed within the round trip, and, when the
+// request's trace is sampled, the reply's send, stamped into the packet
+// between two writes: it starts after the serialize and ends before the
+// parent had read the reply whole.
 func TestReplyTimings(t *testing.T) {
-	for _, mode := range []ipc.Mode{ipc.Sync, ipc.Async} {
-		t.Run(mode.String(), func(t *testing.T) {
+	sampled := trace.NewSpanContext(trace.SpanContextConfig{TraceID: trace.TraceID{1}, SpanID: trace.SpanID{2}, TraceFlags: trace.FlagsSampled})
+	for _, tc := range []struct {
+		mode    ipc.Mode
+		sampled bool
+	}{{ipc.Sync, true}, {ipc.Async, true}, {ipc.Sync, false}} {
+		mode := tc.mode
+		t.Run(fmt.Sprintf("%s sampled=%v", mode, tc.sampled), func(t *testing.T) {
 			ctx := context.Background()
+			if tc.sampled {
+				ctx = trace.ContextWithSpanContext(ctx, sampled)
+			}
 			parent, child := pair(t, []ipc.Option{ipc.WithMode(mode), WithCodec()}, []ipc.Option{ipc.WithMode(mode), WithCodec()})
 			const n = 50
 			errc := make(chan error, 1)
@@ -75,13 +88,27 @@ func TestReplyTimings(t *testing.T) {
 					t.Fatalf("reply serialize starts at %d, before execute ends at %d", ser.StartOffsetNs, exe.StartOffsetNs+exe.DurationNs)
 				}
 				got := AppendTimings(nil, res, sendStart, in.ReceiveStart)
-				if len(got) != NumTimings {
-					t.Fatalf("AppendTimings gave %d timings, want %d", len(got), NumTimings)
+				if want := map[bool]int{true: NumTimings, false: NumTimings - 1}[tc.sampled]; len(got) != want {
+					t.Fatalf("AppendTimings gave %d timings, want %d", len(got), want)
 				}
-				for _, tm := range got {
+				if (res.ReplySend != nil) != tc.sampled {
+					t.Fatalf("reply_send %v in a reply to a request sampled=%v", res.ReplySend, tc.sampled)
+				}
+				for _, tm := range got[:4] {
 					if tm.Start.Before(sendStart) || tm.End.After(in.ReceiveStart) {
 						t.Fatalf("%v/%v placed at [%v, %v], outside the round trip [%v, %v]", tm.Phase, tm.Direction, tm.Start, tm.End, sendStart, in.ReceiveStart)
 					}
+				}
+				if !tc.sampled {
+					continue
+				}
+				send, ser := got[4], got[3]
+				if send.Phase != telemetry.Send || send.Direction != telemetry.Reply {
+					t.Fatalf("fifth timing %v/%v, want send/reply", send.Phase, send.Direction)
+				}
+				if recvEnd := in.ReceiveStart.Add(in.ReceiveDuration); send.Start.Before(ser.End) || send.End.Before(send.Start) || send.End.After(recvEnd) {
+					t.Fatalf("send/reply at [%v, %v], want from the serialize's end %v to no later than the reply was read whole, %v",
+						send.Start.Sub(sendStart), send.End.Sub(sendStart), ser.End.Sub(sendStart), recvEnd.Sub(sendStart))
 				}
 			}
 			if err := <-errc; err != nil {

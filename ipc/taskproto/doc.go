@@ -12,18 +12,34 @@
 //     default on). A map marked identical before any full copy is an
 //     *ipc.ProtocolError of kind KindDelta, which fails the connection and
 //     counts amdahl.ipc.protocol.errors{amdahl.ipc.kind=delta}.
+//
 //   - Trace context. A configuration carries the W3C trace context of the
 //     span in the ctx it is sent with (TraceContext is left set on the
 //     caller's message); a result carries the request's, so the host's
 //     spans and the parent's receive spans join the request's trace.
+//
 //   - Reply timings. Reply fills TaskResult.timings with the host's
 //     receive, deserialize and execute phases as offsets from the moment it
 //     began receiving the request (receive_start_unix_nano, its wall
 //     clock), and the codec appends the reply's own serialize phase as one
 //     more element of the repeated field once the result is marshalled, so
-//     the measurement covers the marshalling. AppendTimings decodes them on
-//     the parent as Timing values (phase, direction, start, end) placed in
-//     the parent's clock within the round trip that contains them.
+//     the measurement covers the marshalling. When the request's trace is
+//     sampled (the parent records the host's phases), the reply's send is
+//     stamped too: the codec ends the result with room for
+//     TaskResult.reply_send (fixed-width, 20 bytes), and the Conn's writer
+//     writes the frame but that, reads the clock, fills it in with the
+//     write's start and that instant, and writes it (ipc.SendStamper).
+//     The parent cannot have read the reply whole before the send's end,
+//     so the send ends inside the parent's span whichever process reads
+//     its clock last, and the host's own taskhost.send span (which has
+//     the same times) too. It costs the host a second write(2) per reply.
+//     AppendTimings decodes them on the parent as Timing values (phase,
+//     direction, start, end) placed in the parent's clock within the
+//     round trip that contains them.
+//
+//     A peer that knows no reply_send (an older parent) skips it as an
+//     unknown field; a host that sends none (an older one, or one not
+//     calling Reply) gives the parent four timings.
 //
 // # Use
 //

@@ -21,6 +21,7 @@ import (
 
 	"github.com/amdahl-rt/amdahl/ipc"
 	"github.com/amdahl-rt/amdahl/ipc/ipcpb"
+	"github.com/amdahl-rt/amdahl/telemetry"
 )
 
 // envChild makes the test binary act as a task host child (the
@@ -144,8 +145,9 @@ func startChild(t *testing.T, p childEnds, env ...string) (*exec.Cmd, *bytes.Buf
 
 // TestChildRoundTrip runs the protocol against a real task host process:
 // payloads and the environment arrive intact, the environment is sent in
-// full only once each way, every reply carries the host's four timings,
-// and the host's receive span joins the dispatching span's trace.
+// full only once each way, every reply carries the host's five timings
+// (the reply's send stamped into it, ending before the reply was read
+// whole), and the host's receive span joins the dispatching span's trace.
 func TestChildRoundTrip(t *testing.T) {
 	n := 300
 	if testing.Short() {
@@ -203,8 +205,12 @@ func TestChildRoundTrip(t *testing.T) {
 				if res.Outputs["environment"] != mapHash(env) || !maps.Equal(res.Environment, env) {
 					t.Fatalf("result %d: environment not restored on one of the ends", i)
 				}
-				if got := AppendTimings(nil, res, sendStart, in.ReceiveStart); len(got) != NumTimings {
+				got := AppendTimings(nil, res, sendStart, in.ReceiveStart)
+				if len(got) != NumTimings {
 					t.Fatalf("result %d: %d timings, want %d", i, len(got), NumTimings)
+				}
+				if send, read := got[NumTimings-1], in.ReceiveStart.Add(in.ReceiveDuration); send.Phase != telemetry.Send || send.End.After(read) {
+					t.Fatalf("result %d: last timing %v/%v ends %v after the reply was read whole", i, send.Phase, send.Direction, send.End.Sub(read))
 				}
 				sc := dispatch.SpanContext()
 				if res.Outputs["trace_id"] != sc.TraceID().String() || res.Outputs["receive_parent"] != sc.SpanID().String() {

@@ -22,7 +22,9 @@ var ErrNoCodec = errors.New("taskproto: the connection does not speak the task-h
 // this host's wall clock; and res.TraceParent (and res.TraceContext, for
 // a tracestate) to the request's trace context. The reply's own serialize phase is measured while the codec
 // encodes it and appended to the encoded packet as a fourth timing (it is
-// not added to res.Timings). The reply's serialize and send spans, when
+// not added to res.Timings); when in's trace context is sampled, the
+// reply's send is stamped into the packet's reply_send between the
+// frame's two writes (see the package doc; res.ReplySend is left unset). The reply's serialize and send spans, when
 // conn records them, are children of the request's span (in.Context; ctx
 // itself when it carries that span already, as in.Context's result does);
 // when conn reads no span (ipc.Conn.UsesSpans), ctx is sent as it is.
@@ -43,7 +45,9 @@ func Reply(ctx context.Context, conn *ipc.Conn, in *ipc.Incoming, res *ipcpb.Tas
 		&ipcpb.PhaseTiming{Phase: ipcpb.Phase_PHASE_DESERIALIZE, StartOffsetNs: int64(in.ReceiveDuration), DurationNs: int64(in.DeserializeDuration)},
 		&ipcpb.PhaseTiming{Phase: ipcpb.Phase_PHASE_EXECUTE, StartOffsetNs: int64(execStart.Sub(base)), DurationNs: int64(execDur)},
 	)
-	c.setAnchor(res, base)
+	// The send is stamped when the parent reads the host's phases: its
+	// trace of the request is sampled.
+	c.setAnchor(res, anchor{at: base, stamp: in.SpanContext().IsSampled()})
 	// The reply's own serialize and send spans join the request's trace,
 	// under ctx as it is when it carries the request's span already (a
 	// task host derives one context for the task and its reply).

@@ -16,9 +16,10 @@ type Timing struct {
 	End       time.Time
 }
 
-// NumTimings is the number of timings a reply sent with Reply carries:
-// receive, deserialize, execute and the reply's serialize.
-const NumTimings = 4
+// NumTimings is the largest number of timings a reply sent with Reply
+// carries: receive, deserialize, execute, the reply's serialize and, when
+// the request's trace is sampled, the reply's send.
+const NumTimings = 5
 
 // AppendTimings decodes the host's phase timings carried by res and
 // appends them to dst, placed in the parent's clock, and returns the
@@ -35,6 +36,13 @@ const NumTimings = 4
 // window is longer than the round trip, in which case it starts at
 // sendStart. Phases this package does not know are skipped. A result
 // without timings appends nothing.
+//
+// The reply's send (res.reply_send, wall-clock times the host stamped
+// into the packet between its two writes: ipc.SendStamper) is appended
+// last, moved with the window but not part of it: it overlaps the
+// parent's receive, which begins once the header has arrived, and ends
+// before the reply could be read whole. A stamp that ends before it
+// starts, or was never filled in, is skipped.
 func AppendTimings(dst []Timing, res *ipcpb.TaskResult, sendStart, replyStart time.Time) []Timing {
 	timings := res.GetTimings()
 	if len(timings) == 0 {
@@ -72,6 +80,10 @@ func AppendTimings(dst []Timing, res *ipcpb.TaskResult, sendStart, replyStart ti
 		}
 		st := base.Add(time.Duration(t.GetStartOffsetNs()))
 		dst = append(dst, Timing{Phase: p, Direction: d, Start: st, End: st.Add(time.Duration(t.GetDurationNs()))})
+	}
+	if rs := res.GetReplySend(); rs.GetStartUnixNano() > 0 && rs.GetEndUnixNano() >= rs.GetStartUnixNano() {
+		st := base.Add(time.Duration(rs.GetStartUnixNano() - res.GetReceiveStartUnixNano()))
+		dst = append(dst, Timing{Phase: telemetry.Send, Direction: telemetry.Reply, Start: st, End: st.Add(time.Duration(rs.GetEndUnixNano() - rs.GetStartUnixNano()))})
 	}
 	return dst
 }

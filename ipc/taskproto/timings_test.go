@@ -10,10 +10,12 @@ import (
 
 // result returns a reply with the four timings of a host that received
 // for 1ms, deserialized for 1ms, executed for 5ms and serialized for 1ms,
-// its window (8ms) anchored at anchor.
+// its window (8ms) anchored at anchor, and a send stamp from 8.5ms to
+// 10ms after anchor.
 func result(anchor time.Time) *ipcpb.TaskResult {
 	ms := int64(time.Millisecond)
-	return &ipcpb.TaskResult{ReceiveStartUnixNano: anchor.UnixNano(), Timings: []*ipcpb.PhaseTiming{
+	send := &ipcpb.ReplySend{StartUnixNano: anchor.UnixNano() + 17*ms/2, EndUnixNano: anchor.UnixNano() + 10*ms}
+	return &ipcpb.TaskResult{ReceiveStartUnixNano: anchor.UnixNano(), ReplySend: send, Timings: []*ipcpb.PhaseTiming{
 		{Phase: ipcpb.Phase_PHASE_RECEIVE, StartOffsetNs: 0, DurationNs: ms},
 		{Phase: ipcpb.Phase_PHASE_DESERIALIZE, StartOffsetNs: ms, DurationNs: ms},
 		{Phase: ipcpb.Phase_PHASE_EXECUTE, StartOffsetNs: 2 * ms, DurationNs: 5 * ms},
@@ -43,6 +45,8 @@ func TestAppendTimings(t *testing.T) {
 				{telemetry.Deserialize, telemetry.Request, tt.wantStart.Add(ms), tt.wantStart.Add(2 * ms)},
 				{telemetry.Execute, telemetry.None, tt.wantStart.Add(2 * ms), tt.wantStart.Add(7 * ms)},
 				{telemetry.Serialize, telemetry.Reply, tt.wantStart.Add(7 * ms), tt.wantStart.Add(8 * ms)},
+				// Moved with the window, not part of it.
+				{telemetry.Send, telemetry.Reply, tt.wantStart.Add(17 * ms / 2), tt.wantStart.Add(10 * ms)},
 			}
 			if len(got) != len(want) {
 				t.Fatalf("got %d timings, want %d", len(got), len(want))
@@ -67,6 +71,13 @@ func TestAppendTimingsSkipsUnknownAndEmpty(t *testing.T) {
 	res.Timings = append(res.Timings, &ipcpb.PhaseTiming{Phase: 99, DurationNs: 1})
 	if got := AppendTimings(nil, res, t0, t0.Add(time.Second)); len(got) != NumTimings {
 		t.Fatalf("got %d timings, want %d (the unknown phase skipped)", len(got), NumTimings)
+	}
+	// A send stamp never filled in (zero), or ending before it starts.
+	for _, rs := range []*ipcpb.ReplySend{{}, {StartUnixNano: t0.UnixNano() + 2, EndUnixNano: t0.UnixNano() + 1}} {
+		res.ReplySend = rs
+		if got := AppendTimings(nil, res, t0, t0.Add(time.Second)); len(got) != NumTimings-1 {
+			t.Fatalf("reply_send %v: got %d timings, want %d (the stamp skipped)", rs, len(got), NumTimings-1)
+		}
 	}
 }
 
