@@ -96,12 +96,21 @@ type Accumulator struct {
 	e2e      FineSketch
 	rows     map[Key]*rowSum
 	recent   []keyedRow // the rows looked up last, searched before rows
-	// The last unit's rows, by its Stats' keys: units of one shape have
-	// the same.
-	lastKeys []Key
-	lastRows []*rowSum
-	diag     Diagnostics
+	// The rows of the last units' Stats, by their keys, the latest
+	// first: units of one shape have the same rows, and their gaps take a
+	// few sets as their phases' times vary.
+	last [maxKeySets]keySet
+	diag Diagnostics
 }
+
+// keySet is the rows of one unit's Stats, by their keys.
+type keySet struct {
+	keys []Key
+	rows []*rowSum
+}
+
+// maxKeySets bounds Accumulator.last.
+const maxKeySets = 4
 
 // keyedRow is a row of an Accumulator with its key: a unit's few rows are
 // found by comparing keys (whose strings are mostly shared, so the
@@ -185,24 +194,39 @@ func (a *Accumulator) overflows(w Work, rows []*rowSum) bool {
 // rowsOf returns the rows of stats' keys, in their order: the last
 // unit's when the keys are the same. mu is held.
 func (a *Accumulator) rowsOf(stats []KeyStat) []*rowSum {
-	if len(stats) == len(a.lastKeys) {
-		same := true
-		for i := range stats {
-			if k, l := &stats[i].Key, &a.lastKeys[i]; !sameKey(k, l) {
-				same = false
-				break
+	for j := range a.last {
+		if a.last[j].matches(stats) {
+			if j > 0 {
+				ks := a.last[j]
+				copy(a.last[1:j+1], a.last[:j])
+				a.last[0] = ks
 			}
-		}
-		if same {
-			return a.lastRows
+			return a.last[0].rows
 		}
 	}
-	a.lastKeys, a.lastRows = a.lastKeys[:0], a.lastRows[:0]
+	// The least recent set's slices are reused for this one.
+	ks := a.last[len(a.last)-1]
+	copy(a.last[1:], a.last[:len(a.last)-1])
+	ks.keys, ks.rows = ks.keys[:0], ks.rows[:0]
 	for _, s := range stats {
-		a.lastKeys = append(a.lastKeys, s.Key)
-		a.lastRows = append(a.lastRows, a.row(s.Key))
+		ks.keys = append(ks.keys, s.Key)
+		ks.rows = append(ks.rows, a.row(s.Key))
 	}
-	return a.lastRows
+	a.last[0] = ks
+	return ks.rows
+}
+
+// matches reports whether ks holds the rows of stats' keys, in order.
+func (ks *keySet) matches(stats []KeyStat) bool {
+	if len(stats) != len(ks.keys) || ks.rows == nil {
+		return false
+	}
+	for i := range stats {
+		if !sameKey(&stats[i].Key, &ks.keys[i]) {
+			return false
+		}
+	}
+	return true
 }
 
 func (a *Accumulator) row(k Key) *rowSum {

@@ -5,6 +5,7 @@ import (
 	"reflect"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/amdahl-rt/amdahl/telemetry"
 )
@@ -94,5 +95,43 @@ func TestAccumulatorNodeRows(t *testing.T) {
 	}
 	if got, want := bare.Report(false), built.Report(false); !reflect.DeepEqual(got, want) {
 		t.Errorf("nodes without rows give %+v\nwant %+v", got, want)
+	}
+}
+
+// TestAccumulatorKeySets: units whose Stats take several sets of keys,
+// in turn (more sets than the Accumulator keeps), add up to what each
+// set's units give alone: a kept set's rows are never another's.
+func TestAccumulatorKeySets(t *testing.T) {
+	key := func(c string) Key { return Key{Component: c, Phase: telemetry.Execute} }
+	gap := func(from, to string) Key { return Key{Gap: true, Component: from, Op: to} }
+	sets := [][]Key{
+		{key("a"), key("b"), gap("a", "b")},
+		{key("a"), key("b"), gap("b", "end")},
+		{key("a"), key("b")},
+		{key("a"), gap("start", "a")},
+		{key("b"), key("a"), gap("a", "b")},
+		{key("c")},
+	}
+	var mixed Accumulator
+	want := map[Key]time.Duration{}
+	for i := range 10 * len(sets) {
+		keys := sets[(i*7)%len(sets)] // not in the sets' order
+		w := Work{Root: Span{Start: 0, End: int64(100 * time.Microsecond)}}
+		for j, k := range keys {
+			d := time.Duration(60 * (1000*(i+1) + j)) // a whole number of ns per unit of the 60
+			w.Stats = append(w.Stats, KeyStat{Key: k, Critical: d, Count: 1})
+			want[k] += d
+		}
+		mixed.Add(w)
+	}
+	r := mixed.Report(false)
+	got := map[Key]time.Duration{}
+	for _, row := range append(r.Rows, r.Gaps...) {
+		got[row.Key] = row.CriticalPerWork * time.Duration(r.Works)
+	}
+	for k, d := range want {
+		if got[k] != d {
+			t.Errorf("row %v: critical %v, want %v", k, got[k], d)
+		}
 	}
 }
