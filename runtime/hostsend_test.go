@@ -12,6 +12,7 @@ import (
 	"github.com/amdahl-rt/amdahl/runtime/scenario"
 	"github.com/amdahl-rt/amdahl/telemetry/attribution"
 	"github.com/amdahl-rt/amdahl/telemetry/otelsetup"
+	"github.com/amdahl-rt/amdahl/telemetry/spans"
 )
 
 // rowHostSend is the row of a task host's send of its reply.
@@ -97,11 +98,11 @@ func testOneViewOfTheHostSend(t *testing.T, units int, otlp bool) {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	var spans []attribution.Span
-	if err := attribution.ReadOTLPJSON(f, path, attribution.Limits{}, nil, func(s attribution.Span) error { spans = append(spans, s); return nil }); err != nil {
+	var inFile []attribution.Span
+	if err := spans.ReadOTLPJSON(f, path, spans.Limits{}, nil, nil, func(s attribution.Span) error { inFile = append(inFile, s); return nil }); err != nil {
 		t.Fatal(err)
 	}
-	checkEndsInParents(t, "trace file", spans)
+	checkEndsInParents(t, "trace file", inFile)
 	if otlp {
 		var exported []attribution.Span
 		sends := 0
