@@ -16,10 +16,11 @@
 //	runtime.dispatch       phase dispatch: orchestration lease, task host acquisition (spawn included), and the queue wait below
 //	runtime.queue          phase queue, child of runtime.dispatch: the unit's wait for a worker (Submit blocked on a full queue, then queued)
 //	runtime.host           not a phase: a task's round trip on its host (amdahl.host.id, amdahl.host.pid)
-//	taskhost.<phase>       the host's receive, deserialize, execute and serialize (reply): synthesised by
-//	                       the parent from the timings in the host's reply (amdahl.remote=true), and, when
-//	                       the host exports, recorded by the host itself (service.name amdahl-taskhost; also
-//	                       taskhost.send of the reply), as children of the parent's runtime.host span
+//	taskhost.<phase>       the host's receive, deserialize, execute, serialize and send (reply; send in the
+//	                       replies to sampled requests): synthesised by the parent from the timings in the
+//	                       host's reply (amdahl.remote=true), and, when the host exports, recorded by the
+//	                       host itself (service.name amdahl-taskhost, the same times), as children of the
+//	                       parent's runtime.host span, inside which they end
 //	chunking.send.chunk    not a phase: one CompleteOrchestratorTask call (with its retries)
 //
 // Each span reaches a backend once: OTLP export (package otelsetup) leaves
