@@ -1,7 +1,11 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
+	"io"
+	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -16,8 +20,9 @@ import (
 // (Row.CPUPerWork) and the account of the rest (Report.CPU). A sample
 // counts to the row its labels or its stack name (internal/report/profiles):
 // component.phase/direction, or phase/direction when the rows are by
-// phase. processes is the processes' CPU time as the system counted it
-// (0: unknown).
+// phase; a phase with no span in rep is a row of CPU only. processes is
+// the processes' CPU time as the system counted it (0: unknown): what the
+// profiles do not hold of it is accounted by the profiles' windows.
 func addCPU(rep *attribution.Report, dir string, byPhase bool, processes time.Duration) error {
 	if rep.Works == 0 {
 		return nil
@@ -29,7 +34,6 @@ func addCPU(rep *attribution.Report, dir string, byPhase bool, processes time.Du
 	if an.Unit != "nanoseconds" {
 		return fmt.Errorf("profiles: CPU samples in %s, want nanoseconds", an.Unit)
 	}
-	elsewhere := map[string]time.Duration{}
 	cpu := &attribution.CPU{Total: time.Duration(an.Total), Processes: processes,
 		Resolution: time.Duration(an.Period) / time.Duration(rep.Works)}
 	index := map[string]int{}
@@ -53,25 +57,93 @@ func addCPU(rep *attribution.Report, dir string, byPhase bool, processes time.Du
 			rep.Rows[i].CPUPerWork = time.Duration(v / int64(rep.Works))
 			cpu.InRows += time.Duration(v)
 		} else {
-			elsewhere[name] += time.Duration(v)
+			// A phase with no span (the sidecar's gRPC reader): a row of
+			// CPU only.
+			cpu.Elsewhere = append(cpu.Elsewhere, attribution.CPUPart{Name: name, Kind: attribution.CPURow, CPU: time.Duration(v)})
 		}
 	}
 	for _, pt := range an.Phases {
 		if pt.Bucket || pt.Phase == profiles.NoPhase {
-			elsewhere[pt.Phase] += time.Duration(pt.Total)
+			kind := attribution.CPUBucket
+			if pt.Phase == profiles.BucketProcess || pt.Phase == profiles.NoPhase {
+				kind = attribution.CPUOther // what nothing more specific names
+			}
+			cpu.Elsewhere = append(cpu.Elsewhere, attribution.CPUPart{Name: pt.Phase, Kind: kind, CPU: time.Duration(pt.Total)})
 		}
 	}
 	// Samples booked to a phase with no row named: labels without the
 	// component (profiles of an older amdahl).
 	if rest := an.ByLabel + an.ByStack - inRows; rest > 0 {
-		elsewhere["(a phase, no row named)"] += time.Duration(rest)
-	}
-	for name, v := range elsewhere {
-		cpu.Elsewhere = append(cpu.Elsewhere, attribution.CPUPart{Name: name, CPU: v})
+		cpu.Elsewhere = append(cpu.Elsewhere, attribution.CPUPart{Name: "(a phase, no row named)", Kind: attribution.CPUOther, CPU: time.Duration(rest)})
 	}
 	attribution.SortCPUParts(cpu.Elsewhere)
+	cpu.Unprofiled = unprofiled(an, processes)
+	cpu.SetAccounted()
 	rep.CPU = cpu
 	return nil
+}
+
+// Names of the parts of the processes' CPU that no profile holds.
+const (
+	cpuBefore     = "(before the profiles)"
+	cpuAfter      = "(after the profiles)"
+	cpuNotSampled = "(not sampled)"
+	cpuNotInAny   = "(in no profile)"
+)
+
+// unprofiled accounts for the processes' CPU that the profiles of an do
+// not hold, from the profiles' windows: what the processes used before
+// their profiles started, after they stopped (a task host's exit, the
+// parent's work since; a process that left no profile), and while they
+// ran but no sample caught (the Go runtime's sysmon thread, on which the
+// profiler arms no timer; each thread's sampling error). Without a window
+// for every profile it is one part; without processes only what the
+// windows tell.
+func unprofiled(an *profiles.Analysis, processes time.Duration) []attribution.CPUPart {
+	var parts []attribution.CPUPart
+	add := func(name string, d time.Duration) {
+		if d != 0 {
+			parts = append(parts, attribution.CPUPart{Name: name, Kind: attribution.CPUUnprofiled, CPU: d})
+		}
+	}
+	if an.Windows == len(an.Files) && an.Windows > 0 {
+		add(cpuBefore, an.Window.Start)
+		add(cpuNotSampled, an.Window.Stop-an.Window.Start-time.Duration(an.Total))
+		if processes > 0 {
+			add(cpuAfter, processes-an.Window.Stop)
+		}
+		return parts
+	}
+	if processes > 0 {
+		add(cpuNotInAny, processes-time.Duration(an.Total))
+	}
+	return parts
+}
+
+// maxSummaryFile bounds the summary.json runProcessesCPU reads: a run's
+// summary is a few tens of KiB.
+const maxSummaryFile = 16 << 20
+
+// runProcessesCPU is the processes' CPU time that the run which wrote the
+// --out directory dir recorded in its summary.json, or 0 when it has none
+// (or more than maxSummaryFile bytes of it).
+func runProcessesCPU(dir string) time.Duration {
+	f, err := os.Open(filepath.Join(dir, "summary.json"))
+	if err != nil {
+		return 0
+	}
+	defer f.Close()
+	var s struct {
+		Attribution struct {
+			CPU *struct {
+				Processes time.Duration `json:"processes_ns"`
+			} `json:"cpu"`
+		} `json:"attribution"`
+	}
+	if err := json.NewDecoder(io.LimitReader(f, maxSummaryFile)).Decode(&s); err != nil || s.Attribution.CPU == nil {
+		return 0
+	}
+	return s.Attribution.CPU.Processes
 }
 
 // processesCPU is the CPU time this process and its children waited for

@@ -152,7 +152,7 @@ func (r reportRun) reportOne(cmd *cobra.Command, cand attribution.Side, cacc *at
 	byPhase := r.f.by == "phase"
 	rep := cacc.Report(byPhase)
 	if cpuDir != "" {
-		if err := addCPU(&rep, cpuDir, byPhase, 0); err != nil {
+		if err := addCPU(&rep, cpuDir, byPhase, runProcessesCPU(cpuDir)); err != nil {
 			fmt.Fprintf(cmd.ErrOrStderr(), "amdahl report: no CPU per row: %v\n", err)
 		}
 	}

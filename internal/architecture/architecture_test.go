@@ -92,13 +92,13 @@ var allowed = map[string][]string{
 	"telemetry/spans": {"telemetry", "internal/outfile"},
 
 	// Telemetry beside the libraries: the SDK wiring, and attribution.
-	"telemetry/otelsetup":    {"telemetry", "telemetry/spans", "internal/outfile"},
+	"telemetry/otelsetup":    {"telemetry", "telemetry/spans", "internal/outfile", "internal/proccpu"},
 	"telemetry/attribution":  {"telemetry", "telemetry/spans"},
 	"internal/telemetrytest": {"telemetry"},
 
 	// The report page: the run's profiles, and report.html of attribution's
 	// results.
-	"internal/report/profiles":   {"telemetry"},
+	"internal/report/profiles":   {"telemetry", "internal/proccpu"},
 	"internal/report/htmlreport": {"telemetry", "telemetry/attribution", "internal/outfile"},
 
 	// The host that ties it together.

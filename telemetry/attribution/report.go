@@ -47,21 +47,56 @@ type GapEnds struct {
 // CPU is where the CPU time of the run's processes went, from their CPU
 // profiles: attribution reads spans, so a caller that has the profiles
 // sets it (and each Row's CPUPerWork), and WriteText then shows the
-// rows' CPU beside their critical time.
+// rows' CPU beside their critical time, and every other part of the
+// processes' CPU below them.
 type CPU struct {
 	// Total is every sample's CPU time; InRows the part booked to a row
 	// of the report; Elsewhere the rest, by where it went: a phase that
-	// is no row of the report (a sidecar's receive), or a bucket in no
-	// phase ("(go runtime)", …).
+	// has no span and so no row of its own (a sidecar's gRPC reader:
+	// CPUPart.Kind "row"), a bucket that names what did the work in no
+	// phase ("(go runtime)", …: "bucket"), or what nothing names
+	// ("other"). InRows + Elsewhere = Total.
 	Total     time.Duration `json:"total_ns"`
 	InRows    time.Duration `json:"in_rows_ns"`
 	Elsewhere []CPUPart     `json:"elsewhere"`
 	// Processes is the processes' CPU time as the system counts it, for
 	// comparison with Total (0 when not known).
 	Processes time.Duration `json:"processes_ns,omitempty"`
+	// Unprofiled is the part of Processes that no profile holds, by why
+	// (CPUPart.Kind "unprofiled"): before the profiler started, after it
+	// stopped, and not sampled while it ran. Total + Unprofiled =
+	// Processes when both are known.
+	Unprofiled []CPUPart `json:"unprofiled,omitempty"`
+	// Accounted is InRows and the Elsewhere parts that name what did the
+	// work (kinds "row" and "bucket").
+	Accounted time.Duration `json:"accounted_ns"`
 	// Resolution is one sample's CPU time per unit of work: a row with
 	// CPUPerWork 0 took less than that.
 	Resolution time.Duration `json:"resolution_ns"`
+}
+
+// Kinds of CPUPart.
+const (
+	// CPURow is a phase's CPU with no span of the phase: a row of CPU
+	// only (no critical time, no q).
+	CPURow = "row"
+	// CPUBucket is CPU in no phase, named by what did it (the Go
+	// runtime, the workload generator, amdahl's own accounting).
+	CPUBucket = "bucket"
+	// CPUOther is profiled CPU that nothing more specific names.
+	CPUOther = "other"
+	// CPUUnprofiled is CPU the processes used that no profile holds.
+	CPUUnprofiled = "unprofiled"
+)
+
+// SetAccounted sets Accounted from InRows and Elsewhere.
+func (c *CPU) SetAccounted() {
+	c.Accounted = c.InRows
+	for _, p := range c.Elsewhere {
+		if p.Kind == CPURow || p.Kind == CPUBucket {
+			c.Accounted += p.CPU
+		}
+	}
 }
 
 // Report is the attribution of a set of units of work.
@@ -446,6 +481,9 @@ func (r Report) WriteText(w io.Writer) error {
 			round(row.CriticalPerWork), cpu(row), pct(row.Q), pct(row.Naive))
 	}
 	fmt.Fprintf(tw, "total\t\t\t\t%v\t%s%s\t\t\n", round(r.E2EMean), cpuTotal, pct(sumQ))
+	if r.CPU != nil && r.Works > 0 {
+		r.CPU.writeParts(tw, r.Works)
+	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}
@@ -456,16 +494,23 @@ func (r Report) WriteText(w io.Writer) error {
 	return nil
 }
 
-// CPUPart is CPU time that went to no row of a report: a phase without
-// a row (component.phase/direction), or a bucket in no phase.
+// CPUPart is CPU time that went to no row of a report with spans: a
+// phase without a span (a row of CPU only), a bucket in no phase, or a
+// part of the processes' CPU that no profile holds; Kind says which.
 type CPUPart struct {
 	Name string        `json:"name"`
+	Kind string        `json:"kind"`
 	CPU  time.Duration `json:"cpu_ns"`
 }
 
-// SortCPUParts sorts parts by CPU, largest first, then by name.
+// SortCPUParts sorts parts by kind (rows, buckets, other, unprofiled), then
+// by CPU, largest first, then by name.
 func SortCPUParts(parts []CPUPart) {
+	order := map[string]int{CPURow: 0, CPUBucket: 1, CPUOther: 2, CPUUnprofiled: 3}
 	sort.Slice(parts, func(i, j int) bool {
+		if a, b := order[parts[i].Kind], order[parts[j].Kind]; a != b {
+			return a < b
+		}
 		if parts[i].CPU != parts[j].CPU {
 			return parts[i].CPU > parts[j].CPU
 		}
@@ -473,18 +518,55 @@ func SortCPUParts(parts []CPUPart) {
 	})
 }
 
-// line accounts for the CPU the rows do not show.
-func (c *CPU) line() string {
-	s := fmt.Sprintf("CPU in the profiles %v: %v (%s) in the rows", round(c.Total), round(c.InRows), pctOf(c.InRows, c.Total))
-	if len(c.Elsewhere) > 0 {
-		parts := make([]string, len(c.Elsewhere))
-		for i, p := range c.Elsewhere {
-			parts[i] = fmt.Sprintf("%s %v", p.Name, round(p.CPU))
+// writeParts prints the CPU that is in no row with spans, one line each in
+// the table's columns: the rows of CPU only, marked "(no span)", the
+// buckets, the rest, what no profile holds, and the processes' total.
+func (c *CPU) writeParts(tw io.Writer, works int) {
+	per := func(d time.Duration) time.Duration { return d / time.Duration(works) }
+	for _, p := range append(append([]CPUPart(nil), c.Elsewhere...), c.Unprofiled...) {
+		name := p.Name
+		if p.Kind == CPURow {
+			name += " (no span)"
 		}
-		s += "; elsewhere " + strings.Join(parts, ", ")
+		fmt.Fprintf(tw, "%s\t-\t-\t-\t-\t%v\t-\t-\t\n", name, round(per(p.CPU)))
 	}
 	if c.Processes > 0 {
-		s += fmt.Sprintf("; the processes used %v (the profiles saw %s of it)", round(c.Processes), pctOf(c.Total, c.Processes))
+		fmt.Fprintf(tw, "processes\t\t\t\t\t%v\t\t\t\n", round(per(c.Processes)))
+	}
+}
+
+// line accounts for the processes' CPU: how much the rows (with spans and
+// without) and the named buckets hold, and what is left.
+func (c *CPU) line() string {
+	var rows, buckets, other time.Duration
+	for _, p := range c.Elsewhere {
+		switch p.Kind {
+		case CPURow:
+			rows += p.CPU
+		case CPUBucket:
+			buckets += p.CPU
+		default:
+			other += p.CPU
+		}
+	}
+	of, whose := c.Total, "profiles'"
+	if c.Processes > 0 {
+		of, whose = c.Processes, "processes'"
+	}
+	s := fmt.Sprintf("CPU: rows %v, rows of CPU only %v, buckets %v: %v accounted for (%s of the %s %v)",
+		round(c.InRows), round(rows), round(buckets), round(c.Accounted), pctOf(c.Accounted, of), whose, round(of))
+	var rest []string
+	if other > 0 {
+		rest = append(rest, fmt.Sprintf("in no named part %v", round(other)))
+	}
+	for _, p := range c.Unprofiled {
+		rest = append(rest, fmt.Sprintf("%s %v", strings.Trim(p.Name, "()"), round(p.CPU)))
+	}
+	if len(rest) > 0 {
+		s += "; " + strings.Join(rest, ", ")
+	}
+	if c.Processes > 0 {
+		s += fmt.Sprintf("; the profiles saw %s", pctOf(c.Total, c.Processes))
 	}
 	return s
 }

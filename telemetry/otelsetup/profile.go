@@ -1,6 +1,7 @@
 package otelsetup
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -13,6 +14,7 @@ import (
 	"github.com/grafana/pyroscope-go"
 
 	"github.com/amdahl-rt/amdahl/internal/outfile"
+	"github.com/amdahl-rt/amdahl/internal/proccpu"
 )
 
 // PyroscopeConfig configures continuous profiling to a Pyroscope server.
@@ -42,6 +44,9 @@ type profiles struct {
 	cpuFile *os.File
 	cpuW    *firstErrWriter // cpuFile, keeping the first write error
 	dir     string
+	// cpuStart is the process's CPU time when its CPU profile started
+	// (written to proccpu.WindowFile at stop).
+	cpuStart time.Duration
 
 	prevMutex int
 	setMutex  bool
@@ -92,6 +97,7 @@ func startProfiles(dir string, pc PyroscopeConfig, service string) (*profiles, e
 			return nil, &ConfigError{Setting: EnvProfileDir, Value: dir, Reason: err.Error()}
 		}
 		w := &firstErrWriter{w: f}
+		p.cpuStart = proccpu.Used()
 		if err := pprof.StartCPUProfile(w); err != nil {
 			f.Close()
 			_ = p.stop()
@@ -137,16 +143,21 @@ func (p *profiles) restoreRates() {
 	}
 }
 
+// stop ends the profiles. The heap profile is written, and its forced GC
+// done, while the CPU profile still runs, so that their CPU is in it; the
+// CPU profile stops last, and its window (proccpu.WindowFile) is written.
 func (p *profiles) stop() error {
 	var errs []error
 	if p.cpuFile != nil {
+		errs = append(errs, writeHeap(filepath.Join(p.dir, "heap.pprof")))
 		pprof.StopCPUProfile()
+		win := proccpu.Window{Start: p.cpuStart, Stop: proccpu.Used()}
 		if p.cpuW.err != nil {
 			errs = append(errs, fmt.Errorf("write cpu profile %s: %w", p.cpuFile.Name(), p.cpuW.err))
 		}
 		errs = append(errs, p.cpuFile.Close())
 		p.cpuFile, p.cpuW = nil, nil
-		errs = append(errs, writeHeap(filepath.Join(p.dir, "heap.pprof")))
+		errs = append(errs, writeWindow(filepath.Join(p.dir, proccpu.WindowFile), win))
 	}
 	if p.pyro != nil {
 		// Stop alone uploads only the last CPU chunk; Flush first so heap
@@ -157,6 +168,17 @@ func (p *profiles) stop() error {
 	}
 	p.restoreRates()
 	return errors.Join(errs...)
+}
+
+func writeWindow(path string, w proccpu.Window) error {
+	b, err := json.Marshal(w)
+	if err == nil {
+		err = outfile.WriteFile(path, append(b, '\n'))
+	}
+	if err != nil {
+		return fmt.Errorf("write cpu profile window: %w", err)
+	}
+	return nil
 }
 
 func writeHeap(path string) error {

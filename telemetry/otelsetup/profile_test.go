@@ -2,9 +2,12 @@ package otelsetup
 
 import (
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/amdahl-rt/amdahl/internal/proccpu"
 )
 
 // TestProfileWriteErrors: the disk fills up while the profiles are written
@@ -32,6 +35,36 @@ func TestProfileWriteErrors(t *testing.T) {
 	for _, want := range []string{"write cpu profile", "write heap profile", "no space left on device"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("stop: %v; want it to say %q", err, want)
+		}
+	}
+}
+
+// TestProfileWindow: stopping the profiles writes the window of the
+// process's CPU time that the CPU profile covers (proccpu.WindowFile),
+// and the CPU spent while it ran is inside it.
+func TestProfileWindow(t *testing.T) {
+	dir := t.TempDir()
+	before := proccpu.Used()
+	p, err := startProfiles(dir, PyroscopeConfig{}, "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for start := proccpu.Used(); proccpu.Used()-start < 30*time.Millisecond; {
+	}
+	if err := p.stop(); err != nil {
+		t.Fatal(err)
+	}
+	after := proccpu.Used()
+	w, err := proccpu.ReadWindow(filepath.Join(dir, proccpu.WindowFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w.Start < before || w.Stop > after || w.Stop-w.Start < 30*time.Millisecond {
+		t.Errorf("window %v … %v; want inside %v … %v and at least the 30ms spun", w.Start, w.Stop, before, after)
+	}
+	for _, f := range []string{"cpu.pprof", "heap.pprof"} {
+		if fi, err := os.Stat(filepath.Join(dir, f)); err != nil || fi.Size() == 0 {
+			t.Errorf("%s: %v", f, err)
 		}
 	}
 }

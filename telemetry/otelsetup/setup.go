@@ -106,15 +106,14 @@ func Setup(ctx context.Context, opts ...Option) (*Telemetry, error) {
 		return nil, err
 	}
 
+	// Profiles first: the CPU of setting up the rest is in them.
+	if t.profiles, err = startProfiles(c.profileDir, c.pyroscope, serviceName(res)); err != nil {
+		return nil, err
+	}
 	if err := t.setupTraces(ctx, &c, res); err != nil {
 		return nil, err
 	}
 	if err := t.setupMetrics(ctx, &c, res); err != nil {
-		return nil, err
-	}
-
-	// Profiles.
-	if t.profiles, err = startProfiles(c.profileDir, c.pyroscope, serviceName(res)); err != nil {
 		return nil, err
 	}
 	if t.profiles != nil && t.profiles.pyro != nil {

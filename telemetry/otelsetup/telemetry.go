@@ -189,7 +189,8 @@ func (t *Telemetry) ForceFlush(ctx context.Context) error {
 }
 
 // Shutdown flushes and stops everything: spans, metrics, the /metrics server,
-// profiles (pyroscope: Flush(true) before Stop; pprof files closed). It is
+// then the profiles (pyroscope: Flush(true) before Stop; pprof files
+// closed, the heap profile written before the CPU profile stops). It is
 // idempotent; later calls return the first call's result.
 func (t *Telemetry) Shutdown(ctx context.Context) error {
 	if t == nil {
@@ -197,9 +198,6 @@ func (t *Telemetry) Shutdown(ctx context.Context) error {
 	}
 	t.shutdownOnce.Do(func() {
 		var errs []error
-		if t.profiles != nil {
-			errs = append(errs, t.profiles.stop())
-		}
 		if t.sdkTP != nil {
 			errs = append(errs, t.sdkTP.Shutdown(ctx))
 		}
@@ -217,6 +215,11 @@ func (t *Telemetry) Shutdown(ctx context.Context) error {
 				errs = append(errs, err, t.metricsSrv.Close())
 			}
 			<-t.serveDone
+		}
+		// The profiles stop last: the CPU of flushing spans and metrics
+		// is in them.
+		if t.profiles != nil {
+			errs = append(errs, t.profiles.stop())
 		}
 		t.shutdownErr = errors.Join(errs...)
 	})

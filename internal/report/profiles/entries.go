@@ -103,8 +103,9 @@ const (
 	BucketGenerator = "(workload generator)"
 	// BucketAccounting is amdahl's own accounting: attributing units
 	// (the runtime's collector, telemetry/attribution), recording and
-	// exporting spans and metrics (the runtime's own tracer, the OTel SDK
-	// and exporters, the trace file).
+	// exporting spans, metrics and profiles (the runtime's own tracer,
+	// the OTel SDK and exporters, the trace file, runtime/pprof's
+	// profile writer, the heap profile's GC, Pyroscope's uploads).
 	BucketAccounting = "(accounting)"
 	// BucketRuntime is the Go runtime's own work on no goroutine of the
 	// program: the background GC, the scheduler, the system monitor.
@@ -142,6 +143,9 @@ var (
 		mod + "runtime.(*phaseTracer).", mod + "runtime.(*spanRecord).", mod + "runtime.(*spanExport).",
 		mod + "telemetry/attribution.", mod + "telemetry/otelsetup.", mod + "internal/outfile.",
 		"go.opentelemetry.io/otel/sdk/", "go.opentelemetry.io/otel/exporters/",
+		// The profiles' own writing: the CPU profile's writer goroutine,
+		// Pyroscope's collection and uploads.
+		"runtime/pprof.", "github.com/grafana/pyroscope-go",
 	}
 )
 

@@ -33,6 +33,8 @@ import (
 	"strings"
 
 	"github.com/google/pprof/profile"
+
+	"github.com/amdahl-rt/amdahl/internal/proccpu"
 )
 
 // Func is one function's share of a phase, in the profile's sample unit:
@@ -77,6 +79,11 @@ type Analysis struct {
 	// Rows is the value per row of the run's table (RowOf), from the
 	// samples booked to a phase; the parent's and the hosts' added.
 	Rows map[string]int64 `json:"rows"`
+	// Window is the CPU profiles' windows added (proccpu.WindowFile
+	// beside each cpu.pprof: the process's CPU time when its profile
+	// started and stopped), Windows how many of Files had one. CPU only.
+	Window  proccpu.Window `json:"window"`
+	Windows int            `json:"windows"`
 }
 
 // NoPhase is the phase of a sample that has no stack to book it by.
@@ -128,6 +135,17 @@ func Analyze(dir string, alloc bool, n int) (*Analysis, error) {
 		}
 		an.Unit = u
 		an.Period = max(an.Period, p.Period)
+		if !alloc {
+			w, err := proccpu.ReadWindow(filepath.Join(filepath.Dir(f), proccpu.WindowFile))
+			switch {
+			case err == nil:
+				an.Window.Start += w.Start
+				an.Window.Stop += w.Stop
+				an.Windows++
+			case !errors.Is(err, os.ErrNotExist):
+				return nil, fmt.Errorf("profiles: %w", err)
+			}
+		}
 	}
 	an.Phases = make([]PhaseTop, 0, len(agg))
 	for name, a := range agg {

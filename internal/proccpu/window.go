@@ -1,0 +1,55 @@
+package proccpu
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"time"
+)
+
+// WindowFile is the file beside a process's cpu.pprof that says which part
+// of the process's CPU time the profile covers (a Window, as JSON).
+const WindowFile = "cpu-window.json"
+
+// maxWindowFile bounds what ReadWindow reads: a Window is under 100 bytes.
+const maxWindowFile = 4 << 10
+
+// Window is the part of a process's CPU time (user and system, as Used
+// counts it) that its CPU profile covers: the process had used Start when
+// the profile started and Stop when it stopped. What the process used
+// before Start and after Stop is in no profile; of Stop − Start, the
+// profile holds what its samples caught.
+type Window struct {
+	Start time.Duration `json:"cpu_at_start_ns"`
+	Stop  time.Duration `json:"cpu_at_stop_ns"`
+}
+
+// ReadWindow reads the Window at path, at most 4 KiB of it. A missing
+// file is an error that wraps os.ErrNotExist; a window that runs backwards
+// (Stop before Start, or either negative) is refused.
+func ReadWindow(path string) (Window, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return Window{}, err
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, maxWindowFile+1))
+	if err != nil {
+		return Window{}, fmt.Errorf("read %s: %w", path, err)
+	}
+	if len(b) > maxWindowFile {
+		return Window{}, fmt.Errorf("read %s: over %d bytes (a CPU profile window is under 100)", path, maxWindowFile)
+	}
+	var w Window
+	if err := json.Unmarshal(b, &w); err != nil {
+		return Window{}, fmt.Errorf("read %s: %w", path, err)
+	}
+	if w.Start < 0 || w.Stop < w.Start {
+		return Window{}, fmt.Errorf("read %s: %w: cpu_at_start_ns %d, cpu_at_stop_ns %d", path, errBackwards, w.Start, w.Stop)
+	}
+	return w, nil
+}
+
+var errBackwards = errors.New("the window runs backwards")
