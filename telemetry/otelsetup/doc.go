@@ -44,7 +44,7 @@
 //	                                  batcher, lines of 1024 spans, 4 queued)
 //	AMDAHL_TRACE_FILE                 write spans as OTLP JSON lines to this file (WithTraceFile)
 //	AMDAHL_METRICS_ADDR               serve Prometheus /metrics on host:port (WithMetricsAddr)
-//	AMDAHL_PROFILE_DIR                write cpu.pprof and heap.pprof here (WithProfileDir)
+//	AMDAHL_PROFILE_DIR                write cpu.pprof, heap.pprof and cpu-window.json here (WithProfileDir)
 //	AMDAHL_PHASE_LABELS               auto (default: on when a profile is taken) | true | false: pprof phase labels
 //	PYROSCOPE_SERVER_ADDRESS          push profiles to Pyroscope at this URL (WithPyroscope)
 //	PYROSCOPE_APPLICATION_NAME        pyroscope application (default: service.name)

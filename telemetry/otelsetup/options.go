@@ -104,8 +104,11 @@ func WithMetricReader(r sdkmetric.Reader) Option {
 	return func(c *config) { c.readers = append(c.readers, r) }
 }
 
-// WithProfileDir writes cpu.pprof (whole run) and heap.pprof (at Shutdown)
-// into dir. CPU samples carry the phase labels.
+// WithProfileDir writes cpu.pprof (from Setup, before the exporters are
+// set up, to the end of Shutdown), heap.pprof (at Shutdown, while the CPU
+// profile still runs) and cpu-window.json (the process's CPU time when the
+// CPU profile started and stopped, proccpu.Window) into dir. CPU samples
+// carry the phase labels.
 func WithProfileDir(dir string) Option { return func(c *config) { c.profileDir = dir } }
 
 // WithPyroscope enables continuous profiling to a Pyroscope server.
