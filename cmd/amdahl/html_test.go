@@ -20,6 +20,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/amdahl-rt/amdahl/runtime"
+	"github.com/amdahl-rt/amdahl/telemetry/attribution"
 )
 
 // chromium returns the path of the Debian chromium binary; the test is
@@ -295,7 +296,16 @@ func TestReportHTMLInChromium(t *testing.T) {
 	browser := newBrowser(t)
 	dom := browse(t, browser, page)
 
-	a := sum.Attribution
+	checkRunPage(t, dom, sum.Attribution, out)
+	// report --html: an A/B of the run's trace file against itself.
+	checkReportABPage(t, browser, filepath.Join(dir, "trace.jsonl"), sum.Attribution)
+}
+
+// checkRunPage: run --out's page shows every row and gap of summary.json
+// (a), with its raw values, and their text as the run's table (out)
+// prints it; its e2e figures, flame graph root and histogram are a's.
+func checkRunPage(t *testing.T, dom pageDOM, a attribution.Report, out string) {
+	t.Helper()
 	lines := tableLines(out)
 	rows := append(slices.Clone(a.Rows), a.Gaps...) // other's gaps are rows on the page
 	if len(a.Rows) < 5 || len(a.Gaps) == 0 || len(dom.Rows) != len(rows) {
@@ -356,8 +366,14 @@ func TestReportHTMLInChromium(t *testing.T) {
 		t.Errorf("flame graph has %d frames", dom.FlameFrame)
 	}
 
-	// report --html: an A/B of the run's trace file against itself.
-	trace := filepath.Join(dir, "trace.jsonl")
+}
+
+// checkReportABPage: amdahl report --html of an A/B of trace against itself
+// shows every row's q, r and q·r and the three gains with the intervals
+// of report --json, as its text prints them; both sides' flame graph and
+// histogram hold a's units.
+func checkReportABPage(t *testing.T, browser context.Context, trace string, a attribution.Report) {
+	t.Helper()
 	abPage := filepath.Join(t.TempDir(), "ab.html")
 	code, jout, errs := runCLI(t, "report", "--json", "--html", abPage, "--baseline", trace, "--target", "ipc", trace)
 	if code != exitOK {
@@ -383,12 +399,12 @@ func TestReportHTMLInChromium(t *testing.T) {
 	if code != exitOK {
 		t.Fatalf("report: exit %d; stderr %q", code, errs)
 	}
-	dom = browse(t, browser, abPage)
+	dom := browse(t, browser, abPage)
 	c := rep.Comparison
 	if len(c.Rows) < 5 || len(dom.ABRows) != len(c.Rows)+3 { // and the three gain lines
 		t.Fatalf("page shows %d A/B rows, report --json %d (+3 gains)", len(dom.ABRows), len(c.Rows))
 	}
-	lines = tableLines(tout)
+	lines := tableLines(tout)
 	for _, r := range c.Rows {
 		got := dom.ABRows[r.Name]
 		line := lines[r.Name]
