@@ -73,6 +73,14 @@ func TestABEndToEnd(t *testing.T) {
 			t.Errorf("--out lacks %s: %v", name, err)
 		}
 	}
+	checkTurns(t, dir)
+	checkABPage(t, dir, res.Runs)
+	checkReportMatchesAB(t, dir, c)
+}
+
+// checkTurns: the two runs of pair 1 ran side by side in turns.
+func checkTurns(t *testing.T, dir string) {
+	t.Helper()
 	// The two runs of a pair ran side by side, taking turns of --block (10)
 	// units, the side going first alternating from turn to turn (A B, B A,
 	// A B): by start, 10 baseline units, 20 candidate, 20 baseline, 10
@@ -100,8 +108,12 @@ func TestABEndToEnd(t *testing.T) {
 	if !slices.Equal(turns, []int{10, 20, 20, 10}) || starts[0].side != "baseline" {
 		t.Errorf("pair 1: units per side's turn %v, first %s; want [10 20 20 10], the baseline first", turns, starts[0].side)
 	}
-	checkABPage(t, dir, res.Runs)
-	// report with the runs' files per side gives the same table as ab.
+}
+
+// checkReportMatchesAB: amdahl report with the runs' files per side gives
+// the same table as ab.
+func checkReportMatchesAB(t *testing.T, dir string, c attribution.Comparison) {
+	t.Helper()
 	code, rep, errs := runCLI(t, "report", "--json", "--paired", "--warmup", "0.1", "--target", strings.Join(c.Target, ","),
 		"--baseline", filepath.Join(dir, "baseline-1/trace.jsonl")+","+filepath.Join(dir, "baseline-2/trace.jsonl"),
 		filepath.Join(dir, "candidate-1/trace.jsonl"), filepath.Join(dir, "candidate-2/trace.jsonl"))
