@@ -139,11 +139,13 @@ func (c *codec) AppendStampedBody(ctx context.Context, dst []byte, t ipc.Type, m
 	return out, 0, err
 }
 
-// StampSend fills in a result's reply_send with the send's start and end
-// in this host's wall clock (ipc.SendStamper).
+// StampSend fills in a result's reply_send with the send's start in this
+// host's wall clock and its end as the start plus the monotonic time
+// between them (ipc.SendStamper), so that a step of the wall clock during
+// the write cannot change the send's length.
 func (c *codec) StampSend(stamp []byte, start, end time.Time) {
 	if len(stamp) == stampSize {
-		appendStamp(stamp[:0], start.UnixNano(), end.UnixNano())
+		appendStamp(stamp[:0], start.UnixNano(), start.UnixNano()+int64(max(end.Sub(start), 0)))
 	}
 }
 

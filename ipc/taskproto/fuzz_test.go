@@ -79,7 +79,11 @@ func FuzzDecode(f *testing.F) {
 			got = append(got, m)
 			if res, ok := m.(*ipcpb.TaskResult); ok {
 				lo := time.Unix(0, 1e18)
-				for _, tm := range AppendTimings(nil, res, lo, lo.Add(time.Second)) {
+				tms := AppendTimings(nil, res, lo, lo.Add(time.Second))
+				if len(tms) > NumTimings {
+					t.Fatalf("%d timings from one result, more than NumTimings (%d)", len(tms), NumTimings)
+				}
+				for _, tm := range tms {
 					if tm.End.Before(tm.Start) && !hasNegativeDuration(res) {
 						t.Fatalf("timing %v ends before it starts", tm)
 					}

@@ -34,8 +34,10 @@ const NumTimings = 5
 // [sendStart, replyStart], the round trip that contains it: its start no
 // earlier than sendStart, its end no later than replyStart unless the
 // window is longer than the round trip, in which case it starts at
-// sendStart. Phases this package does not know are skipped. A result
-// without timings appends nothing.
+// sendStart. Phases this package does not know are skipped, and so is a
+// phase the result repeats (a host measures each once: a repeat is a
+// malformed or hostile host's), so at most NumTimings are appended. A
+// result without timings appends nothing.
 //
 // The reply's send (res.reply_send, wall-clock times the host stamped
 // into the packet between its two writes: ipc.SendStamper) is appended
@@ -63,10 +65,16 @@ func AppendTimings(dst []Timing, res *ipcpb.TaskResult, sendStart, replyStart ti
 			base = lo
 		}
 	}
+	var seen uint8 // bit per ipcpb.Phase taken
 	for _, t := range timings {
+		ph := t.GetPhase()
+		if ph < 0 || ph >= 8 || seen&(1<<ph) != 0 {
+			continue
+		}
+		seen |= 1 << ph
 		var p telemetry.Phase
 		d := telemetry.Request
-		switch t.GetPhase() {
+		switch ph {
 		case ipcpb.Phase_PHASE_RECEIVE:
 			p = telemetry.Receive
 		case ipcpb.Phase_PHASE_DESERIALIZE:

@@ -81,6 +81,30 @@ func TestAppendTimingsSkipsUnknownAndEmpty(t *testing.T) {
 	}
 }
 
+// A host that repeats its phases (a malformed or hostile one) gets each
+// phase placed once: never more than NumTimings, which the parent's
+// fixed-size buffers hold.
+func TestAppendTimingsRepeatedPhases(t *testing.T) {
+	t0 := time.Unix(1_700_000_000, 0)
+	res := result(t0)
+	res.ReplySend = &ipcpb.ReplySend{StartUnixNano: t0.UnixNano() + 10, EndUnixNano: t0.UnixNano() + 20}
+	for range 3 {
+		res.Timings = append(res.Timings, res.Timings...)
+	}
+	got := AppendTimings(nil, res, t0, t0.Add(time.Second))
+	if len(got) != NumTimings {
+		t.Fatalf("%d timings (the result repeats each phase 8 times), want %d", len(got), NumTimings)
+	}
+	seen := map[[2]int]bool{}
+	for _, tm := range got {
+		k := [2]int{int(tm.Phase), int(tm.Direction)}
+		if seen[k] {
+			t.Fatalf("phase %v %v placed twice", tm.Phase, tm.Direction)
+		}
+		seen[k] = true
+	}
+}
+
 func TestAppendTimingsAllocatesNothing(t *testing.T) {
 	t0 := time.Unix(1_700_000_000, 0)
 	res := result(t0)
