@@ -222,8 +222,8 @@ func runBoth(ctx context.Context, t *testing.T, tel *otelsetup.Telemetry) (wait 
 		// starve /metrics of CPU (under -race a unit costs many times
 		// more), or Prometheus's 1 s scrape times out.
 		slot := make(chan struct{}, 1)
-		cfg := runtime.Config{Settings: set, Scenario: testScenario, HostArgv: []string{exe},
-			HostEnv: []string{envTestHost + "=1"}, Logger: slog.New(slog.DiscardHandler),
+		cfg := runtime.Config{Settings: set, Scenario: testScenario,
+			Hosts: runtime.HostsConfig{Argv: []string{exe}, Env: []string{envTestHost + "=1"}}, Logger: slog.New(slog.DiscardHandler),
 			OnResult: func(runtime.Result) {
 				select {
 				case <-slot:

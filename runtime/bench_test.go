@@ -25,6 +25,7 @@ import (
 	"github.com/amdahl-rt/amdahl/telemetry"
 	"github.com/amdahl-rt/amdahl/telemetry/attribution"
 	"github.com/amdahl-rt/amdahl/telemetry/otelsetup"
+	"github.com/amdahl-rt/amdahl/telemetry/spans"
 )
 
 // Benchmarks run only with -bench; plain `go test` never calls them. Their
@@ -292,11 +293,12 @@ func BenchmarkUnitTelemetry(b *testing.B) {
 			}
 			switch path {
 			case "sdk", "sdk+export":
-				opts := []sdktrace.TracerProviderOption{sdktrace.WithSpanProcessor(c)}
+				var opts []sdktrace.TracerProviderOption
 				if path == "sdk+export" {
 					opts = append(opts, sdktrace.WithSpanProcessor(otelsetup.ExporterProcessor(export)))
 				}
 				sdk := sdktrace.NewTracerProvider(opts...)
+				defer otelsetup.SDKSource(sdk).Subscribe(func(s spans.Span) { c.ended(nil, s) })()
 				defer func() { _ = sdk.Shutdown(context.Background()) }()
 				tp = sdk
 			case "accounting", "record":
@@ -548,7 +550,7 @@ func benchPool(b *testing.B) (*pool, Settings, Config) {
 	set := testSettings(b, "runtime.nodes=1", "runtime.concurrency=1")
 	cfg := testConfig(b, set, nil)
 	p := newPool(1, &hostConfig{
-		argv: cfg.HostArgv, env: append(slices.Clone(cfg.HostEnv), set.childEnv()...),
+		argv: cfg.Hosts.Argv, env: append(slices.Clone(cfg.Hosts.Env), set.childEnv()...),
 		transport: set.IPCTransport, logger: cfg.Logger, grace: 2 * time.Second,
 		ipcOpts: set.ipcOptions(),
 	})
@@ -657,7 +659,7 @@ func newTaxArm(b *testing.B, sc *scenario.Scenario, set Settings, disabled bool,
 	cfg.UseTelemetry(tel)
 	if disabled {
 		// As amdahl run's task hosts inherit it.
-		cfg.HostEnv = append(cfg.HostEnv, otelsetup.EnvSDKDisabled+"=true")
+		cfg.Hosts.Env = append(cfg.Hosts.Env, otelsetup.EnvSDKDisabled+"=true")
 	}
 	arm := pprof.Labels("arm", "on")
 	switch {

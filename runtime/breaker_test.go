@@ -42,8 +42,8 @@ func TestSidecarRestartedAfterKill(t *testing.T) {
 	)
 	healthy, recovered := make(chan struct{}), make(chan struct{})
 	cfg := testConfig(t, testSettings(t), nil)
-	cfg.Retry = chunking.RetryPolicy{} // the settings': sidecar.retry.*
-	cfg.SidecarAddr = addr
+	cfg.Sidecar.Retry = chunking.RetryPolicy{} // the settings': sidecar.retry.*
+	cfg.Sidecar.Addr = addr
 	cfg.OnResult = func(r Result) {
 		mu.Lock()
 		defer mu.Unlock()

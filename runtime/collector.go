@@ -7,7 +7,6 @@ import (
 	"sync"
 	"time"
 
-	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/amdahl-rt/amdahl/telemetry"
@@ -250,16 +249,8 @@ func (c *collector) newSpanID() attribution.SpanID {
 	return id
 }
 
-// OnStart implements sdktrace.SpanProcessor.
-func (c *collector) OnStart(context.Context, sdktrace.ReadWriteSpan) {}
-
-// OnEnd implements sdktrace.SpanProcessor: it keeps the span if its trace
-// is a unit's, and hands the unit's spans to the accounting goroutine when
-// it is the unit's root.
-func (c *collector) OnEnd(s sdktrace.ReadOnlySpan) { c.ended(nil, attribution.FromSDKSpan(s)) }
-
-// ended keeps an ended span (from the SDK, through OnEnd, or from the
-// runtime's accountingTracer) if its trace is a unit's, and hands the
+// ended keeps an ended span (from the runtime's own tracer, or from
+// Config.Telemetry.Spans) if its trace is a unit's, and hands the
 // unit's spans to the accounting goroutine when it is the unit's root.
 // buf is the unit's buffer the span carries, or nil: then it is looked up.
 func (c *collector) ended(buf *unitBuf, sp attribution.Span) {
@@ -445,15 +436,6 @@ func (c *collector) close() {
 	c.qmu.Unlock()
 	<-c.done
 }
-
-// Shutdown implements sdktrace.SpanProcessor. The runtime stops the
-// accounting itself (close), after its last unit: a provider shut down
-// first must not lose the run's attribution.
-func (c *collector) Shutdown(context.Context) error { return nil }
-
-// ForceFlush implements sdktrace.SpanProcessor: it waits for the
-// accounting of the units ended so far.
-func (c *collector) ForceFlush(ctx context.Context) error { return c.flush(ctx) }
 
 // e2eStats sums the end-to-end times the runtime measures itself (with or
 // without telemetry) in bounded memory. Guarded by Runtime.mu.

@@ -18,7 +18,7 @@
 //     host, as MSBuild dispatches, with no sidecar call on their path):
 //     StartInstance on the sidecar, then wait for the instance's
 //     work item on the GetWorkItems stream (its completion token; bounded
-//     by Config.LeaseTimeout). Instance ids start with a random run id;
+//     by Config.Sidecar.LeaseTimeout). Instance ids start with a random run id;
 //     a work item of another run sharing the sidecar is abandoned back to
 //     it, and one of this run that no unit waits for any more is
 //     completed as failed;
@@ -36,7 +36,7 @@
 //     orchestration is then completed with the task's outputs (a
 //     CompleteOrchestration action);
 //   - every sidecar call (StartInstance, each chunk, an abandon) has the
-//     retry budget sidecar.retry.* (Config.Retry's fields, when set, beat
+//     retry budget sidecar.retry.* (Config.Sidecar.Retry's fields, when set, beat
 //     them). The sidecar connection has a circuit breaker
 //     (sidecar.breaker.*): once the sidecar has answered nothing but
 //     Unavailable for open_after, every unit that needs it fails at once,
@@ -68,10 +68,10 @@
 // The runtime keeps the spans of units in flight as compact
 // attribution.Spans. When nothing but the attribution reads the spans (no
 // exporter, trace file, recorder, span processor, sampler of the
-// program's or Pyroscope: Config.TracerProvider nil, which UseTelemetry
+// program's or Pyroscope: Config.Telemetry.TracerProvider nil, which UseTelemetry
 // leaves so when otelsetup's SpansOnlyForAttribution says so), the
 // runtime traces with its own tracer (tracer.go), which samples each
-// unit's root with OTEL_TRACES_SAMPLER's sampler (Config.Sampler; every
+// unit's root with OTEL_TRACES_SAMPLER's sampler (Config.Telemetry.Sampler; every
 // unit without one) and whose spans are those compact records from
 // the start, with real W3C span contexts, and go to the accounting when
 // they end: no SDK span is made, and the phase API hands it its phases
@@ -80,7 +80,7 @@
 // sidecar make no spans of their own (otelgrpc gets a no-op tracer, which
 // still propagates the caller's trace context; a gRPC span, no phase,
 // only passed its time to the phase around it). When the trace file is the one
-// other reader (amdahl run --out: Config.SpanExport, which UseTelemetry
+// other reader (amdahl run --out: Config.Telemetry.Export, which UseTelemetry
 // sets from otelsetup's TraceFileOnly), the same tracer also keeps what
 // the SDK would export of each span and hands the file's writer the span
 // whole at its end, still without SDK spans. With that tracer (with the
@@ -116,7 +116,7 @@
 //
 // A task host is a child process: by default this executable with the
 // argument "taskhost" (amdahl's hidden command), or any program that calls
-// taskproto.ServeHost (Config.HostArgv), so users can host task functions
+// taskproto.ServeHost (Config.Hosts.Argv), so users can host task functions
 // of their own; ServeHost here is the same with amdahl's own telemetry. Hosts are spawned lazily, reused, handed out least recently used
 // first, one task at a time each. A host whose process exits or whose
 // connection breaks fails its running task with ErrHostDied (the message
@@ -131,22 +131,22 @@
 // # Task host telemetry
 //
 // A host's environment is the parent's, less what names the parent
-// itself, plus the host settings and Config.HostEnv (which come last and
+// itself, plus the host settings and Config.Hosts.Env (which come last and
 // win): OTEL_SERVICE_NAME, PYROSCOPE_APPLICATION_NAME, AMDAHL_TRACE_FILE,
 // AMDAHL_METRICS_ADDR, AMDAHL_PROFILE_DIR and the metric exporter
 // variables are not passed, and OTEL_METRICS_EXPORTER=none is (the parent
 // records the hosts' phase durations from their reply timings, so hosts
 // export no metrics), and GOMAXPROCS and GOGC are runtime.host_procs's
 // and runtime.host_gogc's (set last, they beat the parent's and
-// Config.HostEnv's; host_gogc=inherit sets none). Everything else, in particular the OTLP endpoint,
+// Config.Hosts.Env's; host_gogc=inherit sets none). Everything else, in particular the OTLP endpoint,
 // protocol, headers and TLS variables, OTEL_TRACES_EXPORTER,
 // OTEL_TRACES_SAMPLER, OTEL_RESOURCE_ATTRIBUTES and
 // PYROSCOPE_SERVER_ADDRESS, is inherited; amdahl run adds its
-// --otlp-endpoint, --otlp-protocol and --pyroscope to Config.HostEnv.
+// --otlp-endpoint, --otlp-protocol and --pyroscope to Config.Hosts.Env.
 //
 // ServeHost sets up telemetry (package telemetry/otelsetup) from that
 // environment, as service.name amdahl-taskhost (HostServiceName) unless
-// OTEL_SERVICE_NAME is set for hosts (Config.HostEnv). When it has
+// OTEL_SERVICE_NAME is set for hosts (Config.Hosts.Env). When it has
 // something to export (a trace exporter, Pyroscope, or
 // AMDAHL_HOST_PROFILE_DIR) the host records its own spans
 // taskhost.receive, .deserialize, .execute, .serialize and .send, children
@@ -154,7 +154,7 @@
 // task configuration carries, and profiles its CPU with the phase labels,
 // so the execute phase appears in the flame graphs. With nothing to
 // export it records nothing. AMDAHL_HOST_PROFILE_DIR
-// (Config.HostProfileDir, amdahl run --out) beats PYROSCOPE_SERVER_ADDRESS
+// (Config.Hosts.ProfileDir, amdahl run --out) beats PYROSCOPE_SERVER_ADDRESS
 // in a host: one CPU profiler.
 //
 // The parent still synthesises the host's phases from the reply timings
@@ -164,7 +164,7 @@
 // hosts that do not call ServeHost). The in-memory recorder, the trace
 // file and attribution keep them. When nothing but attribution would get
 // them (no trace file, recorder or span processor, remote spans not
-// exported: Config.AccountRemoteDirectly, which UseTelemetry sets), the
+// exported: Config.Telemetry.AccountRemoteDirectly, which UseTelemetry sets), the
 // parent makes no SDK span of them at all: it hands the phases to the
 // attribution directly, and still records their amdahl.phase.duration.
 // A host that is killed (task timeout, SIGKILL after the grace) loses the
@@ -180,14 +180,14 @@
 //
 // # An external sidecar
 //
-// With Config.SidecarAddr, New checks that the sidecar answers before it
+// With Config.Sidecar.Addr, New checks that the sidecar answers before it
 // starts anything: one cheap call (abandoning the empty completion token)
 // on a connection of its own, waiting for the connection up to
-// Config.SidecarConnectTimeout (default 5 s). An unreachable address, a
+// Config.Sidecar.ConnectTimeout (default 5 s). An unreachable address, a
 // TLS handshake that fails or a refused token fails New with an error
 // naming the address (and the bound), rather than every unit later.
-// Config.SidecarCredentials secure the connection (nil: plaintext);
-// Config.SidecarToken is sent as "authorization: Bearer <token>" on every
+// Config.Sidecar.Credentials secure the connection (nil: plaintext);
+// Config.Sidecar.Token is sent as "authorization: Bearer <token>" on every
 // call, over TLS, or over plaintext only to a loopback address (a loopback
 // IP literal or "localhost"): New refuses to send it in clear elsewhere.
 // chunking/doc.go, "Sidecar security", describes the server's side.

@@ -180,7 +180,7 @@ func startHost(ctx context.Context, id int, cfg *hostConfig) (*host, error) {
 // directory, which a host must not reuse. Metrics stay the parent's: it
 // records the host's phase durations from the reply timings, so hosts
 // export none (OTEL_METRICS_EXPORTER=none). extra (settings and
-// Config.HostEnv) comes last and wins, so Config.HostEnv can name the
+// Config.Hosts.Env) comes last and wins, so Config.Hosts.Env can name the
 // hosts' service (OTEL_SERVICE_NAME) or point them elsewhere.
 func hostEnviron(environ, extra []string) []string {
 	out := make([]string, 0, len(environ)+len(extra)+1)

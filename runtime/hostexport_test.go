@@ -101,7 +101,7 @@ func TestHostsExportTheirSpans(t *testing.T) {
 	}
 	cfg := testConfig(t, testSettings(t, "scenario.count=6"), nil)
 	cfg.UseTelemetry(tel)
-	cfg.HostEnv = append(cfg.HostEnv, otelsetup.EnvOTLPEndpoint+"="+col.addr)
+	cfg.Hosts.Env = append(cfg.Hosts.Env, otelsetup.EnvOTLPEndpoint+"="+col.addr)
 	sum, err := Run(ctx, cfg, sc)
 	if err != nil {
 		t.Fatal(err)
@@ -205,7 +205,7 @@ func TestHostsExportTheirSpans(t *testing.T) {
 }
 
 // TestHostEnviron: a task host inherits the parent's exporter settings but
-// not what names the parent itself; Config.HostEnv and the settings win.
+// not what names the parent itself; Config.Hosts.Env and the settings win.
 func TestHostEnviron(t *testing.T) {
 	parent := []string{
 		"PATH=/bin", "OTEL_EXPORTER_OTLP_ENDPOINT=http://127.0.0.1:4317", "OTEL_EXPORTER_OTLP_HEADERS=k=v",

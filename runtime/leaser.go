@@ -220,7 +220,7 @@ func (l *leaser) lease(ctx context.Context, s *chunking.Sender, instance string)
 }
 
 // ErrLeaseTimeout matches the error of a unit whose orchestration work
-// item the sidecar did not deliver within Config.LeaseTimeout.
+// item the sidecar did not deliver within Config.Sidecar.LeaseTimeout.
 var ErrLeaseTimeout = errors.New("lease timed out")
 
 func (l *leaser) close() {

@@ -114,7 +114,7 @@ func TestLoadWithFaults(t *testing.T) {
 	var mu sync.Mutex
 	classes := map[string]int{}
 	cfg := testConfig(t, testSettings(t, "runtime.nodes=8", "runtime.concurrency=16", "runtime.queue=64"), nil)
-	cfg.Sidecar, cfg.SidecarAddr = side, lis.Addr().String()
+	cfg.Sidecar.Server, cfg.Sidecar.Addr = side, lis.Addr().String()
 	cfg.OnResult = func(r Result) {
 		if r.Outcome != telemetry.OK {
 			mu.Lock()

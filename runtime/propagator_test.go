@@ -85,7 +85,7 @@ func TestPropagators(t *testing.T) {
 			})
 			cfg := testConfig(t, testSettings(t), nil)
 			cfg.UseTelemetry(tel)
-			cfg.Sidecar, cfg.SidecarAddr = side, lis.Addr().String()
+			cfg.Sidecar.Server, cfg.Sidecar.Addr = side, lis.Addr().String()
 			if sum := runUnits(t, cfg, n); sum.SidecarUntraced == tc.carried {
 				t.Errorf("external sidecar: Summary.SidecarUntraced %v, want %v", sum.SidecarUntraced, !tc.carried)
 			}

@@ -39,7 +39,7 @@ func newRecordRig(t *testing.T) *recordRig {
 	g.col, g.accounted = keepingCollector(t)
 	g.tp = newAccountingProvider(g.col, nil)
 	g.rt, g.ipc, g.host, g.etc = recordComponents(t, g.tp)
-	g.r = &Runtime{col: g.col, hostComp: g.host, cfg: Config{AccountRemoteDirectly: true}}
+	g.r = &Runtime{col: g.col, hostComp: g.host, cfg: Config{Telemetry: TelemetryConfig{AccountRemoteDirectly: true}}}
 	g.names = newRecordNames(&g.tp.tracer, g.rt, g.ipc, g.host)
 	return g
 }
@@ -242,18 +242,18 @@ func TestRunKeepsTaskUnitsInRecords(t *testing.T) {
 	rows := map[string]string{}
 	for _, path := range []string{"sdk", "records", "sampler", "metrics"} {
 		cfg := testConfig(t, testSettings(t, fmt.Sprintf("scenario.count=%d", units)), nil)
-		cfg.MeterProvider = metricnoop.NewMeterProvider()
-		cfg.PhaseLabels = false
+		cfg.Telemetry.MeterProvider = metricnoop.NewMeterProvider()
+		cfg.Telemetry.PhaseLabels = false
 		if path != "sdk" {
-			cfg.TracerProvider = nil
+			cfg.Telemetry.TracerProvider = nil
 		}
 		switch path {
 		case "sampler":
-			cfg.Sampler = dropSampler{new(atomic.Bool)} // samples every unit, but may not
+			cfg.Telemetry.Sampler = otelsetup.SamplerOf(dropSampler{new(atomic.Bool)}) // samples every unit, but may not
 		case "metrics":
 			mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(sdkmetric.NewManualReader()))
 			t.Cleanup(func() { _ = mp.Shutdown(context.Background()) })
-			cfg.MeterProvider = mp
+			cfg.Telemetry.MeterProvider = mp
 		}
 		r, err := New(context.Background(), cfg)
 		if err != nil {

@@ -50,7 +50,7 @@ func TestSidecarRestartedMidRun(t *testing.T) {
 	okSeen := 0
 	killNow := make(chan struct{})
 	cfg := testConfig(t, testSettings(t), nil)
-	cfg.SidecarAddr = addr
+	cfg.Sidecar.Addr = addr
 	cfg.OnResult = func(r Result) {
 		rs.add(r)
 		mu.Lock()

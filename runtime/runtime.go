@@ -14,7 +14,6 @@ import (
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
-	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
 
@@ -25,6 +24,7 @@ import (
 	"github.com/amdahl-rt/amdahl/telemetry"
 	"github.com/amdahl-rt/amdahl/telemetry/attribution"
 	"github.com/amdahl-rt/amdahl/telemetry/otelsetup"
+	"github.com/amdahl-rt/amdahl/telemetry/spans"
 )
 
 // Span names and attributes the runtime adds (telemetry/doc.go lists them).
@@ -65,20 +65,20 @@ type Result struct {
 // workers, a node pool of task hosts and a chunking sender to a sidecar.
 // Submit, Wait and Close are safe for concurrent use.
 type Runtime struct {
-	cfg     Config
-	set     Settings
-	log     *slog.Logger
-	spans   SpanProcessorRegistry // where col is registered, if on an SDK
-	col     *collector
-	pool    *pool
-	runID   string
-	sender  *chunking.Sender
-	cc      *grpc.ClientConn
-	side    *chunking.Sidecar // the sidecar this process serves, or nil
-	ownSide bool              // side was started by New: Close closes it
-	sideCh  chan error
-	lease   *leaser
-	breaker *chunking.Breaker // nil with sidecar.breaker.open_after=0
+	cfg         Config
+	set         Settings
+	log         *slog.Logger
+	unsubscribe func() // ends col's subscription to Config.Telemetry.Spans, if any
+	col         *collector
+	pool        *pool
+	runID       string
+	sender      *chunking.Sender
+	cc          *grpc.ClientConn
+	side        *chunking.Sidecar // the sidecar this process serves, or nil
+	ownSide     bool              // side was started by New: Close closes it
+	sideCh      chan error
+	lease       *leaser
+	breaker     *chunking.Breaker // nil with sidecar.breaker.open_after=0
 	// payloads admits fanout completions by their payload bytes
 	// (runtime.completion_bytes).
 	payloads *byteBudget
@@ -90,7 +90,7 @@ type Runtime struct {
 	// spans: the run keeps a task unit's spans in its record (record.go)
 	// when only the attribution and at most the trace file read them (own
 	// is an accountingProvider, or an exportingProvider: the record hands
-	// the file its spans), every unit is sampled (no Config.Sampler),
+	// the file its spans), every unit is sampled (no Config.Telemetry.Sampler),
 	// and the runtime's Component would do nothing else with the unit's
 	// root, dispatch and queue (it records no metrics and delays no
 	// phase of its own).
@@ -118,7 +118,7 @@ type Runtime struct {
 	e2eByKind   map[scenario.Kind]*e2eStats // the same per kind of unit (at most one entry a kind)
 
 	// untraced: the sidecar calls carry no trace context
-	// (Config.Propagator); completed: a unit has called it to complete.
+	// (Config.Telemetry.Propagator); completed: a unit has called it to complete.
 	// Summary.SidecarUntraced is both.
 	untraced  bool
 	completed atomic.Bool
@@ -227,10 +227,10 @@ func New(ctx context.Context, cfg Config) (_ *Runtime, err error) {
 		return nil, err
 	}
 
-	hostEnv := append(append([]string(nil), cfg.HostEnv...), cfg.Settings.childEnv()...)
+	hostEnv := append(append([]string(nil), cfg.Hosts.Env...), cfg.Settings.childEnv()...)
 	r.pool = newPool(cfg.Settings.Nodes, &hostConfig{
-		argv: cfg.HostArgv, env: hostEnv, transport: cfg.Settings.IPCTransport, logger: r.log, grace: cfg.HostGrace,
-		profileDir: cfg.HostProfileDir,
+		argv: cfg.Hosts.Argv, env: hostEnv, transport: cfg.Settings.IPCTransport, logger: r.log, grace: cfg.Hosts.Grace,
+		profileDir: cfg.Hosts.ProfileDir,
 		ipcOpts:    append(cfg.Settings.ipcOptions(), ipc.WithTelemetry(ipcComp), ipc.WithMeterProvider(mp), ipc.WithLogger(r.log)),
 	})
 	r.start, r.startCPU = time.Now(), proccpu.Used()
@@ -245,38 +245,34 @@ func New(ctx context.Context, cfg Config) (_ *Runtime, err error) {
 // components of the runtime and of the libraries it drives on the
 // configured providers.
 func (r *Runtime) instrument(cfg Config) (tp trace.TracerProvider, mp metric.MeterProvider, ipcComp, chunkComp *telemetry.Component, err error) {
-	tp, mp = cfg.TracerProvider, cfg.MeterProvider
+	tp, mp = cfg.Telemetry.TracerProvider, cfg.Telemetry.MeterProvider
 	if mp == nil {
 		mp = otel.GetMeterProvider()
 	}
-	spans := cfg.Spans
-	if tp != nil && (cfg.SpanExport != nil || cfg.SpanResource != nil) {
-		return nil, nil, nil, nil, errors.New("runtime: Config.SpanExport and SpanResource are for the runtime's own tracer (no TracerProvider); with a TracerProvider, register the span processor on it")
+	src := cfg.Telemetry.Spans
+	if tp != nil && (cfg.Telemetry.Export != nil || cfg.Telemetry.Resource != nil) {
+		return nil, nil, nil, nil, errors.New("runtime: Config.Telemetry.Export and Resource are for the runtime's own tracer (no TracerProvider); with a TracerProvider, export through it")
 	}
-	if tp == nil && cfg.SpanExport != nil {
-		// Attribution and one span processor (the trace file) read the
-		// spans: the runtime's own tracer hands them to both.
-		res := cfg.SpanResource
+	switch {
+	case tp == nil && cfg.Telemetry.Export != nil:
+		// Attribution and one exporter (the trace file) read the spans:
+		// the runtime's own tracer hands them to both.
+		res := cfg.Telemetry.Resource
 		if res == nil {
 			res = otelsetup.DefaultResource() // as an SDK provider's without one
 		}
-		r.own = newExportingProvider(r.col, cfg.SpanExport, res, cfg.Sampler)
-		tp, spans = r.own, nil
-	} else if tp == nil {
+		r.own = newExportingProvider(r.col, cfg.Telemetry.Export, res, cfg.Telemetry.Sampler)
+		tp, src = r.own, nil
+	case tp == nil:
 		// Nothing but attribution reads the spans: the runtime's own
 		// tracer hands them to the collector without the SDK.
-		r.own = newAccountingProvider(r.col, cfg.Sampler)
-		tp, spans = r.own, nil
-	} else if spans == nil {
-		sdk, ok := tp.(*sdktrace.TracerProvider)
-		if !ok {
-			return nil, nil, nil, nil, fmt.Errorf("runtime: attribution needs the run's spans: Config.TracerProvider is a %T, so set Config.Spans to the SDK provider it records into", tp)
-		}
-		spans = sdk
+		r.own = newAccountingProvider(r.col, cfg.Telemetry.Sampler)
+		tp, src = r.own, nil
+	case src == nil:
+		return nil, nil, nil, nil, fmt.Errorf("runtime: attribution needs the run's spans: Config.Telemetry.TracerProvider is a %T, so set Config.Telemetry.Spans to where it records them (otelsetup.SDKSource for an SDK provider)", tp)
 	}
-	if spans != nil {
-		spans.RegisterSpanProcessor(r.col)
-		r.spans = spans
+	if src != nil {
+		r.unsubscribe = src.Subscribe(func(sp spans.Span) { r.col.ended(nil, sp) })
 	}
 	attrs := func(transport string) []attribute.KeyValue {
 		return []attribute.KeyValue{telemetry.AttrTransport.String(transport),
@@ -289,12 +285,12 @@ func (r *Runtime) instrument(cfg Config) (tp trace.TracerProvider, mp metric.Met
 	}{{&r.rt, "runtime", TransportIPC}, {&r.rtChunk, "runtime", TransportChunking}, {&r.hostComp, "taskhost", TransportIPC},
 		{&ipcComp, "ipc", TransportIPC}, {&chunkComp, "chunking", TransportChunking}} {
 		if *c.dst, err = telemetry.NewComponent(c.name, telemetry.ComponentConfig{TracerProvider: tp, MeterProvider: mp,
-			PhaseLabels: cfg.PhaseLabels, Attributes: attrs(c.tpt), Delay: delays[c.name]}); err != nil {
+			PhaseLabels: cfg.Telemetry.PhaseLabels, Attributes: attrs(c.tpt), Delay: delays[c.name]}); err != nil {
 			return nil, nil, nil, nil, err
 		}
 	}
 	r.tracer = r.rt.Tracer()
-	if cfg.Sampler == nil && !r.rt.RecordsMetrics() && len(delays["runtime"]) == 0 {
+	if cfg.Telemetry.Sampler == nil && !r.rt.RecordsMetrics() && len(delays["runtime"]) == 0 {
 		switch own := r.own.(type) {
 		case *accountingProvider:
 			r.records = newRecordNames(&own.tracer, r.rt, ipcComp, r.hostComp)
@@ -628,8 +624,8 @@ func (r *Runtime) shutdownParts(ctx context.Context) error {
 			errs = append(errs, <-r.sideCh)
 		}
 	}
-	if r.spans != nil {
-		r.spans.UnregisterSpanProcessor(r.col)
+	if r.unsubscribe != nil {
+		r.unsubscribe()
 	}
 	r.col.close() // accounts for every unit ended
 	return errors.Join(errs...)

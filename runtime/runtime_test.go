@@ -34,6 +34,7 @@ import (
 	"github.com/amdahl-rt/amdahl/telemetry"
 	"github.com/amdahl-rt/amdahl/telemetry/attribution"
 	"github.com/amdahl-rt/amdahl/telemetry/otelsetup"
+	"github.com/amdahl-rt/amdahl/telemetry/spans"
 )
 
 // The test binary doubles as a task host and as a standalone sidecar (the
@@ -156,10 +157,13 @@ func testConfig(t testing.TB, set Settings, rec *otelsetup.Recorder) Config {
 	tp := sdktrace.NewTracerProvider(tpOpts...)
 	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
 	return Config{
-		Settings: set, HostArgv: []string{exe}, HostEnv: []string{envTestHost + "=1"},
-		TracerProvider: tp, PhaseLabels: true, Logger: slog.New(slog.DiscardHandler),
-		Retry:        chunking.RetryPolicy{MaxAttempts: 3, BaseDelay: 5 * time.Millisecond, MaxDelay: 20 * time.Millisecond},
-		LeaseTimeout: 15 * time.Second,
+		Settings: set, Logger: slog.New(slog.DiscardHandler),
+		Hosts:     HostsConfig{Argv: []string{exe}, Env: []string{envTestHost + "=1"}},
+		Telemetry: TelemetryConfig{TracerProvider: tp, Spans: otelsetup.SDKSource(tp), PhaseLabels: true},
+		Sidecar: SidecarConfig{
+			Retry:        chunking.RetryPolicy{MaxAttempts: 3, BaseDelay: 5 * time.Millisecond, MaxDelay: 20 * time.Millisecond},
+			LeaseTimeout: 15 * time.Second,
+		},
 	}
 }
 
@@ -762,7 +766,7 @@ func TestSidecarKilledMidRun(t *testing.T) {
 	okSeen := 0
 	killed := make(chan struct{})
 	cfg := testConfig(t, testSettings(t, "runtime.concurrency=2"), nil)
-	cfg.SidecarAddr = addr
+	cfg.Sidecar.Addr = addr
 	cfg.OnResult = func(r Result) {
 		rs.add(r)
 		mu.Lock()
@@ -901,7 +905,7 @@ func TestUnitMetrics(t *testing.T) {
 	cfg.Scenario = "metrics"
 	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
 	t.Cleanup(func() { _ = mp.Shutdown(context.Background()) })
-	cfg.MeterProvider = mp
+	cfg.Telemetry.MeterProvider = mp
 	r := startRuntime(t, cfg)
 	for i := range 10 {
 		if err := r.Submit(context.Background(), smallUnit(i)); err != nil {
@@ -977,8 +981,8 @@ func TestCloseWithGrandchild(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg := testConfig(t, testSettings(t, "runtime.nodes=1"), nil)
-	cfg.HostArgv = []string{sh, "-c", `sleep 600 & exec "$0"`, exe}
-	cfg.HostGrace = 200 * time.Millisecond
+	cfg.Hosts.Argv = []string{sh, "-c", `sleep 600 & exec "$0"`, exe}
+	cfg.Hosts.Grace = 200 * time.Millisecond
 	r, err := New(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -1051,7 +1055,7 @@ func TestSharedSidecar(t *testing.T) {
 	sums := make([]Summary, 2)
 	for i := range sums {
 		cfg := testConfig(t, testSettings(t, "runtime.nodes=1", "runtime.concurrency=2"), nil)
-		cfg.SidecarAddr = addr
+		cfg.Sidecar.Addr = addr
 		r, err := New(context.Background(), cfg)
 		if err != nil {
 			t.Fatal(err)
@@ -1127,14 +1131,14 @@ func TestPerturbLengthensOnlyItsPhase(t *testing.T) {
 // error that says what to pass.
 func TestProvidersWithoutSpans(t *testing.T) {
 	cfg := testConfig(t, testSettings(t), nil)
-	cfg.TracerProvider = tracenoop.NewTracerProvider()
+	cfg.Telemetry.TracerProvider, cfg.Telemetry.Spans = tracenoop.NewTracerProvider(), nil
 	r, err := New(context.Background(), cfg)
 	if err == nil {
 		_ = r.Close(context.Background())
-		t.Fatal("New with a tracer provider that is not an SDK and no Config.Spans: want an error")
+		t.Fatal("New with a tracer provider that is not an SDK and no Config.Telemetry.Spans: want an error")
 	}
-	if !strings.Contains(err.Error(), "Config.Spans") {
-		t.Errorf("error %q does not say to set Config.Spans", err)
+	if !strings.Contains(err.Error(), "Config.Telemetry.Spans") {
+		t.Errorf("error %q does not say to set Config.Telemetry.Spans", err)
 	}
 }
 
@@ -1153,7 +1157,7 @@ func TestCallerServesSidecar(t *testing.T) {
 	go func() { served <- side.Serve(lis) }()
 
 	cfg := testConfig(t, testSettings(t), nil)
-	cfg.Sidecar, cfg.SidecarAddr = side, lis.Addr().String()
+	cfg.Sidecar.Server, cfg.Sidecar.Addr = side, lis.Addr().String()
 	r, err := New(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -1187,9 +1191,9 @@ func TestCallerServesSidecar(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	cfg.SidecarAddr = ""
-	if _, err := New(context.Background(), cfg); err == nil || !strings.Contains(err.Error(), "SidecarAddr") {
-		t.Errorf("Config.Sidecar without an address: got %v, want an error naming SidecarAddr", err)
+	cfg.Sidecar.Addr = ""
+	if _, err := New(context.Background(), cfg); err == nil || !strings.Contains(err.Error(), "Sidecar.Addr") {
+		t.Errorf("Config.Sidecar.Server without an address: got %v, want an error naming Sidecar.Addr", err)
 	}
 }
 
@@ -1247,29 +1251,22 @@ func TestSummaryWithoutTelemetry(t *testing.T) {
 	}
 }
 
-// teeSpans is a SpanProcessorRegistry that records every span the
-// runtime's processor is given, in the order it is given them (the lock is
-// held across the call), so a test can replay exactly what it saw.
+// teeSpans is a spans.Source that records every span the runtime's
+// accounting is given, in the order it is given them (the lock is held
+// across the call), so a test can replay exactly what it saw.
 type teeSpans struct {
-	tp    *sdktrace.TracerProvider
-	mu    sync.Mutex
-	inner sdktrace.SpanProcessor
-	seen  []attribution.Span
+	tp   *sdktrace.TracerProvider
+	mu   sync.Mutex
+	seen []attribution.Span
 }
 
-func (t *teeSpans) RegisterSpanProcessor(p sdktrace.SpanProcessor) {
-	t.inner = p
-	t.tp.RegisterSpanProcessor(t)
-}
-func (t *teeSpans) UnregisterSpanProcessor(sdktrace.SpanProcessor)  { t.tp.UnregisterSpanProcessor(t) }
-func (t *teeSpans) OnStart(context.Context, sdktrace.ReadWriteSpan) {}
-func (t *teeSpans) Shutdown(context.Context) error                  { return nil }
-func (t *teeSpans) ForceFlush(context.Context) error                { return nil }
-func (t *teeSpans) OnEnd(s sdktrace.ReadOnlySpan) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.seen = append(t.seen, attribution.FromSDKSpan(s))
-	t.inner.OnEnd(s)
+func (t *teeSpans) Subscribe(fn func(spans.Span)) func() {
+	return otelsetup.SDKSource(t.tp).Subscribe(func(s spans.Span) {
+		t.mu.Lock()
+		defer t.mu.Unlock()
+		t.seen = append(t.seen, s)
+		fn(s)
+	})
 }
 
 // unitSpans returns the spans of units of work that ended before (or as)
@@ -1302,8 +1299,8 @@ func unitSpans(seen []attribution.Span) []attribution.Span {
 func TestSummaryMatchesTrees(t *testing.T) {
 	sc := orchestratedMixed(t)
 	cfg := testConfig(t, testSettings(t, "scenario.count=80"), nil)
-	tee := &teeSpans{tp: cfg.TracerProvider.(*sdktrace.TracerProvider)}
-	cfg.Spans = tee
+	tee := &teeSpans{tp: cfg.Telemetry.TracerProvider.(*sdktrace.TracerProvider)}
+	cfg.Telemetry.Spans = tee
 	var mu sync.Mutex
 	live := map[attribution.TraceID]attribution.Work{}
 	cfg.OnWork = func(w attribution.Work) {
@@ -1368,8 +1365,8 @@ func TestSampledUnits(t *testing.T) {
 			}
 			cfg := testConfig(t, testSettings(t, fmt.Sprintf("scenario.count=%d", units)), nil)
 			cfg.UseTelemetry(tel)
-			if cfg.TracerProvider != nil || cfg.Sampler == nil {
-				t.Fatalf("UseTelemetry: TracerProvider %T, Sampler %v: want the runtime's own tracer, with the sampler", cfg.TracerProvider, cfg.Sampler)
+			if cfg.Telemetry.TracerProvider != nil || cfg.Telemetry.Sampler == nil {
+				t.Fatalf("UseTelemetry: TracerProvider %T, Sampler %v: want the runtime's own tracer, with the sampler", cfg.Telemetry.TracerProvider, cfg.Telemetry.Sampler)
 			}
 			sum, err := Run(ctx, cfg, sc)
 			if err != nil {

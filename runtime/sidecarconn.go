@@ -50,7 +50,7 @@ func probeSidecar(ctx context.Context, addr string, dial []grpc.DialOption, time
 		if ctx.Err() != nil {
 			return fmt.Errorf("runtime: sidecar %s: %w", addr, ctx.Err())
 		}
-		return fmt.Errorf("runtime: sidecar %s not reachable within %v (Config.SidecarConnectTimeout): %w", addr, timeout, err)
+		return fmt.Errorf("runtime: sidecar %s not reachable within %v (Config.Sidecar.ConnectTimeout): %w", addr, timeout, err)
 	case codes.Unauthenticated, codes.PermissionDenied:
 		return fmt.Errorf("runtime: sidecar %s refused this client's token: %w", addr, err)
 	}
@@ -76,7 +76,7 @@ func probeCall(ctx context.Context, addr string, dial []grpc.DialOption) error {
 	return nil
 }
 
-// bearer is the per-call credentials of Config.SidecarToken.
+// bearer is the per-call credentials of Config.Sidecar.Token.
 type bearer struct {
 	md map[string]string
 	// secure is false only over plaintext to a loopback address, which
@@ -112,7 +112,7 @@ func loopbackAddr(addr string) bool {
 func isLeaseMethod(method string) bool { return method == "StartInstance" || method == "GetWorkItems" }
 
 // traceparentField is the W3C trace context's header, among the Fields of
-// a propagator that carries it (Config.Propagator).
+// a propagator that carries it (Config.Telemetry.Propagator).
 const traceparentField = "traceparent"
 
 // connect starts the in-process sidecar when there is none to complete
@@ -134,11 +134,11 @@ func (r *Runtime) connect(ctx context.Context, cfg Config, tp trace.TracerProvid
 		rpcTP = tracenoop.NewTracerProvider()
 	}
 	// Sidecar: one the caller serves, in-process on loopback, or the one at
-	// SidecarAddr.
-	addr := cfg.SidecarAddr
-	r.side = cfg.Sidecar
+	// Sidecar.Addr.
+	addr := cfg.Sidecar.Addr
+	r.side = cfg.Sidecar.Server
 	if r.side != nil && addr == "" {
-		return errors.New("runtime: Config.Sidecar without Config.SidecarAddr: say where it is served")
+		return errors.New("runtime: Config.Sidecar.Server without Config.Sidecar.Addr: say where it is served")
 	}
 	if r.side != nil {
 		r.appliedBase = r.side.Applied()
@@ -157,8 +157,8 @@ func (r *Runtime) connect(ctx context.Context, cfg Config, tp trace.TracerProvid
 	if err != nil {
 		return fmt.Errorf("runtime: sidecar %s: %w", addr, err)
 	}
-	if cfg.SidecarAddr != "" {
-		if err := probeSidecar(ctx, addr, dial, cfg.SidecarConnectTimeout); err != nil {
+	if cfg.Sidecar.Addr != "" {
+		if err := probeSidecar(ctx, addr, dial, cfg.Sidecar.ConnectTimeout); err != nil {
 			return err
 		}
 	}
@@ -169,23 +169,23 @@ func (r *Runtime) connect(ctx context.Context, cfg Config, tp trace.TracerProvid
 // external sidecar at addr ("" for the in-process one): TLS when given,
 // and the bearer token, which never travels in clear beyond loopback.
 func sidecarDialOptions(cfg Config, addr string) ([]grpc.DialOption, error) {
-	if addr == "" && (cfg.SidecarCredentials != nil || cfg.SidecarToken != "") {
-		return nil, errors.New("runtime: Config.SidecarCredentials or Config.SidecarToken without Config.SidecarAddr: they are for an external sidecar")
+	if addr == "" && (cfg.Sidecar.Credentials != nil || cfg.Sidecar.Token != "") {
+		return nil, errors.New("runtime: Config.Sidecar.Credentials or Config.Sidecar.Token without Config.Sidecar.Addr: they are for an external sidecar")
 	}
-	if cfg.SidecarConnectTimeout < 0 {
-		return nil, fmt.Errorf("runtime: Config.SidecarConnectTimeout is %v, want ≥ 0 (0 takes the default %v)", cfg.SidecarConnectTimeout, defaultSidecarConnectTimeout)
+	if cfg.Sidecar.ConnectTimeout < 0 {
+		return nil, fmt.Errorf("runtime: Config.Sidecar.ConnectTimeout is %v, want ≥ 0 (0 takes the default %v)", cfg.Sidecar.ConnectTimeout, defaultSidecarConnectTimeout)
 	}
-	creds := cfg.SidecarCredentials
+	creds := cfg.Sidecar.Credentials
 	if creds == nil {
 		creds = insecure.NewCredentials()
 	}
 	dial := []grpc.DialOption{grpc.WithTransportCredentials(creds)}
-	if cfg.SidecarToken != "" {
-		secure := cfg.SidecarCredentials != nil
+	if cfg.Sidecar.Token != "" {
+		secure := cfg.Sidecar.Credentials != nil
 		if !secure && !loopbackAddr(addr) {
-			return nil, fmt.Errorf("runtime: sidecar %s: Config.SidecarToken would travel in clear to an address that is not loopback; set Config.SidecarCredentials (TLS)", addr)
+			return nil, fmt.Errorf("runtime: sidecar %s: Config.Sidecar.Token would travel in clear to an address that is not loopback; set Config.Sidecar.Credentials (TLS)", addr)
 		}
-		dial = append(dial, grpc.WithPerRPCCredentials(bearer{md: map[string]string{"authorization": "Bearer " + cfg.SidecarToken}, secure: secure}))
+		dial = append(dial, grpc.WithPerRPCCredentials(bearer{md: map[string]string{"authorization": "Bearer " + cfg.Sidecar.Token}, secure: secure}))
 	}
 	return dial, nil
 }
@@ -217,7 +217,7 @@ func (r *Runtime) serveOwnSidecar(cfg Config, chunkComp *telemetry.Component, rp
 // interceptors when nothing reads a call's span or RPC metrics, otelgrpc's
 // stats handler otherwise.
 func (r *Runtime) tracingOptions(cfg Config, rpcTP trace.TracerProvider, mp metric.MeterProvider) []grpc.DialOption {
-	traceContext := cfg.Propagator == nil || slices.Contains(cfg.Propagator.Fields(), traceparentField)
+	traceContext := cfg.Telemetry.Propagator == nil || slices.Contains(cfg.Telemetry.Propagator.Fields(), traceparentField)
 	r.untraced = !traceContext
 	suffices := grpctrace.Suffices(rpcTP, mp)
 	switch {
@@ -252,7 +252,7 @@ func (r *Runtime) startSender(cfg Config, addr string, dial []grpc.DialOption, c
 	if err != nil {
 		return err
 	}
-	retry := cfg.Retry
+	retry := cfg.Sidecar.Retry
 	if retry.MaxAttempts == 0 {
 		retry.MaxAttempts = cfg.Settings.RetryAttempts
 	}
@@ -271,7 +271,7 @@ func (r *Runtime) startSender(cfg Config, addr string, dial []grpc.DialOption, c
 	if r.sender, err = chunking.NewSender(r.cc, chunking.SenderConfig{Planner: planner, Retry: retry, Component: chunkComp, MeterProvider: mp, Breaker: r.breaker}); err != nil {
 		return err
 	}
-	r.lease = startLeaser(r.cc, r.sender, r.breaker, wake, r.instancePrefix(), cfg.LeaseTimeout, cfg.Settings.LargePayloads, r.log)
+	r.lease = startLeaser(r.cc, r.sender, r.breaker, wake, r.instancePrefix(), cfg.Sidecar.LeaseTimeout, cfg.Settings.LargePayloads, r.log)
 	return nil
 }
 

@@ -60,7 +60,7 @@ func TestSidecarTLSAndToken(t *testing.T) {
 	tlsCreds := credentials.NewTLS(&tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12})
 
 	cfg := testConfig(t, testSettings(t), nil)
-	cfg.Sidecar, cfg.SidecarAddr, cfg.SidecarCredentials, cfg.SidecarToken = side, addr, tlsCreds, token
+	cfg.Sidecar.Server, cfg.Sidecar.Addr, cfg.Sidecar.Credentials, cfg.Sidecar.Token = side, addr, tlsCreds, token
 	r := startRuntime(t, cfg)
 	const n = 4
 	submitUnits(t, r, 0, n-1, orchestratedUnit)
@@ -82,8 +82,8 @@ func TestSidecarTLSAndToken(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := testConfig(t, testSettings(t), nil)
-			cfg.SidecarAddr, cfg.SidecarCredentials, cfg.SidecarToken = addr, tc.creds, tc.token
-			cfg.SidecarConnectTimeout = 500 * time.Millisecond
+			cfg.Sidecar.Addr, cfg.Sidecar.Credentials, cfg.Sidecar.Token = addr, tc.creds, tc.token
+			cfg.Sidecar.ConnectTimeout = 500 * time.Millisecond
 			r, err := New(context.Background(), cfg)
 			if err == nil {
 				_ = r.Close(context.Background())
@@ -109,13 +109,13 @@ func TestSidecarUnreachable(t *testing.T) {
 	addr := lis.Addr().String()
 	lis.Close()
 	cfg := testConfig(t, testSettings(t), nil)
-	cfg.SidecarAddr, cfg.SidecarConnectTimeout = addr, 300*time.Millisecond
+	cfg.Sidecar.Addr, cfg.Sidecar.ConnectTimeout = addr, 300*time.Millisecond
 	r, err := New(context.Background(), cfg)
 	if err == nil {
 		_ = r.Close(context.Background())
 		t.Fatal("New with nothing at SidecarAddr: got no error")
 	}
-	for _, w := range []string{"sidecar " + addr + " not reachable within 300ms", "Config.SidecarConnectTimeout"} {
+	for _, w := range []string{"sidecar " + addr + " not reachable within 300ms", "Config.Sidecar.ConnectTimeout"} {
 		if !strings.Contains(err.Error(), w) {
 			t.Errorf("New: error %q lacks %q", err, w)
 		}
@@ -128,11 +128,11 @@ func TestSidecarConfigErrors(t *testing.T) {
 		edit func(*Config)
 		want string
 	}{
-		{"token in clear off loopback", func(c *Config) { c.SidecarAddr, c.SidecarToken = "192.0.2.1:4001", "t" },
-			"Config.SidecarToken would travel in clear to an address that is not loopback"},
-		{"token without address", func(c *Config) { c.SidecarToken = "t" }, "without Config.SidecarAddr"},
-		{"negative timeout", func(c *Config) { c.SidecarAddr, c.SidecarConnectTimeout = "127.0.0.1:1", -time.Second },
-			"Config.SidecarConnectTimeout is -1s, want ≥ 0"},
+		{"token in clear off loopback", func(c *Config) { c.Sidecar.Addr, c.Sidecar.Token = "192.0.2.1:4001", "t" },
+			"Config.Sidecar.Token would travel in clear to an address that is not loopback"},
+		{"token without address", func(c *Config) { c.Sidecar.Token = "t" }, "without Config.Sidecar.Addr"},
+		{"negative timeout", func(c *Config) { c.Sidecar.Addr, c.Sidecar.ConnectTimeout = "127.0.0.1:1", -time.Second },
+			"Config.Sidecar.ConnectTimeout is -1s, want ≥ 0"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := testConfig(t, testSettings(t), nil)

@@ -62,12 +62,12 @@ type Summary struct {
 	// were sampled.
 	Attribution attribution.Report `json:"attribution"`
 	// Sampler describes the sampler that chose those units
-	// (Config.Sampler: OTEL_TRACES_SAMPLER, whether the runtime's own
-	// tracer or the SDK's applied it), "" when Config.Sampler was nil
+	// (Config.Telemetry.Sampler: OTEL_TRACES_SAMPLER, whether the runtime's own
+	// tracer or the SDK's applied it), "" when Config.Telemetry.Sampler was nil
 	// (every unit's trace sampled, or a caller's TracerProvider decided).
 	Sampler string `json:"sampler,omitempty"`
 	// SidecarUntraced: units completed to the sidecar, and their calls
-	// carried no trace context (Config.Propagator: OTEL_PROPAGATORS
+	// carried no trace context (Config.Telemetry.Propagator: OTEL_PROPAGATORS
 	// without tracecontext), so the sidecar's phases are in no unit's
 	// trace: the in-process sidecar's rows (chunking.deserialize,
 	// chunking.execute) are not in Attribution.
@@ -106,8 +106,8 @@ func (r *Runtime) Summary() Summary {
 		OK: r.counts[telemetry.OK], Failed: r.counts[telemetry.Failed], Cancelled: r.counts[telemetry.Cancelled],
 		Failures: map[string]int{}, Examples: map[string]string{},
 	}
-	if r.cfg.Sampler != nil {
-		s.Sampler = r.cfg.Sampler.Description()
+	if r.cfg.Telemetry.Sampler != nil {
+		s.Sampler = r.cfg.Telemetry.Sampler.Description()
 	}
 	for k, v := range r.classes {
 		s.Failures[k] = v

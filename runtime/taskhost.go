@@ -83,7 +83,7 @@ func hashTask(ctx context.Context, task *ipcpb.TaskConfiguration) (map[string]st
 const EnvHostProfileDir = "AMDAHL_HOST_PROFILE_DIR"
 
 // HostServiceName is the service.name of a task host's telemetry, unless
-// OTEL_SERVICE_NAME is set in its environment (Config.HostEnv).
+// OTEL_SERVICE_NAME is set in its environment (Config.Hosts.Env).
 const HostServiceName = "amdahl-taskhost"
 
 // hostTelemetry sets up a task host's telemetry from the environment its

@@ -82,11 +82,11 @@ func testTraceFileHoldsEveryUnit(t *testing.T, units int, own bool) {
 	sc.Count = units
 	cfg := testConfig(t, testSettings(t), nil)
 	cfg.UseTelemetry(tel)
-	if own != (cfg.SpanExport != nil) || own != (cfg.TracerProvider == nil) {
-		t.Fatalf("UseTelemetry: SpanExport set %v, own tracer %v; want both %v", cfg.SpanExport != nil, cfg.TracerProvider == nil, own)
+	if own != (cfg.Telemetry.Export != nil) || own != (cfg.Telemetry.TracerProvider == nil) {
+		t.Fatalf("UseTelemetry: SpanExport set %v, own tracer %v; want both %v", cfg.Telemetry.Export != nil, cfg.Telemetry.TracerProvider == nil, own)
 	}
 	if own {
-		cfg.SpanExport = countingExport{cfg.SpanExport, &ended}
+		cfg.Telemetry.Export = countingExport{cfg.Telemetry.Export, &ended}
 	}
 	sum, err := Run(ctx, cfg, sc)
 	if err != nil {
@@ -132,7 +132,7 @@ func testTraceFileHoldsEveryUnit(t *testing.T, units int, own bool) {
 	}
 }
 
-// TestAccountRemoteDirectly: with Config.AccountRemoteDirectly the task
+// TestAccountRemoteDirectly: with Config.Telemetry.AccountRemoteDirectly the task
 // host's phases make no SDK span, yet the attribution has the same rows,
 // each with a span per unit, and every unit's critical path still adds up
 // to its e2e time. UseTelemetry sets it exactly when the telemetry wants
@@ -147,7 +147,7 @@ func TestAccountRemoteDirectly(t *testing.T) {
 	for _, direct := range []bool{false, true} {
 		rec := otelsetup.NewRecorder()
 		cfg := testConfig(t, testSettings(t, fmt.Sprintf("scenario.count=%d", units)), rec)
-		cfg.AccountRemoteDirectly = direct
+		cfg.Telemetry.AccountRemoteDirectly = direct
 		var mu sync.Mutex
 		var works []attribution.Work
 		cfg.OnWork = func(w attribution.Work) {
@@ -206,8 +206,8 @@ func TestAccountRemoteDirectly(t *testing.T) {
 		}
 		var cfg Config
 		cfg.UseTelemetry(tel)
-		if cfg.AccountRemoteDirectly != tc.want {
-			t.Errorf("UseTelemetry with %d options: AccountRemoteDirectly %v, want %v", len(tc.opts), cfg.AccountRemoteDirectly, tc.want)
+		if cfg.Telemetry.AccountRemoteDirectly != tc.want {
+			t.Errorf("UseTelemetry with %d options: AccountRemoteDirectly %v, want %v", len(tc.opts), cfg.Telemetry.AccountRemoteDirectly, tc.want)
 		}
 		_ = tel.Shutdown(ctx)
 	}

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
-	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
 	"go.opentelemetry.io/otel/trace/embedded"
 
@@ -39,7 +38,7 @@ type accountingTracer struct {
 	// handed whole to export.proc, under the tracer's scope.
 	export  *spanExport
 	scope   spans.Scope
-	sampler sdktrace.Sampler // Config.Sampler; nil samples every root
+	sampler spans.Sampler // Config.Telemetry.Sampler; nil samples every root
 }
 
 // accountingProvider is the accountingTracer's trace.TracerProvider.
@@ -56,12 +55,12 @@ var (
 )
 
 // exportingProvider is the runtime's own tracer when an exporter
-// (Config.SpanExport: amdahl run's trace file) reads the spans besides
+// (Config.Telemetry.Export: amdahl run's trace file) reads the spans besides
 // the attribution. Its spans go to the collector as the accountingTracer's
 // do, and to that exporter whole, as spans.Records: the names,
 // attributes, kind, events, links and status the SDK would record (under
 // the SDK's default span limits), the tracer's instrumentation scope and
-// Config.SpanResource. It is a telemetry.PhaseTracer that wants every
+// Config.Telemetry.Resource. It is a telemetry.PhaseTracer that wants every
 // attribute (PhaseAttributes): Components hand it their phases without
 // span options, as to the accountingProvider, but with the attributes and
 // errors the OTel API would have given the SDK. What it saves is the
@@ -71,7 +70,7 @@ type exportingProvider struct {
 	phaseTracer // through the Component's scope's tracer
 	col         *collector
 	export      *spanExport
-	sampler     sdktrace.Sampler
+	sampler     spans.Sampler
 
 	mu      sync.Mutex
 	tracers map[spans.Scope]*accountingTracer
@@ -153,7 +152,7 @@ var (
 	_ telemetry.PhaseTracer = (*accountingProvider)(nil)
 )
 
-func newExportingProvider(col *collector, exp spans.Exporter, res *spans.Resource, sampler sdktrace.Sampler) *exportingProvider {
+func newExportingProvider(col *collector, exp spans.Exporter, res *spans.Resource, sampler spans.Sampler) *exportingProvider {
 	p := &exportingProvider{col: col, export: &spanExport{exp: exp, res: res}, sampler: sampler,
 		tracers: map[spans.Scope]*accountingTracer{}}
 	p.phaseTracer = phaseTracer{t: p.Tracer(telemetry.ScopeName, trace.WithInstrumentationVersion(telemetry.Version)).(*accountingTracer), attrs: true}
@@ -185,7 +184,7 @@ func (p *exportingProvider) Tracer(name string, opts ...trace.TracerOption) trac
 
 // newAccountingProvider returns the tracer provider whose spans go to
 // col, sampled with sampler (nil: every root).
-func newAccountingProvider(col *collector, sampler sdktrace.Sampler) *accountingProvider {
+func newAccountingProvider(col *collector, sampler spans.Sampler) *accountingProvider {
 	p := &accountingProvider{}
 	p.tracer = accountingTracer{provider: p, col: col, sampler: sampler}
 	p.phaseTracer = phaseTracer{t: &p.tracer}
@@ -223,7 +222,7 @@ func (p phaseTracer) RecordPhaseSpan(ctx context.Context, name, component string
 func (p phaseTracer) PhaseAttributes() bool { return p.attrs }
 
 // SamplesOut tells a telemetry.Component whether to look for a sampled-out
-// parent before each phase: only with a sampler (Config.Sampler); without
+// parent before each phase: only with a sampler (Config.Telemetry.Sampler); without
 // one every root is sampled, and so is every child of a sampled parent.
 func (p phaseTracer) SamplesOut() bool { return p.t.sampler != nil }
 
@@ -394,9 +393,7 @@ func (t *accountingTracer) child(ctx context.Context, parent trace.SpanContext, 
 		if t.sampler == nil {
 			return sp, true
 		}
-		res := t.sampler.ShouldSample(sdktrace.SamplingParameters{ParentContext: ctx, TraceID: trace.TraceID(sp.TraceID),
-			Name: name, Kind: trace.SpanKindInternal})
-		return sp, res.Decision == sdktrace.RecordAndSample
+		return sp, t.sampler.Sample(ctx, trace.TraceID(sp.TraceID), name, trace.SpanKindInternal)
 	}
 	if !parent.IsSampled() {
 		return attribution.Span{}, false

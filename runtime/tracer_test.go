@@ -199,13 +199,13 @@ func TestAccountingMatchesSDK(t *testing.T) {
 	for _, path := range []string{"sdk", "accounting", "accounting, no metrics"} {
 		cfg := testConfig(t, testSettings(t, fmt.Sprintf("scenario.count=%d", units)), nil)
 		if path != "sdk" {
-			cfg.TracerProvider = nil
+			cfg.Telemetry.TracerProvider = nil
 		}
 		if path == "accounting, no metrics" {
 			// As amdahl run's default: nothing reads a gRPC call's span
 			// or metrics, so internal/grpctrace carries the trace
 			// context instead of otelgrpc.
-			cfg.MeterProvider = metricnoop.NewMeterProvider()
+			cfg.Telemetry.MeterProvider = metricnoop.NewMeterProvider()
 		}
 		var mu sync.Mutex
 		var bad []string
@@ -274,11 +274,11 @@ func TestUseTelemetryChoosesTracer(t *testing.T) {
 			defer func() { _ = tel.Shutdown(ctx) }()
 			cfg := testConfig(t, testSettings(t), nil)
 			cfg.UseTelemetry(tel)
-			if own := cfg.TracerProvider == nil; own != tc.own {
+			if own := cfg.Telemetry.TracerProvider == nil; own != tc.own {
 				t.Fatalf("UseTelemetry: the runtime's own tracer %v, want %v", own, tc.own)
 			}
-			if export := cfg.SpanExport != nil; export != tc.export || export != (cfg.SpanResource != nil) {
-				t.Fatalf("UseTelemetry: SpanExport set %v, SpanResource set %v; want both %v", export, cfg.SpanResource != nil, tc.export)
+			if export := cfg.Telemetry.Export != nil; export != tc.export || export != (cfg.Telemetry.Resource != nil) {
+				t.Fatalf("UseTelemetry: SpanExport set %v, SpanResource set %v; want both %v", export, cfg.Telemetry.Resource != nil, tc.export)
 			}
 			r := startRuntime(t, cfg)
 			submitSmall(t, r, 1, 5)
@@ -388,8 +388,8 @@ func testTraceFileMatchesSDK(t *testing.T, name string, units, failEvery int, se
 		}
 		cfg := testConfig(t, testSettings(t, append([]string{fmt.Sprintf("scenario.count=%d", units)}, set...)...), nil)
 		cfg.UseTelemetry(tel)
-		if own != (cfg.SpanExport != nil) {
-			t.Fatalf("own=%v: SpanExport set %v", own, cfg.SpanExport != nil)
+		if own != (cfg.Telemetry.Export != nil) {
+			t.Fatalf("own=%v: SpanExport set %v", own, cfg.Telemetry.Export != nil)
 		}
 		r, err := New(ctx, cfg)
 		if err != nil {
@@ -711,7 +711,7 @@ func TestGRPCSpansChangeNoRow(t *testing.T) {
 	}
 	var all []attribution.Span
 	for _, s := range rec.Spans() {
-		all = append(all, attribution.FromSDKSpan(s))
+		all = append(all, otelsetup.SpanOf(s))
 	}
 	isRPC := func(s attribution.Span) bool { return strings.HasPrefix(s.Name, "TaskHubSidecarService/") }
 	parent := map[attribution.SpanID]attribution.SpanID{}
@@ -755,7 +755,7 @@ func TestGRPCSpansChangeNoRow(t *testing.T) {
 	}
 }
 
-// TestSpanExportConfig: New refuses Config.SpanExport or SpanResource
+// TestSpanExportConfig: New refuses Config.Telemetry.Export or SpanResource
 // beside a TracerProvider (whose spans the export would never see), with
 // an error that says so; with no SpanResource the exported spans carry
 // resource.Default(), as an SDK provider's would.
@@ -766,8 +766,8 @@ func TestSpanExportConfig(t *testing.T) {
 		name string
 		set  func(*Config)
 	}{
-		{"export", func(c *Config) { c.SpanExport = otelsetup.ProcessorExporter(rec) }},
-		{"resource", func(c *Config) { c.SpanResource = otelsetup.ResourceOf(resource.Empty()) }},
+		{"export", func(c *Config) { c.Telemetry.Export = otelsetup.ProcessorExporter(rec) }},
+		{"resource", func(c *Config) { c.Telemetry.Resource = otelsetup.ResourceOf(resource.Empty()) }},
 	} {
 		cfg := testConfig(t, testSettings(t), nil) // with a TracerProvider
 		tc.set(&cfg)
@@ -776,12 +776,12 @@ func TestSpanExportConfig(t *testing.T) {
 			_ = r.Close(ctx)
 			t.Fatalf("%s beside a TracerProvider: New accepted it", tc.name)
 		}
-		if !strings.Contains(err.Error(), "SpanExport") || !strings.Contains(err.Error(), "TracerProvider") {
+		if !strings.Contains(err.Error(), "Telemetry.Export") || !strings.Contains(err.Error(), "TracerProvider") {
 			t.Errorf("%s: error %q does not say what is wrong", tc.name, err)
 		}
 	}
 	cfg := testConfig(t, testSettings(t), nil)
-	cfg.TracerProvider, cfg.SpanExport = nil, otelsetup.ProcessorExporter(rec)
+	cfg.Telemetry.TracerProvider, cfg.Telemetry.Export = nil, otelsetup.ProcessorExporter(rec)
 	r := startRuntime(t, cfg)
 	submitSmall(t, r, 1, 2)
 	spans := rec.Ended()
@@ -871,7 +871,7 @@ func TestPhaseLead(t *testing.T) {
 func TestUnsampledUnit(t *testing.T) {
 	col, _ := keepingCollector(t)
 	var drop atomic.Bool
-	tp := newAccountingProvider(col, dropSampler{&drop})
+	tp := newAccountingProvider(col, otelsetup.SamplerOf(dropSampler{&drop}))
 	// No metrics: what a run records when nothing reads them.
 	mp := metricnoop.NewMeterProvider()
 	rt, err := telemetry.NewComponent("runtime", telemetry.ComponentConfig{TracerProvider: tp, MeterProvider: mp})

@@ -216,7 +216,7 @@ func (r *Runtime) runFanout(ctx context.Context, u *unit) (string, error) {
 // placed in the parent's clock within [sendStart, replyStart] (package
 // taskproto decodes and places them).
 //
-// With Config.AccountRemoteDirectly the phases go to the collector as the
+// With Config.Telemetry.AccountRemoteDirectly the phases go to the collector as the
 // spans attribution would have read from the SDK's (the same names,
 // component, phase, direction and times, parented to the host span), and
 // to amdahl.phase.duration, without SDK spans. Under the host span of a
@@ -240,7 +240,7 @@ func (r *Runtime) childSpans(ctx context.Context, res *ipcpb.TaskResult, sendSta
 	}
 	timings := taskproto.AppendTimings(buf[:0], res, sendStart, replyStart)
 	host := trace.SpanContextFromContext(ctx)
-	if !r.cfg.AccountRemoteDirectly || !host.IsSampled() || r.hostComp == nil {
+	if !r.cfg.Telemetry.AccountRemoteDirectly || !host.IsSampled() || r.hostComp == nil {
 		for _, t := range timings {
 			r.hostComp.RecordSpan(ctx, t.Phase, t.Direction, t.Start, t.End, telemetry.AttrRemote.Bool(true))
 		}

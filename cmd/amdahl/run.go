@@ -132,8 +132,9 @@ func runRun(ctx context.Context, cmd *cobra.Command, f runFlags) error {
 	}
 	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
 
-	cfg := runtime.Config{Settings: set, Scenario: sc.Name, SidecarAddr: f.sidecar, Logger: logger, HostArgv: f.hostArgv, ByPhase: f.by == "phase",
-		SidecarCredentials: sidecarCreds, SidecarToken: sidecarToken}
+	cfg := runtime.Config{Settings: set, Scenario: sc.Name, Logger: logger, ByPhase: f.by == "phase",
+		Hosts:   runtime.HostsConfig{Argv: f.hostArgv},
+		Sidecar: runtime.SidecarConfig{Addr: f.sidecar, Credentials: sidecarCreds, Token: sidecarToken}}
 	tel, wrote, err := setupRunTelemetry(ctx, f, &cfg, logger)
 	if err != nil {
 		return err
@@ -199,13 +200,13 @@ func setupRunTelemetry(ctx context.Context, f runFlags, cfg *runtime.Config, log
 		// parent leaves its synthesised copies out): the per-signal
 		// variables take the URL as it is, as WithOTLP does, and beat any
 		// generic ones inherited.
-		cfg.HostEnv = append(cfg.HostEnv, otelsetup.EnvTracesExporter+"=otlp",
+		cfg.Hosts.Env = append(cfg.Hosts.Env, otelsetup.EnvTracesExporter+"=otlp",
 			otelsetup.EnvOTLPTracesEndpoint+"="+f.otlpEndpoint, otelsetup.EnvOTLPTracesProtocol+"="+f.otlpProtocol)
 	}
 	pyro := f.pyroscope != "" || os.Getenv(otelsetup.EnvPyroscopeAddress) != ""
 	if f.pyroscope != "" {
 		topts = append(topts, otelsetup.WithPyroscope(otelsetup.PyroscopeConfig{ServerAddress: f.pyroscope}))
-		cfg.HostEnv = append(cfg.HostEnv, otelsetup.EnvPyroscopeAddress+"="+f.pyroscope) // hosts profile too
+		cfg.Hosts.Env = append(cfg.Hosts.Env, otelsetup.EnvPyroscopeAddress+"="+f.pyroscope) // hosts profile too
 	}
 	if f.out != "" {
 		if err := os.MkdirAll(f.out, 0o755); err != nil {
@@ -216,7 +217,7 @@ func setupRunTelemetry(ctx context.Context, f runFlags, cfg *runtime.Config, log
 			logger.Warn("profiles go to Pyroscope; --out gets no cpu.pprof (one CPU profiler per process)")
 		} else {
 			topts = append(topts, otelsetup.WithProfileDir(f.out))
-			cfg.HostProfileDir = filepath.Join(f.out, "hosts")
+			cfg.Hosts.ProfileDir = filepath.Join(f.out, "hosts")
 		}
 	}
 	tel, err = otelsetup.Setup(ctx, topts...)
@@ -226,7 +227,7 @@ func setupRunTelemetry(ctx context.Context, f runFlags, cfg *runtime.Config, log
 	wrote = "trace.jsonl, summary.json, profiles, report.html"
 	if tel.SDKDisabled() {
 		logger.Warn(otelsetup.EnvSDKDisabled + "=true: no spans, metrics or profiles are recorded; the summary has no phase rows")
-		cfg.HostProfileDir = ""
+		cfg.Hosts.ProfileDir = ""
 		wrote = "summary.json, report.html"
 	}
 	return tel, wrote, nil
@@ -298,7 +299,7 @@ func untracedNote(s runtime.Summary) string {
 	if !s.SidecarUntraced || s.Attribution.Works == 0 {
 		return ""
 	}
-	why := "" // a program's Config.Propagator, not the environment
+	why := "" // a program's Config.Telemetry.Propagator, not the environment
 	if v := os.Getenv(otelsetup.EnvPropagators); v != "" {
 		why = " (" + otelsetup.EnvPropagators + "=" + v + ")"
 	}

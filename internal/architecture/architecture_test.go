@@ -427,6 +427,27 @@ func TestNothingImportsPrograms(t *testing.T) {
 // TestLibrariesPullNoSDK: `go list -deps ./ipc ./chunking ./telemetry`
 // (and of the lean programs: a task host of one's own) lists no
 // OpenTelemetry SDK or exporter, Prometheus client or profiler.
+// sdkAsSink are packages that may link the SDK through otelsetup but name
+// no SDK type themselves: the SDK is one source and sink of spans among
+// others (telemetry/otelsetup adapts it), not a path through the unit.
+var sdkAsSink = []string{"runtime", "telemetry/attribution"}
+
+// TestSDKIsOneSink: the runtime and the attribution import no package of
+// the OTel SDK or its exporters directly.
+func TestSDKIsOneSink(t *testing.T) {
+	var args []string
+	for _, l := range sdkAsSink {
+		args = append(args, "./"+l)
+	}
+	for _, p := range goList(t, args...) {
+		for _, imp := range p.Imports {
+			if notInLibrary.MatchString(imp) {
+				t.Errorf("%s imports %s: take spans through telemetry/spans (Source, Exporter, Sampler) and let otelsetup adapt the SDK", p.ImportPath, imp)
+			}
+		}
+	}
+}
+
 func TestLibrariesPullNoSDK(t *testing.T) {
 	var args []string
 	for _, l := range append(slices.Clone(libraries), leanPrograms...) {

@@ -284,7 +284,7 @@ func openSession(ctx context.Context, cfg Config, side Side, index int) (*sessio
 	if tel.SDKDisabled() {
 		return s, fmt.Errorf("ab: %s=true leaves attribution no spans to compare", otelsetup.EnvSDKDisabled)
 	}
-	rcfg := runtime.Config{Settings: set, Scenario: sc.Name, Logger: cfg.Logger, HostArgv: cfg.HostArgv,
+	rcfg := runtime.Config{Settings: set, Scenario: sc.Name, Logger: cfg.Logger, Hosts: runtime.HostsConfig{Argv: cfg.HostArgv},
 		OnResult: func(runtime.Result) {
 			<-s.slots
 			s.block.Done()

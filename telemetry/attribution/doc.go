@@ -7,8 +7,8 @@
 //
 // # Input
 //
-// Spans from any source: a span processor or recorder in process (FromSDK,
-// FromSDKSpan), or OTLP JSON trace files written by amdahl or by the
+// Spans from any source, in package spans' model: a span processor or
+// recorder in process (otelsetup.SpanOf, SpansOf), or OTLP JSON trace files written by amdahl or by the
 // OpenTelemetry Collector's file exporter (ReadFile, Read; package spans' ReadOTLPJSON:
 // streamed, one line or many of any length, compact spans with interned
 // strings). A unit of work is a unit span with no unit span above it, and

@@ -1,8 +1,6 @@
 package attribution
 
 import (
-	sdktrace "go.opentelemetry.io/otel/sdk/trace"
-
 	"github.com/amdahl-rt/amdahl/telemetry/spans"
 )
 
@@ -40,37 +38,4 @@ func keyOf(s *Span) Key {
 		return Key{}
 	}
 	return Key{Component: s.Component, Phase: s.Phase, Direction: s.Direction, Op: s.Op}
-}
-
-// FromSDK converts spans recorded in process (otelsetup.Recorder, or a span
-// processor's OnEnd). All of them are of this process (Process 0); spans
-// synthesised from another process's timings carry amdahl.remote=true.
-func FromSDK(in []sdktrace.ReadOnlySpan) []Span {
-	out := make([]Span, 0, len(in))
-	for _, s := range in {
-		out = append(out, FromSDKSpan(s))
-	}
-	return out
-}
-
-// FromSDKSpan converts one span recorded in process.
-func FromSDKSpan(s sdktrace.ReadOnlySpan) Span {
-	sc := s.SpanContext()
-	sp := Span{
-		TraceID: TraceID(sc.TraceID()),
-		SpanID:  SpanID(sc.SpanID()),
-		Name:    s.Name(),
-		// Wall clock only: spans synthesised from another process's timings
-		// have no monotonic reading.
-		Start: s.StartTime().UnixNano(),
-		End:   s.EndTime().UnixNano(),
-		Kind:  SpanKind(s.SpanKind()),
-	}
-	if p := s.Parent(); p.IsValid() {
-		sp.ParentID = SpanID(p.SpanID())
-	}
-	for _, kv := range s.Attributes() {
-		sp.SetAttribute(kv)
-	}
-	return sp
 }

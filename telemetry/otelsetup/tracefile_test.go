@@ -379,7 +379,7 @@ func TestTraceFileAttribution(t *testing.T) {
 	if err := tel.Shutdown(ctx); err != nil {
 		t.Fatal(err)
 	}
-	want := attribution.FromSDK(tel.Recorder().Spans())
+	want := SpansOf(tel.Recorder().Spans())
 	f, err := os.Open(path)
 	if err != nil {
 		t.Fatal(err)

@@ -1,7 +1,7 @@
 // Command parent runs a few units of work on task hosts that are the
 // program examples/custom-taskhost (a task host of one's own, built
 // separately): it starts a runtime.Runtime whose hosts are that binary
-// (Config.HostArgv), submits one unit of work per document for the task
+// (Config.Hosts.Argv), submits one unit of work per document for the task
 // "example.wordcount", and prints each task's outputs and where the time
 // went.
 //
@@ -71,7 +71,7 @@ func parent(ctx context.Context, host string, stdout io.Writer) error {
 	results := map[int]runtime.Result{}
 	cfg := runtime.Config{
 		Settings: set, Scenario: "custom-taskhost",
-		HostArgv: []string{host},
+		Hosts:    runtime.HostsConfig{Argv: []string{host}},
 		OnResult: func(r runtime.Result) { mu.Lock(); results[r.Seq] = r; mu.Unlock() },
 	}
 	r, err := runtime.New(ctx, cfg)
