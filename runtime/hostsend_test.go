@@ -61,7 +61,7 @@ func testOneViewOfTheHostSend(t *testing.T, units int, otlp bool) {
 	cfg := testConfig(t, testSettings(t), nil)
 	cfg.UseTelemetry(tel)
 	if otlp {
-		cfg.HostEnv = append(cfg.HostEnv, otelsetup.EnvOTLPEndpoint+"="+col.addr)
+		cfg.Hosts.Env = append(cfg.Hosts.Env, otelsetup.EnvOTLPEndpoint+"="+col.addr)
 	}
 	sum, err := Run(ctx, cfg, sc)
 	if err != nil {
