@@ -58,29 +58,32 @@ type Span struct {
 	// Component is amdahl.component (ipc, chunking, taskhost, runtime,
 	// sidecar); "" when absent.
 	Component string
+	// Op is the row's operation when a rule set other than amdahl's gave
+	// the row ("GET /items", "orders.Store/Put"); "" for amdahl's rows.
+	Op string
+	// Process identifies the process (the OTLP resource) that reported the
+	// span: equal values are one process, 0 is unknown. A span whose
+	// Process differs from its parent's is a far-side span, like Remote.
+	Process uint32
 	// Phase is 0 for spans that are not phases (amdahl.work, gRPC spans).
 	Phase     telemetry.Phase
 	Direction telemetry.Direction
 	// Remote is amdahl.remote=true: the span was measured in another
 	// process and placed in this trace by the parent (see Process).
 	Remote bool
-	// Process identifies the process (the OTLP resource) that reported the
-	// span: equal values are one process, 0 is unknown. A span whose
-	// Process differs from its parent's is a far-side span, like Remote.
-	Process uint32
 	// Failed is amdahl.outcome other than "ok" (on roots: a unit that
 	// failed or was cancelled).
 	Failed bool
 	// Kind is the span's OTLP kind (KindUnspecified when not known).
 	Kind SpanKind
-	// Op is the row's operation when a rule set other than amdahl's gave
-	// the row ("GET /items", "orders.Store/Put"); "" for amdahl's rows.
-	Op string
 	// Selected marks a span chosen as a unit of work by a unit selector
 	// (Rules); the attribution's unit mode says whether it is read.
 	Selected bool
 	// flags: flagSemconv, flagBeyond.
 	flags uint8
+	// The fields are in this order so that the one-byte ones share one
+	// word after Process: a reader holds a span per span of its input
+	// (TestSpanSize).
 }
 
 // SpanKind is OTLP's span kind (SPAN_KIND_INTERNAL…), by its number.
