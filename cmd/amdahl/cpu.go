@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -98,7 +99,10 @@ const (
 // ran but no sample caught (the Go runtime's sysmon thread, on which the
 // profiler arms no timer; each thread's sampling error). Without a window
 // for every profile it is one part; without processes only what the
-// windows tell.
+// windows tell. (not sampled) can come out a little below zero: a
+// sampled thread's count can exceed its CPU by up to one period, most
+// visibly in a small, mostly idle task host; it is shown as it is, so
+// that the parts still add up to the processes' CPU.
 func unprofiled(an *profiles.Analysis, processes time.Duration) []attribution.CPUPart {
 	var parts []attribution.CPUPart
 	add := func(name string, d time.Duration) {
@@ -125,12 +129,17 @@ func unprofiled(an *profiles.Analysis, processes time.Duration) []attribution.CP
 const maxSummaryFile = 16 << 20
 
 // runProcessesCPU is the processes' CPU time that the run which wrote the
-// --out directory dir recorded in its summary.json, or 0 when it has none
-// (or more than maxSummaryFile bytes of it).
-func runProcessesCPU(dir string) time.Duration {
-	f, err := os.Open(filepath.Join(dir, "summary.json"))
+// --out directory dir recorded in its summary.json: 0 with no error when
+// it has none (a run of an older amdahl, or not a run directory), an error
+// when the file is over maxSummaryFile bytes or not a summary.
+func runProcessesCPU(dir string) (time.Duration, error) {
+	path := filepath.Join(dir, "summary.json")
+	f, err := os.Open(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return 0, nil
+	}
 	if err != nil {
-		return 0
+		return 0, err
 	}
 	defer f.Close()
 	var s struct {
@@ -140,10 +149,23 @@ func runProcessesCPU(dir string) time.Duration {
 			} `json:"cpu"`
 		} `json:"attribution"`
 	}
-	if err := json.NewDecoder(io.LimitReader(f, maxSummaryFile)).Decode(&s); err != nil || s.Attribution.CPU == nil {
-		return 0
+	b, err := io.ReadAll(io.LimitReader(f, maxSummaryFile+1))
+	if err != nil {
+		return 0, fmt.Errorf("read %s: %w", path, err)
 	}
-	return s.Attribution.CPU.Processes
+	if len(b) > maxSummaryFile {
+		return 0, fmt.Errorf("%s: over %d MiB (a run's summary is a few tens of KiB)", path, maxSummaryFile>>20)
+	}
+	if err := json.Unmarshal(b, &s); err != nil {
+		return 0, fmt.Errorf("%s: %w", path, err)
+	}
+	if s.Attribution.CPU == nil {
+		return 0, nil
+	}
+	if s.Attribution.CPU.Processes < 0 {
+		return 0, fmt.Errorf("%s: attribution.cpu.processes_ns is negative (%d)", path, s.Attribution.CPU.Processes)
+	}
+	return s.Attribution.CPU.Processes, nil
 }
 
 // processesCPU is the CPU time this process and its children waited for

@@ -152,7 +152,11 @@ func (r reportRun) reportOne(cmd *cobra.Command, cand attribution.Side, cacc *at
 	byPhase := r.f.by == "phase"
 	rep := cacc.Report(byPhase)
 	if cpuDir != "" {
-		if err := addCPU(&rep, cpuDir, byPhase, runProcessesCPU(cpuDir)); err != nil {
+		procs, err := runProcessesCPU(cpuDir)
+		if err == nil {
+			err = addCPU(&rep, cpuDir, byPhase, procs)
+		}
+		if err != nil {
 			fmt.Fprintf(cmd.ErrOrStderr(), "amdahl report: no CPU per row: %v\n", err)
 		}
 	}

@@ -27,10 +27,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/google/pprof/profile"
 
@@ -138,6 +140,8 @@ func Analyze(dir string, alloc bool, n int) (*Analysis, error) {
 		if !alloc {
 			w, err := proccpu.ReadWindow(filepath.Join(filepath.Dir(f), proccpu.WindowFile))
 			switch {
+			case err == nil && w.Stop > math.MaxInt64-an.Window.Stop:
+				return nil, fmt.Errorf("profiles: %s: the CPU windows of the profiles add up past %v", f, time.Duration(math.MaxInt64))
 			case err == nil:
 				an.Window.Start += w.Start
 				an.Window.Stop += w.Stop
