@@ -44,7 +44,7 @@ func Read(r io.Reader, name string, lim Limits, in *Interner, fn func(Work)) (Di
 // ReadFile is the package's ReadFile with in's units, rows and bounds.
 func (inp Input) ReadFile(path string, in *Interner, fn func(Work)) (Diagnostics, error) {
 	var r io.Reader = os.Stdin
-	hint := 0
+	var size int64 // of a regular file; 0: unknown
 	if path != "-" {
 		f, err := os.Open(path)
 		if err != nil {
@@ -53,17 +53,10 @@ func (inp Input) ReadFile(path string, in *Interner, fn func(Work)) (Diagnostics
 		defer f.Close()
 		r = f
 		if st, err := f.Stat(); err == nil && st.Mode().IsRegular() {
-			// OTLP JSON spends about 450 bytes or more per span; capacity the
-			// spans never reach costs address space, not memory, and
-			// spares the copies of a growing slice.
-			maxSpans := int64(inp.Limits.MaxSpans)
-			if maxSpans <= 0 {
-				maxSpans = spans.DefaultMaxSpans
-			}
-			hint = int(min(st.Size()/448, maxSpans))
+			size = st.Size()
 		}
 	}
-	return inp.read(r, path, in, fn, hint)
+	return inp.read(r, path, in, fn, size)
 }
 
 // Read is ReadFile for a reader; name is used in errors.
@@ -71,7 +64,18 @@ func (inp Input) Read(r io.Reader, name string, in *Interner, fn func(Work)) (Di
 	return inp.read(r, name, in, fn, 0)
 }
 
-func (inp Input) read(r io.Reader, name string, in *Interner, fn func(Work), hint int) (Diagnostics, error) {
+// firstSpans is the capacity a reader of a file of known size starts
+// with: enough spans to tell the file's bytes per span.
+const firstSpans = 1 << 14
+
+// read reads r, of size bytes when known (a regular file; 0 otherwise).
+// With the size, the spans' slice grows once, when its first firstSpans
+// are full, to the file's spans as the bytes read so far project them
+// (and 1/16 more): OTLP JSON spends from about 400 bytes a span (the
+// conventions' short spans) to 600 (amdahl's), and capacity allocated
+// counts toward the heap the garbage collector lets grow to twice the
+// live one, touched or not.
+func (inp Input) read(r io.Reader, name string, in *Interner, fn func(Work), size int64) (Diagnostics, error) {
 	if in == nil {
 		in = &Interner{}
 	}
@@ -89,12 +93,37 @@ func (inp Input) read(r io.Reader, name string, in *Interner, fn func(Work), hin
 	if inp.Units == UnitsSelected {
 		sel = inp.Select
 	}
-	all := make([]Span, 0, hint)
+	var all []Span
+	cr := &countingReader{r: r}
+	if size > 0 {
+		all = make([]Span, 0, firstSpans)
+		r = cr
+	}
+	maxSpans := int64(inp.Limits.MaxSpans)
+	if maxSpans <= 0 {
+		maxSpans = spans.DefaultMaxSpans
+	}
 	works := 0
 	rules := countingRules{SpanRules: NewSpanRules(rows, sel, in)}
 	err := spans.ReadOTLPJSON(r, name, inp.Limits, in, &rules, func(s Span) error {
 		if s.Name == telemetry.SpanWork {
 			works++
+		}
+		if len(all) == firstSpans && cap(all) == firstSpans && size > 0 && cr.n > 0 {
+			// The reader reads ahead of the spans it has handed over: by
+			// its buffer, or by a whole resource's spans when the
+			// resource comes after them. Past 1 KiB a span the bytes
+			// read say nothing; 448 a span (about the shortest spans')
+			// stands in.
+			per := cr.n / firstSpans
+			if per > 1024 {
+				per = 448
+			}
+			want := min(size/max(per, 1), maxSpans)
+			want += want / 16
+			if want > firstSpans {
+				all = append(make([]Span, 0, want), all...)
+			}
 		}
 		all = append(all, s)
 		return nil
@@ -128,6 +157,18 @@ func (inp Input) read(r io.Reader, name string, in *Interner, fn func(Work), hin
 		return d, noUnits(name, len(all), mode, d)
 	}
 	return d, nil
+}
+
+// countingReader counts the bytes read through it.
+type countingReader struct {
+	r io.Reader
+	n int64
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n += int64(n)
+	return n, err
 }
 
 // countingRules are rules that count the spans with amdahl's attributes.
