@@ -35,7 +35,8 @@ type accountingTracer struct {
 	provider trace.TracerProvider // an *accountingProvider or *exportingProvider
 	col      *collector
 	// With export (an exportingProvider's tracers), every span is also
-	// handed whole to export.proc, under the tracer's scope.
+	// handed whole to export.exp (a spans.Exporter) as a spans.Record,
+	// under the tracer's scope.
 	export  *spanExport
 	scope   spans.Scope
 	sampler spans.Sampler // Config.Telemetry.Sampler; nil samples every root
