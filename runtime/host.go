@@ -71,73 +71,20 @@ type host struct {
 // startHost spawns a task host and runs the handshake. On error nothing is
 // left running.
 func startHost(ctx context.Context, id int, cfg *hostConfig) (*host, error) {
-	if len(cfg.argv) == 0 {
-		return nil, errors.New("start task host: no program configured")
-	}
-	cmd := exec.Command(cfg.argv[0], cfg.argv[1:]...)
-	cmd.Env = append(hostEnviron(os.Environ(), cfg.env), "AMDAHL_HOST_ID="+fmt.Sprint(id))
-	if cfg.profileDir != "" {
-		dir := filepath.Join(cfg.profileDir, fmt.Sprintf("host-%d", id))
-		if err := os.MkdirAll(dir, 0o755); err != nil {
-			return nil, fmt.Errorf("start task host %d: profile dir: %w", id, err)
-		}
-		cmd.Env = append(cmd.Env, EnvHostProfileDir+"="+dir)
-	}
-	// Its own process group: a terminal's Ctrl-C (SIGINT to the
-	// foreground group) reaches the parent, which drains and then shuts
-	// the hosts down, not the hosts themselves; and stop can signal the
-	// host's own children with it. Pdeathsig: the host gets SIGKILL if
-	// the parent dies. (Linux sends it when the thread that forked exits,
-	// golang/go#27505; Go exits threads rarely, and only locked ones.)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-
-	var connect func(context.Context, ...ipc.Option) (*ipc.Conn, error)
-	var closeChild, closeAll func() error
-	switch cfg.transport {
-	case Pipes:
-		pp, err := ipc.NewPipePair()
-		if err != nil {
-			return nil, fmt.Errorf("start task host %d: %w", id, err)
-		}
-		cmd.ExtraFiles = pp.ChildFiles()
-		cmd.Env = append(cmd.Env, pp.ChildEnv(3)...)
-		connect, closeChild, closeAll = pp.Connect, pp.CloseChild, pp.Close
-	default:
-		pair, err := ipc.NewPair()
-		if err != nil {
-			return nil, fmt.Errorf("start task host %d: %w", id, err)
-		}
-		cmd.ExtraFiles = []*os.File{pair.ChildFile()}
-		cmd.Env = append(cmd.Env, pair.ChildEnv(3)...)
-		connect, closeChild, closeAll = pair.Connect, pair.CloseChild, pair.Close
-	}
-	// Our own pipes for the child's stdout and stderr, drained into the log:
-	// the child never inherits the parent's (possibly captured) outputs, and
-	// a full pipe never blocks it.
-	outR, outW, err := os.Pipe()
+	cmd, err := hostCommand(id, cfg)
 	if err != nil {
-		_ = closeAll()
-		return nil, fmt.Errorf("start task host %d: stdout pipe: %w", id, err)
+		return nil, err
 	}
-	errR, errW, err := os.Pipe()
+	ch, err := attachChannel(cmd, id, cfg.transport)
 	if err != nil {
-		_ = closeAll()
-		outR.Close()
-		outW.Close()
-		return nil, fmt.Errorf("start task host %d: stderr pipe: %w", id, err)
+		return nil, err
 	}
-	cmd.Stdout, cmd.Stderr = outW, errW
-	if err := cmd.Start(); err != nil {
-		_ = closeAll()
-		outR.Close()
-		outW.Close()
-		errR.Close()
-		errW.Close()
+	outR, errR, err := startWithOutputs(cmd)
+	if err != nil {
+		_ = ch.closeAll()
 		return nil, fmt.Errorf("start task host %d (%s): %w", id, cfg.argv[0], err)
 	}
-	outW.Close()
-	errW.Close()
-	_ = closeChild()
+	_ = ch.closeChild()
 
 	h := &host{
 		id: id, pid: cmd.Process.Pid, cmd: cmd, cfg: cfg,
@@ -158,7 +105,7 @@ func startHost(ctx context.Context, id int, cfg *hostConfig) (*host, error) {
 		close(h.exited)
 	}()
 
-	conn, err := connect(ctx, cfg.ipcOpts...)
+	conn, err := ch.connect(ctx, cfg.ipcOpts...)
 	if err != nil {
 		h.kill()
 		<-h.exited
@@ -171,6 +118,90 @@ func startHost(ctx context.Context, id int, cfg *hostConfig) (*host, error) {
 	go h.readLoop()
 	h.log.Debug("runtime: task host started", "transport", cfg.transport)
 	return h, nil
+}
+
+// hostCommand is task host id's command: its program, its environment
+// (hostEnviron, its id, its profile directory) and its process attributes.
+func hostCommand(id int, cfg *hostConfig) (*exec.Cmd, error) {
+	if len(cfg.argv) == 0 {
+		return nil, errors.New("start task host: no program configured")
+	}
+	cmd := exec.Command(cfg.argv[0], cfg.argv[1:]...)
+	cmd.Env = append(hostEnviron(os.Environ(), cfg.env), "AMDAHL_HOST_ID="+fmt.Sprint(id))
+	if cfg.profileDir != "" {
+		dir := filepath.Join(cfg.profileDir, fmt.Sprintf("host-%d", id))
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return nil, fmt.Errorf("start task host %d: profile dir: %w", id, err)
+		}
+		cmd.Env = append(cmd.Env, EnvHostProfileDir+"="+dir)
+	}
+	// Its own process group: a terminal's Ctrl-C (SIGINT to the
+	// foreground group) reaches the parent, which drains and then shuts
+	// the hosts down, not the hosts themselves; and stop can signal the
+	// host's own children with it. Pdeathsig: the host gets SIGKILL if
+	// the parent dies. (Linux sends it when the thread that forked exits,
+	// golang/go#27505; Go exits threads rarely, and only locked ones.)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	return cmd, nil
+}
+
+// hostChannel is the parent's side of a task host's connection before the
+// handshake: connect runs it, closeChild closes the child's ends once the
+// child holds them, closeAll closes everything.
+type hostChannel struct {
+	connect              func(context.Context, ...ipc.Option) (*ipc.Conn, error)
+	closeChild, closeAll func() error
+}
+
+// attachChannel makes task host id's connection over transport and hands
+// the child its ends (cmd's ExtraFiles, from fd 3, and the environment
+// that names them).
+func attachChannel(cmd *exec.Cmd, id int, transport Transport) (hostChannel, error) {
+	switch transport {
+	case Pipes:
+		pp, err := ipc.NewPipePair()
+		if err != nil {
+			return hostChannel{}, fmt.Errorf("start task host %d: %w", id, err)
+		}
+		cmd.ExtraFiles = pp.ChildFiles()
+		cmd.Env = append(cmd.Env, pp.ChildEnv(3)...)
+		return hostChannel{pp.Connect, pp.CloseChild, pp.Close}, nil
+	default:
+		pair, err := ipc.NewPair()
+		if err != nil {
+			return hostChannel{}, fmt.Errorf("start task host %d: %w", id, err)
+		}
+		cmd.ExtraFiles = []*os.File{pair.ChildFile()}
+		cmd.Env = append(cmd.Env, pair.ChildEnv(3)...)
+		return hostChannel{pair.Connect, pair.CloseChild, pair.Close}, nil
+	}
+}
+
+// startWithOutputs starts cmd with pipes of its own for the child's stdout
+// and stderr, to be drained into the log (the child never inherits the
+// parent's, possibly captured, outputs, and a full pipe never blocks it),
+// and returns their read ends. On error nothing of it is left open.
+func startWithOutputs(cmd *exec.Cmd) (outR, errR *os.File, err error) {
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		return nil, nil, fmt.Errorf("stdout pipe: %w", err)
+	}
+	errR, errW, err := os.Pipe()
+	if err != nil {
+		outR.Close()
+		outW.Close()
+		return nil, nil, fmt.Errorf("stderr pipe: %w", err)
+	}
+	cmd.Stdout, cmd.Stderr = outW, errW
+	err = cmd.Start()
+	outW.Close()
+	errW.Close()
+	if err != nil {
+		outR.Close()
+		errR.Close()
+		return nil, nil, err
+	}
+	return outR, errR, nil
 }
 
 // hostEnviron returns a task host's environment: the parent's (environ),
