@@ -2,6 +2,7 @@ package attribution
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"reflect"
 	"slices"
 	"testing"
@@ -114,11 +115,16 @@ func TestAccumulatorKeySets(t *testing.T) {
 	}
 	var mixed Accumulator
 	want := map[Key]time.Duration{}
-	for i := range 10 * len(sets) {
-		keys := sets[(i*7)%len(sets)] // not in the sets' order
+	// Random order: a set comes back while it is still among the last
+	// four (a hit, moved to the front from any place) and after it has
+	// been evicted (a miss reusing the least recent set's room).
+	rng := rand.New(rand.NewPCG(1, 2))
+	const units = 40 * 6
+	for i := range units {
+		keys := sets[rng.IntN(len(sets))]
 		w := Work{Root: Span{Start: 0, End: int64(100 * time.Microsecond)}}
 		for j, k := range keys {
-			d := time.Duration(60 * (1000*(i+1) + j)) // a whole number of ns per unit of the 60
+			d := time.Duration(units * (1000*(i+1) + j)) // a whole number of ns per unit
 			w.Stats = append(w.Stats, KeyStat{Key: k, Critical: d, Count: 1})
 			want[k] += d
 		}
