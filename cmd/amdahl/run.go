@@ -132,6 +132,7 @@ func runRun(ctx context.Context, cmd *cobra.Command, f runFlags) error {
 	}
 	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
 
+	setRunMemoryBudget(set)
 	cfg := runtime.Config{Settings: set, Scenario: sc.Name, Logger: logger, ByPhase: f.by == "phase",
 		Hosts:   runtime.HostsConfig{Argv: f.hostArgv},
 		Sidecar: runtime.SidecarConfig{Addr: f.sidecar, Credentials: sidecarCreds, Token: sidecarToken}}

@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime/debug"
 	"strings"
 	"sync"
 	"syscall"
@@ -46,6 +47,13 @@ func runCLIEnv(t *testing.T, env map[string]string, args ...string) (code int, s
 			os.Unsetenv(k)
 		}
 	}
+	// amdahl run sets the process's memory limit and GC percent
+	// (setRunMemoryBudget); the test process goes back to its own after.
+	limit, percent := gcSettings()
+	defer func() {
+		debug.SetMemoryLimit(limit)
+		debug.SetGCPercent(percent)
+	}()
 	var out, errb bytes.Buffer
 	code = run(context.Background(), args, &out, &errb)
 	return code, out.String(), errb.String()
