@@ -252,9 +252,12 @@ func BenchmarkRun(b *testing.B) {
 // BenchmarkUnitTelemetry measures what telemetry costs the parent per
 // task unit, outside any process: the spans of one unit of the taskhost
 // shape (amdahl.work, runtime.dispatch and runtime.queue, runtime.host,
-// the ipc phases of both directions, the host's four phases from its
-// reply) made with the Components the runtime uses, and the unit's
-// accounting (collector, critical path), waited for every 256 units.
+// the ipc phases of both directions, the host's phases from its reply)
+// made with the Components the runtime uses, and the unit's accounting
+// (collector, critical path), waited for every 256 units. The host's
+// phases are five: its receive, deserialize, execute and serialize, and
+// the send of its reply, which a host stamps into the reply of a sampled
+// request; the parent's receive of the reply begins during that send.
 // cpu-ns/op is the process's CPU time per unit (every goroutine's, the
 // accounting's and the GC's included): the cost, where ns/op is the wall
 // time of two goroutines that may overlap or wait for each other.
@@ -339,22 +342,27 @@ func BenchmarkUnitTelemetry(b *testing.B) {
 					ps := ipcComp.StartLeaf(hctx, p, telemetry.Request)
 					ps.EndWith(telemetry.AttrBytes.Int(100))
 				}
+				// As recordUnits: the host's five phases one after another,
+				// the parent's receive from the middle of the host's send.
 				now := time.Now()
-				for _, p := range []telemetry.Phase{telemetry.Receive, telemetry.Deserialize} {
-					ipcComp.RecordSpan(hctx, p, telemetry.Reply, now, now.Add(time.Microsecond), telemetry.AttrBytes.Int(100))
+				recv := now.Add(4*time.Microsecond + time.Microsecond/2)
+				for k, p := range []telemetry.Phase{telemetry.Receive, telemetry.Deserialize} {
+					at := recv.Add(time.Duration(k) * time.Microsecond)
+					ipcComp.RecordSpan(hctx, p, telemetry.Reply, at, at.Add(time.Microsecond), telemetry.AttrBytes.Int(100))
 				}
 				host := hs.SpanContext()
-				var spans [4]attribution.Span
-				for i, p := range []telemetry.Phase{telemetry.Receive, telemetry.Deserialize, telemetry.Execute, telemetry.Serialize} {
+				var spans [taskproto.NumTimings]attribution.Span
+				for i, p := range []telemetry.Phase{telemetry.Receive, telemetry.Deserialize, telemetry.Execute, telemetry.Serialize, telemetry.Send} {
 					d := telemetry.Request
 					switch p {
 					case telemetry.Execute:
 						d = telemetry.None
-					case telemetry.Serialize:
+					case telemetry.Serialize, telemetry.Send:
 						d = telemetry.Reply
 					}
+					st := now.UnixNano() + int64(i)*1000
 					spans[i] = attribution.Span{TraceID: attribution.TraceID(host.TraceID()), SpanID: c.newSpanID(), ParentID: attribution.SpanID(host.SpanID()),
-						Name: hostComp.SpanName(p, d), Component: "taskhost", Start: now.UnixNano(), End: now.UnixNano() + 1000, Phase: p, Direction: d, Remote: true}
+						Name: hostComp.SpanName(p, d), Component: "taskhost", Start: st, End: st + 1000, Phase: p, Direction: d, Remote: true}
 				}
 				_, unit, _, _ := parentOf(hctx)
 				c.add(unit, host.TraceID(), spans[:])
@@ -391,14 +399,21 @@ func recordUnits(b *testing.B, c *collector, own *accountingProvider, rt, ipcCom
 		for _, p := range []telemetry.Phase{telemetry.Serialize, telemetry.Send} {
 			ipcComp.StartLeaf(hctx, p, telemetry.Request).End()
 		}
+		// The host's five timings one after another (the send of its
+		// reply stamped into it, as for a sampled request), and the
+		// parent's receive of the reply, which begins once the frame's
+		// header has arrived: during the host's send.
 		now := time.Now()
-		for _, p := range []telemetry.Phase{telemetry.Receive, telemetry.Deserialize} {
-			ipcComp.RecordSpan(hctx, p, telemetry.Reply, now, now.Add(time.Microsecond))
-		}
 		timings := [taskproto.NumTimings]taskproto.Timing{{Phase: telemetry.Receive, Direction: telemetry.Request},
-			{Phase: telemetry.Deserialize, Direction: telemetry.Request}, {Phase: telemetry.Execute}, {Phase: telemetry.Serialize, Direction: telemetry.Reply}}
+			{Phase: telemetry.Deserialize, Direction: telemetry.Request}, {Phase: telemetry.Execute},
+			{Phase: telemetry.Serialize, Direction: telemetry.Reply}, {Phase: telemetry.Send, Direction: telemetry.Reply}}
 		for k := range timings {
-			timings[k].Start, timings[k].End = now, now.Add(time.Microsecond)
+			timings[k].Start, timings[k].End = now.Add(time.Duration(k)*time.Microsecond), now.Add(time.Duration(k+1)*time.Microsecond)
+		}
+		recv := now.Add(4*time.Microsecond + time.Microsecond/2)
+		for k, p := range []telemetry.Phase{telemetry.Receive, telemetry.Deserialize} {
+			at := recv.Add(time.Duration(k) * time.Microsecond)
+			ipcComp.RecordSpan(hctx, p, telemetry.Reply, at, at.Add(time.Microsecond))
 		}
 		u.rec.hostPhases(hostComp, timings[:])
 		hs.End()
