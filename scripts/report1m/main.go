@@ -178,16 +178,7 @@ func write(path string, units, perLine int) (int64, error) {
 			w.WriteString("]}]}]}\n")
 		}
 	}
-	if err := w.Flush(); err != nil {
-		f.Close()
-		return 0, err
-	}
-	st, err := f.Stat()
-	if err != nil {
-		f.Close()
-		return 0, err
-	}
-	return st.Size(), f.Close()
+	return finish(f, w)
 }
 
 // writeSemconv writes units units of work of three services (frontend,
@@ -265,6 +256,11 @@ func writeSemconv(path string, units, perLine int) (int64, error) {
 			w.WriteString("]}\n")
 		}
 	}
+	return finish(f, w)
+}
+
+// finish flushes w to f, closes f and returns the file's size.
+func finish(f *os.File, w *bufio.Writer) (int64, error) {
 	if err := w.Flush(); err != nil {
 		f.Close()
 		return 0, err
