@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/amdahl-rt/amdahl/collector/internal/otlpfile"
 	"github.com/open-telemetry/opentelemetry-collector-contrib/connector/spanmetricsconnector"
 	"go.opentelemetry.io/collector/connector"
 	"go.opentelemetry.io/collector/connector/connectortest"
@@ -84,19 +85,7 @@ func semconvTraces(n int) ptrace.Traces {
 // that each pass is new traces to the connector (not late spans).
 func retrace(batches []ptrace.Traces, gen uint32) {
 	for _, td := range batches {
-		rss := td.ResourceSpans()
-		for i := 0; i < rss.Len(); i++ {
-			sss := rss.At(i).ScopeSpans()
-			for j := 0; j < sss.Len(); j++ {
-				ss := sss.At(j).Spans()
-				for k := 0; k < ss.Len(); k++ {
-					s := ss.At(k)
-					id := s.TraceID()
-					id[12], id[13], id[14], id[15] = byte(gen>>24), byte(gen>>16), byte(gen>>8), byte(gen)
-					s.SetTraceID(id)
-				}
-			}
-		}
+		otlpfile.Retrace(td, gen)
 	}
 }
 

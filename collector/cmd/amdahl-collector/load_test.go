@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"go.opentelemetry.io/collector/pdata/ptrace"
+	"github.com/amdahl-rt/amdahl/collector/internal/otlpfile"
 	"go.opentelemetry.io/collector/pdata/ptrace/ptraceotlp"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
@@ -89,7 +89,7 @@ func TestLoad(t *testing.T) {
 		}
 		gen++
 		for _, td := range input {
-			retraceAll(td, gen)
+			otlpfile.Retrace(td, gen)
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			_, err := client.Export(ctx, ptraceotlp.NewExportRequestFromTraces(td))
 			cancel()
@@ -115,23 +115,6 @@ func TestLoad(t *testing.T) {
 	for _, bad := range []string{"otelcol_connector_amdahl_spans_refused", "otelcol_connector_amdahl_traces_evicted", "otelcol_connector_amdahl_spans_late"} {
 		if strings.Contains(metrics, bad) {
 			t.Errorf("the connector counted %s", bad)
-		}
-	}
-}
-
-// retraceAll gives td's spans trace ids of generation gen.
-func retraceAll(td ptrace.Traces, gen uint32) {
-	rss := td.ResourceSpans()
-	for i := 0; i < rss.Len(); i++ {
-		sss := rss.At(i).ScopeSpans()
-		for j := 0; j < sss.Len(); j++ {
-			ss := sss.At(j).Spans()
-			for k := 0; k < ss.Len(); k++ {
-				s := ss.At(k)
-				id := s.TraceID()
-				id[12], id[13], id[14], id[15] = byte(gen>>24), byte(gen>>16), byte(gen>>8), byte(gen)
-				s.SetTraceID(id)
-			}
 		}
 	}
 }
