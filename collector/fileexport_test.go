@@ -14,6 +14,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/ptrace"
 
 	"github.com/amdahl-rt/amdahl/telemetry/attribution"
+	"github.com/amdahl-rt/amdahl/telemetry/spans"
 )
 
 // shopTraces is n checkouts of three services as otelhttp records them:
@@ -83,7 +84,7 @@ func TestFileExporterFraming(t *testing.T) {
 		t.Fatal(err)
 	}
 	var acc attribution.Accumulator
-	d, err := attribution.ReadFile(path, attribution.Limits{}, nil, acc.Add) // units and rows "auto"
+	d, err := attribution.ReadFile(path, spans.Limits{}, nil, acc.Add) // units and rows "auto"
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/amdahl-rt/amdahl/runtime/ab"
 	"github.com/amdahl-rt/amdahl/telemetry/attribution"
+	"github.com/amdahl-rt/amdahl/telemetry/spans"
 )
 
 func TestABEndToEnd(t *testing.T) {
@@ -91,7 +92,7 @@ func checkTurns(t *testing.T, dir string) {
 	}
 	var starts []start
 	for _, side := range []string{"baseline", "candidate"} {
-		if _, err := attribution.ReadFile(filepath.Join(dir, side+"-1/trace.jsonl"), attribution.Limits{}, nil, func(w attribution.Work) {
+		if _, err := attribution.ReadFile(filepath.Join(dir, side+"-1/trace.jsonl"), spans.Limits{}, nil, func(w attribution.Work) {
 			starts = append(starts, start{w.Root.Start, side})
 		}); err != nil {
 			t.Fatal(err)

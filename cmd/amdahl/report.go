@@ -13,6 +13,7 @@ import (
 	"github.com/amdahl-rt/amdahl/internal/report/htmlreport"
 	"github.com/amdahl-rt/amdahl/runtime"
 	"github.com/amdahl-rt/amdahl/telemetry/attribution"
+	"github.com/amdahl-rt/amdahl/telemetry/spans"
 	"github.com/spf13/cobra"
 )
 
@@ -106,7 +107,7 @@ func runReport(cmd *cobra.Command, args []string, f reportFlags) error {
 	if err != nil {
 		return err
 	}
-	inp.Limits = attribution.Limits{MaxSpans: f.maxSpans}
+	inp.Limits = spans.Limits{MaxSpans: f.maxSpans}
 	factors := map[string]float64{}
 	for _, w := range f.whatif {
 		sel, fac, err := attribution.ParseWhatIf(w)
@@ -120,7 +121,7 @@ func runReport(cmd *cobra.Command, args []string, f reportFlags) error {
 	}
 	// A run --out directory stands for its trace.jsonl; with one such set,
 	// its CPU profiles give each row's CPU.
-	r := reportRun{f: f, inp: inp, in: &attribution.Interner{}, factors: factors}
+	r := reportRun{f: f, inp: inp, in: &spans.Interner{}, factors: factors}
 	var cpuDir string
 	r.files, cpuDir = runDirs(args)
 	if f.htmlOut != "" {
@@ -140,7 +141,7 @@ func runReport(cmd *cobra.Command, args []string, f reportFlags) error {
 type reportRun struct {
 	f        reportFlags
 	inp      attribution.Input
-	in       *attribution.Interner
+	in       *spans.Interner
 	factors  map[string]float64 // --whatif
 	files    []string           // the candidate's trace files
 	cfl, bfl *attribution.Flame // report.html's critical paths (nil without --html)
@@ -259,7 +260,7 @@ type compareJSON struct {
 // baseline's, for the replay). With warmup, the first fraction of each
 // file's units (by start) is left out, as amdahl ab does.
 // fl, when not nil, also gets every unit (for report.html).
-func readSide(paths []string, inp attribution.Input, in *attribution.Interner, keep, nodes bool, warmup float64, fl *attribution.Flame) (attribution.Side, *attribution.Accumulator, error) {
+func readSide(paths []string, inp attribution.Input, in *spans.Interner, keep, nodes bool, warmup float64, fl *attribution.Flame) (attribution.Side, *attribution.Accumulator, error) {
 	var side attribution.Side
 	acc := &attribution.Accumulator{}
 	for _, p := range paths {

@@ -7,14 +7,14 @@ import (
 	"unsafe"
 
 	"github.com/amdahl-rt/amdahl/telemetry"
-	"github.com/amdahl-rt/amdahl/telemetry/attribution"
+	"github.com/amdahl-rt/amdahl/telemetry/spans"
 )
 
 // Memory accounted per span held, per unit root and per trace, for
 // max_bytes: the span as held (its strings are interned and shared), a
 // root's unitInfo, and a trace's state with its map entry.
 const (
-	spanBytes  = int(unsafe.Sizeof(attribution.Span{}))
+	spanBytes  = int(unsafe.Sizeof(spans.Span{}))
 	rootBytes  = int(unsafe.Sizeof(rootInfo{}))
 	traceBytes = int(unsafe.Sizeof(traceState{})) + 64
 )
@@ -43,8 +43,8 @@ const (
 
 // traceState is one trace held until its units can be attributed.
 type traceState struct {
-	id    attribution.TraceID
-	spans []attribution.Span
+	id    spans.TraceID
+	spans []spans.Span
 	slab  *spanSlab // the pooled holder of spans' array (tracePool)
 	// roots are the unitInfos of its unit roots (spanMeta.root), in
 	// arrival order.
@@ -67,7 +67,7 @@ type traceState struct {
 
 // rootInfo is the unitInfo of the root span id.
 type rootInfo struct {
-	id   attribution.SpanID
+	id   spans.SpanID
 	info unitInfo
 }
 
@@ -76,7 +76,7 @@ func (t *traceState) rooted() bool { return !t.deadline.IsZero() }
 
 // info returns the unitInfo of root span id (the last to arrive of
 // duplicates), or nil.
-func (t *traceState) info(id attribution.SpanID) *unitInfo {
+func (t *traceState) info(id spans.SpanID) *unitInfo {
 	for i := len(t.roots) - 1; i >= 0; i-- {
 		if t.roots[i].id == id {
 			return &t.roots[i].info
@@ -99,7 +99,7 @@ type tracePool struct {
 
 // spanSlab holds a span slice in a pool (a pointer, so that putting one
 // allocates nothing).
-type spanSlab struct{ spans []attribution.Span }
+type spanSlab struct{ spans []spans.Span }
 
 // Span slice classes: minClassSpans << class spans, class < numSpanClasses
 // (8 … 1024); larger slices are made and let go as they come.
@@ -137,7 +137,7 @@ func (tp *tracePool) grow(t *traceState) {
 		slab, _ = tp.slabs[c].Get().(*spanSlab)
 	}
 	if slab == nil {
-		slab = &spanSlab{spans: make([]attribution.Span, 0, want)}
+		slab = &spanSlab{spans: make([]spans.Span, 0, want)}
 	}
 	slab.spans = append(slab.spans, t.spans...)
 	tp.putSlab(t.slab, t.spans)
@@ -146,7 +146,7 @@ func (tp *tracePool) grow(t *traceState) {
 
 // putSlab returns slab, whose slice is now spans, to its class; nothing
 // may use either any more.
-func (tp *tracePool) putSlab(slab *spanSlab, spans []attribution.Span) {
+func (tp *tracePool) putSlab(slab *spanSlab, spans []spans.Span) {
 	if slab == nil {
 		return
 	}
@@ -175,7 +175,7 @@ func (tp *tracePool) put(t *traceState) {
 // (the trace got a later deadline, or is gone) are skipped.
 type deadlineEntry struct {
 	at time.Time
-	id attribution.TraceID
+	id spans.TraceID
 }
 
 // buffer holds traces under the bounds of a Config. It is not safe for
@@ -183,7 +183,7 @@ type deadlineEntry struct {
 type buffer struct {
 	cfg *Config
 
-	traces     map[attribution.TraceID]*traceState
+	traces     map[spans.TraceID]*traceState
 	head, tail *traceState // oldest, newest
 	last       *traceState // the trace of the last span added, if held
 	spans      int
@@ -221,7 +221,7 @@ func (c *bufferCounts) empty() bool {
 }
 
 func newBuffer(cfg *Config, pool *tracePool) *buffer {
-	b := &buffer{cfg: cfg, traces: map[attribution.TraceID]*traceState{}, done: newDoneSet(cfg.DoneTraces),
+	b := &buffer{cfg: cfg, traces: map[spans.TraceID]*traceState{}, done: newDoneSet(cfg.DoneTraces),
 		amdahlServices: map[string]struct{}{}, pool: pool}
 	b.counts.reset()
 	return b
@@ -231,7 +231,7 @@ func newBuffer(cfg *Config, pool *tracePool) *buffer {
 // with its metadata and, for a root, its unitInfo. A span of a trace
 // already attributed or dropped is counted as late; one past
 // max_spans_per_trace drops its trace.
-func (b *buffer) add(s *attribution.Span, m spanMeta, info *unitInfo, now time.Time) {
+func (b *buffer) add(s *spans.Span, m spanMeta, info *unitInfo, now time.Time) {
 	t := b.last // the spans of a batch come mostly trace by trace
 	if t == nil || t.id != s.TraceID {
 		t = b.traces[s.TraceID]
@@ -400,7 +400,7 @@ func (b *buffer) unlink(t *traceState) {
 // one cache miss where a map's groups cost more). The table grows with
 // the ids held, to at most four slots an id.
 type doneSet struct {
-	ring []attribution.TraceID
+	ring []spans.TraceID
 	next int
 	full bool
 
@@ -411,7 +411,7 @@ type doneSet struct {
 
 // doneSlot is one slot of doneSet's table.
 type doneSlot struct {
-	id    attribution.TraceID
+	id    spans.TraceID
 	state uint8 // slotEmpty, slotDone or slotDropped
 }
 
@@ -425,15 +425,15 @@ const (
 const minDoneSlots = 1024
 
 func newDoneSet(n int) doneSet {
-	return doneSet{ring: make([]attribution.TraceID, n), slots: make([]doneSlot, minDoneSlots), seed: maphash.MakeSeed()}
+	return doneSet{ring: make([]spans.TraceID, n), slots: make([]doneSlot, minDoneSlots), seed: maphash.MakeSeed()}
 }
 
-func (d *doneSet) home(id attribution.TraceID) int {
+func (d *doneSet) home(id spans.TraceID) int {
 	return int(maphash.Comparable(d.seed, id) & uint64(len(d.slots)-1))
 }
 
 // find returns id's slot, or the empty slot where it would go.
-func (d *doneSet) find(id attribution.TraceID) int {
+func (d *doneSet) find(id spans.TraceID) int {
 	mask := len(d.slots) - 1
 	i := d.home(id)
 	for d.slots[i].state != slotEmpty && d.slots[i].id != id {
@@ -443,12 +443,12 @@ func (d *doneSet) find(id attribution.TraceID) int {
 }
 
 // get reports whether id is done, and if so whether it was dropped.
-func (d *doneSet) get(id attribution.TraceID) (dropped, ok bool) {
+func (d *doneSet) get(id spans.TraceID) (dropped, ok bool) {
 	sl := &d.slots[d.find(id)]
 	return sl.state == slotDropped, sl.state != slotEmpty
 }
 
-func (d *doneSet) add(id attribution.TraceID, dropped bool) {
+func (d *doneSet) add(id spans.TraceID, dropped bool) {
 	state := slotDone
 	if dropped {
 		state = slotDropped
@@ -474,7 +474,7 @@ func (d *doneSet) add(id attribution.TraceID, dropped bool) {
 
 // remove empties id's slot and shifts back the slots after it that
 // probed past it, so that every id stays reachable from its home slot.
-func (d *doneSet) remove(id attribution.TraceID) {
+func (d *doneSet) remove(id spans.TraceID) {
 	mask := len(d.slots) - 1
 	i := d.find(id)
 	if d.slots[i].state == slotEmpty {

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/amdahl-rt/amdahl/telemetry/attribution"
+	"github.com/amdahl-rt/amdahl/telemetry/spans"
 )
 
 // TestSpanRoomFollowsTraceSize: a trace's span slice, recycled from
@@ -19,11 +19,11 @@ func TestSpanRoomFollowsTraceSize(t *testing.T) {
 	b := newBuffer(cfg, &pool)
 	now := time.Unix(1_800_000_000, 0)
 	id := uint32(0)
-	addTrace := func(spans int) *traceState {
+	addTrace := func(n int) *traceState {
 		id++
-		tid := attribution.TraceID{0: byte(id >> 24), 1: byte(id >> 16), 2: byte(id >> 8), 3: byte(id)}
-		for k := range spans {
-			s := attribution.Span{TraceID: tid, SpanID: attribution.SpanID{0: 1, 7: byte(k), 6: byte(k >> 8)}, Start: 1, End: 2}
+		tid := spans.TraceID{0: byte(id >> 24), 1: byte(id >> 16), 2: byte(id >> 8), 3: byte(id)}
+		for k := range n {
+			s := spans.Span{TraceID: tid, SpanID: spans.SpanID{0: 1, 7: byte(k), 6: byte(k >> 8)}, Start: 1, End: 2}
 			b.add(&s, spanMeta{info: -1}, nil, now)
 		}
 		return b.traces[tid]
@@ -52,13 +52,13 @@ func TestSpanRoomFollowsTraceSize(t *testing.T) {
 func TestDoneSet(t *testing.T) {
 	const n = 300
 	d := newDoneSet(n)
-	want := map[attribution.TraceID]bool{}
-	var order []attribution.TraceID
+	want := map[spans.TraceID]bool{}
+	var order []spans.TraceID
 	rng := rand.New(rand.NewPCG(1, 2))
-	id := func() attribution.TraceID {
+	id := func() spans.TraceID {
 		// Few distinct ids, so that re-adds and lookups of held ids are common.
 		v := rng.Uint64N(3 * n)
-		return attribution.TraceID{0: byte(v), 1: byte(v >> 8), 15: 7}
+		return spans.TraceID{0: byte(v), 1: byte(v >> 8), 15: 7}
 	}
 	for step := range 50_000 {
 		x, dropped := id(), rng.IntN(2) == 0

@@ -20,6 +20,7 @@ import (
 	"github.com/amdahl-rt/amdahl/collector/amdahlconnector/internal/metadata"
 	"github.com/amdahl-rt/amdahl/telemetry"
 	"github.com/amdahl-rt/amdahl/telemetry/attribution"
+	"github.com/amdahl-rt/amdahl/telemetry/spans"
 )
 
 // amdahlConnector holds traces until their units can be attributed,
@@ -33,7 +34,7 @@ type amdahlConnector struct {
 	health *health
 	now    func() time.Time
 
-	in attribution.Interner
+	in spans.Interner
 	// The rules of Config.Units and Config.Rows; converters (each with
 	// its rules' scratch) are pooled across ConsumeTraces calls.
 	units      attribution.UnitMode
@@ -233,7 +234,7 @@ func (c *amdahlConnector) attribute(due []*traceState) {
 	var (
 		none unitInfo
 		cur  *traceState
-		at   map[attribution.SpanID]*unitInfo // cur's roots, when many
+		at   map[spans.SpanID]*unitInfo // cur's roots, when many
 	)
 	add := func(w attribution.Work) {
 		var u *unitInfo
@@ -258,7 +259,7 @@ func (c *amdahlConnector) attribute(due []*traceState) {
 		}
 		cur, at = t, nil
 		if len(t.roots) > maxLinearRoots {
-			at = make(map[attribution.SpanID]*unitInfo, len(t.roots))
+			at = make(map[spans.SpanID]*unitInfo, len(t.roots))
 			for i := range t.roots {
 				at[t.roots[i].id] = &t.roots[i].info
 			}

@@ -23,6 +23,7 @@ import (
 	"github.com/amdahl-rt/amdahl/collector/internal/otlpfile"
 	"github.com/amdahl-rt/amdahl/telemetry"
 	"github.com/amdahl-rt/amdahl/telemetry/attribution"
+	"github.com/amdahl-rt/amdahl/telemetry/spans"
 )
 
 // mixedFile is a trace file of `amdahl run --scenario mixed` (200 units,
@@ -53,7 +54,7 @@ func reportOf(t testing.TB, path string) attribution.Report {
 		t.Fatal(err)
 	}
 	var acc attribution.Accumulator
-	d, err := attribution.Read(zr, path, attribution.Limits{}, nil, acc.Add)
+	d, err := attribution.Read(zr, path, spans.Limits{}, nil, acc.Add)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/amdahl-rt/amdahl/telemetry"
 	"github.com/amdahl-rt/amdahl/telemetry/attribution"
+	"github.com/amdahl-rt/amdahl/telemetry/spans"
 )
 
 // Resource attribute keys the connector reads.
@@ -36,7 +37,7 @@ type unitInfo struct {
 }
 
 // spanMeta is what the buffer needs of a converted span besides its
-// attribution.Span.
+// spans.Span.
 type spanMeta struct {
 	root   bool  // a unit root (amdahl.work, selected) or a trace root (no parent)
 	amdahl bool  // the span or its resource carries an amdahl row attribute
@@ -47,7 +48,7 @@ type spanMeta struct {
 // ConsumeTraces call at a time: the spans it converts and its scratch are
 // its own, reused from call to call (the connector pools converters).
 type converter struct {
-	in      *attribution.Interner
+	in      *spans.Interner
 	variant []string
 	rules   *attribution.SpanRules
 	selects bool           // a unit selector may select any span
@@ -61,7 +62,7 @@ type converter struct {
 
 	// The spans of one ConsumeTraces call, their metadata and their
 	// roots' unitInfos (spanMeta.info).
-	spans []attribution.Span
+	spans []spans.Span
 	meta  []spanMeta
 	infos []unitInfo
 
@@ -75,7 +76,7 @@ type converter struct {
 // larger batch's buffers are let go.
 const maxPooledSpans = 1 << 16
 
-func newConverter(in *attribution.Interner, variant []string, rows *attribution.Rows, sel *attribution.Matcher) *converter {
+func newConverter(in *spans.Interner, variant []string, rows *attribution.Rows, sel *attribution.Matcher) *converter {
 	cv := &converter{in: in, variant: variant, rules: attribution.NewSpanRules(rows, sel, in), keyAt: map[string]int{}, selects: sel != nil}
 	for i, k := range cv.rules.Keys() {
 		cv.keyAt[k] = i
@@ -148,7 +149,7 @@ type resourceState struct {
 // service.instance.id, host.name, process.pid) give equal numbers in every
 // collector instance, so spans of one process that arrive in several
 // batches, or through several tier-1 collectors, are one process; 0 when
-// the resource has none of them (unknown, as in attribution.Span).
+// the resource has none of them (unknown, as in spans.Span).
 func processOf(attrs pcommon.Map) uint32 {
 	h := fnv.New64a()
 	known := false
@@ -226,15 +227,15 @@ func (cv *converter) resource(rs ptrace.ResourceSpans) {
 // span converts one span of the current resource into cv.spans.
 func (cv *converter) span(sp ptrace.Span) {
 	st := &cv.res
-	cv.spans = append(cv.spans, attribution.Span{
-		TraceID:  attribution.TraceID(sp.TraceID()),
-		SpanID:   attribution.SpanID(sp.SpanID()),
-		ParentID: attribution.SpanID(sp.ParentSpanID()),
+	cv.spans = append(cv.spans, spans.Span{
+		TraceID:  spans.TraceID(sp.TraceID()),
+		SpanID:   spans.SpanID(sp.SpanID()),
+		ParentID: spans.SpanID(sp.ParentSpanID()),
 		Start:    int64(sp.StartTimestamp()),
 		End:      int64(sp.EndTimestamp()),
 		Name:     cv.intern(sp.Name()),
 		Process:  st.process,
-		Kind:     attribution.SpanKind(sp.Kind()), // OTLP's numbering both
+		Kind:     spans.SpanKind(sp.Kind()), // OTLP's numbering both
 	})
 	s := &cv.spans[len(cv.spans)-1]
 	clear(cv.vals)

@@ -7,6 +7,7 @@ import (
 
 	"github.com/amdahl-rt/amdahl/telemetry"
 	"github.com/amdahl-rt/amdahl/telemetry/attribution"
+	"github.com/amdahl-rt/amdahl/telemetry/spans"
 )
 
 // TestGapsBounded: past maxGaps distinct gaps, further ones are recorded
@@ -18,7 +19,7 @@ func TestGapsBounded(t *testing.T) {
 	const distinct = maxGaps + 44
 	for i := range distinct {
 		w := attribution.Work{
-			Root: attribution.Span{Start: 0, End: 10},
+			Root: spans.Span{Start: 0, End: 10},
 			Stats: []attribution.KeyStat{
 				{Key: attribution.Key{Component: "ipc", Phase: telemetry.Send, Direction: telemetry.Request}, Critical: 4},
 				{Key: attribution.Key{Gap: true, Component: "g" + strconv.Itoa(i), Op: attribution.GapEnd}, Critical: 6},
@@ -56,7 +57,7 @@ func TestGapsBounded(t *testing.T) {
 	cfg.MaxSeries = 10
 	a = newAggregator(cfg, "test", time.Unix(0, 0))
 	for i := range 20 {
-		a.add(attribution.Work{Root: attribution.Span{End: 10}, Stats: []attribution.KeyStat{
+		a.add(attribution.Work{Root: spans.Span{End: 10}, Stats: []attribution.KeyStat{
 			{Key: attribution.Key{Gap: true, Component: attribution.GapStart, Op: "r" + strconv.Itoa(i)}, Critical: 10},
 		}}, &unitInfo{})
 	}

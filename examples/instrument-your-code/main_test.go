@@ -10,6 +10,7 @@ import (
 
 	"github.com/amdahl-rt/amdahl/telemetry"
 	"github.com/amdahl-rt/amdahl/telemetry/attribution"
+	"github.com/amdahl-rt/amdahl/telemetry/spans"
 	"go.uber.org/goleak"
 )
 
@@ -39,7 +40,7 @@ func TestExample(t *testing.T) {
 	}
 
 	var acc attribution.Accumulator
-	diag, err := attribution.ReadFile(path, attribution.Limits{}, nil, acc.Add)
+	diag, err := attribution.ReadFile(path, spans.Limits{}, nil, acc.Add)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -99,7 +99,7 @@ var allowed = map[string][]string{
 	// The report page: the run's profiles, and report.html of attribution's
 	// results.
 	"internal/report/profiles":   {"telemetry", "internal/proccpu"},
-	"internal/report/htmlreport": {"telemetry", "telemetry/attribution", "internal/outfile"},
+	"internal/report/htmlreport": {"telemetry", "telemetry/attribution", "telemetry/spans", "internal/outfile"},
 
 	// The host that ties it together.
 	"runtime/scenario": {"internal/bytesize"},

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/amdahl-rt/amdahl/telemetry/spans"
 )
 
 // TestSomebodyElsesTraces: traces of services instrumented only with the
@@ -199,7 +201,7 @@ func TestSumsAtTheBound(t *testing.T) {
 	n := int(math.MaxInt64/int64(day)) + 10
 	k := Key{Component: "ipc", Phase: 4}
 	for range n {
-		acc.Add(Work{Root: Span{Start: t0, End: t0 + int64(day)},
+		acc.Add(Work{Root: spans.Span{Start: t0, End: t0 + int64(day)},
 			Stats: []KeyStat{{Key: k, Critical: day / 2, Naive: day / 2, Count: 1}, {Critical: day / 2}}})
 	}
 	rep := acc.Report(false)
@@ -234,7 +236,7 @@ func TestAmdahlTraceGolden(t *testing.T) {
 				t.Fatal(err)
 			}
 			var acc Accumulator
-			d, err := Read(z, name, Limits{}, nil, acc.Add)
+			d, err := Read(z, name, spans.Limits{}, nil, acc.Add)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -401,7 +403,7 @@ func TestGapsNamed(t *testing.T) {
 func TestVerdictNamesMovedGaps(t *testing.T) {
 	side := func(late float64) Side {
 		var works []Work
-		_, err := Read(strings.NewReader(string(gapUnits(30, func(i int) float64 { return late + 0.01*float64(i%5) }))), "t", Limits{}, nil,
+		_, err := Read(strings.NewReader(string(gapUnits(30, func(i int) float64 { return late + 0.01*float64(i%5) }))), "t", spans.Limits{}, nil,
 			func(w Work) { works = append(works, w) })
 		if err != nil {
 			t.Fatal(err)

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/amdahl-rt/amdahl/telemetry"
+	"github.com/amdahl-rt/amdahl/telemetry/spans"
 )
 
 const t0 = int64(1_700_000_000_000_000_000)
@@ -28,21 +29,21 @@ type sp struct {
 	remote     bool
 }
 
-func traceID(name string) TraceID {
+func traceID(name string) spans.TraceID {
 	h := sha256.Sum256([]byte("trace/" + name))
-	return TraceID(h[:16])
+	return spans.TraceID(h[:16])
 }
 
-func spanID(trace, name string) SpanID {
+func spanID(trace, name string) spans.SpanID {
 	if name == "" {
-		return SpanID{}
+		return spans.SpanID{}
 	}
 	h := sha256.Sum256([]byte(trace + "/" + name))
-	return SpanID(h[:8])
+	return spans.SpanID(h[:8])
 }
 
-func build(trace string, in []sp) []Span {
-	var out []Span
+func build(trace string, in []sp) []spans.Span {
+	var out []spans.Span
 	for _, s := range in {
 		name, comp := "x."+s.phase.String(), "x"
 		if s.remote {
@@ -51,7 +52,7 @@ func build(trace string, in []sp) []Span {
 		if s.id == "w" || strings.HasPrefix(s.id, "work") {
 			name, comp = telemetry.SpanWork, ""
 		}
-		out = append(out, Span{TraceID: traceID(trace), SpanID: spanID(trace, s.id), ParentID: spanID(trace, s.parent),
+		out = append(out, spans.Span{TraceID: traceID(trace), SpanID: spanID(trace, s.id), ParentID: spanID(trace, s.parent),
 			Name: name, Component: comp, Start: ms(s.start), End: ms(s.end), Phase: s.phase, Direction: s.dir, Remote: s.remote})
 	}
 	return out
@@ -64,7 +65,7 @@ func key(p telemetry.Phase, d telemetry.Direction) Key {
 	return Key{Component: "x", Phase: p, Direction: d}
 }
 
-func one(t *testing.T, spans []Span) (Work, Diagnostics) {
+func one(t *testing.T, spans []spans.Span) (Work, Diagnostics) {
 	t.Helper()
 	works, d := Trees(spans)
 	if len(works) != 1 {
@@ -270,7 +271,7 @@ func TestRobustInput(t *testing.T) {
 // serializes and sends, the far side receives, deserializes, executes and
 // serializes its reply, the near side receives and deserializes it. The
 // far side's spans are shifted by skew ms (its clock).
-func hop(trace string, skew float64) []Span {
+func hop(trace string, skew float64) []spans.Span {
 	f := func(a float64) float64 { return a + skew }
 	return build(trace, []sp{
 		{"w", "", 0, 0, 0, 20, false},

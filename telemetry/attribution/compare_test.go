@@ -8,10 +8,12 @@ import (
 	"math/rand/v2"
 	"strings"
 	"testing"
+
+	"github.com/amdahl-rt/amdahl/telemetry/spans"
 )
 
 // serialUnit is a unit whose phases run one after another (ms).
-func serialUnit(trace string, dispatch, ser, send, exec float64) []Span {
+func serialUnit(trace string, dispatch, ser, send, exec float64) []spans.Span {
 	a, b, c := dispatch, dispatch+ser, dispatch+ser+send
 	return build(trace, []sp{
 		{"w", "", 0, 0, 0, c + exec, false},
@@ -22,7 +24,7 @@ func serialUnit(trace string, dispatch, ser, send, exec float64) []Span {
 	})
 }
 
-func sideOf(t *testing.T, runs ...[]Span) Side {
+func sideOf(t *testing.T, runs ...[]spans.Span) Side {
 	t.Helper()
 	var s Side
 	for _, r := range runs {
@@ -48,7 +50,7 @@ func row(t *testing.T, c Comparison, name string) CompareRow {
 // e2e, and they disagree — the verdict names dispatch.
 func TestCompareTargetFasterOtherSlower(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
-	var base, cand []Span
+	var base, cand []spans.Span
 	for i := range 200 {
 		j := 1 + 0.1*rng.NormFloat64()
 		base = append(base, serialUnit(fmt.Sprint("b", i), 10*j, 5, 40*j, 45)...)
@@ -95,7 +97,7 @@ func TestCompareTargetFasterOtherSlower(t *testing.T) {
 // half the e2e, but halving it leaves the other phase critical. The replay
 // predicts what is measured.
 func TestReplayCatchesOverlap(t *testing.T) {
-	var base, cand []Span
+	var base, cand []spans.Span
 	for i := range 50 {
 		base = append(base, build(fmt.Sprint("b", i), []sp{{"w", "", 0, 0, 0, 100, false}, {"t", "w", Se, req, 0, 100, false}, {"u", "w", E, 0, 0, 95, false}})...)
 		cand = append(cand, build(fmt.Sprint("c", i), []sp{{"w", "", 0, 0, 0, 95, false}, {"t", "w", Se, req, 0, 50, false}, {"u", "w", E, 0, 0, 95, false}})...)
@@ -141,11 +143,11 @@ func TestCompareRowOnOneSide(t *testing.T) {
 
 // simulate draws n units of serial phases with log-normal durations; the
 // candidate's send is scaled by sendScale. Returns the true e2e gain.
-func simulate(rng *rand.Rand, name string, n int, sendScale float64) []Span {
+func simulate(rng *rand.Rand, name string, n int, sendScale float64) []spans.Span {
 	ln := func(mean, sigma float64) float64 {
 		return mean * math.Exp(sigma*rng.NormFloat64()-sigma*sigma/2)
 	}
-	var out []Span
+	var out []spans.Span
 	for i := range n {
 		out = append(out, serialUnit(fmt.Sprint(name, i), ln(5, 0.5), ln(1, 0.3), ln(3, 0.6)*sendScale, ln(4, 0.4))...)
 	}
@@ -196,7 +198,7 @@ func TestBootstrapCoverage(t *testing.T) {
 // shift common to all of a run's units widens the interval.
 func TestCompareOverRuns(t *testing.T) {
 	rng := rand.New(rand.NewPCG(5, 6))
-	var b, c []Span
+	var b, c []spans.Span
 	var bs, cs Side
 	for r := range 4 {
 		b = simulate(rng, fmt.Sprint("b", r, "-"), 100, 1)
@@ -222,7 +224,7 @@ func TestPairedRunsCancelDrift(t *testing.T) {
 	for r := range 6 {
 		drift := 1 + 0.3*float64(r) // the machine gets slower
 		for i, s := range []*Side{&bs, &cs} {
-			var spans []Span
+			var spans []spans.Span
 			for u := range 100 {
 				j := drift * (1 + 0.05*rng.NormFloat64())
 				spans = append(spans, serialUnit(fmt.Sprint("r", r, "s", i, "u", u), 5*j, 1*j, 3*j, 4*j)...)
@@ -253,7 +255,7 @@ func TestPairedRunsCancelDrift(t *testing.T) {
 // it is Σ q·r exactly; where the row overlaps a longer one, the replay sees
 // that speeding it up moves nothing.
 func TestWhatIf(t *testing.T) {
-	var serial, overlap []Span
+	var serial, overlap []spans.Span
 	for i := range 20 {
 		serial = append(serial, serialUnit(fmt.Sprint("s", i), 10, 5, 40, 45)...)
 		overlap = append(overlap, build(fmt.Sprint("o", i), []sp{{"w", "", 0, 0, 0, 100, false}, {"t", "w", Se, req, 0, 100, false}, {"u", "w", E, 0, 0, 95, false}})...)
@@ -292,8 +294,8 @@ func TestWhatIf(t *testing.T) {
 // share is 0 too.
 func TestCausalWeight(t *testing.T) {
 	rng := rand.New(rand.NewPCG(11, 12))
-	mk := func(name string, extra float64) []Span {
-		var out []Span
+	mk := func(name string, extra float64) []spans.Span {
+		var out []spans.Span
 		for i := range 100 {
 			j := 1 + 0.1*rng.NormFloat64()
 			out = append(out, build(fmt.Sprint(name, i), []sp{{"w", "", 0, 0, 0, 10*j + extra, false},
@@ -312,8 +314,8 @@ func TestCausalWeight(t *testing.T) {
 	}
 	// Deserialize (0–2 ms, beside the 4 ms send) made 1 ms longer moves
 	// nothing — but in mk the send moved too; measure it alone.
-	mk2 := func(name string, extra float64) []Span {
-		var out []Span
+	mk2 := func(name string, extra float64) []spans.Span {
+		var out []spans.Span
 		for i := range 100 {
 			j := 1 + 0.1*rng.NormFloat64()
 			out = append(out, build(fmt.Sprint(name, i), []sp{{"w", "", 0, 0, 0, 10 * j, false},
@@ -353,7 +355,7 @@ func pairedSim(rng *rand.Rand, pairs, units int, sendScale float64) (Side, Side)
 				scale = sendScale
 			}
 			own := machine * ln(0.03)
-			var spans []Span
+			var spans []spans.Span
 			for u := range units {
 				j := own * size[u] * ln(0.2)
 				spans = append(spans, serialUnit(fmt.Sprint("p", p, "s", i, "u", u), 5*j, 1*j, 3*j*scale, 4*j)...)

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/amdahl-rt/amdahl/telemetry"
+	"github.com/amdahl-rt/amdahl/telemetry/spans"
 )
 
 // Key identifies a row: a component's phase and direction
@@ -25,6 +26,15 @@ type Key struct {
 	// rows named Component (its start's: "start" for the unit's) and Op
 	// (its end's: "end"). Gaps are parts of "other", not rows.
 	Gap bool
+}
+
+// keyOf returns the row s belongs to: component, phase and direction (and
+// the operation a rule gave it); the zero Key when s is not a phase.
+func keyOf(s *spans.Span) Key {
+	if !s.Phase.Valid() && s.Op == "" {
+		return Key{}
+	}
+	return Key{Component: s.Component, Phase: s.Phase, Direction: s.Direction, Op: s.Op}
 }
 
 // Gap ends at the unit's edges.
@@ -110,7 +120,7 @@ type KeyStat struct {
 
 // Work is the attribution of one unit of work.
 type Work struct {
-	Root Span
+	Root spans.Span
 	// Stats holds one entry per row present in the unit, sorted by key;
 	// their Critical times add up to the root's duration exactly.
 	Stats []KeyStat

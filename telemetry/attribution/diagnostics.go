@@ -3,6 +3,8 @@ package attribution
 import (
 	"math"
 	"time"
+
+	"github.com/amdahl-rt/amdahl/telemetry/spans"
 )
 
 // Diagnostics counts what the input held besides clean trees. Every count
@@ -118,7 +120,7 @@ const (
 )
 
 // badTime says what is wrong with s's times, or timeOK.
-func badTime(s *Span, bound int64) uint8 {
+func badTime(s *spans.Span, bound int64) uint8 {
 	switch {
 	case s.Beyond() || s.Start >= maxTime || s.End >= maxTime:
 		return timeBeyond

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/amdahl-rt/amdahl/telemetry"
+	"github.com/amdahl-rt/amdahl/telemetry/spans"
 )
 
 // flat lists a graph's frames as "stack self critical" lines, stacks
@@ -133,7 +134,7 @@ func TestFlameBoundedFrames(t *testing.T) {
 	// c<i>.receive; past MaxFrames the new stacks fold into what exists.
 	for i := 0; i < MaxFrames; i++ {
 		c := fmt.Sprint("c", i)
-		spans := []Span{
+		spans := []spans.Span{
 			{TraceID: traceID(c), SpanID: spanID(c, "w"), Name: telemetry.SpanWork, Start: ms(0), End: ms(10)},
 			{TraceID: traceID(c), SpanID: spanID(c, "a"), ParentID: spanID(c, "w"), Component: c, Phase: Se, Direction: req, Start: ms(0), End: ms(10)},
 			{TraceID: traceID(c), SpanID: spanID(c, "b"), ParentID: spanID(c, "a"), Component: c, Phase: R, Direction: req, Start: ms(2), End: ms(8)},
@@ -274,7 +275,7 @@ func BenchmarkFlameAdd(b *testing.B) {
 //	go test -run '^$' -bench AccountUnit -count 5 ./telemetry/attribution/
 func BenchmarkAccountUnit(b *testing.B) {
 	rng := rand.New(rand.NewPCG(9, 10))
-	var units [][]Span
+	var units [][]spans.Span
 	for n := range 256 {
 		spans := []sp{{"w", "", 0, 0, 0, 100, false}, {"d", "w", D, 0, 0, 30, false}, {"q", "d", telemetry.Queue, 0, 0, 25, false},
 			{"h", "w", 0, 0, 30, 96, false},

@@ -5,6 +5,8 @@ import (
 	"math"
 	"math/rand/v2"
 	"testing"
+
+	"github.com/amdahl-rt/amdahl/telemetry/spans"
 )
 
 func TestStudentQuantile(t *testing.T) {
@@ -37,7 +39,7 @@ func TestFewPairsCoverage(t *testing.T) {
 			drift := math.Exp(0.3 * rng.NormFloat64())
 			for i, side := range []*Side{&bs, &cs} {
 				run := math.Exp(0.1 * rng.NormFloat64()) // the run's own conditions
-				var spans []Span
+				var spans []spans.Span
 				for u := range 30 {
 					j := drift * run * math.Exp(0.2*rng.NormFloat64())
 					spans = append(spans, serialUnit(fmt.Sprint(s, "/", r, "/", i, "/", u), 5*j, 1*j, 3*j, 4*j)...)

@@ -14,7 +14,7 @@ import (
 // The zero value reads as amdahl report does by default: units and rows
 // "auto", the default Limits, spans up to 24 h.
 type Input struct {
-	Limits Limits
+	Limits spans.Limits
 	// Units says which spans are units of work; Select is the selector
 	// of UnitsSelected.
 	Units  UnitMode
@@ -32,17 +32,17 @@ type Input struct {
 // (one line or many, of any length) and keeps only compact spans until
 // the units are built; fn may keep a unit or fold it into an Accumulator.
 // A file with no unit of work is an error.
-func ReadFile(path string, lim Limits, in *Interner, fn func(Work)) (Diagnostics, error) {
+func ReadFile(path string, lim spans.Limits, in *spans.Interner, fn func(Work)) (Diagnostics, error) {
 	return Input{Limits: lim}.ReadFile(path, in, fn)
 }
 
 // Read is ReadFile for a reader; name is used in errors.
-func Read(r io.Reader, name string, lim Limits, in *Interner, fn func(Work)) (Diagnostics, error) {
+func Read(r io.Reader, name string, lim spans.Limits, in *spans.Interner, fn func(Work)) (Diagnostics, error) {
 	return Input{Limits: lim}.Read(r, name, in, fn)
 }
 
 // ReadFile is the package's ReadFile with in's units, rows and bounds.
-func (inp Input) ReadFile(path string, in *Interner, fn func(Work)) (Diagnostics, error) {
+func (inp Input) ReadFile(path string, in *spans.Interner, fn func(Work)) (Diagnostics, error) {
 	var r io.Reader = os.Stdin
 	var size int64 // of a regular file; 0: unknown
 	if path != "-" {
@@ -60,7 +60,7 @@ func (inp Input) ReadFile(path string, in *Interner, fn func(Work)) (Diagnostics
 }
 
 // Read is ReadFile for a reader; name is used in errors.
-func (inp Input) Read(r io.Reader, name string, in *Interner, fn func(Work)) (Diagnostics, error) {
+func (inp Input) Read(r io.Reader, name string, in *spans.Interner, fn func(Work)) (Diagnostics, error) {
 	return inp.read(r, name, in, fn, 0)
 }
 
@@ -75,9 +75,9 @@ const firstSpans = 1 << 14
 // conventions' short spans) to 600 (amdahl's), and capacity allocated
 // counts toward the heap the garbage collector lets grow to twice the
 // live one, touched or not.
-func (inp Input) read(r io.Reader, name string, in *Interner, fn func(Work), size int64) (Diagnostics, error) {
+func (inp Input) read(r io.Reader, name string, in *spans.Interner, fn func(Work), size int64) (Diagnostics, error) {
 	if in == nil {
-		in = &Interner{}
+		in = &spans.Interner{}
 	}
 	if inp.MaxSpanDuration < 0 || inp.MaxSpanDuration > MaxMaxSpanDuration {
 		return Diagnostics{}, fmt.Errorf("%s: longest span %v: want 0 (24h) to %v", name, inp.MaxSpanDuration, MaxMaxSpanDuration)
@@ -93,10 +93,10 @@ func (inp Input) read(r io.Reader, name string, in *Interner, fn func(Work), siz
 	if inp.Units == UnitsSelected {
 		sel = inp.Select
 	}
-	var all []Span
+	var all []spans.Span
 	cr := &countingReader{r: r}
 	if size > 0 {
-		all = make([]Span, 0, firstSpans)
+		all = make([]spans.Span, 0, firstSpans)
 		r = cr
 	}
 	maxSpans := int64(inp.Limits.MaxSpans)
@@ -105,7 +105,7 @@ func (inp Input) read(r io.Reader, name string, in *Interner, fn func(Work), siz
 	}
 	works := 0
 	rules := countingRules{SpanRules: NewSpanRules(rows, sel, in)}
-	err := spans.ReadOTLPJSON(r, name, inp.Limits, in, &rules, func(s Span) error {
+	err := spans.ReadOTLPJSON(r, name, inp.Limits, in, &rules, func(s spans.Span) error {
 		if s.Name == telemetry.SpanWork {
 			works++
 		}
@@ -122,7 +122,7 @@ func (inp Input) read(r io.Reader, name string, in *Interner, fn func(Work), siz
 			want := min(size/max(per, 1), maxSpans)
 			want += want / 16
 			if want > firstSpans {
-				all = append(make([]Span, 0, want), all...)
+				all = append(make([]spans.Span, 0, want), all...)
 			}
 		}
 		all = append(all, s)
@@ -177,7 +177,7 @@ type countingRules struct {
 	amdahl int
 }
 
-func (r *countingRules) Apply(s *Span, span, res []string, hasAmdahl bool) {
+func (r *countingRules) Apply(s *spans.Span, span, res []string, hasAmdahl bool) {
 	if hasAmdahl {
 		r.amdahl++
 	}

@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/amdahl-rt/amdahl/telemetry/spans"
 )
 
 // A tspan is one span of a test trace file, written as OTLP JSON by
@@ -129,7 +131,7 @@ func demoFile(n int, skew func(i int) (cart, pricing float64)) []byte {
 func readReport(t *testing.T, data []byte) (Report, error) {
 	t.Helper()
 	var acc Accumulator
-	d, err := Read(bytes.NewReader(data), "t.jsonl", Limits{}, nil, acc.Add)
+	d, err := Read(bytes.NewReader(data), "t.jsonl", spans.Limits{}, nil, acc.Add)
 	acc.AddDiagnostics(d)
 	return acc.Report(false), err
 }

@@ -10,9 +10,10 @@ import (
 	"time"
 
 	"github.com/amdahl-rt/amdahl/telemetry"
+	"github.com/amdahl-rt/amdahl/telemetry/spans"
 )
 
-func asNear(spans []Span) []Span {
+func asNear(spans []spans.Span) []spans.Span {
 	out := slices.Clone(spans)
 	for i := range out {
 		out[i].Remote = false
@@ -55,7 +56,7 @@ func TestTwoRoundTripsUnderOneParent(t *testing.T) {
 // A third process under a far span (host → sidecar), its clock 5 ms
 // behind, is placed within its own parent's window too.
 func TestFarUnderFarIsPlaced(t *testing.T) {
-	mk := func(skew float64) []Span {
+	mk := func(skew float64) []spans.Span {
 		s := build(fmt.Sprint("farfar", skew), []sp{
 			{"w", "", 0, 0, 0, 20, false},
 			{"se", "w", Se, req, 0, 2, false},
@@ -98,7 +99,7 @@ func TestOrphanAboveRoot(t *testing.T) {
 // candidate; the row's own work per unit fell 4 → 3 ms (r = 0.25), e2e
 // 10 → 9 ms. A per-span r (1 - 3/1 = -2) would predict a loss.
 func TestRWhenSpansPerUnitChange(t *testing.T) {
-	var base, cand []Span
+	var base, cand []spans.Span
 	for i := range 50 {
 		base = append(base, build(fmt.Sprint("b", i), []sp{{"w", "", 0, 0, 0, 10, false}, {"d", "w", D, 0, 0, 2, false},
 			{"c1", "w", Se, req, 2, 3, false}, {"c2", "w", Se, req, 3, 4, false}, {"c3", "w", Se, req, 4, 5, false}, {"c4", "w", Se, req, 5, 6, false},
@@ -210,13 +211,13 @@ func TestRandomTreesWithProcesses(t *testing.T) {
 // one per phase and direction, so neither a report nor a comparison grows
 // without bound.
 func TestRowsAreBounded(t *testing.T) {
-	var spans []Span
-	spans = append(spans, Span{TraceID: traceID("q"), SpanID: spanID("q", "w"), Name: telemetry.SpanWork, Start: ms(0), End: ms(100)})
+	var all []spans.Span
+	all = append(all, spans.Span{TraceID: traceID("q"), SpanID: spanID("q", "w"), Name: telemetry.SpanWork, Start: ms(0), End: ms(100)})
 	for i := range 3 * MaxRows {
-		spans = append(spans, Span{TraceID: traceID("q"), SpanID: spanID("q", fmt.Sprint(i)), ParentID: spanID("q", "w"),
+		all = append(all, spans.Span{TraceID: traceID("q"), SpanID: spanID("q", fmt.Sprint(i)), ParentID: spanID("q", "w"),
 			Name: "x", Component: fmt.Sprint("c", i), Phase: E, Start: ms(0), End: ms(1)})
 	}
-	works, _ := Trees(spans)
+	works, _ := Trees(all)
 	rep := Summarize(works)
 	if len(rep.Rows) > MaxRows+2 {
 		t.Errorf("%d rows, want at most %d", len(rep.Rows), MaxRows+2)
@@ -255,7 +256,7 @@ func TestTargetRowGoneInCandidate(t *testing.T) {
 // sidecar's execute began after its parent, deserialize, had ended: its
 // time counted in no row, and no diagnostic said so.
 func TestOutsideParentCounted(t *testing.T) {
-	mk := func(trace, execParent string) []Span {
+	mk := func(trace, execParent string) []spans.Span {
 		return build(trace, []sp{
 			{"w", "", 0, 0, 0, 10, false},
 			{"call", "w", 0, 0, 1, 9, false},

@@ -69,7 +69,7 @@ type Rule struct {
 // attribute be present.
 type Matcher struct {
 	Name    string
-	Kind    SpanKind
+	Kind    spans.SpanKind
 	HasKind bool
 	Service string
 	Attrs   []AttrMatch
@@ -175,7 +175,7 @@ func newAttrTable(rows *Rows, units *Matcher) *attrTable {
 // resource's; "" when absent).
 type spanView struct {
 	name string
-	kind SpanKind
+	kind spans.SpanKind
 	tab  *attrTable
 	span []string
 	res  []string
@@ -267,13 +267,13 @@ type rowBuilder struct {
 //     destination), else the span's name;
 //   - a span that is none of these (INTERNAL, or of no kind) is the row
 //     "service/name".
-func (rb *rowBuilder) semconv(s *Span, v *spanView) {
+func (rb *rowBuilder) semconv(s *spans.Span, v *spanView) {
 	s.Component, s.Phase, s.Direction, s.Op = "", 0, telemetry.None, ""
 	switch v.kind {
-	case KindClient, KindProducer:
+	case spans.KindClient, spans.KindProducer:
 		s.Phase = telemetry.Send
 		s.Component = firstOf(v, aPeerService, aServicePeerName, aServerAddress, aServiceName)
-	case KindServer, KindConsumer:
+	case spans.KindServer, spans.KindConsumer:
 		s.Phase = telemetry.Execute
 		s.Component = v.service()
 	default:
@@ -363,7 +363,7 @@ func (rb *rowBuilder) join(a, sep, b string) string {
 // apply sets s's row by the rule set: amdahl's attributes are already
 // applied when the span was read; hasAmdahl says whether the span (or its
 // resource) carried one.
-func (rb *rowBuilder) apply(rows *Rows, s *Span, v *spanView, hasAmdahl bool) {
+func (rb *rowBuilder) apply(rows *Rows, s *spans.Span, v *spanView, hasAmdahl bool) {
 	switch rows.Source {
 	case RowsAmdahl:
 	case RowsSemconv:

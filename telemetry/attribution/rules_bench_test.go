@@ -3,6 +3,8 @@ package attribution
 import (
 	"bytes"
 	"testing"
+
+	"github.com/amdahl-rt/amdahl/telemetry/spans"
 )
 
 // BenchmarkRuleMatch is the cost per span of giving a span its row: the
@@ -13,7 +15,7 @@ func BenchmarkRuleMatch(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	var spans []Span
+	var all []spans.Span
 	var views []spanView
 	tab := newAttrTable(rows, nil)
 	f, c, p := demoUnit("bench", 0, 0, 0)
@@ -30,11 +32,11 @@ func BenchmarkRuleMatch(b *testing.B) {
 			}
 			res := make([]string, len(tab.keys))
 			res[aServiceName] = group.svc
-			views = append(views, spanView{name: s.name, kind: SpanKind(s.kind), tab: tab, span: vals, res: res})
-			spans = append(spans, Span{Name: s.name})
+			views = append(views, spanView{name: s.name, kind: spans.SpanKind(s.kind), tab: tab, span: vals, res: res})
+			all = append(all, spans.Span{Name: s.name})
 		}
 	}
-	var in Interner
+	var in spans.Interner
 	rb := rowBuilder{intern: in.Intern}
 	for _, tc := range []struct {
 		name string
@@ -44,7 +46,7 @@ func BenchmarkRuleMatch(b *testing.B) {
 			n := 0
 			for b.Loop() {
 				for i := range views {
-					rb.apply(tc.rows, &spans[i], &views[i], false)
+					rb.apply(tc.rows, &all[i], &views[i], false)
 				}
 				n += len(views)
 			}

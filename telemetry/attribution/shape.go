@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/amdahl-rt/amdahl/telemetry"
+	"github.com/amdahl-rt/amdahl/telemetry/spans"
 )
 
 // A shape is what a unit's attribution keeps of its structure: which span
@@ -54,13 +55,13 @@ type shapeSpan struct {
 	parent          int32 // input position of the parent; -1 for the root
 }
 
-func shapeSpanOf(sp *Span, parent int32) shapeSpan {
+func shapeSpanOf(sp *spans.Span, parent int32) shapeSpan {
 	return shapeSpan{name: sp.Name, component: sp.Component, op: sp.Op, phase: sp.Phase, direction: sp.Direction,
 		remote: sp.Remote, process: sp.Process, parent: parent}
 }
 
 // sameFields reports whether sp has ss's fields (its parent aside).
-func (ss *shapeSpan) sameFields(sp *Span) bool {
+func (ss *shapeSpan) sameFields(sp *spans.Span) bool {
 	return sp.Phase == ss.phase && sp.Direction == ss.direction && sp.Remote == ss.remote &&
 		sp.Process == ss.process && sp.Name == ss.name && sp.Component == ss.component && sp.Op == ss.op
 }
@@ -75,7 +76,7 @@ const (
 )
 
 // matches reports whether spans (one trace) are a unit of shape s.
-func (s *shape) matches(spans []Span) bool {
+func (s *shape) matches(spans []spans.Span) bool {
 	if len(spans) != len(s.spans) {
 		return false
 	}
@@ -106,7 +107,7 @@ func (s *shape) matches(spans []Span) bool {
 // knownShape attributes spans (one trace) if they are a unit of a shape b
 // keeps, and reports whether they were. The shape found moves to the
 // front.
-func (b *treeBuilder) knownShape(spans []Span, fn func(Work), d *Diagnostics) bool {
+func (b *treeBuilder) knownShape(spans []spans.Span, fn func(Work), d *Diagnostics) bool {
 	if len(b.shapes) == 0 {
 		return false
 	}
@@ -129,7 +130,7 @@ func (b *treeBuilder) knownShape(spans []Span, fn func(Work), d *Diagnostics) bo
 }
 
 // workOf attributes a unit of shape s.
-func (b *treeBuilder) workOf(s *shape, spans []Span, d *Diagnostics) Work {
+func (b *treeBuilder) workOf(s *shape, spans []spans.Span, d *Diagnostics) Work {
 	w := Work{Root: spans[s.root]}
 	if b.reuse {
 		w.Nodes = append(b.nodes[:0], s.nodes...)
@@ -175,7 +176,7 @@ func (b *treeBuilder) workOf(s *shape, spans []Span, d *Diagnostics) Work {
 // trace) by the general path, if it was one clean tree; d is what
 // building it counted. b's scratch space still holds the unit: b.sp and
 // b.ord (its spans by id), b.parent, b.roots, b.nodeSpan and b.tree.
-func (b *treeBuilder) learnShape(spans []Span, d Diagnostics) {
+func (b *treeBuilder) learnShape(spans []spans.Span, d Diagnostics) {
 	n := len(spans)
 	if n > maxShapeSpans || len(b.roots) != 1 || len(b.sp) != n || len(b.tree.nodes) != n ||
 		d.Duplicates+d.Orphans+d.Cycles+d.TooDeep+d.Unrooted+d.bad() > 0 {

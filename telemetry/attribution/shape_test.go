@@ -9,12 +9,13 @@ import (
 	"time"
 
 	"github.com/amdahl-rt/amdahl/telemetry"
+	"github.com/amdahl-rt/amdahl/telemetry/spans"
 )
 
 // shapeUnit is a task-shaped unit: a dispatch with two queue spans alike
 // (twins: same name, component, phase, direction and parent), and a host
 // round trip whose far side is placed.
-func shapeUnit(trace string, jitter float64) []Span {
+func shapeUnit(trace string, jitter float64) []spans.Span {
 	return build(trace, []sp{{"w", "", 0, 0, 0, 100, false}, {"d", "w", D, 0, 0, 30, false},
 		{"q1", "d", telemetry.Queue, req, 0, 10 + jitter, false}, {"q2", "d", telemetry.Queue, req, 12, 25, false},
 		{"h", "w", 0, 0, 30, 96, false},
@@ -30,7 +31,7 @@ func shapeUnit(trace string, jitter float64) []Span {
 // changed row) goes the general path, with its diagnostics.
 func TestKnownShape(t *testing.T) {
 	b := Builder{Reuse: true}
-	check := func(name string, in []Span, wantKnown bool) {
+	check := func(name string, in []spans.Span, wantKnown bool) {
 		t.Helper()
 		want, wantDiag := Trees(in)
 		var got []Work
@@ -122,7 +123,7 @@ func TestAccumulatorKeySets(t *testing.T) {
 	const units = 40 * 6
 	for i := range units {
 		keys := sets[rng.IntN(len(sets))]
-		w := Work{Root: Span{Start: 0, End: int64(100 * time.Microsecond)}}
+		w := Work{Root: spans.Span{Start: 0, End: int64(100 * time.Microsecond)}}
 		for j, k := range keys {
 			d := time.Duration(units * (1000*(i+1) + j)) // a whole number of ns per unit
 			w.Stats = append(w.Stats, KeyStat{Key: k, Critical: d, Count: 1})

@@ -4,8 +4,9 @@ import (
 	"github.com/amdahl-rt/amdahl/telemetry/spans"
 )
 
-// The span model attribution reads is package spans' (spans.Span); these
-// names are it, for code that speaks of attribution's input.
+// Deprecated aliases of package spans' names, kept only while the runtime's
+// tracer and collector (moving into telemetry/spans) still use them; use
+// spans.Span and the rest.
 type (
 	// Span is spans.Span.
 	Span = spans.Span
@@ -30,12 +31,3 @@ const (
 	KindProducer    = spans.KindProducer
 	KindConsumer    = spans.KindConsumer
 )
-
-// keyOf returns the row s belongs to: component, phase and direction (and
-// the operation a rule gave it); the zero Key when s is not a phase.
-func keyOf(s *Span) Key {
-	if !s.Phase.Valid() && s.Op == "" {
-		return Key{}
-	}
-	return Key{Component: s.Component, Phase: s.Phase, Direction: s.Direction, Op: s.Op}
-}

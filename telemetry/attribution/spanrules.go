@@ -1,6 +1,9 @@
 package attribution
 
-import "github.com/amdahl-rt/amdahl/telemetry"
+import (
+	"github.com/amdahl-rt/amdahl/telemetry"
+	"github.com/amdahl-rt/amdahl/telemetry/spans"
+)
 
 // SpanRules gives spans read from elsewhere than an OTLP JSON file (the
 // OpenTelemetry Collector connector reads the Collector's pdata) their
@@ -18,12 +21,12 @@ type SpanRules struct {
 // NewSpanRules returns the rules of rows (nil: RowsAuto) and units (nil:
 // no selector); strings it makes are shared through in (a private
 // Interner if nil).
-func NewSpanRules(rows *Rows, units *Matcher, in *Interner) *SpanRules {
+func NewSpanRules(rows *Rows, units *Matcher, in *spans.Interner) *SpanRules {
 	if rows == nil {
 		rows = &Rows{}
 	}
 	if in == nil {
-		in = &Interner{}
+		in = &spans.Interner{}
 	}
 	return &SpanRules{rows: rows, units: units, tab: newAttrTable(rows, units),
 		rb: rowBuilder{intern: in.Intern}}
@@ -40,7 +43,7 @@ func (r *SpanRules) Keys() []string { return r.tab.keys }
 // span and res hold the values of Keys() on the span and on its resource
 // ("" when absent; a shorter slice leaves the rest absent); Apply does not
 // retain them.
-func (r *SpanRules) Apply(s *Span, span, res []string, hasAmdahl bool) {
+func (r *SpanRules) Apply(s *spans.Span, span, res []string, hasAmdahl bool) {
 	v := spanView{name: s.Name, kind: s.Kind, tab: r.tab, span: span, res: res}
 	r.rb.apply(r.rows, s, &v, hasAmdahl)
 	if r.units != nil {

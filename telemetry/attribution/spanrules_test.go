@@ -6,6 +6,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 
 	"github.com/amdahl-rt/amdahl/telemetry"
+	"github.com/amdahl-rt/amdahl/telemetry/spans"
 )
 
 // TestSetString: SetString(k, v) makes the Span SetAttribute(attribute.String(k, v)) makes.
@@ -15,7 +16,7 @@ func TestSetString(t *testing.T) {
 	vals := []string{"send", "reply", "ipc", "ok", "failed", "", "true", "bogus"}
 	for _, k := range keys {
 		for _, v := range vals {
-			var got, want Span
+			var got, want spans.Span
 			got.SetString(string(k), v)
 			want.SetAttribute(attribute.String(string(k), v))
 			if got != want {

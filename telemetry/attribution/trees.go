@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/amdahl-rt/amdahl/telemetry"
+	"github.com/amdahl-rt/amdahl/telemetry/spans"
 )
 
 // MaxTreeDepth bounds how deep a span may sit below its unit's root.
@@ -16,7 +17,7 @@ const MaxTreeDepth = 1000
 // from it through parent ids. Spans are deduplicated by (trace id, span
 // id); a span whose parent is missing is attached to its trace's unit when
 // that is known. Units are returned in order of their root's start.
-func Trees(spans []Span) ([]Work, Diagnostics) {
+func Trees(spans []spans.Span) ([]Work, Diagnostics) {
 	var out []Work
 	d := EachTree(spans, func(w Work) { out = append(out, w) })
 	slices.SortStableFunc(out, func(a, b Work) int { return cmp.Compare(a.Root.Start, b.Root.Start) })
@@ -26,7 +27,7 @@ func Trees(spans []Span) ([]Work, Diagnostics) {
 // EachTree is Trees without holding the units: fn receives each unit as
 // it is built (grouped by trace, not in time order) and may keep it or
 // fold it into an Accumulator. spans is not modified.
-func EachTree(spans []Span, fn func(Work)) Diagnostics {
+func EachTree(spans []spans.Span, fn func(Work)) Diagnostics {
 	var b Builder
 	return b.EachTree(spans, fn)
 }
@@ -52,7 +53,7 @@ type Builder struct {
 }
 
 // EachTree is the package's EachTree, reusing b's scratch space.
-func (bd *Builder) EachTree(spans []Span, fn func(Work)) Diagnostics {
+func (bd *Builder) EachTree(spans []spans.Span, fn func(Work)) Diagnostics {
 	var d Diagnostics
 	d.Spans = len(spans)
 	if len(spans) == 0 {
@@ -106,13 +107,13 @@ func (bd *Builder) EachTree(spans []Span, fn func(Work)) Diagnostics {
 
 // treeBuilder holds scratch space reused across traces.
 type treeBuilder struct {
-	ord    []idIndex // the trace's spans by id, then input order
-	inv    []int32   // each span's index in sp, by input order; -1 a duplicate
-	ids    []uint64  // sp's span ids, for find
-	sp     []Span    // the trace's spans, deduplicated, sorted by span id
-	parent []int32   // index in sp; -1 root or no parent, -2 missing parent
-	unit   []int32   // index in sp of the span's unit root; -1 none
-	depth  []int32   // below the topmost ancestor in the trace
+	ord    []idIndex    // the trace's spans by id, then input order
+	inv    []int32      // each span's index in sp, by input order; -1 a duplicate
+	ids    []uint64     // sp's span ids, for find
+	sp     []spans.Span // the trace's spans, deduplicated, sorted by span id
+	parent []int32      // index in sp; -1 root or no parent, -2 missing parent
+	unit   []int32      // index in sp of the span's unit root; -1 none
+	depth  []int32      // below the topmost ancestor in the trace
 	state  []uint8
 	kidAt  []int32 // span i's children are kid[kidAt[i]:kidAt[i+1]]
 	kid    []int32
@@ -156,7 +157,7 @@ const (
 
 // trace attributes the units of one trace: group holds the indexes in all
 // of its spans, in input order.
-func (b *treeBuilder) trace(all []Span, group []int32, fn func(Work), d *Diagnostics) {
+func (b *treeBuilder) trace(all []spans.Span, group []int32, fn func(Work), d *Diagnostics) {
 	b.dedup(all, group, d)
 	b.link(d)
 	b.units()
@@ -177,7 +178,7 @@ func (b *treeBuilder) trace(all []Span, group []int32, fn func(Work), d *Diagnos
 
 // dedup copies the trace's spans into b.sp by span id, the first copy of
 // a duplicate only (counted), and sets b.ids, b.ord and b.inv.
-func (b *treeBuilder) dedup(all []Span, group []int32, d *Diagnostics) {
+func (b *treeBuilder) dedup(all []spans.Span, group []int32, d *Diagnostics) {
 	// By span id, then input order, so the first copy of a duplicate
 	// comes first; then the spans are copied once, in that order. Sorted
 	// as (id, input index) pairs: a comparison reads 16 bytes, not two
@@ -352,7 +353,7 @@ func (b *treeBuilder) topmost() int32 {
 		if b.parent[i] != missingParent || b.bad[i] != timeOK {
 			continue
 		}
-		s, o := &b.sp[i], (*Span)(nil)
+		s, o := &b.sp[i], (*spans.Span)(nil)
 		if best >= 0 {
 			o = &b.sp[best]
 		}
@@ -364,7 +365,7 @@ func (b *treeBuilder) topmost() int32 {
 }
 
 // oneTrace reports whether every span is of the same trace.
-func oneTrace(spans []Span) bool {
+func oneTrace(spans []spans.Span) bool {
 	for i := 1; i < len(spans); i++ {
 		if spans[i].TraceID != spans[0].TraceID {
 			return false
@@ -382,7 +383,7 @@ func resize[T any](s []T, n int) []T {
 
 // find returns the index of span id in b.sp, noParent for the zero id, or
 // missingParent.
-func (b *treeBuilder) find(id SpanID) int32 {
+func (b *treeBuilder) find(id spans.SpanID) int32 {
 	if id.IsZero() {
 		return noParent
 	}

@@ -17,7 +17,6 @@ import (
 	"time"
 
 	"github.com/amdahl-rt/amdahl/telemetry"
-	"github.com/amdahl-rt/amdahl/telemetry/attribution"
 	"github.com/amdahl-rt/amdahl/telemetry/spans"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
@@ -64,8 +63,8 @@ func TestTraceFileLossless(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	ids := make(map[attribution.SpanID]bool, goroutines*perGoroutine)
-	if err := spans.ReadOTLPJSON(f, path, spans.Limits{}, nil, nil, func(s attribution.Span) error {
+	ids := make(map[spans.SpanID]bool, goroutines*perGoroutine)
+	if err := spans.ReadOTLPJSON(f, path, spans.Limits{}, nil, nil, func(s spans.Span) error {
 		ids[s.SpanID] = true
 		return nil
 	}); err != nil {
@@ -342,7 +341,7 @@ func FuzzTraceFileString(f *testing.F) {
 			}
 		}
 		var names []string
-		if err := spans.ReadOTLPJSON(bytes.NewReader(line), "line", spans.Limits{}, nil, nil, func(s attribution.Span) error {
+		if err := spans.ReadOTLPJSON(bytes.NewReader(line), "line", spans.Limits{}, nil, nil, func(s spans.Span) error {
 			names = append(names, s.Name)
 			return nil
 		}); err != nil {
@@ -385,8 +384,8 @@ func TestTraceFileAttribution(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	var got []attribution.Span
-	if err := spans.ReadOTLPJSON(f, path, spans.Limits{}, nil, nil, func(s attribution.Span) error {
+	var got []spans.Span
+	if err := spans.ReadOTLPJSON(f, path, spans.Limits{}, nil, nil, func(s spans.Span) error {
 		if s.Process != 1 {
 			t.Errorf("span %s: process %d, want 1 (the resource has service.name)", s.Name, s.Process)
 		}

@@ -22,6 +22,7 @@ import (
 
 	"github.com/amdahl-rt/amdahl/collector/internal/otlpfile"
 	"github.com/amdahl-rt/amdahl/telemetry/attribution"
+	"github.com/amdahl-rt/amdahl/telemetry/spans"
 )
 
 // recorded is a real amdahl run's spans (mixed, 200 units, the parent and
@@ -202,9 +203,9 @@ func TestTwoTiers(t *testing.T) {
 	prom := startPrometheus(t, t2prom...)
 
 	input := readRecorded(t)
-	var spans int
+	var sent int
 	for _, td := range input {
-		spans += td.SpanCount()
+		sent += td.SpanCount()
 		parts := split(td)
 		for side, part := range parts {
 			send(t, t1[side], part)
@@ -261,12 +262,12 @@ func TestTwoTiers(t *testing.T) {
 		}
 	}
 	var acc attribution.Accumulator
-	d, err := attribution.Read(io.MultiReader(wrote...), "tier-2 files", attribution.Limits{}, nil, acc.Add)
+	d, err := attribution.Read(io.MultiReader(wrote...), "tier-2 files", spans.Limits{}, nil, acc.Add)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if d.Spans != spans {
-		t.Errorf("the tier-2s wrote %d spans, %d were sent", d.Spans, spans)
+	if d.Spans != sent {
+		t.Errorf("the tier-2s wrote %d spans, %d were sent", d.Spans, sent)
 	}
 	rep := acc.Report(false)
 	var worst float64
@@ -307,7 +308,7 @@ func reportOfFiles(t *testing.T, path string) attribution.Report {
 		t.Fatal(err)
 	}
 	var acc attribution.Accumulator
-	if _, err := attribution.Read(zr, path, attribution.Limits{}, nil, acc.Add); err != nil {
+	if _, err := attribution.Read(zr, path, spans.Limits{}, nil, acc.Add); err != nil {
 		t.Fatal(err)
 	}
 	return acc.Report(false)

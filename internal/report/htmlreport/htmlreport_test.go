@@ -14,6 +14,7 @@ import (
 
 	"github.com/amdahl-rt/amdahl/telemetry"
 	"github.com/amdahl-rt/amdahl/telemetry/attribution"
+	"github.com/amdahl-rt/amdahl/telemetry/spans"
 )
 
 // units builds n synthetic units of work through attribution's own tree
@@ -21,26 +22,26 @@ import (
 // reply) a reply deserialize; their sizes vary with i.
 func units(t *testing.T, n int, reply bool) []attribution.Work {
 	t.Helper()
-	var spans []attribution.Span
+	var all []spans.Span
 	const t0 = int64(1_700_000_000_000_000_000)
 	ms := func(f float64) int64 { return t0 + int64(f*float64(time.Millisecond)) }
 	for i := 0; i < n; i++ {
-		var tid attribution.TraceID
+		var tid spans.TraceID
 		tid[0], tid[1] = byte(i>>8), byte(i)
-		id := func(k byte) attribution.SpanID { return attribution.SpanID{k, byte(i >> 8), byte(i)} }
+		id := func(k byte) spans.SpanID { return spans.SpanID{k, byte(i >> 8), byte(i)} }
 		d := float64(i % 7)
-		spans = append(spans,
-			attribution.Span{TraceID: tid, SpanID: id(1), Name: telemetry.SpanWork, Start: ms(0), End: ms(20 + d)},
-			attribution.Span{TraceID: tid, SpanID: id(2), ParentID: id(1), Component: "runtime", Phase: telemetry.Dispatch, Start: ms(0), End: ms(2)},
-			attribution.Span{TraceID: tid, SpanID: id(3), ParentID: id(1), Component: "ipc", Phase: telemetry.Send, Direction: telemetry.Request, Start: ms(2), End: ms(15 + d)},
-			attribution.Span{TraceID: tid, SpanID: id(4), ParentID: id(3), Component: "taskhost", Phase: telemetry.Execute, Start: ms(4), End: ms(12 + d)},
+		all = append(all,
+			spans.Span{TraceID: tid, SpanID: id(1), Name: telemetry.SpanWork, Start: ms(0), End: ms(20 + d)},
+			spans.Span{TraceID: tid, SpanID: id(2), ParentID: id(1), Component: "runtime", Phase: telemetry.Dispatch, Start: ms(0), End: ms(2)},
+			spans.Span{TraceID: tid, SpanID: id(3), ParentID: id(1), Component: "ipc", Phase: telemetry.Send, Direction: telemetry.Request, Start: ms(2), End: ms(15 + d)},
+			spans.Span{TraceID: tid, SpanID: id(4), ParentID: id(3), Component: "taskhost", Phase: telemetry.Execute, Start: ms(4), End: ms(12 + d)},
 		)
 		if reply {
-			spans = append(spans, attribution.Span{TraceID: tid, SpanID: id(5), ParentID: id(1), Component: "ipc", Phase: telemetry.Deserialize,
+			all = append(all, spans.Span{TraceID: tid, SpanID: id(5), ParentID: id(1), Component: "ipc", Phase: telemetry.Deserialize,
 				Direction: telemetry.Reply, Start: ms(15 + d), End: ms(19 + d)})
 		}
 	}
-	works, _ := attribution.Trees(spans)
+	works, _ := attribution.Trees(all)
 	if len(works) != n {
 		t.Fatalf("built %d units, want %d", len(works), n)
 	}
