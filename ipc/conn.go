@@ -105,6 +105,9 @@ type Conn struct {
 	peer  telemetry.Direction // direction of packets this end receives
 	bufRq int
 	bufEf int
+	// oneWrite is the largest stamped frame the writer writes in one
+	// write(2) (oneWriteLimit): 0 until the buffer is known.
+	oneWrite int
 
 	sendMu sync.Mutex // serialize+enqueue in wire order (the Codec relies on it)
 	pool   sync.Pool
@@ -428,18 +431,32 @@ func (c *Conn) write(ctx context.Context, it *item) error {
 	if c.cfg.onWrite != nil {
 		c.cfg.onWrite(it.t, len(it.frame))
 	}
-	// A stamped frame goes in two writes: all but its stamp, then the
-	// stamp with the send's times, so that the peer has the frame whole
-	// only after the send's end that it reads from it.
-	rest := len(it.frame) - it.stamp
-	_, err := c.nc.Write(it.frame[:rest])
-	end := time.Now()
-	if err == nil && it.stamp > 0 {
+	// A stamped frame is stamped before its last bytes leave, so the peer
+	// has it whole only after the send's end it reads from it: a small
+	// one (oneWrite) in one write(2), issued right after the stamp, since
+	// its write does not wait for the reader; a larger one, whose write
+	// may, in two: all but its stamp, then the stamp with the send's times.
+	var (
+		end, wrote time.Time
+		err        error
+	)
+	if rest := len(it.frame) - it.stamp; it.stamp > 0 && len(it.frame) <= c.oneWrite {
+		end = time.Now()
 		c.stamp.StampSend(it.frame[rest:], start, end)
-		_, err = c.nc.Write(it.frame[rest:])
+		_, err = c.nc.Write(it.frame)
+		wrote = time.Now()
+	} else {
+		_, err = c.nc.Write(it.frame[:rest])
+		end = time.Now()
+		if err == nil && it.stamp > 0 {
+			c.stamp.StampSend(it.frame[rest:], start, end)
+			_, err = c.nc.Write(it.frame[rest:])
+		}
+		wrote = end
 	}
 	c.writeStart.Store(0)
-	blocked := end.Sub(start)
+	// The blocked time is the write's, whichever end the send names.
+	blocked := wrote.Sub(start)
 	c.m.blocked.Record(ctx, blocked.Seconds(), c.m.blockedOpt[c.role])
 	if err != nil {
 		err = fmt.Errorf("ipc: write %s packet (%d bytes): %w", it.t, len(it.frame), err)
@@ -454,6 +471,25 @@ func (c *Conn) write(ctx context.Context, it *item) error {
 	}
 	return nil
 }
+
+// oneWriteMax is the largest stamped frame written in one write(2) on
+// any connection (oneWriteLimit).
+const oneWriteMax = 16 << 10
+
+// oneWriteLimit returns the largest stamped frame the writer writes in one
+// write(2), stamped just before it, on a connection whose send buffer
+// (SO_SNDBUF as read back, or the pipe's capacity) is eff bytes: a
+// quarter of it, and at most 16 KiB (oneWriteMax).
+//
+// Such a write does not wait for the reader: it fits in the buffer unless
+// the reader has left most of it unread (a socket charges each buffer's
+// overhead against SO_SNDBUF, a pipe counts whole pages; a quarter leaves
+// room for both). The send it stamps ends when the write is issued, and
+// the write's copy, at most a few microseconds for 16 KiB, falls in the
+// gap after the send. A larger frame's write can wait for the reader, and
+// its duration is then the send's: it goes in two writes, stamped
+// between them. The task host's stamped replies are a few hundred bytes.
+func oneWriteLimit(eff int) int { return min(oneWriteMax, max(eff, 0)/4) }
 
 func (c *Conn) readLoop() {
 	defer c.wg.Done()

@@ -223,7 +223,7 @@ func openStream(ctx context.Context, nc stream, setBuffer func(int, *slog.Logger
 	m.bufEff.Record(ctx, int64(eff), m.plainRec)
 	logBuffer(cfg, *cfg.buffer, eff)
 	c := newConn(nc, cfg, m, parent)
-	c.bufRq, c.bufEf = *cfg.buffer, eff
+	c.bufRq, c.bufEf, c.oneWrite = *cfg.buffer, eff, oneWriteLimit(eff)
 	return c, nil
 }
 
