@@ -37,21 +37,35 @@ type Codec interface {
 
 // SendStamper is implemented by a Codec some of whose packets end with a
 // stamp of their own write: a few bytes, sized when the packet is
-// encoded, that the Conn's writer fills in after it has written the rest
-// of the frame and read the clock, and then writes. The peer cannot have
-// read such a frame whole before the end its stamp names, so a phase the
-// stamp reports ends before anything the peer does once it has the
-// packet. The stamp costs a second write(2) per stamped frame.
+// encoded, that the Conn's writer fills in with the send's start and end
+// (the ipc.send span's) before those bytes are written. The peer cannot
+// have read such a frame whole before the end its stamp names, so a
+// phase the stamp reports ends before anything the peer does once it has
+// the packet. How the writer writes a stamped frame depends on its size:
+//
+//   - a small frame, at most a quarter of the connection's send buffer
+//     and at most 16 KiB, goes in one write(2), which does not wait for
+//     the reader: the writer reads the clock, stamps the frame with that
+//     instant as the send's end, and writes it. The send ends when its
+//     write is issued; the kernel's copy and the peer's wake-up fall in
+//     the time after it;
+//   - a larger frame, whose write can wait for the reader, goes in two:
+//     all but the stamp, then, after a clock read, the stamp with that
+//     instant as the send's end. The send then covers the write's wait
+//     for the reader, at the cost of a second write(2).
+//
+// Unstamped frames are written as usual, in one write(2) ending the send.
 //
 //   - AppendStampedBody is AppendBody (same goroutine, lock, phase and
 //     contract), for a Conn that stamps: stamp is the size of the stamp
 //     that ends the returned body, 0 for a packet it does not stamp. A
 //     Conn calls it instead of AppendBody.
-//   - StampSend runs on the Conn's writer goroutine between the frame's
-//     two writes. stamp is the frame's last bytes, as AppendStampedBody
-//     sized them; start is when the frame's write began and end when all
-//     of it but the stamp had been written (the ipc.send span's start and
-//     end). It must only write into stamp.
+//   - StampSend runs on the Conn's writer goroutine before the stamp is
+//     written: before the frame's one write, or between its two. stamp is
+//     the frame's last bytes, as AppendStampedBody sized them; start is
+//     when the frame's write began and end when it was issued (one write)
+//     or when all of it but the stamp had been written (two): the
+//     ipc.send span's start and end. It must only write into stamp.
 type SendStamper interface {
 	AppendStampedBody(ctx context.Context, dst []byte, t Type, m proto.Message) (out []byte, stamp int, err error)
 	StampSend(stamp []byte, start, end time.Time)

@@ -5,6 +5,8 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"log/slog"
+	"net"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -433,6 +435,140 @@ func (c *stampCodec) AppendStampedBody(ctx context.Context, dst []byte, t Type, 
 func (c *stampCodec) StampSend(stamp []byte, start, end time.Time) {
 	b := protowire.AppendFixed64(protowire.AppendTag(stamp[:0], stampStart, protowire.Fixed64Type), uint64(start.UnixNano()))
 	protowire.AppendFixed64(protowire.AppendTag(b, stampEnd, protowire.Fixed64Type), uint64(end.UnixNano()))
+}
+
+// writeCounter is a Conn's stream that records the size of each write(2)
+// the Conn makes on it.
+type writeCounter struct {
+	stream
+	mu     sync.Mutex
+	writes []int
+}
+
+func (w *writeCounter) Write(b []byte) (int, error) {
+	w.mu.Lock()
+	w.writes = append(w.writes, len(b))
+	w.mu.Unlock()
+	return w.stream.Write(b)
+}
+
+// take returns the sizes of the writes since the last take.
+func (w *writeCounter) take() []int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	out := w.writes
+	w.writes = nil
+	return out
+}
+
+// countedPair is inProcessPair with the parent's writes counted.
+func countedPair(t *testing.T, parentOpts []Option) (*Conn, *Conn, *writeCounter) {
+	t.Helper()
+	p, err := NewPair()
+	if err != nil {
+		t.Fatal(err)
+	}
+	fc, err := net.FileConn(p.ChildFile())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.CloseChild(); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	ch := make(chan *Conn, 1)
+	go func() {
+		c, err := Accept(ctx, fc.(*net.UnixConn), p.token)
+		if err != nil {
+			t.Error(err)
+		}
+		ch <- c
+	}()
+	w := &writeCounter{stream: p.parent}
+	parent, err := openStream(ctx, w, func(n int, _ *slog.Logger) (int, error) { return applySendBuffer(p.parent, n) }, p.token, true, TransportSocketpair, parentOpts)
+	child := <-ch
+	if err != nil || child == nil {
+		t.Fatalf("handshake: parent %v", err)
+	}
+	t.Cleanup(func() {
+		_ = parent.Close()
+		_ = child.Close()
+	})
+	w.take() // the handshake's
+	return parent, child, w
+}
+
+// TestSendStampWrites: a stamped frame within the Conn's one-write limit
+// goes in one write(2), stamped before it, so its send ends before the
+// peer has any of it; a larger one in two, the second its stamp; an
+// unstamped one in one. The limit is a quarter of the send buffer, at
+// most 16 KiB.
+func TestSendStampWrites(t *testing.T) {
+	for _, tc := range []struct {
+		eff, want int
+	}{{0, 0}, {-1, 0}, {4608, 1152}, {64 << 10, 16 << 10}, {2 << 20, 16 << 10}} {
+		if got := oneWriteLimit(tc.eff); got != tc.want {
+			t.Errorf("oneWriteLimit(%d) = %d, want %d", tc.eff, got, tc.want)
+		}
+	}
+	const stampBytes = 20 // stampCodec's: two tagged fixed64
+	for _, buf := range []int{DefaultBufferSize, 4096} {
+		t.Run(fmt.Sprintf("buffer=%d", buf), func(t *testing.T) {
+			ctx := context.Background()
+			parent, child, w := countedPair(t, []Option{WithBufferSize(buf), WithCodec(func() Codec { return &stampCodec{} })})
+			limit := parent.oneWrite
+			if _, eff := parent.BufferSize(); limit != oneWriteLimit(eff) || limit <= 0 {
+				t.Fatalf("one-write limit %d with a buffer of %d, want %d", limit, eff, oneWriteLimit(eff))
+			}
+			var one, two int
+			for _, payload := range []int{0, 100, limit - 200, limit - 60, limit - 40, limit, limit + 100, 3 * limit, 40_000} {
+				cfg := taskConfig(uint64(payload), nil)
+				cfg.Payload = make([]byte, max(payload, 0))
+				if err := parent.Send(ctx, cfg); err != nil {
+					t.Fatal(err)
+				}
+				in, err := child.Recv(ctx)
+				if err != nil {
+					t.Fatal(err)
+				}
+				frame := in.Size + HeaderSize
+				start, end := stampOf(in.Msg)
+				writes := w.take()
+				switch {
+				case frame <= limit:
+					one++
+					if len(writes) != 1 || writes[0] != frame {
+						t.Errorf("a stamped frame of %d bytes (limit %d): writes %v, want one of %d", frame, limit, writes, frame)
+					}
+					// Stamped before its write: the send ended before
+					// the frame's header had arrived.
+					if start == 0 || end < start || end > in.ReceiveStart.UnixNano() {
+						t.Errorf("a stamped frame of %d bytes in one write: stamp [%d, %d], want one that ends by its header's arrival (%d)", frame, start, end, in.ReceiveStart.UnixNano())
+					}
+				default:
+					two++
+					if len(writes) != 2 || writes[0] != frame-stampBytes || writes[1] != stampBytes {
+						t.Errorf("a stamped frame of %d bytes (limit %d): writes %v, want %d then %d", frame, limit, writes, frame-stampBytes, stampBytes)
+					}
+					if read := in.ReceiveStart.Add(in.ReceiveDuration).UnixNano(); start == 0 || end < start || end > read {
+						t.Errorf("a stamped frame of %d bytes in two writes: stamp [%d, %d], want one that ends by the frame's read (%d)", frame, start, end, read)
+					}
+				}
+			}
+			if one == 0 || two == 0 {
+				t.Fatalf("%d frames in one write, %d in two: want both kinds", one, two)
+			}
+			if err := parent.Send(ctx, &ipcpb.Shutdown{}); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := child.Recv(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if writes := w.take(); len(writes) != 1 {
+				t.Errorf("an unstamped packet: writes %v, want one", writes)
+			}
+		})
+	}
 }
 
 // stampOf reads the stamp back from a decoded packet's unknown fields.

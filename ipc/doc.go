@@ -62,9 +62,11 @@
 // by the connection's Codec (plain protobuf by default). Both ends enforce a maximum body size (WithMaxPacketSize,
 // default 256 MiB). The reader always reads exactly the announced length
 // with io.ReadFull and allocates as bytes arrive, never ahead of them.
-// A frame is one write(2), or two when its Codec stamps it
-// (SendStamper): all but its last few bytes, then those, filled in with
-// the write's times in between; the bytes on the wire are a frame like
+// A frame is one write(2). A frame its Codec stamps (SendStamper) is
+// stamped with its send's times before its last bytes are written: in its
+// one write when it is small (a quarter of the send buffer, 16 KiB at
+// most: a write that does not wait for the reader), else in two, all but
+// the stamp and then the stamp. The bytes on the wire are a frame like
 // any other, so a reader needs to know nothing of it.
 // Errors: io.EOF between frames (clean close, ErrPeerClosed from Recv),
 // io.ErrUnexpectedEOF inside one, *UnknownTypeError, *PacketSizeError
@@ -87,7 +89,7 @@
 // configurations awaiting a result by id for the stall watchdog; what a
 // packet carries is the codec's protocol. A Codec that also implements
 // SendStamper can end a packet with a stamp of its own write, which the
-// writer fills in between the frame's two writes: the times of the
+// writer fills in before the stamp's bytes leave: the times of the
 // ipc.send span, carried to the peer in the packet they measure
 // (taskproto stamps a reply's send this way).
 //

@@ -194,8 +194,8 @@ func (c *codec) appendResult(dst []byte, p *ipcpb.TaskResult, stamps bool) ([]by
 	if !stamps || !a.stamp {
 		return out, 0, nil
 	}
-	// The send's stamp comes last: the Conn writes the rest of the frame,
-	// then fills it in (StampSend) and writes it.
+	// The send's stamp comes last: the Conn fills it in (StampSend)
+	// before it writes it, with the rest of the frame or after it.
 	return appendStamp(out, 0, 0), stampSize, nil
 }
 

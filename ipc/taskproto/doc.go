@@ -26,13 +26,21 @@
 //     the measurement covers the marshalling. When the request's trace is
 //     sampled (the parent records the host's phases), the reply's send is
 //     stamped too: the codec ends the result with room for
-//     TaskResult.reply_send (fixed-width, 20 bytes), and the Conn's writer
-//     writes the frame but that, reads the clock, fills it in with the
-//     write's start and that instant, and writes it (ipc.SendStamper).
-//     The parent cannot have read the reply whole before the send's end,
-//     so the send ends inside the parent's span whichever process reads
-//     its clock last, and the host's own taskhost.send span (which has
-//     the same times) too. It costs the host a second write(2) per reply.
+//     TaskResult.reply_send (fixed-width, 20 bytes), which the Conn's
+//     writer fills in with the write's start and end before those bytes
+//     are written (ipc.SendStamper). A reply within the Conn's one-write
+//     size (a quarter of the send buffer, 16 KiB at most; a reply is a
+//     few hundred bytes) goes in one write(2), which does not wait for
+//     the parent: the writer reads the clock, stamps that instant as the
+//     send's end, and issues the write, so the send ends when its write
+//     is issued and the kernel's copy and the parent's wake-up are in the
+//     gap after it. A larger reply goes in two writes, all but the stamp
+//     and then the stamp, filled in between them, so that its send covers
+//     a write that waits for the parent's reading. Either way the parent
+//     cannot have read the reply whole before the send's end, so the send
+//     ends inside the parent's span whichever process reads its clock
+//     last, and the host's own taskhost.send span (which has the same
+//     times) too.
 //     AppendTimings decodes them on the parent as Timing values (phase,
 //     direction, start, end) placed in the parent's clock within the
 //     round trip that contains them.

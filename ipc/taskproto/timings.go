@@ -40,11 +40,12 @@ const NumTimings = 5
 // result without timings appends nothing.
 //
 // The reply's send (res.reply_send, wall-clock times the host stamped
-// into the packet between its two writes: ipc.SendStamper) is appended
-// last, moved with the window but not part of it: it overlaps the
-// parent's receive, which begins once the header has arrived, and ends
-// before the reply could be read whole. A stamp that ends before it
-// starts, or was never filled in, is skipped.
+// into the packet before its last bytes were written: ipc.SendStamper)
+// is appended last, moved with the window but not part of it: it ends
+// before the reply could be read whole, but can overlap the parent's
+// receive, which begins once the header has arrived (a reply large
+// enough to go in two writes is stamped after the first). A stamp that
+// ends before it starts, or was never filled in, is skipped.
 func AppendTimings(dst []Timing, res *ipcpb.TaskResult, sendStart, replyStart time.Time) []Timing {
 	timings := res.GetTimings()
 	if len(timings) == 0 {
