@@ -461,41 +461,65 @@ func (w *writeCounter) take() []int {
 	return out
 }
 
-// countedPair is inProcessPair with the parent's writes counted.
-func countedPair(t *testing.T, parentOpts []Option) (*Conn, *Conn, *writeCounter) {
+// countedPair is inProcessPair, over a socketpair or (pipes) a pair of
+// pipes, with the parent's writes counted.
+func countedPair(t *testing.T, pipes bool, parentOpts []Option) (*Conn, *Conn, *writeCounter) {
 	t.Helper()
-	p, err := NewPair()
-	if err != nil {
-		t.Fatal(err)
-	}
-	fc, err := net.FileConn(p.ChildFile())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := p.CloseChild(); err != nil {
-		t.Fatal(err)
-	}
 	ctx := context.Background()
-	ch := make(chan *Conn, 1)
-	go func() {
-		c, err := Accept(ctx, fc.(*net.UnixConn), p.token)
+	var (
+		w         *writeCounter
+		setBuffer func(int, *slog.Logger) (int, error)
+		tok       Token
+		transport string
+		accept    func() (*Conn, error)
+	)
+	if pipes {
+		p, err := NewPipePair()
 		if err != nil {
-			t.Error(err)
+			t.Fatal(err)
 		}
-		ch <- c
+		t.Cleanup(func() { _ = p.Close() })
+		w = &writeCounter{stream: &pipeStream{r: p.parentR, w: p.parentW}}
+		setBuffer = func(n int, log *slog.Logger) (int, error) { return setPipeSize(p.parentW, n, log) }
+		tok, transport = p.token, TransportPipe
+		accept = func() (*Conn, error) { return openPipes(ctx, p.childR, p.childW, p.token, false, nil) }
+	} else {
+		p, err := NewPair()
+		if err != nil {
+			t.Fatal(err)
+		}
+		fc, err := net.FileConn(p.ChildFile())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := p.CloseChild(); err != nil {
+			t.Fatal(err)
+		}
+		w = &writeCounter{stream: p.parent}
+		setBuffer = func(n int, _ *slog.Logger) (int, error) { return applySendBuffer(p.parent, n) }
+		tok, transport = p.token, TransportSocketpair
+		accept = func() (*Conn, error) { return Accept(ctx, fc.(*net.UnixConn), p.token) }
+	}
+	type res struct {
+		c   *Conn
+		err error
+	}
+	ch := make(chan res, 1)
+	go func() {
+		c, err := accept()
+		ch <- res{c, err}
 	}()
-	w := &writeCounter{stream: p.parent}
-	parent, err := openStream(ctx, w, func(n int, _ *slog.Logger) (int, error) { return applySendBuffer(p.parent, n) }, p.token, true, TransportSocketpair, parentOpts)
-	child := <-ch
-	if err != nil || child == nil {
-		t.Fatalf("handshake: parent %v", err)
+	parent, perr := openStream(ctx, w, setBuffer, tok, true, transport, parentOpts)
+	r := <-ch
+	if perr != nil || r.err != nil {
+		t.Fatalf("handshake: parent %v, child %v", perr, r.err)
 	}
 	t.Cleanup(func() {
 		_ = parent.Close()
-		_ = child.Close()
+		_ = r.c.Close()
 	})
 	w.take() // the handshake's
-	return parent, child, w
+	return parent, r.c, w
 }
 
 // TestSendStampWrites: a stamped frame within the Conn's one-write limit
@@ -512,10 +536,13 @@ func TestSendStampWrites(t *testing.T) {
 		}
 	}
 	const stampBytes = 20 // stampCodec's: two tagged fixed64
-	for _, buf := range []int{DefaultBufferSize, 4096} {
-		t.Run(fmt.Sprintf("buffer=%d", buf), func(t *testing.T) {
+	for _, tc := range []struct {
+		pipes bool
+		buf   int
+	}{{false, DefaultBufferSize}, {false, 4096}, {true, DefaultBufferSize}, {true, 4096}} {
+		t.Run(fmt.Sprintf("pipes=%t/buffer=%d", tc.pipes, tc.buf), func(t *testing.T) {
 			ctx := context.Background()
-			parent, child, w := countedPair(t, []Option{WithBufferSize(buf), WithCodec(func() Codec { return &stampCodec{} })})
+			parent, child, w := countedPair(t, tc.pipes, []Option{WithBufferSize(tc.buf), WithCodec(func() Codec { return &stampCodec{} })})
 			limit := parent.oneWrite
 			if _, eff := parent.BufferSize(); limit != oneWriteLimit(eff) || limit <= 0 {
 				t.Fatalf("one-write limit %d with a buffer of %d, want %d", limit, eff, oneWriteLimit(eff))
