@@ -1,6 +1,7 @@
 package chunking
 
 import (
+	"cmp"
 	"fmt"
 	"time"
 )
@@ -113,15 +114,9 @@ func (p RetryPolicy) withDefaults() (RetryPolicy, error) {
 	if p.Jitter > 1 {
 		return p, fmt.Errorf("chunking.retry.jitter: %v is above 1", p.Jitter)
 	}
-	if p.MaxAttempts == 0 {
-		p.MaxAttempts = d.MaxAttempts
-	}
-	if p.BaseDelay == 0 {
-		p.BaseDelay = d.BaseDelay
-	}
-	if p.MaxDelay == 0 {
-		p.MaxDelay = d.MaxDelay
-	}
+	p.MaxAttempts = cmp.Or(p.MaxAttempts, d.MaxAttempts)
+	p.BaseDelay = cmp.Or(p.BaseDelay, d.BaseDelay)
+	p.MaxDelay = cmp.Or(p.MaxDelay, d.MaxDelay)
 	if p.Jitter == 0 {
 		p.Jitter = d.Jitter
 	} else if p.Jitter < 0 {

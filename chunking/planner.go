@@ -1,6 +1,7 @@
 package chunking
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 
@@ -75,10 +76,7 @@ func serializeSteps(c *telemetry.Component) *telemetry.Steps {
 // NewPlanner validates cfg and returns a Planner. An out-of-range limit or
 // an unknown algorithm or accounting mode is an error naming the setting.
 func NewPlanner(cfg PlannerConfig) (*Planner, error) {
-	max := cfg.MaxChunkBytes
-	if max == 0 {
-		max = DefaultMaxChunkBytes
-	}
+	max := cmp.Or(cfg.MaxChunkBytes, DefaultMaxChunkBytes)
 	if max < MinMaxChunkBytes || max > DefaultMaxChunkBytes {
 		return nil, fmt.Errorf("chunking.max_chunk_bytes: %d is out of range (valid: %d..%d)", max, MinMaxChunkBytes, DefaultMaxChunkBytes)
 	}

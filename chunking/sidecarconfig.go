@@ -1,6 +1,7 @@
 package chunking
 
 import (
+	"cmp"
 	"crypto/tls"
 	"fmt"
 	"time"
@@ -111,10 +112,11 @@ type SidecarConfig struct {
 	// most MaxStreamWorkers). A call that finds them all busy runs on a
 	// goroutine of its own, as every call would without them; an open
 	// GetWorkItems stream holds one for as long as it is open. A kept
-	// goroutine keeps the stack a call grew: a goroutine per call grew
-	// and copied its stack on nearly every call, about 4 % of the CPU of
-	// a process that completes small orchestrations to its in-process
-	// sidecar (runtime/README.md). grpc.NumStreamWorkers among
+	// goroutine keeps the stack a call grew, where a goroutine per call
+	// grows and copies its stack on nearly every call: a cost seen in a
+	// process that completes small orchestrations to its in-process
+	// sidecar (BenchmarkOrchestration; docs/measurements/telemetry-cost.md).
+	// grpc.NumStreamWorkers among
 	// ServerOptions overrides it (0 there: a goroutine per call).
 	StreamWorkers int
 	// TLS, if not nil, makes the sidecar serve TLS with it; without it the
@@ -189,46 +191,22 @@ func (cfg SidecarConfig) withDefaults() (SidecarConfig, error) {
 			return cfg, fmt.Errorf("chunking: sidecar: SidecarConfig.Token %w", err)
 		}
 	}
-	if cfg.BufferTTL == 0 {
-		cfg.BufferTTL = DefaultBufferTTL
-	}
-	if cfg.MaxBufferedBytes == 0 {
-		cfg.MaxBufferedBytes = DefaultMaxBufferedBytes
-	}
-	if cfg.MaxBufferedChunks == 0 {
-		cfg.MaxBufferedChunks = DefaultMaxBufferedChunks
-	}
-	if cfg.MaxTotalBufferedBytes == 0 {
-		cfg.MaxTotalBufferedBytes = DefaultMaxTotalBufferedBytes
-	}
-	if cfg.MaxPendingInstances == 0 {
-		cfg.MaxPendingInstances = DefaultMaxPendingInstances
-	}
-	if cfg.MaxInstanceIDBytes == 0 {
-		cfg.MaxInstanceIDBytes = DefaultMaxInstanceIDBytes
-	}
-	if cfg.MaxRecvMsgSize == 0 {
-		cfg.MaxRecvMsgSize = max(1, min(DefaultMaxRecvMsgSize, cfg.MaxTotalBufferedBytes/8))
-	}
+	cfg.BufferTTL = cmp.Or(cfg.BufferTTL, DefaultBufferTTL)
+	cfg.MaxBufferedBytes = cmp.Or(cfg.MaxBufferedBytes, DefaultMaxBufferedBytes)
+	cfg.MaxBufferedChunks = cmp.Or(cfg.MaxBufferedChunks, DefaultMaxBufferedChunks)
+	cfg.MaxTotalBufferedBytes = cmp.Or(cfg.MaxTotalBufferedBytes, DefaultMaxTotalBufferedBytes)
+	cfg.MaxPendingInstances = cmp.Or(cfg.MaxPendingInstances, DefaultMaxPendingInstances)
+	cfg.MaxInstanceIDBytes = cmp.Or(cfg.MaxInstanceIDBytes, DefaultMaxInstanceIDBytes)
+	cfg.MaxRecvMsgSize = cmp.Or(cfg.MaxRecvMsgSize, max(1, min(DefaultMaxRecvMsgSize, cfg.MaxTotalBufferedBytes/8)))
 	if cfg.MaxRecvMsgSize > cfg.MaxTotalBufferedBytes {
 		return cfg, fmt.Errorf("chunking: sidecar: SidecarConfig.MaxRecvMsgSize is %d, over MaxTotalBufferedBytes = %d: "+
 			"a message being received counts toward the total, so one that large could never be let in", cfg.MaxRecvMsgSize, cfg.MaxTotalBufferedBytes)
 	}
-	if cfg.MaxKeptCompletions == 0 {
-		cfg.MaxKeptCompletions = DefaultMaxKeptCompletions
-	}
-	if cfg.StreamWorkers == 0 {
-		cfg.StreamWorkers = DefaultStreamWorkers
-	}
-	if cfg.MaxConnections == 0 {
-		cfg.MaxConnections = DefaultMaxConnections
-	}
-	if cfg.MaxStreamsPerConnection == 0 {
-		cfg.MaxStreamsPerConnection = DefaultMaxStreamsPerConnection
-	}
-	if cfg.MaxCalls == 0 {
-		cfg.MaxCalls = DefaultMaxCalls
-	}
+	cfg.MaxKeptCompletions = cmp.Or(cfg.MaxKeptCompletions, DefaultMaxKeptCompletions)
+	cfg.StreamWorkers = cmp.Or(cfg.StreamWorkers, DefaultStreamWorkers)
+	cfg.MaxConnections = cmp.Or(cfg.MaxConnections, DefaultMaxConnections)
+	cfg.MaxStreamsPerConnection = cmp.Or(cfg.MaxStreamsPerConnection, DefaultMaxStreamsPerConnection)
+	cfg.MaxCalls = cmp.Or(cfg.MaxCalls, DefaultMaxCalls)
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}

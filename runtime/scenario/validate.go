@@ -1,6 +1,7 @@
 package scenario
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 	"slices"
@@ -83,36 +84,22 @@ func (s *Scenario) clone() *Scenario {
 func (s *Scenario) applyDefaults() {
 	for i := range s.Workloads {
 		w := &s.Workloads[i]
-		if w.Weight == 0 {
-			w.Weight = 1
-		}
+		w.Weight = cmp.Or(w.Weight, 1)
 		if w.Kind == KindTask && w.Task == nil {
 			t := DefaultTaskSpec()
 			w.Task = &t
 		}
 		if t := w.Task; t != nil {
-			if t.ConfigMeanBytes == 0 {
-				t.ConfigMeanBytes = defaultConfigMeanBytes
-			}
-			if t.ConfigSigma == 0 {
-				t.ConfigSigma = defaultConfigSigma
-			}
-			if t.ConfigCapBytes == 0 {
-				t.ConfigCapBytes = defaultConfigCapBytes
-			}
-			if t.ConfigMinBytes == 0 {
-				t.ConfigMinBytes = defaultConfigMinBytes
-			}
-			if t.Parameters == 0 {
-				t.Parameters = defaultParameters
-			}
+			t.ConfigMeanBytes = cmp.Or(t.ConfigMeanBytes, defaultConfigMeanBytes)
+			t.ConfigSigma = cmp.Or(t.ConfigSigma, defaultConfigSigma)
+			t.ConfigCapBytes = cmp.Or(t.ConfigCapBytes, defaultConfigCapBytes)
+			t.ConfigMinBytes = cmp.Or(t.ConfigMinBytes, defaultConfigMinBytes)
+			t.Parameters = cmp.Or(t.Parameters, defaultParameters)
 		}
 		if f := w.Fanout; f != nil {
 			for j := range f.Shapes {
 				sh := &f.Shapes[j]
-				if sh.Weight == 0 {
-					sh.Weight = 1
-				}
+				sh.Weight = cmp.Or(sh.Weight, 1)
 				if sh.Name == "" {
 					sh.Name = sh.defaultName()
 				}

@@ -1,6 +1,7 @@
 package attribution
 
 import (
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -260,12 +261,8 @@ func (opt CompareOptions) withDefaults() (CompareOptions, error) {
 	if opt.Level < 0 || opt.Level >= 1 {
 		return opt, fmt.Errorf("compare: interval level %v: want between 0 and 1 (0 for 0.95)", opt.Level)
 	}
-	if opt.Iterations == 0 {
-		opt.Iterations = 400
-	}
-	if opt.Level == 0 {
-		opt.Level = 0.95
-	}
+	opt.Iterations = cmp.Or(opt.Iterations, 400)
+	opt.Level = cmp.Or(opt.Level, 0.95)
 	return opt, nil
 }
 

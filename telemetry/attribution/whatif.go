@@ -1,6 +1,7 @@
 package attribution
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"math"
@@ -59,9 +60,7 @@ func Replay(s Side, factors map[string]float64, opt CompareOptions) (WhatIf, err
 	if opt.Iterations < 0 || opt.Iterations > MaxIterations {
 		return WhatIf{}, fmt.Errorf("what-if: %d bootstrap iterations: want 1 to %d (0 for 400)", opt.Iterations, MaxIterations)
 	}
-	if opt.Iterations == 0 {
-		opt.Iterations = 400
-	}
+	opt.Iterations = cmp.Or(opt.Iterations, 400)
 	if opt.Level <= 0 || opt.Level >= 1 {
 		opt.Level = 0.95
 	}

@@ -1,6 +1,7 @@
 package otelsetup
 
 import (
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -67,9 +68,7 @@ func startProfiles(dir string, pc PyroscopeConfig, service string) (*profiles, e
 			Logger:          pc.Logger,
 			ProfileTypes:    pc.ProfileTypes,
 		}
-		if cfg.ApplicationName == "" {
-			cfg.ApplicationName = service
-		}
+		cfg.ApplicationName = cmp.Or(cfg.ApplicationName, service)
 		if len(cfg.ProfileTypes) == 0 {
 			cfg.ProfileTypes = append([]pyroscope.ProfileType(nil), pyroscope.DefaultProfileTypes...)
 		}

@@ -1,6 +1,7 @@
 package spans
 
 import (
+	"cmp"
 	"fmt"
 	"io"
 	"math"
@@ -51,15 +52,9 @@ func (l Limits) withDefaults() (Limits, error) {
 			return l, fmt.Errorf("invalid Limits.%s %d: want ≥ 0 (0 for the default)", f.name, f.v)
 		}
 	}
-	if l.MaxSpans == 0 {
-		l.MaxSpans = DefaultMaxSpans
-	}
-	if l.MaxString == 0 {
-		l.MaxString = defaultMaxString
-	}
-	if l.MaxDepth == 0 {
-		l.MaxDepth = defaultMaxDepth
-	}
+	l.MaxSpans = cmp.Or(l.MaxSpans, DefaultMaxSpans)
+	l.MaxString = cmp.Or(l.MaxString, defaultMaxString)
+	l.MaxDepth = cmp.Or(l.MaxDepth, defaultMaxDepth)
 	return l, nil
 }
 
