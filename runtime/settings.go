@@ -98,9 +98,6 @@ var perturbable = [...]struct {
 	{"taskhost", telemetry.Execute},
 }
 
-// EnvPerturbExecute carries perturb.taskhost.execute to task hosts.
-const EnvPerturbExecute = "AMDAHL_PERTURB_TASKHOST_EXECUTE"
-
 func parsePerturb(v string) (time.Duration, error) {
 	d, err := time.ParseDuration(v)
 	if err != nil || d < 0 || d > time.Second {
@@ -572,9 +569,8 @@ const (
 // heap's target is at least 4 MiB, at 400 at least 16 MiB; a task host
 // that keeps little between tasks (our reading of the built-in ones) sits
 // at that floor, so it collects every few dozen taskhost units, each
-// collection's fixed cost spread over few. On the 2-vCPU VM, hosts
-// took 0.747 [0.692, 0.806] of their CPU per taskhost unit at 400, 0.843
-// at 200, and the run's throughput was 1.255 [1.168, 1.348] (docs/measurements/telemetry-cost.md,
+// collection's fixed cost spread over few. 400 costs the hosts less CPU
+// per taskhost unit than 200 or 100 (docs/measurements/telemetry-cost.md,
 // "Measured").
 const DefaultHostGOGC = 400
 
@@ -583,9 +579,8 @@ const DefaultHostGOGC = 400
 // least 1. A task host serves one task at a time; with more Ps than it
 // uses, its idle ones still cost CPU (spinning threads looking for work,
 // idle-time GC workers, contended runtime locks) that the parent and the
-// other hosts could have run: on the 2-vCPU VM, 2 Ps in each of the 2
-// hosts took 47 % more host CPU per taskhost unit than 1 (docs/measurements/telemetry-cost.md,
-// "Measured").
+// other hosts could have run (docs/measurements/telemetry-cost.md,
+// "Measured": 2 Ps in each of 2 hosts against 1).
 func (s *Settings) hostProcs(procs int) int {
 	if s.HostProcs > 0 {
 		return s.HostProcs

@@ -14,20 +14,6 @@ type (
 	TraceID = spans.TraceID
 	// SpanID is spans.SpanID.
 	SpanID = spans.SpanID
-	// SpanKind is spans.SpanKind.
-	SpanKind = spans.SpanKind
-	// Interner is spans.Interner.
-	Interner = spans.Interner
 	// Limits is spans.Limits.
 	Limits = spans.Limits
-)
-
-// The span kinds, as spans'.
-const (
-	KindUnspecified = spans.KindUnspecified
-	KindInternal    = spans.KindInternal
-	KindServer      = spans.KindServer
-	KindClient      = spans.KindClient
-	KindProducer    = spans.KindProducer
-	KindConsumer    = spans.KindConsumer
 )

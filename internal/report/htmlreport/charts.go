@@ -30,15 +30,14 @@ type chart struct {
 }
 
 type chartCol struct {
-	Name      string
-	X, W      float64
-	Zero      float64 // x of 0
-	Lo, Hi    string  // the domain's ends, formatted
-	LoX, HiX  float64
-	AxisY     int
-	Clipped   bool // the domain was cut to [-100 %, 100 %]
-	lo, hi    float64
-	hasWhisks bool
+	Name     string
+	X, W     float64
+	Zero     float64 // x of 0
+	Lo, Hi   string  // the domain's ends, formatted
+	LoX, HiX float64
+	AxisY    int
+	Clipped  bool // the domain was cut to [-100 %, 100 %]
+	lo, hi   float64
 }
 
 type chartRow struct {
