@@ -276,56 +276,35 @@ func checkABFlags(f abFlags) error {
 	return nil
 }
 
-// writeAB prints the result as --json, --markdown or text.
+// writeAB prints the result as --json, --markdown or text: the header,
+// the comparison, the run-level gains and any causal weight.
 func writeAB(stdout io.Writer, res abResult, f abFlags, nBase, nCand int) error {
-	var err error
-	cmp := res.Comparison
-	switch {
-	case f.asJSON:
-		err = writeJSON(stdout, res)
-	case f.markdown:
-		err = writeABHeader(stdout, res, "")
-		if err == nil {
-			err = cmp.WriteMarkdown(stdout)
-		}
-		if err == nil {
-			_, err = fmt.Fprintf(stdout, "- run wall time gain %s, throughput gain %s.\n", pmInterval(res.WallGain), pmInterval(res.ThroughputUp))
-		}
-		for _, c := range res.Causal {
-			if err == nil {
-				_, err = fmt.Fprintf(stdout, "- %s\n", causalText(c))
-			}
-		}
-	default:
-		err = writeABHeader(stdout, res, "")
-		if err == nil {
-			err = cmp.WriteText(stdout)
-		}
-		if err == nil {
-			_, err = fmt.Fprintf(stdout, "Run wall time gain %s, throughput gain %s (over %d and %d runs).\n",
-				pmInterval(res.WallGain), pmInterval(res.ThroughputUp), nBase, nCand)
-		}
-		for _, c := range res.Causal {
-			if err == nil {
-				_, err = fmt.Fprintln(stdout, causalText(c))
-			}
-		}
+	if f.asJSON {
+		return writeJSON(stdout, res)
 	}
-	if err != nil {
+	write, item := res.Comparison.WriteText, "%s\n"
+	gains := fmt.Sprintf("Run wall time gain %s, throughput gain %s (over %d and %d runs).\n",
+		pmInterval(res.WallGain), pmInterval(res.ThroughputUp), nBase, nCand)
+	if f.markdown {
+		write, item = res.Comparison.WriteMarkdown, "- %s\n"
+		gains = fmt.Sprintf("- run wall time gain %s, throughput gain %s.\n", pmInterval(res.WallGain), pmInterval(res.ThroughputUp))
+	}
+	if err := writeABHeader(stdout, res); err != nil {
 		return err
 	}
+	if err := write(stdout); err != nil {
+		return err
+	}
+	var tail strings.Builder
+	tail.WriteString(gains)
+	for _, c := range res.Causal {
+		fmt.Fprintf(&tail, item, causalText(c))
+	}
+	_, err := io.WriteString(stdout, tail.String())
 	return err
 }
 
-func writeABHeader(w io.Writer, r abResult, _ string) error {
-	diff := "none (A/A)"
-	if len(r.Differ) > 0 {
-		var parts []string
-		for _, k := range r.Differ {
-			parts = append(parts, fmt.Sprintf("%s %s → %s", k, r.Baseline[k], r.Candidate[k]))
-		}
-		diff = strings.Join(parts, ", ")
-	}
+func writeABHeader(w io.Writer, r abResult) error {
 	nb, nc := 0, 0
 	for _, run := range r.Runs {
 		if run.Side == "baseline" {
@@ -334,13 +313,30 @@ func writeABHeader(w io.Writer, r abResult, _ string) error {
 			nc++
 		}
 	}
-	target := "none"
-	if len(r.Comparison.Target) > 0 {
-		target = strings.Join(r.Comparison.Target, ", ")
-	}
 	_, err := fmt.Fprintf(w, "ab: scenario %s, %d baseline and %d candidate runs in pairs (side by side, turns of %d units, order alternating), %d units per run, first %.0f %% of each run's units left out as warm-up\nsettings that differ: %s\ntarget rows: %s\n\n",
-		r.Scenario, nb, nc, r.Block, r.UnitsPerRun, 100*r.Warmup, diff, target)
+		r.Scenario, nb, nc, r.Block, r.UnitsPerRun, 100*r.Warmup, r.differText(), targetText(&r.Comparison))
 	return err
+}
+
+// differText is each setting that differs as "name baseline → candidate",
+// or "none (A/A)".
+func (r abResult) differText() string {
+	if len(r.Differ) == 0 {
+		return "none (A/A)"
+	}
+	parts := make([]string, len(r.Differ))
+	for i, k := range r.Differ {
+		parts[i] = fmt.Sprintf("%s %s → %s", k, r.Baseline[k], r.Candidate[k])
+	}
+	return strings.Join(parts, ", ")
+}
+
+// targetText is the comparison's target rows, or "none".
+func targetText(c *attribution.Comparison) string {
+	if len(c.Target) == 0 {
+		return "none"
+	}
+	return strings.Join(c.Target, ", ")
 }
 
 // causalText says a causal weight beside the critical path's claim.

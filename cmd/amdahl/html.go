@@ -81,23 +81,11 @@ func writeRunPage(dir string, s runtime.Summary, fl *attribution.Flame, byPhase 
 // abPage is report.html of amdahl ab: the comparison (the numbers of
 // ab.json) and each side's e2e distribution and critical paths.
 func abPage(res abResult, base, cand attribution.Side, byPhase bool) htmlreport.Input {
-	diff := "none (A/A)"
-	if len(res.Differ) > 0 {
-		var parts []string
-		for _, k := range res.Differ {
-			parts = append(parts, fmt.Sprintf("%s %s → %s", k, res.Baseline[k], res.Candidate[k]))
-		}
-		diff = strings.Join(parts, ", ")
-	}
-	target := "none"
-	if len(res.Comparison.Target) > 0 {
-		target = strings.Join(res.Comparison.Target, ", ")
-	}
 	in := htmlreport.Input{
 		Title: "amdahl ab: scenario " + res.Scenario,
 		Facts: []htmlreport.Fact{
-			{Name: "settings that differ", Value: diff},
-			{Name: "target rows", Value: target},
+			{Name: "settings that differ", Value: res.differText()},
+			{Name: "target rows", Value: targetText(&res.Comparison)},
 			{Name: "runs", Value: fmt.Sprintf("%d baseline, %d candidate (interleaved), %d units per run, first %.0f %% left out as warm-up",
 				res.Comparison.BaseRuns, res.Comparison.CandRuns, res.UnitsPerRun, 100*res.Warmup)},
 			{Name: "run wall time gain", Value: pmInterval(res.WallGain)},
@@ -145,16 +133,12 @@ func reportPage(files, baseline []string, rep *attribution.Report, c *attributio
 				htmlreport.Mark{Name: "p50", At: rep.E2EP50}, htmlreport.Mark{Name: "p99", At: rep.E2EP99})},
 		}
 	}
-	target := "none"
-	if len(c.Target) > 0 {
-		target = strings.Join(c.Target, ", ")
-	}
 	return htmlreport.Input{
 		Title: "amdahl report: A/B",
 		Facts: []htmlreport.Fact{
 			{Name: "baseline", Value: strings.Join(baseline, ", ")},
 			{Name: "candidate", Value: strings.Join(files, ", ")},
-			{Name: "target rows", Value: target},
+			{Name: "target rows", Value: targetText(c)},
 		},
 		Comparison: c,
 		Sets:       abSets(bfl, cfl, *c, byPhase),
