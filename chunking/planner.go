@@ -188,8 +188,8 @@ func (p *Planner) plan(r *dtpb.OrchestratorResponse, ph telemetry.PhaseSpan, st 
 
 // record records the plan's metrics and returns the attributes of its
 // serialize phase, for the phase's EndWith: nil when nothing reads them
-// (Component.SpanAttributes). Building them (their slice escapes into
-// the interface call) was 360 bytes a unit of mixed's task units.
+// (Component.SpanAttributes): building them allocates, since their
+// slice escapes into the interface call.
 func (p *Planner) record(ctx context.Context, r *dtpb.OrchestratorResponse, pl *Plan) []attribute.KeyValue {
 	bytes := 0
 	for _, s := range pl.Sizes {

@@ -36,7 +36,7 @@
 // amdahl.phase and amdahl.direction; the component's attributes (transport,
 // scenario, variant), constant for a unit, are on its root span amdahl.work
 // and on every metric, not repeated on each phase span (each attribute
-// costs every span about 0.3 µs). Span attributes:
+// adds to every span's cost, BenchmarkPhase). Span attributes:
 //
 //	amdahl.component   component name (phase spans)
 //	amdahl.phase       queue | dispatch | serialize | send | receive | deserialize | execute

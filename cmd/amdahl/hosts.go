@@ -392,10 +392,9 @@ func describeWorkloads(s *scenario.Scenario) string {
 // would (otelsetup's SpansOnlyForAttribution; the sidecar has no
 // attribution of its own). Then no span is made for nobody, and, with no
 // metrics served either, a call only has its trace context taken from
-// its metadata (chunking.SidecarConfig). One 2,000-unit mixed run against
-// the sidecar with the SDK's provider: its spans and otelgrpc's handlers
-// were about 30 µs of the sidecar's 860 µs of CPU a unit, and 8 µs with
-// this (perf).
+// its metadata (chunking.SidecarConfig), which costs the sidecar a
+// fraction of what the SDK's spans and otelgrpc's handlers do
+// (docs/measurements/earlier.md, "Figures the code's comments quoted").
 func sidecarTracing(tel *otelsetup.Telemetry) trace.TracerProvider {
 	if tel.SpansOnlyForAttribution() {
 		return tracenoop.NewTracerProvider()

@@ -28,9 +28,9 @@ func sidecarMemoryLimit(cfg chunking.SidecarConfig) int64 {
 // runGCPercent is the GC percent amdahl run's process works at: off, so
 // the collector runs when the heap nears runMemoryLimit rather than each
 // time it doubles. The fan-out payloads live briefly and in bulk: at
-// Go's 100 the parent of a default run collected about 28 times a second
-// (its GC workers 7–13 % of the run's CPU samples); under the limit alone
-// a few times.
+// Go's 100 the parent of a default run collects many times a second,
+// under the limit alone a few times (docs/measurements/earlier.md,
+// "Figures the code's comments quoted").
 const runGCPercent = -1
 
 // runMemoryLimit is the Go memory limit amdahl run's process (the runtime

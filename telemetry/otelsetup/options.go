@@ -138,8 +138,8 @@ const (
 // set, or (auto) when this process profiles its CPU (a profile directory
 // or Pyroscope, and the SDK not disabled), the only readers of the labels
 // Setup knows of. A label costs every phase body a goroutine label switch
-// (0.15–0.6 µs of a taskhost unit's parent CPU on the 2-vCPU VM, per
-// perf) that no profile would read.
+// that no profile would read (BenchmarkPhase, spans+metrics against
+// spans+metrics+labels).
 func (c *config) labels() bool {
 	if c.phaseLabels == labelsAuto {
 		return !c.disabled && (c.profileDir != "" || c.pyroscope.ServerAddress != "")

@@ -775,8 +775,8 @@ func FuzzReadOTLPJSON(f *testing.F) {
 	})
 }
 
-// BenchmarkReadOTLPJSONBaseline sets ReadOTLPJSON against the decoder it
-// replaces, ReadTraceFile (encoding/json and protojson), on
+// BenchmarkReadOTLPJSONBaseline sets ReadOTLPJSON against the reference
+// codec's ReadTraceFile (encoding/json and protojson), on
 // 10,000 spans in memory.
 func BenchmarkReadOTLPJSONBaseline(b *testing.B) {
 	var buf bytes.Buffer
