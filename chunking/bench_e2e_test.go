@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/amdahl-rt/amdahl/chunking/dtpb"
 	"github.com/amdahl-rt/amdahl/internal/proccpu"
@@ -93,24 +94,29 @@ func BenchmarkEndToEnd(b *testing.B) {
 // latency, by how the sidecar runs calls: workers=default keeps
 // DefaultStreamWorkers goroutines (SidecarConfig.StreamWorkers),
 // workers=none a new goroutine per call, whose stack grows on nearly
-// every call; labels=on the sidecar's pprof labels, against labels=off.
+// every call; labels=on the sidecar's pprof labels, against labels=off;
+// client-labels=on the client connection's (LabelledCredentials), with
+// the sidecar's off, against labels=off.
 //
 //	go test -run '^$' -bench Orchestration -benchtime 20000x -count 6 ./chunking/
 func BenchmarkOrchestration(b *testing.B) {
 	for _, w := range []struct {
 		name string
 		cfg  SidecarConfig
+		dial []grpc.DialOption
 	}{
-		{"workers=default", SidecarConfig{OnApplied: func(Completion) {}}},
-		{"workers=none", SidecarConfig{OnApplied: func(Completion) {}, ServerOptions: []grpc.ServerOption{grpc.NumStreamWorkers(0)}}},
+		{"workers=default", SidecarConfig{OnApplied: func(Completion) {}}, nil},
+		{"workers=none", SidecarConfig{OnApplied: func(Completion) {}, ServerOptions: []grpc.ServerOption{grpc.NumStreamWorkers(0)}}, nil},
 		// The sidecar's pprof labels (a Component with PhaseLabels: the
 		// stats handler that labels gRPC's goroutines, labels.go) against
 		// the same Component without them.
-		{"labels=off", SidecarConfig{OnApplied: func(Completion) {}, Component: labelledComponent(b, false)}},
-		{"labels=on", SidecarConfig{OnApplied: func(Completion) {}, Component: labelledComponent(b, true)}},
+		{"labels=off", SidecarConfig{OnApplied: func(Completion) {}, Component: labelledComponent(b, false)}, nil},
+		{"labels=on", SidecarConfig{OnApplied: func(Completion) {}, Component: labelledComponent(b, true)}, nil},
+		{"client-labels=on", SidecarConfig{OnApplied: func(Completion) {}, Component: labelledComponent(b, false)},
+			[]grpc.DialOption{grpc.WithTransportCredentials(LabelledCredentials(insecure.NewCredentials(), labelledComponent(b, true)))}},
 	} {
 		b.Run(w.name, func(b *testing.B) {
-			rg := startRig(b, w.cfg)
+			rg := startRig(b, w.cfg, w.dial...)
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
 			st, err := dtpb.GetWorkItems(ctx, rg.conn, &dtpb.GetWorkItemsRequest{})

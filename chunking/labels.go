@@ -5,6 +5,7 @@ import (
 	"net"
 	"runtime/pprof"
 
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/stats"
 
 	"github.com/amdahl-rt/amdahl/chunking/dtpb"
@@ -92,4 +93,67 @@ func (s *Sidecar) serveLabelled(serve func(net.Listener) error, lis net.Listener
 	pprof.SetGoroutineLabels(lctx)
 	defer pprof.SetGoroutineLabels(context.Background())
 	return serve(lis)
+}
+
+// LabelledCredentials returns creds with the component's pprof labels on
+// the goroutines of a client connection's gRPC transport, for a client of
+// a sidecar (the runtime's connection): gRPC starts a reader and a writer
+// goroutine per connection from its own connecting goroutine, so no label
+// of the caller reaches them, and their CPU (reading and parsing every
+// frame; framing, writing and flushing every message) would be in no
+// phase in Pyroscope. The connection the handshake returns is wrapped:
+// its Read sets the goroutine's labels to the component's receive/reply,
+// its Write to send/request. The transport's reader goroutine only reads
+// and its writer only writes, so each keeps its labels from its first
+// call on, and a TLS connection's decryption and encryption, inside
+// those calls, count with them. Each call costs one
+// pprof.SetGoroutineLabels with a context built once: no allocation.
+//
+// The handshake itself runs on gRPC's connecting goroutine on the
+// connection as dialled, unlabelled. LabelledCredentials returns creds
+// unchanged when the component sets no labels
+// (telemetry.ComponentConfig.PhaseLabels).
+func LabelledCredentials(creds credentials.TransportCredentials, comp *telemetry.Component) credentials.TransportCredentials {
+	recv := comp.LabelContext(telemetry.Receive, telemetry.Reply)
+	send := comp.LabelContext(telemetry.Send, telemetry.Request)
+	if recv == nil || send == nil {
+		return creds
+	}
+	return labelledCreds{TransportCredentials: creds, recv: recv, send: send}
+}
+
+type labelledCreds struct {
+	credentials.TransportCredentials
+	recv, send context.Context
+}
+
+// ClientHandshake wraps the connection creds' handshake returns.
+func (c labelledCreds) ClientHandshake(ctx context.Context, authority string, raw net.Conn) (net.Conn, credentials.AuthInfo, error) {
+	conn, info, err := c.TransportCredentials.ClientHandshake(ctx, authority, raw)
+	if err != nil {
+		return conn, info, err
+	}
+	return &labelledConn{Conn: conn, recv: c.recv, send: c.send}, info, nil
+}
+
+// Clone clones the credentials wrapped.
+func (c labelledCreds) Clone() credentials.TransportCredentials {
+	return labelledCreds{TransportCredentials: c.TransportCredentials.Clone(), recv: c.recv, send: c.send}
+}
+
+// labelledConn labels the goroutine that reads it with recv, and the one
+// that writes it with send.
+type labelledConn struct {
+	net.Conn
+	recv, send context.Context
+}
+
+func (c *labelledConn) Read(b []byte) (int, error) {
+	pprof.SetGoroutineLabels(c.recv)
+	return c.Conn.Read(b)
+}
+
+func (c *labelledConn) Write(b []byte) (int, error) {
+	pprof.SetGoroutineLabels(c.send)
+	return c.Conn.Write(b)
 }

@@ -3,15 +3,20 @@ package chunking
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
+	"net"
 	"runtime/pprof"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/pprof/profile"
 	metricnoop "go.opentelemetry.io/otel/metric/noop"
 	tracenoop "go.opentelemetry.io/otel/trace/noop"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/amdahl-rt/amdahl/chunking/dtpb"
@@ -184,4 +189,107 @@ func onStack(s *profile.Sample, fn string) bool {
 		}
 	}
 	return false
+}
+
+// TestLabelledCredentials: without labels the credentials are returned as
+// they are; with them, the connection a client handshake returns labels
+// the goroutine that reads it receive/reply and the one that writes it
+// send/request, and a clone does the same.
+func TestLabelledCredentials(t *testing.T) {
+	creds := insecure.NewCredentials()
+	if got := LabelledCredentials(creds, labelledComponent(t, false)); got != creds {
+		t.Fatalf("LabelledCredentials without labels: %T, want the credentials given", got)
+	}
+	lc := LabelledCredentials(creds, labelledComponent(t, true))
+	for _, c := range []credentials.TransportCredentials{lc, lc.Clone()} {
+		a, b := net.Pipe()
+		conn, _, err := c.ClientHandshake(context.Background(), "x", a)
+		if err != nil {
+			t.Fatal(err)
+		}
+		labelsOf := func(f func()) string {
+			got := make(chan string, 1)
+			go func() {
+				f()
+				got <- inheritedLabels(t)
+			}()
+			return <-got
+		}
+		go func() { buf := make([]byte, 1); b.Read(buf); b.Write([]byte{1}) }()
+		if got := labelsOf(func() { conn.Write([]byte{1}) }); got != "chunking send request" {
+			t.Errorf("after Write: labels %q, want chunking send request", got)
+		}
+		if got := labelsOf(func() { conn.Read(make([]byte, 1)) }); got != "chunking receive reply" {
+			t.Errorf("after Read: labels %q, want chunking receive reply", got)
+		}
+		conn.Close()
+		b.Close()
+	}
+}
+
+// inheritedLabels returns the pprof labels of the calling goroutine, as
+// the goroutine profile prints them ("chunking send request", "" for
+// none): a goroutine it starts inherits them, and waits in
+// labelsParked while the profile is read.
+func inheritedLabels(t *testing.T) string {
+	t.Helper()
+	parked, release := make(chan struct{}), make(chan struct{})
+	go labelsParked(parked, release)
+	<-parked
+	defer close(release)
+	var buf bytes.Buffer
+	if err := pprof.Lookup("goroutine").WriteTo(&buf, 1); err != nil {
+		t.Fatal(err)
+	}
+	for _, block := range strings.Split(buf.String(), "\n\n") {
+		if !strings.Contains(block, "chunking.labelsParked") {
+			continue
+		}
+		for _, line := range strings.Split(block, "\n") {
+			if l, ok := strings.CutPrefix(line, "# labels: "); ok {
+				var m map[string]string
+				if err := json.Unmarshal([]byte(l), &m); err != nil {
+					t.Fatalf("labels %s: %v", l, err)
+				}
+				return m[telemetry.LabelComponent] + " " + m[telemetry.LabelPhase] + " " + m[telemetry.LabelDirection]
+			}
+		}
+		return ""
+	}
+	t.Fatal("no goroutine in labelsParked in the goroutine profile")
+	return ""
+}
+
+//go:noinline
+func labelsParked(parked chan<- struct{}, release <-chan struct{}) {
+	close(parked)
+	<-release
+}
+
+// discardConn is a net.Conn whose writes go nowhere.
+type discardConn struct{ net.Conn }
+
+func (discardConn) Write(b []byte) (int, error) { return len(b), nil }
+
+// BenchmarkLabelledConnWrite is the cost LabelledCredentials adds to each
+// write of a client connection (one SetGoroutineLabels), against the same
+// write unlabelled.
+func BenchmarkLabelledConnWrite(b *testing.B) {
+	comp := labelledComponent(b, true)
+	buf := make([]byte, 64)
+	for _, c := range []struct {
+		name string
+		conn net.Conn
+	}{
+		{"plain", discardConn{}},
+		{"labelled", &labelledConn{Conn: discardConn{}, recv: comp.LabelContext(telemetry.Receive, telemetry.Reply), send: comp.LabelContext(telemetry.Send, telemetry.Request)}},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				c.conn.Write(buf)
+			}
+		})
+	}
+	pprof.SetGoroutineLabels(context.Background())
 }

@@ -16,6 +16,7 @@ import (
 	tracenoop "go.opentelemetry.io/otel/trace/noop"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/stats"
 	"google.golang.org/grpc/status"
@@ -152,7 +153,11 @@ func (r *Runtime) connect(ctx context.Context, cfg Config, tp trace.TracerProvid
 			return err
 		}
 	}
+	// The run's connection labels its transport's reader and writer
+	// goroutines with the chunking component's receive/reply and
+	// send/request (a probe's connection stays unlabelled).
 	r.cc, err = grpc.NewClient(addr, append(append(r.tracingOptions(cfg, rpcTP, mp), dial...),
+		grpc.WithTransportCredentials(chunking.LabelledCredentials(sidecarCredentials(cfg), chunkComp)),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(chunking.DefaultMaxRecvMsgSize)))...)
 	if err != nil {
 		return fmt.Errorf("runtime: sidecar %s: %w", addr, err)
@@ -175,11 +180,7 @@ func sidecarDialOptions(cfg Config, addr string) ([]grpc.DialOption, error) {
 	if cfg.Sidecar.ConnectTimeout < 0 {
 		return nil, fmt.Errorf("runtime: Config.Sidecar.ConnectTimeout is %v, want ≥ 0 (0 takes the default %v)", cfg.Sidecar.ConnectTimeout, defaultSidecarConnectTimeout)
 	}
-	creds := cfg.Sidecar.Credentials
-	if creds == nil {
-		creds = insecure.NewCredentials()
-	}
-	dial := []grpc.DialOption{grpc.WithTransportCredentials(creds)}
+	dial := []grpc.DialOption{grpc.WithTransportCredentials(sidecarCredentials(cfg))}
 	if cfg.Sidecar.Token != "" {
 		secure := cfg.Sidecar.Credentials != nil
 		if !secure && !loopbackAddr(addr) {
@@ -188,6 +189,15 @@ func sidecarDialOptions(cfg Config, addr string) ([]grpc.DialOption, error) {
 		dial = append(dial, grpc.WithPerRPCCredentials(bearer{md: map[string]string{"authorization": "Bearer " + cfg.Sidecar.Token}, secure: secure}))
 	}
 	return dial, nil
+}
+
+// sidecarCredentials are the transport credentials of the connection to
+// the sidecar: Config.Sidecar.Credentials, or none (insecure).
+func sidecarCredentials(cfg Config) credentials.TransportCredentials {
+	if cfg.Sidecar.Credentials != nil {
+		return cfg.Sidecar.Credentials
+	}
+	return insecure.NewCredentials()
 }
 
 // serveOwnSidecar starts the in-process sidecar on a loopback port and

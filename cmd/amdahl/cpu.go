@@ -90,14 +90,25 @@ const (
 	cpuAfter      = "(after the profiles)"
 	cpuNotSampled = "(not sampled)"
 	cpuNotInAny   = "(in no profile)"
+	// cpuSysmon is a bucket measured from the system's per-thread
+	// accounting, not from samples: the Go runtime's system monitor
+	// thread, on which the profiler arms no timer.
+	cpuSysmon = "(go runtime: sysmon)"
 )
 
 // unprofiled accounts for the processes' CPU that the profiles of an do
 // not hold, from the profiles' windows: what the processes used before
 // their profiles started, after they stopped (a task host's exit, the
 // parent's work since; a process that left no profile), and while they
-// ran but no sample caught (the Go runtime's sysmon thread, on which the
-// profiler arms no timer; each thread's sampling error). Without a window
+// ran but no sample caught. Of the last, the part that the Go runtime's
+// sysmon thread used (on which the profiler arms no timer) is read from
+// the system's per-thread accounting by each process (proccpu.SysmonUsed)
+// and is a bucket of its own, (go runtime: sysmon), when every window has
+// it; (not sampled) is then what is left: the sampling error of each
+// thread (the kernel checks a thread's CPU timer on its clock tick, so a
+// thread that runs in short bursts loses the periods that end between two
+// checks), and the threads whose timer the runtime has not yet armed
+// (it arms it when the thread next runs a goroutine). Without a window
 // for every profile it is one part; without processes only what the
 // windows tell. (not sampled) can come out a little below zero: a
 // sampled thread's count can exceed its CPU by up to one period, most
@@ -112,7 +123,12 @@ func unprofiled(an *profiles.Analysis, processes time.Duration) []attribution.CP
 	}
 	if an.Windows == len(an.Files) && an.Windows > 0 {
 		add(cpuBefore, an.Window.Start)
-		add(cpuNotSampled, an.Window.Stop-an.Window.Start-time.Duration(an.Total))
+		notSampled := an.Window.Stop - an.Window.Start - time.Duration(an.Total)
+		if an.Sysmons == an.Windows {
+			parts = append(parts, attribution.CPUPart{Name: cpuSysmon, Kind: attribution.CPUBucket, CPU: an.Sysmon})
+			notSampled -= an.Sysmon
+		}
+		add(cpuNotSampled, notSampled)
 		if processes > 0 {
 			add(cpuAfter, processes-an.Window.Stop)
 		}

@@ -84,8 +84,10 @@ func first(v []string) string {
 // process, the default's two task hosts): the in-process sidecar's decode
 // of each completion carries the deserialize labels, at least cpuGoal of
 // all CPU samples, parent's and hosts', are booked to a phase by label or
-// stack, none to (none), and the rows, the rows of CPU only and the named
-// buckets hold the processes' CPU within cpuAccountGoal.
+// stack, none to (none), the runtime's gRPC client transport goroutines
+// carry the chunking component's labels, and the rows, the rows of CPU
+// only and the named buckets (sysmon's CPU, measured apart, among them)
+// hold the processes' CPU within cpuAccountGoal.
 func TestRunCPUInPhases(t *testing.T) {
 	exe, err := os.Executable()
 	if err != nil {
@@ -133,6 +135,8 @@ func TestRunCPUInPhases(t *testing.T) {
 				t.Errorf("%d of the in-process sidecar's %d decode samples carry component=chunking phase=deserialize direction=request, want all", labelled, decode)
 			}
 
+			checkTransportLabels(t, parent)
+
 			an, err := profiles.Analyze(dir, false, 0)
 			if err != nil {
 				t.Fatal(err)
@@ -140,6 +144,60 @@ func TestRunCPUInPhases(t *testing.T) {
 			checkShare(t, an)
 		})
 	}
+}
+
+// The client's gRPC transport goroutines: its writer (started in
+// NewHTTP2Client) and its reader.
+const (
+	grpcClientWriter = "google.golang.org/grpc/internal/transport.(*loopyWriter).run"
+	grpcClientStart  = "google.golang.org/grpc/internal/transport.NewHTTP2Client.func"
+	grpcClientReader = "google.golang.org/grpc/internal/transport.(*http2Client).reader"
+)
+
+// checkTransportLabels checks that the CPU samples of the runtime's gRPC
+// client transport goroutines (the connection to the sidecar) in the
+// parent's profile carry the chunking component's labels: its writer's
+// send/request, its reader's receive/reply (chunking.LabelledCredentials),
+// so that Pyroscope books them to a phase as amdahl profile does.
+func checkTransportLabels(t *testing.T, parent *profile.Profile) {
+	t.Helper()
+	var writer, reader, wrong int
+	for _, s := range parent.Sample {
+		want := ""
+		switch {
+		case onStack(s, grpcClientWriter) && onStackPrefix(s, grpcClientStart):
+			writer++
+			want = "chunking send request"
+		case onStack(s, grpcClientReader):
+			reader++
+			want = "chunking receive reply"
+		default:
+			continue
+		}
+		got := first(s.Label[telemetry.LabelComponent]) + " " + first(s.Label[telemetry.LabelPhase]) + " " + first(s.Label[telemetry.LabelDirection])
+		if got != want {
+			if wrong++; wrong <= 3 {
+				t.Errorf("a sample of the gRPC client transport (%s) has labels %q, want %q", s.Location[len(s.Location)-1].Line[0].Function.Name, got, want)
+			}
+		}
+	}
+	if writer == 0 {
+		t.Errorf("no CPU sample of the gRPC client's writer (%s) in %d samples", grpcClientWriter, len(parent.Sample))
+	}
+	t.Logf("gRPC client transport: %d writer and %d reader samples, %d without their labels", writer, reader, wrong)
+}
+
+// onStackPrefix reports whether a function named with prefix is on s's
+// stack.
+func onStackPrefix(s *profile.Sample, prefix string) bool {
+	for _, loc := range s.Location {
+		for _, l := range loc.Line {
+			if l.Function != nil && strings.HasPrefix(l.Function.Name, prefix) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // cpuPeriod is the CPU profiles' sampling period (100 Hz).
@@ -198,11 +256,21 @@ func checkCPUAccount(t *testing.T, c *attribution.CPU) {
 			accounted += p.CPU
 		}
 	}
-	for _, p := range c.Unprofiled {
+	var sysmon *attribution.CPUPart
+	for i, p := range c.Unprofiled {
 		unprofiled += p.CPU
-		if p.Kind != attribution.CPUUnprofiled {
+		switch {
+		case p.Name == cpuSysmon && p.Kind == attribution.CPUBucket:
+			// Measured by each process from its sysmon thread's own
+			// accounting, not from samples nor as a remainder.
+			sysmon = &c.Unprofiled[i]
+			accounted += p.CPU
+		case p.Kind != attribution.CPUUnprofiled:
 			t.Errorf("unprofiled part %s: kind %q", p.Name, p.Kind)
 		}
+	}
+	if _, err := proccpu.SysmonUsed(); err == nil && (sysmon == nil || sysmon.CPU <= 0) {
+		t.Errorf("no %s part with CPU, though this system tells sysmon's CPU; unprofiled %v", cpuSysmon, c.Unprofiled)
 	}
 	if c.InRows+elsewhere != c.Total {
 		t.Errorf("cpu: in rows %v + elsewhere %v != total %v", c.InRows, elsewhere, c.Total)
@@ -220,7 +288,7 @@ func checkCPUAccount(t *testing.T, c *attribution.CPU) {
 		t.Errorf("chunking.receive/request: kind %q, want %q (a row of CPU only); elsewhere %v", k, attribution.CPURow, c.Elsewhere)
 	}
 	if accounted != c.Accounted {
-		t.Errorf("cpu.accounted_ns %v, want %v (rows, rows of CPU only, buckets)", c.Accounted, accounted)
+		t.Errorf("cpu.accounted_ns %v, want %v (rows, rows of CPU only, buckets, sysmon)", c.Accounted, accounted)
 	}
 	share := float64(accounted) / float64(c.Processes)
 	t.Logf("CPU: processes %v; profiles %v; rows %v, accounted %v (%.1f %%); elsewhere %v; unprofiled %v",

@@ -24,11 +24,20 @@ const maxWindowFile = 4 << 10
 type Window struct {
 	Start time.Duration `json:"cpu_at_start_ns"`
 	Stop  time.Duration `json:"cpu_at_stop_ns"`
+	// Sysmon is the part of Stop − Start that the Go runtime's sysmon
+	// thread used (SysmonUsed at stop minus at start), nil when the
+	// system could not tell: no sample of the profile holds it.
+	Sysmon *time.Duration `json:"sysmon_cpu_ns,omitempty"`
 }
+
+// sysmonSlack is what Sysmon may exceed Stop − Start by: the process's
+// CPU is read in microseconds, the thread's in nanoseconds.
+const sysmonSlack = 10 * time.Microsecond
 
 // ReadWindow reads the Window at path, at most 4 KiB of it. A missing
 // file is an error that wraps os.ErrNotExist; a window that runs backwards
-// (Stop before Start, or either negative) is refused.
+// (Stop before Start, or either negative) is refused, and so is a Sysmon
+// below zero or above Stop − Start.
 func ReadWindow(path string) (Window, error) {
 	f, err := os.Open(path)
 	if err != nil {
@@ -48,6 +57,9 @@ func ReadWindow(path string) (Window, error) {
 	}
 	if w.Start < 0 || w.Stop < w.Start {
 		return Window{}, fmt.Errorf("read %s: %w: cpu_at_start_ns %d, cpu_at_stop_ns %d", path, errBackwards, w.Start, w.Stop)
+	}
+	if w.Sysmon != nil && (*w.Sysmon < 0 || *w.Sysmon > w.Stop-w.Start+sysmonSlack) {
+		return Window{}, fmt.Errorf("read %s: sysmon_cpu_ns %d is not within the window's %d ns of CPU", path, *w.Sysmon, w.Stop-w.Start)
 	}
 	return w, nil
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -17,6 +18,9 @@ func TestReadWindow(t *testing.T) {
 		err        string
 	}{
 		{"ok", `{"cpu_at_start_ns":7854000,"cpu_at_stop_ns":1128343000}`, Window{Start: 7854 * time.Microsecond, Stop: 1128343 * time.Microsecond}, ""},
+		{"sysmon", `{"cpu_at_start_ns":100,"cpu_at_stop_ns":2000,"sysmon_cpu_ns":1500}`, Window{Start: 100, Stop: 2000, Sysmon: ptr(1500)}, ""},
+		{"sysmon over the window", `{"cpu_at_start_ns":100,"cpu_at_stop_ns":2000,"sysmon_cpu_ns":20000}`, Window{}, "not within the window"},
+		{"sysmon negative", `{"cpu_at_start_ns":100,"cpu_at_stop_ns":2000,"sysmon_cpu_ns":-1}`, Window{}, "not within the window"},
 		{"backwards", `{"cpu_at_start_ns":9,"cpu_at_stop_ns":8}`, Window{}, "runs backwards"},
 		{"negative", `{"cpu_at_start_ns":-1,"cpu_at_stop_ns":8}`, Window{}, "runs backwards"},
 		{"not json", `cpu`, Window{}, "invalid character"},
@@ -34,7 +38,7 @@ func TestReadWindow(t *testing.T) {
 				}
 				return
 			}
-			if err != nil || got != tc.want {
+			if err != nil || !reflect.DeepEqual(got, tc.want) {
 				t.Fatalf("ReadWindow: %+v, %v; want %+v", got, err, tc.want)
 			}
 		})
@@ -43,3 +47,5 @@ func TestReadWindow(t *testing.T) {
 		t.Errorf("missing file: %v, want os.ErrNotExist", err)
 	}
 }
+
+func ptr(d time.Duration) *time.Duration { return &d }

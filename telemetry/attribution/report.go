@@ -64,11 +64,13 @@ type CPU struct {
 	Processes time.Duration `json:"processes_ns,omitempty"`
 	// Unprofiled is the part of Processes that no profile holds, by why
 	// (CPUPart.Kind "unprofiled"): before the profiler started, after it
-	// stopped, and not sampled while it ran. Total + Unprofiled =
+	// stopped, and not sampled while it ran; or by what did it, measured
+	// apart from the profiles (Kind "bucket": the Go runtime's sysmon
+	// thread, which the profiler never samples). Total + Unprofiled =
 	// Processes when both are known.
 	Unprofiled []CPUPart `json:"unprofiled,omitempty"`
-	// Accounted is InRows and the Elsewhere parts that name what did the
-	// work (kinds "row" and "bucket").
+	// Accounted is InRows and the Elsewhere and Unprofiled parts that
+	// name what did the work (kinds "row" and "bucket").
 	Accounted time.Duration `json:"accounted_ns"`
 	// Resolution is one sample's CPU time per unit of work: a row with
 	// CPUPerWork 0 took less than that.
@@ -92,7 +94,7 @@ const (
 // SetAccounted sets Accounted from InRows and Elsewhere.
 func (c *CPU) SetAccounted() {
 	c.Accounted = c.InRows
-	for _, p := range c.Elsewhere {
+	for _, p := range append(append([]CPUPart(nil), c.Elsewhere...), c.Unprofiled...) {
 		if p.Kind == CPURow || p.Kind == CPUBucket {
 			c.Accounted += p.CPU
 		}
@@ -539,6 +541,11 @@ func (c *CPU) writeParts(tw io.Writer, works int) {
 // without) and the named buckets hold, and what is left.
 func (c *CPU) line() string {
 	var rows, buckets, other time.Duration
+	for _, p := range c.Unprofiled {
+		if p.Kind == CPUBucket {
+			buckets += p.CPU
+		}
+	}
 	for _, p := range c.Elsewhere {
 		switch p.Kind {
 		case CPURow:
@@ -560,7 +567,9 @@ func (c *CPU) line() string {
 		rest = append(rest, fmt.Sprintf("in no named part %v", round(other)))
 	}
 	for _, p := range c.Unprofiled {
-		rest = append(rest, fmt.Sprintf("%s %v", strings.Trim(p.Name, "()"), round(p.CPU)))
+		if p.Kind != CPUBucket {
+			rest = append(rest, fmt.Sprintf("%s %v", strings.Trim(p.Name, "()"), round(p.CPU)))
+		}
 	}
 	if len(rest) > 0 {
 		s += "; " + strings.Join(rest, ", ")

@@ -107,8 +107,10 @@ func WithMetricReader(r sdkmetric.Reader) Option {
 // WithProfileDir writes cpu.pprof (from Setup, before the exporters are
 // set up, to the end of Shutdown), heap.pprof (at Shutdown, while the CPU
 // profile still runs) and cpu-window.json (the process's CPU time when the
-// CPU profile started and stopped, proccpu.Window) into dir. CPU samples
-// carry the phase labels.
+// CPU profile started and stopped, and the part of it the Go runtime's
+// sysmon thread used meanwhile, which no sample holds: proccpu.Window)
+// into dir. CPU samples carry the phase labels. The profile samples at
+// runtime/pprof's 100 Hz.
 func WithProfileDir(dir string) Option { return func(c *config) { c.profileDir = dir } }
 
 // WithPyroscope enables continuous profiling to a Pyroscope server.

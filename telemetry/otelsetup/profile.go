@@ -48,6 +48,10 @@ type profiles struct {
 	// cpuStart is the process's CPU time when its CPU profile started
 	// (written to proccpu.WindowFile at stop).
 	cpuStart time.Duration
+	// sysmonStart is the Go runtime's sysmon thread's CPU time then
+	// (proccpu.SysmonUsed), sysmonErr why it could not be read.
+	sysmonStart time.Duration
+	sysmonErr   error
 
 	prevMutex int
 	setMutex  bool
@@ -97,6 +101,7 @@ func startProfiles(dir string, pc PyroscopeConfig, service string) (*profiles, e
 		}
 		w := &firstErrWriter{w: f}
 		p.cpuStart = proccpu.Used()
+		p.sysmonStart, p.sysmonErr = proccpu.SysmonUsed()
 		if err := pprof.StartCPUProfile(w); err != nil {
 			f.Close()
 			_ = p.stop()
@@ -150,7 +155,16 @@ func (p *profiles) stop() error {
 	if p.cpuFile != nil {
 		errs = append(errs, writeHeap(filepath.Join(p.dir, "heap.pprof")))
 		pprof.StopCPUProfile()
-		win := proccpu.Window{Start: p.cpuStart, Stop: proccpu.Used()}
+		win := proccpu.Window{Start: p.cpuStart}
+		if p.sysmonErr == nil {
+			// sysmon's CPU is read inside the process's, so that it is a
+			// part of the window's.
+			if s, err := proccpu.SysmonUsed(); err == nil && s >= p.sysmonStart {
+				d := s - p.sysmonStart
+				win.Sysmon = &d
+			}
+		}
+		win.Stop = proccpu.Used()
 		if p.cpuW.err != nil {
 			errs = append(errs, fmt.Errorf("write cpu profile %s: %w", p.cpuFile.Name(), p.cpuW.err))
 		}

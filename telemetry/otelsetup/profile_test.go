@@ -62,6 +62,11 @@ func TestProfileWindow(t *testing.T) {
 	if w.Start < before || w.Stop > after || w.Stop-w.Start < 30*time.Millisecond {
 		t.Errorf("window %v … %v; want inside %v … %v and at least the 30ms spun", w.Start, w.Stop, before, after)
 	}
+	// On Linux the window names the part sysmon used (ReadWindow refuses
+	// one outside the window).
+	if _, err := proccpu.SysmonUsed(); err == nil && w.Sysmon == nil {
+		t.Errorf("window %+v has no sysmon CPU, though proccpu.SysmonUsed reads it", w)
+	}
 	for _, f := range []string{"cpu.pprof", "heap.pprof"} {
 		if fi, err := os.Stat(filepath.Join(dir, f)); err != nil || fi.Size() == 0 {
 			t.Errorf("%s: %v", f, err)

@@ -86,6 +86,11 @@ type Analysis struct {
 	// started and stopped), Windows how many of Files had one. CPU only.
 	Window  proccpu.Window `json:"window"`
 	Windows int            `json:"windows"`
+	// Sysmon is the windows' sysmon CPU added (proccpu.Window.Sysmon: the
+	// Go runtime's system monitor thread, which no sample holds), Sysmons
+	// how many of the windows had it.
+	Sysmon  time.Duration `json:"sysmon_ns"`
+	Sysmons int           `json:"sysmons"`
 }
 
 // NoPhase is the phase of a sample that has no stack to book it by.
@@ -146,6 +151,10 @@ func Analyze(dir string, alloc bool, n int) (*Analysis, error) {
 				an.Window.Start += w.Start
 				an.Window.Stop += w.Stop
 				an.Windows++
+				if w.Sysmon != nil {
+					an.Sysmon += *w.Sysmon
+					an.Sysmons++
+				}
 			case !errors.Is(err, os.ErrNotExist):
 				return nil, fmt.Errorf("profiles: %w", err)
 			}
