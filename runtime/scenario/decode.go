@@ -422,28 +422,26 @@ func (d *decoder) str(k, v *yaml.Node, field string) (string, error) {
 	return v.Value, nil
 }
 
-func (d *decoder) int(k, v *yaml.Node, field string) (int, error) {
-	v, err := d.scalar(k, v, field, "a whole number")
+// typed returns v, a scalar tagged with one of tags, decoded as a T; want
+// says what a field of T takes, in the error for any other value.
+func typed[T any](d *decoder, k, v *yaml.Node, field, want string, tags ...string) (T, error) {
+	var x, zero T
+	v, err := d.scalar(k, v, field, want)
 	if err != nil {
-		return 0, err
+		return zero, err
 	}
-	var n int64
-	if v.ShortTag() != "!!int" || v.Decode(&n) != nil || n > math.MaxInt || n < math.MinInt {
-		return 0, d.errorf(k, field, "want a whole number, got %s", describe(v))
+	if !slices.Contains(tags, v.ShortTag()) || v.Decode(&x) != nil {
+		return zero, d.errorf(k, field, "want %s, got %s", want, describe(v))
 	}
-	return int(n), nil
+	return x, nil
+}
+
+func (d *decoder) int(k, v *yaml.Node, field string) (int, error) {
+	return typed[int](d, k, v, field, "a whole number", "!!int")
 }
 
 func (d *decoder) bool(k, v *yaml.Node, field string) (bool, error) {
-	v, err := d.scalar(k, v, field, "true or false")
-	if err != nil {
-		return false, err
-	}
-	var b bool
-	if v.ShortTag() != "!!bool" || v.Decode(&b) != nil {
-		return false, d.errorf(k, field, "want true or false, got %s", describe(v))
-	}
-	return b, nil
+	return typed[bool](d, k, v, field, "true or false", "!!bool")
 }
 
 func (d *decoder) uint64(k, v *yaml.Node, field string) (uint64, error) {
@@ -459,15 +457,7 @@ func (d *decoder) uint64(k, v *yaml.Node, field string) (uint64, error) {
 }
 
 func (d *decoder) float(k, v *yaml.Node, field string) (float64, error) {
-	v, err := d.scalar(k, v, field, "a number")
-	if err != nil {
-		return 0, err
-	}
-	var f float64
-	if t := v.ShortTag(); t != "!!int" && t != "!!float" || v.Decode(&f) != nil {
-		return 0, d.errorf(k, field, "want a number, got %s", describe(v))
-	}
-	return f, nil
+	return typed[float64](d, k, v, field, "a number", "!!int", "!!float")
 }
 
 func (d *decoder) size(k, v *yaml.Node, field string) (int, error) {

@@ -50,8 +50,7 @@ func (c *config) readSignalEnv(s *signalEnv, exporterVar, endpointVar, protocolV
 
 // selectTraces decides the span exporter: WithOTLP, else
 // OTEL_TRACES_EXPORTER, else otlp when an OTLP endpoint variable is set and
-// none otherwise (no endpoint, no export: amdahl's behaviour before these
-// variables were read).
+// none otherwise (no endpoint, no export).
 func (c *config) selectTraces() error {
 	s := &c.traces
 	if c.otlpEndpoint != "" {
@@ -82,7 +81,7 @@ func (c *config) selectTraces() error {
 // which is always there: OTEL_METRICS_EXPORTER, else otlp when
 // OTEL_EXPORTER_OTLP_METRICS_ENDPOINT is set and none otherwise. The
 // generic OTEL_EXPORTER_OTLP_ENDPOINT alone does not turn metrics on: it
-// has meant traces only, and trace-only backends (Jaeger) refuse metrics.
+// means traces here, and trace-only backends (Jaeger) refuse metrics.
 func (c *config) selectMetrics() error {
 	s := &c.metrics
 	name := s.exporter
