@@ -16,9 +16,10 @@ package dashboards
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
-	"sort"
+	"slices"
 	"strings"
 
 	"github.com/grafana/grafana-foundation-sdk/go/bargauge"
@@ -543,13 +544,8 @@ func WriteJSON(dir string) ([]string, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("write dashboards: %w", err)
 	}
-	names := make([]string, 0, len(all))
-	for name := range all {
-		names = append(names, name)
-	}
-	sort.Strings(names)
 	var paths []string
-	for _, name := range names {
+	for _, name := range slices.Sorted(maps.Keys(all)) {
 		b, err := Marshal(all[name])
 		if err != nil {
 			return nil, err

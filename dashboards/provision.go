@@ -2,9 +2,10 @@ package dashboards
 
 import (
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
-	"sort"
+	"slices"
 )
 
 // Images of the compose file, pinned. The compose file is for users with
@@ -237,12 +238,7 @@ func Write(dir string) ([]string, error) {
 		return nil, err
 	}
 	files := Files()
-	names := make([]string, 0, len(files))
-	for name := range files {
-		names = append(names, name)
-	}
-	sort.Strings(names)
-	for _, name := range names {
+	for _, name := range slices.Sorted(maps.Keys(files)) {
 		p := filepath.Join(dir, filepath.FromSlash(name))
 		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
 			return nil, fmt.Errorf("write dashboards: %w", err)

@@ -6,10 +6,10 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
-	"sort"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -283,11 +283,7 @@ func checkChoice(flag, value string, valid ...string) error {
 }
 
 func firstExample(s runtime.Summary) string {
-	keys := make([]string, 0, len(s.Examples))
-	for k := range s.Examples {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
+	keys := slices.Sorted(maps.Keys(s.Examples))
 	if len(keys) == 0 {
 		return "no reason recorded"
 	}
@@ -339,12 +335,7 @@ func writeSummary(w io.Writer, s runtime.Summary, out, wrote string) error {
 		fmt.Fprintln(w, note)
 	}
 	if len(s.Failures) > 0 {
-		classes := make([]string, 0, len(s.Failures))
-		for c := range s.Failures {
-			classes = append(classes, c)
-		}
-		sort.Strings(classes)
-		for _, c := range classes {
+		for _, c := range slices.Sorted(maps.Keys(s.Failures)) {
 			fmt.Fprintf(w, "  %-18s %5d  e.g. %s\n", c, s.Failures[c], oneLine(s.Examples[c], 160))
 		}
 	}
@@ -352,12 +343,7 @@ func writeSummary(w io.Writer, s runtime.Summary, out, wrote string) error {
 	if err := s.Attribution.WriteText(w); err != nil {
 		return err
 	}
-	kinds := make([]string, 0, len(s.Kinds))
-	for k := range s.Kinds {
-		kinds = append(kinds, k)
-	}
-	sort.Strings(kinds)
-	for _, k := range kinds {
+	for _, k := range slices.Sorted(maps.Keys(s.Kinds)) {
 		fmt.Fprintf(w, "\n%s units only:\n", k)
 		if err := s.Kinds[k].WriteText(w); err != nil {
 			return err

@@ -6,7 +6,8 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"sort"
+	"maps"
+	"slices"
 	"sync"
 	"time"
 
@@ -371,10 +372,10 @@ func (c *amdahlConnector) report(force bool) {
 	if c.lastLog.IsZero() {
 		fields = fields[:0]
 	}
-	for _, r := range sortedKeys(p.evictedTraces) {
+	for _, r := range slices.Sorted(maps.Keys(p.evictedTraces)) {
 		fields = append(fields, zap.Int64("traces_evicted_"+r, p.evictedTraces[r]), zap.Int64("spans_evicted_"+r, p.evictedSpans[r]))
 	}
-	for _, r := range sortedKeys(p.refusedSpans) {
+	for _, r := range slices.Sorted(maps.Keys(p.refusedSpans)) {
 		fields = append(fields, zap.Int64("spans_refused_"+r, p.refusedSpans[r]))
 	}
 	if p.lateSpans > 0 {
@@ -383,15 +384,6 @@ func (c *amdahlConnector) report(force bool) {
 	c.logger.Warn("amdahl connector: bounds dropped data (see docs/collector.md for the bounds)", fields...)
 	c.lastLog = now
 	p.reset()
-}
-
-func sortedKeys(m map[string]int64) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
 }
 
 // newInstanceID returns a random id for a collector without

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 
 	"go.yaml.in/yaml/v3"
@@ -143,7 +144,7 @@ func (p *rulesParser) mapping(n *yaml.Node, path string, valid []string, fn func
 		if v.Kind == yaml.AliasNode || v.Anchor != "" {
 			return p.errorf(v, "%s%s: anchors and aliases are not supported", prefix(path), k.Value)
 		}
-		if valid != nil && !contains(valid, k.Value) {
+		if valid != nil && !slices.Contains(valid, k.Value) {
 			return p.errorf(k, "%sunknown key %q (valid: %s)", prefix(path), k.Value, strings.Join(valid, ", "))
 		}
 		if seen[k.Value] {
@@ -162,15 +163,6 @@ func prefix(path string) string {
 		return ""
 	}
 	return path + ": "
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 func (p *rulesParser) str(v *yaml.Node, field string) (string, error) {

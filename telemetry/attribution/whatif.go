@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -73,12 +74,7 @@ func Replay(s Side, factors map[string]float64, opt CompareOptions) (WhatIf, err
 		factor[i] = 1
 	}
 	var out WhatIf
-	sels := make([]string, 0, len(factors))
-	for sel := range factors {
-		sels = append(sels, sel)
-	}
-	slices.Sort(sels)
-	for _, sel := range sels {
+	for _, sel := range slices.Sorted(maps.Keys(factors)) {
 		found := false
 		for i, k := range keys {
 			if k.IsRow() && matchTarget(sel, k) {
