@@ -289,10 +289,16 @@ func (s *Sidecar) countStream(srv any, ss grpc.ServerStream, _ *grpc.StreamServe
 // Submit queues an orchestrator work item for delivery on GetWorkItems.
 func (s *Sidecar) Submit(req *dtpb.OrchestratorRequest) {
 	s.mu.Lock()
-	s.pending = append(s.pending, req)
+	s.queueLocked(req)
+	s.mu.Unlock()
+}
+
+// queueLocked queues work items for delivery and wakes the streams
+// waiting for one. s.mu is held.
+func (s *Sidecar) queueLocked(reqs ...*dtpb.OrchestratorRequest) {
+	s.pending = append(s.pending, reqs...)
 	close(s.wake)
 	s.wake = make(chan struct{})
-	s.mu.Unlock()
 }
 
 // Applied returns how many completions the sidecar has applied.

@@ -73,18 +73,16 @@ func (ss *sidecarService) GetWorkItems(_ *dtpb.GetWorkItemsRequest, stream grpc.
 func (s *Sidecar) disconnect(stream uint64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	requeued := false
+	var requeued []*dtpb.OrchestratorRequest
 	for tok, l := range s.leases {
 		if l.stream == stream {
 			s.dropLocked(tok)
 			delete(s.leases, tok)
-			s.pending = append(s.pending, l.req)
-			requeued = true
+			requeued = append(requeued, l.req)
 		}
 	}
-	if requeued {
-		close(s.wake)
-		s.wake = make(chan struct{})
+	if len(requeued) > 0 {
+		s.queueLocked(requeued...)
 	}
 }
 
@@ -98,9 +96,7 @@ func (ss *sidecarService) AbandonTaskOrchestratorWorkItem(ctx context.Context, r
 	}
 	s.dropLocked(req.GetCompletionToken())
 	delete(s.leases, req.GetCompletionToken())
-	s.pending = append(s.pending, l.req)
-	close(s.wake)
-	s.wake = make(chan struct{})
+	s.queueLocked(l.req)
 	return &dtpb.AbandonOrchestrationTaskResponse{}, nil
 }
 
