@@ -76,7 +76,7 @@ func testOneViewOfTheHostSend(t *testing.T, units int, otlp bool) {
 
 	// The table's row, and amdahl report's of the trace file.
 	var acc attribution.Accumulator
-	diag, err := attribution.ReadFile(path, attribution.Limits{}, nil, acc.Add)
+	diag, err := attribution.ReadFile(path, spans.Limits{}, nil, acc.Add)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -98,17 +98,17 @@ func testOneViewOfTheHostSend(t *testing.T, units int, otlp bool) {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	var inFile []attribution.Span
-	if err := spans.ReadOTLPJSON(f, path, spans.Limits{}, nil, nil, func(s attribution.Span) error { inFile = append(inFile, s); return nil }); err != nil {
+	var inFile []spans.Span
+	if err := spans.ReadOTLPJSON(f, path, spans.Limits{}, nil, nil, func(s spans.Span) error { inFile = append(inFile, s); return nil }); err != nil {
 		t.Fatal(err)
 	}
 	checkEndsInParents(t, "trace file", inFile)
 	if otlp {
-		var exported []attribution.Span
+		var exported []spans.Span
 		sends := 0
 		for _, e := range col.spans() {
 			sp := e.span
-			var s attribution.Span
+			var s spans.Span
 			copy(s.TraceID[:], sp.GetTraceId())
 			copy(s.SpanID[:], sp.GetSpanId())
 			copy(s.ParentID[:], sp.GetParentSpanId())
@@ -126,15 +126,15 @@ func testOneViewOfTheHostSend(t *testing.T, units int, otlp bool) {
 }
 
 // checkEndsInParents fails for every span that ends after its parent.
-func checkEndsInParents(t *testing.T, where string, spans []attribution.Span) {
+func checkEndsInParents(t *testing.T, where string, all []spans.Span) {
 	t.Helper()
-	byID := make(map[attribution.SpanID]*attribution.Span, len(spans))
-	for i := range spans {
-		byID[spans[i].SpanID] = &spans[i]
+	byID := make(map[spans.SpanID]*spans.Span, len(all))
+	for i := range all {
+		byID[all[i].SpanID] = &all[i]
 	}
 	late := map[string]int{}
 	var first string
-	for _, s := range spans {
+	for _, s := range all {
 		p, ok := byID[s.ParentID]
 		if !ok || s.End <= p.End {
 			continue
@@ -146,7 +146,7 @@ func checkEndsInParents(t *testing.T, where string, spans []attribution.Span) {
 		}
 	}
 	if len(late) > 0 {
-		t.Errorf("%s: spans that end after their parent, by names: %v (of %d spans; e.g. %s)", where, late, len(spans), first)
+		t.Errorf("%s: spans that end after their parent, by names: %v (of %d spans; e.g. %s)", where, late, len(all), first)
 	}
 }
 

@@ -1257,7 +1257,7 @@ func TestSummaryWithoutTelemetry(t *testing.T) {
 type teeSpans struct {
 	tp   *sdktrace.TracerProvider
 	mu   sync.Mutex
-	seen []attribution.Span
+	seen []spans.Span
 }
 
 func (t *teeSpans) Subscribe(fn func(spans.Span)) func() {
@@ -1271,15 +1271,15 @@ func (t *teeSpans) Subscribe(fn func(spans.Span)) func() {
 
 // unitSpans returns the spans of units of work that ended before (or as)
 // their unit's root: what the runtime's processor keeps of a unit.
-func unitSpans(seen []attribution.Span) []attribution.Span {
-	rooted := map[attribution.TraceID]bool{}
+func unitSpans(seen []spans.Span) []spans.Span {
+	rooted := map[spans.TraceID]bool{}
 	for _, s := range seen {
 		if s.Name == telemetry.SpanWork && s.ParentID.IsZero() {
 			rooted[s.TraceID] = true
 		}
 	}
-	ended := map[attribution.TraceID]bool{}
-	var out []attribution.Span
+	ended := map[spans.TraceID]bool{}
+	var out []spans.Span
 	for _, s := range seen {
 		if !rooted[s.TraceID] || ended[s.TraceID] {
 			continue
@@ -1302,7 +1302,7 @@ func TestSummaryMatchesTrees(t *testing.T) {
 	tee := &teeSpans{tp: cfg.Telemetry.TracerProvider.(*sdktrace.TracerProvider)}
 	cfg.Telemetry.Spans = tee
 	var mu sync.Mutex
-	live := map[attribution.TraceID]attribution.Work{}
+	live := map[spans.TraceID]attribution.Work{}
 	cfg.OnWork = func(w attribution.Work) {
 		mu.Lock()
 		live[w.Root.TraceID] = w
