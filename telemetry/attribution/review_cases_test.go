@@ -252,9 +252,9 @@ func TestTargetRowGoneInCandidate(t *testing.T) {
 
 // A child that ran outside its parent's window is cut to it and counted
 // (Diagnostics.Outside), once with its subtree, on a tree built anew and
-// on one of a shape seen before (Builder); a child inside it is not. Until December 5 the
-// sidecar's execute began after its parent, deserialize, had ended: its
-// time counted in no row, and no diagnostic said so.
+// on one of a shape seen before (Builder); a child inside it is not. The
+// case is the sidecar's execute beginning after its parent, deserialize,
+// has ended: uncut, its time would count in no row, with no diagnostic.
 func TestOutsideParentCounted(t *testing.T) {
 	mk := func(trace, execParent string) []spans.Span {
 		return build(trace, []sp{
