@@ -1,6 +1,7 @@
 // Command housestats prints the structure figures the architecture note
-// quotes, for the checkout it runs in: non-test lines of Go per package
-// (generated files apart), the largest file and the largest functions, and
+// quotes, for the checkout it runs in: lines of Go per package, production
+// and tests apart (generated files left out), the largest file and the
+// largest functions, and
 // how many non-standard packages `go list -deps` pulls in for the
 // libraries. Run it from the module root:
 //
@@ -15,10 +16,12 @@ import (
 	"go/parser"
 	"go/token"
 	"io/fs"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 )
@@ -33,7 +36,7 @@ func main() {
 		fmt.Fprintln(os.Stderr, "housestats: run it from the module root (no go.mod here)")
 		os.Exit(2)
 	}
-	pkgLines := map[string]int{}
+	pkgLines, testLines := map[string]int{}, map[string]int{}
 	var files []fn
 	var funcs []fn
 	total := 0
@@ -47,7 +50,7 @@ func main() {
 			}
 			return nil
 		}
-		if !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
+		if !strings.HasSuffix(path, ".go") {
 			return nil
 		}
 		src, err := os.ReadFile(path)
@@ -58,6 +61,10 @@ func main() {
 			return nil
 		}
 		n := bytes.Count(src, []byte("\n"))
+		if strings.HasSuffix(path, "_test.go") {
+			testLines[filepath.Dir(path)] += n
+			return nil
+		}
 		pkgLines[filepath.Dir(path)] += n
 		total += n
 		files = append(files, fn{path, n})
@@ -82,14 +89,16 @@ func main() {
 		fmt.Fprintln(os.Stderr, "housestats:", err)
 		os.Exit(1)
 	}
-	var pkgs []string
-	for p := range pkgLines {
-		pkgs = append(pkgs, p)
+	tests := 0
+	for _, n := range testLines {
+		tests += n
 	}
-	sort.Strings(pkgs)
-	fmt.Printf("non-test lines of Go, generated files apart: %d\n", total)
-	for _, p := range pkgs {
-		fmt.Printf("  %-28s %6d  %4.1f%%\n", p, pkgLines[p], 100*float64(pkgLines[p])/float64(total))
+	fmt.Printf("lines of Go, generated files apart: %d production, %d tests\n", total, tests)
+	fmt.Printf("  %-32s %6s %6s  %5s\n", "package", "prod", "test", "prod%")
+	pkgs := slices.Concat(slices.Collect(maps.Keys(pkgLines)), slices.Collect(maps.Keys(testLines)))
+	slices.Sort(pkgs)
+	for _, p := range slices.Compact(pkgs) {
+		fmt.Printf("  %-32s %6d %6d  %4.1f%%\n", p, pkgLines[p], testLines[p], 100*float64(pkgLines[p])/float64(total))
 	}
 	top := func(title string, xs []fn, k int) {
 		sort.Slice(xs, func(i, j int) bool { return xs[i].lines > xs[j].lines })
