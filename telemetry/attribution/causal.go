@@ -44,6 +44,10 @@ func CausalWeight(base, cand Side, sel string, opt CompareOptions) (Causal, erro
 	if len(match) == 0 {
 		return Causal{}, fmt.Errorf("causal weight: %q matches no row", sel)
 	}
+	name := names[0] // the row's name; the selector's when it matched several
+	if len(names) > 1 {
+		name = sel
+	}
 	b, c := flatten(base, keyIndex, false), flatten(cand, keyIndex, false)
 	byRuns := len(base.Runs) >= 2 && len(cand.Runs) >= 2
 	paired := opt.Paired && byRuns && len(base.Runs) == len(cand.Runs)
@@ -76,10 +80,6 @@ func CausalWeight(base, cand Side, sel string, opt CompareOptions) (Causal, erro
 				ws = append(ws, v)
 			}
 		}
-		name := names[0]
-		if len(names) > 1 {
-			name = sel
-		}
 		return Causal{Row: name, Weight: meanT(ws, opt.Level), Added: added, CriticalShare: share}, nil
 	}
 	vals := make([]float64, 0, opt.Iterations)
@@ -94,9 +94,5 @@ func CausalWeight(base, cand Side, sel string, opt CompareOptions) (Causal, erro
 		clusters = min(len(base.Runs), len(cand.Runs))
 	}
 	lo, hi := percentileInterval(vals, opt.Level, clusters)
-	name := names[0]
-	if len(names) > 1 {
-		name = sel
-	}
 	return Causal{Row: name, Weight: Interval{w, lo, hi}, Added: added, CriticalShare: share}, nil
 }
