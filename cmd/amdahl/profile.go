@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"math"
 	"path/filepath"
 	"strings"
 	"text/tabwriter"
@@ -25,11 +26,39 @@ type profileJSON struct {
 	// Total, ByLabel, ByStack and InBuckets: every sample's value, and
 	// its parts booked to a phase by label, to a phase by stack, and to
 	// a bucket (profiles.Analysis).
-	Total     int64               `json:"total"`
-	ByLabel   int64               `json:"by_label"`
-	ByStack   int64               `json:"by_stack"`
-	InBuckets int64               `json:"in_buckets"`
-	Phases    []profiles.PhaseTop `json:"phases"`
+	Total     int64 `json:"total"`
+	ByLabel   int64 `json:"by_label"`
+	ByStack   int64 `json:"by_stack"`
+	InBuckets int64 `json:"in_buckets"`
+	// Samples and InPhase (CPU only): how many samples the profiles hold
+	// (total over the sampling period), and the share booked to a phase
+	// with its 95 % interval as a proportion of that many samples.
+	Samples int64               `json:"samples,omitempty"`
+	InPhase *shareInterval      `json:"in_phase,omitempty"`
+	Phases  []profiles.PhaseTop `json:"phases"`
+}
+
+// shareInterval is a share with its 95 % (Wilson score) interval.
+type shareInterval struct {
+	Share float64 `json:"share"`
+	Low   float64 `json:"low"`
+	High  float64 `json:"high"`
+}
+
+// wilson is the share k/n with its 95 % Wilson score interval: the range
+// of shares that n samples of the same run would give 19 times in 20.
+// A default run's CPU profiles hold about 115 samples, so its share in a
+// phase moves by ±5 points from one run to the next on sampling alone.
+func wilson(k, n int64) *shareInterval {
+	if n <= 0 {
+		return nil
+	}
+	const z = 1.96
+	p, fn := float64(k)/float64(n), float64(n)
+	d := 1 + z*z/fn
+	c := (p + z*z/(2*fn)) / d
+	h := z * math.Sqrt(p*(1-p)/fn+z*z/(4*fn*fn)) / d
+	return &shareInterval{Share: p, Low: max(0, c-h), High: min(1, c+h)}
 }
 
 const (
@@ -62,8 +91,10 @@ writer: receive and send, …; the table is profiles.Entries in
 internal/report/profiles/entries.go). What is in no phase goes to a named bucket:
 (workload generator), (accounting) (attribution, span and metric
 recording), (go runtime) (background GC, scheduler) and (process)
-(start-up, outputs, anything else outside the units). The first line says
-how much was booked each way.
+(start-up, outputs, anything else outside the units). The second line says
+how much was booked each way, and for CPU the share's 95 % interval: a
+profile at runtime/pprof's 100 Hz holds one sample per 10 ms of CPU, so a
+run of about a second is a proportion of about a hundred samples.
 
 --alloc reads the bytes allocated (alloc_space) instead. Go heap profiles
 carry no labels, so an allocation is booked by its stack alone.
@@ -114,6 +145,9 @@ same labels select the phase in the flame graph.`,
 				Total: an.Total, ByLabel: an.ByLabel, ByStack: an.ByStack, InBuckets: an.InBuckets, Phases: shown}
 			if alloc {
 				out.Kind, out.Attribution = "alloc", allocAttribution
+			} else if an.Period > 0 {
+				out.Samples = an.Total / an.Period
+				out.InPhase = wilson((an.ByLabel+an.ByStack)/an.Period, out.Samples)
 			}
 			if out.Phases == nil {
 				out.Phases = []profiles.PhaseTop{}
@@ -153,7 +187,11 @@ func printProfile(w io.Writer, out profileJSON, all []profiles.PhaseTop, phase s
 	}
 	fmt.Fprintf(w, "%s by phase in %s: %d profiles (%d from task hosts), %s in all; phase by %s\n",
 		what, out.Dir, len(out.Files), hosts, formatValue(grand, unit), out.Attribution)
-	fmt.Fprintf(w, "in a phase %s (by label %s, by stack %s), in buckets %s\n", percent(out.ByLabel+out.ByStack, out.Total),
+	interval := ""
+	if ip := out.InPhase; ip != nil {
+		interval = fmt.Sprintf(" [%.1f–%.1f%%: 95%% interval over %d samples]", 100*ip.Low, 100*ip.High, out.Samples)
+	}
+	fmt.Fprintf(w, "in a phase %s%s (by label %s, by stack %s), in buckets %s\n", percent(out.ByLabel+out.ByStack, out.Total), interval,
 		percent(out.ByLabel, out.Total), percent(out.ByStack, out.Total), percent(out.InBuckets, out.Total))
 	if len(out.Phases) == 0 {
 		fmt.Fprintf(w, "no samples in phase %s\n", phase)

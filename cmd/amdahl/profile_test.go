@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -143,6 +144,9 @@ func TestProfileCommand(t *testing.T) {
 				hosts++
 			}
 		}
+		if p.InPhase == nil || p.Samples <= 0 || p.InPhase.Low > p.InPhase.Share || p.InPhase.High < p.InPhase.Share {
+			t.Errorf("samples %d, in_phase %+v: want the share in a phase with its interval", p.Samples, p.InPhase)
+		}
 		if p.Kind != "cpu" || len(p.Files) < 2 || hosts == 0 {
 			t.Fatalf("kind %q from %v, want cpu from the parent and the hosts", p.Kind, p.Files)
 		}
@@ -218,5 +222,27 @@ func TestProfileUsage(t *testing.T) {
 				t.Errorf("exit %d, stderr %q; want exit %d with %q", code, errs, tc.code, tc.want)
 			}
 		})
+	}
+}
+
+// TestWilson: the share's interval (amdahl profile's second line) against
+// worked values of the 95 % Wilson score interval.
+func TestWilson(t *testing.T) {
+	for _, tc := range []struct {
+		k, n      int64
+		low, high float64
+	}{
+		{90, 100, 0.8256, 0.9448},
+		{100, 100, 0.9630, 1},
+		{0, 10, 0, 0.2775},
+		{1030, 1150, 0.8766, 0.9120},
+	} {
+		got := wilson(tc.k, tc.n)
+		if math.Abs(got.Low-tc.low) > 5e-4 || math.Abs(got.High-tc.high) > 5e-4 || got.Share != float64(tc.k)/float64(tc.n) {
+			t.Errorf("wilson(%d, %d) = %+v, want [%.4f, %.4f]", tc.k, tc.n, *got, tc.low, tc.high)
+		}
+	}
+	if wilson(0, 0) != nil {
+		t.Error("wilson(0, 0) is not nil")
 	}
 }

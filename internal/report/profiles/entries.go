@@ -61,6 +61,10 @@ var Entries = []Entry{
 	{mod + "ipc.(*Conn).serialize", telemetry.Serialize, "ipc", telemetry.Request},
 	{mod + "ipc.(*Conn).Send", telemetry.Send, "ipc", telemetry.Request}, // the queue, the wait for the writer
 	{mod + "ipc.(*Conn).write", telemetry.Send, "ipc", telemetry.Request},
+	// The writer goroutine's own work between writes (taking the next
+	// frame, handing back its buffer), which it does under the send
+	// labels when they are on.
+	{mod + "ipc.(*Conn).writeLoop", telemetry.Send, "ipc", telemetry.Request},
 	{mod + "ipc.(*Reader).ReadBody", telemetry.Receive, "ipc", telemetry.Reply},
 	{mod + "ipc/taskproto.(*codec).Decode", telemetry.Deserialize, "ipc", telemetry.Reply},
 
@@ -141,7 +145,7 @@ var (
 		mod + "runtime.(*collector).", mod + "runtime.(*unitRecord).", mod + "runtime.(*e2eStats).",
 		mod + "runtime.(*Runtime).childSpans", mod + "runtime.(*accountingTracer).", mod + "runtime.(*accountingSpan).",
 		mod + "runtime.(*phaseTracer).", mod + "runtime.(*spanRecord).", mod + "runtime.(*spanExport).",
-		mod + "telemetry/attribution.", mod + "telemetry/otelsetup.", mod + "internal/outfile.",
+		mod + "telemetry/attribution.", mod + "telemetry/otelsetup.", mod + "telemetry/spans.", mod + "internal/outfile.",
 		"go.opentelemetry.io/otel/sdk/", "go.opentelemetry.io/otel/exporters/",
 		// The profiles' own writing: the CPU profile's writer goroutine,
 		// Pyroscope's collection and uploads.
