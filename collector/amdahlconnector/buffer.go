@@ -313,6 +313,17 @@ func (b *buffer) remove(t *traceState) {
 	b.forget(t, false)
 }
 
+// settle takes t out of the buffer: appended to out for attribution when
+// it has a root, else evicted for reason.
+func (b *buffer) settle(t *traceState, reason string, out []*traceState) []*traceState {
+	if !t.rooted() {
+		b.evict(t, reason)
+		return out
+	}
+	b.remove(t)
+	return append(out, t)
+}
+
 func (b *buffer) forget(t *traceState, dropped bool) {
 	if b.last == t {
 		b.last = nil
@@ -342,13 +353,7 @@ func (b *buffer) expire(now time.Time, out []*traceState) []*traceState {
 		b.dlHead = 0
 	}
 	for b.head != nil && now.Sub(b.head.created) >= b.cfg.TraceTimeout {
-		t := b.head
-		if t.rooted() {
-			b.remove(t)
-			out = append(out, t)
-		} else {
-			b.evict(t, reasonTimeout)
-		}
+		out = b.settle(b.head, reasonTimeout, out)
 	}
 	return out
 }
@@ -357,13 +362,7 @@ func (b *buffer) expire(now time.Time, out []*traceState) []*traceState {
 // shutdown): nothing more will arrive.
 func (b *buffer) drainAll(out []*traceState) []*traceState {
 	for b.head != nil {
-		t := b.head
-		if t.rooted() {
-			b.remove(t)
-			out = append(out, t)
-		} else {
-			b.evict(t, reasonShutdown)
-		}
+		out = b.settle(b.head, reasonShutdown, out)
 	}
 	b.deadlines, b.dlHead = nil, 0
 	return out
