@@ -248,3 +248,49 @@ func streamWorking(b *testing.B, parent, child *ipc.Conn) (send, e2e time.Durati
 	}
 	return send, e2e
 }
+
+// BenchmarkOneWrite times one write(2) of a frame to a socketpair with
+// the default send buffer, whose reader waits in read(2), as a task
+// host's parent waits for its reply: write-ns is the Write call alone
+// (the kernel's copy and the reader's wake-up), the time a stamped frame
+// within the one-write limit spends past its send's end
+// (ipc.AttrWriteDuration). The reader drains each frame before the next
+// write, so no write waits for buffer space. size=16384 is the largest
+// frame written so (oneWriteMax); size=256 a task host's reply.
+func BenchmarkOneWrite(b *testing.B) {
+	for _, size := range []int{256, 16 << 10} {
+		b.Run(fmt.Sprintf("size=%d", size), func(b *testing.B) {
+			w, r := ipc.Socketpair(b)
+			if _, err := ipc.ApplySendBuffer(w, ipc.DefaultBufferSize); err != nil {
+				b.Fatal(err)
+			}
+			frame := make([]byte, size)
+			drained := make(chan error)
+			go func() {
+				buf := make([]byte, size)
+				for {
+					_, err := io.ReadFull(r, buf)
+					drained <- err
+					if err != nil {
+						return
+					}
+				}
+			}()
+			var wrote time.Duration
+			b.SetBytes(int64(size))
+			for b.Loop() {
+				t0 := time.Now()
+				if _, err := w.Write(frame); err != nil {
+					b.Fatal(err)
+				}
+				wrote += time.Since(t0)
+				if err := <-drained; err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(wrote.Nanoseconds())/float64(b.N), "write-ns")
+			_ = w.Close()
+			<-drained
+		})
+	}
+}

@@ -31,6 +31,16 @@ var ErrPeerClosed = errors.New("ipc: peer closed the connection")
 // ipc.send spans.
 const AttrBuffer attribute.Key = "amdahl.ipc.buffer.effective"
 
+// AttrWriteDuration is the span attribute, in seconds, carrying on the
+// ipc.send span of a stamped frame (SendStamper) how long the write(2)
+// that carried the stamp took past the span's end: the frame's one write,
+// or the stamp's own second write. The span and the stamp end when that
+// write is issued, so the write itself (the kernel's copy, a wait for
+// the reader) is not in the span's duration; this attribute holds it. It
+// is set, as the other send attributes, only when something reads span
+// attributes (telemetry.Component.SpanAttributes).
+const AttrWriteDuration attribute.Key = "amdahl.ipc.write.duration"
+
 var propagator = propagation.TraceContext{}
 
 // stream is what a Conn runs on: a socket, or a pair of pipes.
@@ -106,7 +116,7 @@ type Conn struct {
 	bufRq int
 	bufEf int
 	// oneWrite is the largest stamped frame the writer writes in one
-	// write(2) (oneWriteLimit): 0 until the buffer is known.
+	// write(2): oneWriteLimit of bufEf.
 	oneWrite int
 
 	sendMu sync.Mutex // serialize+enqueue in wire order (the Codec relies on it)
@@ -139,8 +149,8 @@ type item struct {
 	ctx    context.Context
 	done   chan error // nil in async mode; flush markers have frame == nil
 	at     time.Time  // when it was serialized
-	// stamp is the size of the stamp that ends frame (SendStamper): the
-	// writer writes the rest, fills it in, then writes it. 0: none.
+	// stamp is the size of the stamp that ends frame (SendStamper), which
+	// the writer fills in before it writes it (Conn.write). 0: none.
 	stamp int
 }
 
@@ -158,12 +168,17 @@ type sent struct {
 	ctx    context.Context
 }
 
-func newConn(nc stream, cfg config, m *metrics, parent bool) *Conn {
+// newConn starts the Conn's goroutines on nc, whose effective send
+// buffer (SO_SNDBUF as read back, or the pipe's capacity) is eff bytes.
+func newConn(nc stream, cfg config, m *metrics, parent bool, eff int) *Conn {
 	c := &Conn{
 		nc:       nc,
 		cfg:      cfg,
 		codec:    protoCodec{},
 		m:        m,
+		bufRq:    *cfg.buffer,
+		bufEf:    eff,
+		oneWrite: oneWriteLimit(eff),
 		role:     telemetry.Request,
 		peer:     telemetry.Reply,
 		in:       make(chan *Incoming),
@@ -421,7 +436,8 @@ func (c *Conn) write(ctx context.Context, it *item) error {
 		ctx = trace.ContextWithSpan(ctx, it.parent)
 	}
 	// The send phase and the blocked time share their clock reads: the
-	// phase's start (when it reads one) and the write's end.
+	// phase's start (when it reads one) and, for an unstamped frame, the
+	// write's end.
 	ph := c.phases(it.t).StartLeaf(ctx, telemetry.Send, c.role)
 	start := ph.Start()
 	if start.IsZero() {
@@ -431,20 +447,25 @@ func (c *Conn) write(ctx context.Context, it *item) error {
 	if c.cfg.onWrite != nil {
 		c.cfg.onWrite(it.t, len(it.frame))
 	}
-	// A stamped frame is stamped before its last bytes leave, so the peer
-	// has it whole only after the send's end it reads from it: a small
-	// one (oneWrite) in one write(2), issued right after the stamp, since
-	// its write does not wait for the reader; a larger one, whose write
-	// may, in two: all but its stamp, then the stamp with the send's times.
+	// A stamped frame's stamp is filled in before its bytes are written,
+	// its end no later than the issue of the write that carries them, so
+	// the peer has the frame whole only after the send's end it reads
+	// from it (SendStamper). A small one (oneWrite) goes in one write(2),
+	// stamped just before it: such a write fits in the send buffer, and
+	// does not wait for the reader, unless the reader has left the buffer
+	// mostly full. A larger one, whose write can wait for the reader, goes
+	// in two: all but its stamp, then the stamp with the send's times, so
+	// that its send covers that wait.
+	attrs := c.phases(it.t).SpanAttributes()
 	var (
-		end, wrote time.Time
-		err        error
+		end time.Time
+		err error
 	)
-	if rest := len(it.frame) - it.stamp; it.stamp > 0 && len(it.frame) <= c.oneWrite {
+	rest := len(it.frame) - it.stamp
+	if it.stamp > 0 && len(it.frame) <= c.oneWrite {
 		end = time.Now()
 		c.stamp.StampSend(it.frame[rest:], start, end)
 		_, err = c.nc.Write(it.frame)
-		wrote = time.Now()
 	} else {
 		_, err = c.nc.Write(it.frame[:rest])
 		end = time.Now()
@@ -452,21 +473,29 @@ func (c *Conn) write(ctx context.Context, it *item) error {
 			c.stamp.StampSend(it.frame[rest:], start, end)
 			_, err = c.nc.Write(it.frame[rest:])
 		}
-		wrote = end
+	}
+	// wrote is when the frame's last write returned: the blocked time
+	// ends there, on both paths, whatever end the send names. For a
+	// stamped frame it is past end and costs a clock read, taken only when
+	// the blocked time is recorded or the send's attributes are read.
+	wrote := end
+	if it.stamp > 0 && (c.m.live || attrs) {
+		wrote = time.Now()
 	}
 	c.writeStart.Store(0)
-	// The blocked time is the write's, whichever end the send names.
-	blocked := wrote.Sub(start)
-	c.m.blocked.Record(ctx, blocked.Seconds(), c.m.blockedOpt[c.role])
+	c.m.blocked.Record(ctx, wrote.Sub(start).Seconds(), c.m.blockedOpt[c.role])
 	if err != nil {
 		err = fmt.Errorf("ipc: write %s packet (%d bytes): %w", it.t, len(it.frame), err)
 		ph.Fail(err)
 		return err
 	}
 	c.m.packet(ctx, opSend, c.role, len(it.frame))
-	if c.phases(it.t).SpanAttributes() {
+	switch {
+	case attrs && it.stamp > 0:
+		ph.EndAt(end, telemetry.AttrBytes.Int(len(it.frame)), AttrBuffer.Int(c.bufEf), AttrWriteDuration.Float64(wrote.Sub(end).Seconds()))
+	case attrs:
 		ph.EndAt(end, telemetry.AttrBytes.Int(len(it.frame)), AttrBuffer.Int(c.bufEf))
-	} else {
+	default:
 		ph.EndAt(end)
 	}
 	return nil
@@ -481,14 +510,17 @@ const oneWriteMax = 16 << 10
 // (SO_SNDBUF as read back, or the pipe's capacity) is eff bytes: a
 // quarter of it, and at most 16 KiB (oneWriteMax).
 //
-// Such a write does not wait for the reader: it fits in the buffer unless
-// the reader has left most of it unread (a socket charges each buffer's
-// overhead against SO_SNDBUF, a pipe counts whole pages; a quarter leaves
-// room for both). The send it stamps ends when the write is issued, and
-// the write's copy, at most a few microseconds for 16 KiB, falls in the
-// gap after the send. A larger frame's write can wait for the reader, and
-// its duration is then the send's: it goes in two writes, stamped
-// between them. The task host's stamped replies are a few hundred bytes.
+// Such a write fits in the buffer, and so does not wait for the reader,
+// unless the reader has left most of the buffer unread (a socket charges
+// each buffer's overhead against SO_SNDBUF, a pipe counts whole pages; a
+// quarter leaves room for both). The send it stamps ends when the write
+// is issued, and the write (the kernel's copy and the reader's wake-up,
+// BenchmarkOneWrite; a wait for the reader, when the buffer was mostly
+// full) falls after the send's end: in the span's AttrWriteDuration and
+// in amdahl.ipc.send.blocked, not in the span. A larger frame's write can
+// wait for the reader, a wait its send should hold: it goes in two
+// writes, all but the stamp and then the stamp, so that the send covers
+// the first. The task host's stamped replies are a few hundred bytes.
 func oneWriteLimit(eff int) int { return min(oneWriteMax, max(eff, 0)/4) }
 
 func (c *Conn) readLoop() {

@@ -6,7 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -14,6 +16,8 @@ import (
 	"time"
 
 	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
@@ -437,19 +441,35 @@ func (c *stampCodec) StampSend(stamp []byte, start, end time.Time) {
 	protowire.AppendFixed64(protowire.AppendTag(b, stampEnd, protowire.Fixed64Type), uint64(end.UnixNano()))
 }
 
-// writeCounter is a Conn's stream that records the size of each write(2)
-// the Conn makes on it.
+// stampBytes is the size of stampCodec's stamp: two tagged fixed64.
+const stampBytes = 20
+
+// writeCounter is a Conn's stream that records the size of each Write
+// call the Conn makes on it (one write(2), unless it blocks part way), and
+// calls enter, when set, as each begins.
 type writeCounter struct {
 	stream
 	mu     sync.Mutex
 	writes []int
+	enter  func(n int)
 }
 
 func (w *writeCounter) Write(b []byte) (int, error) {
 	w.mu.Lock()
 	w.writes = append(w.writes, len(b))
+	enter := w.enter
 	w.mu.Unlock()
+	if enter != nil {
+		enter(len(b))
+	}
 	return w.stream.Write(b)
+}
+
+// onEnter sets the function called as each Write begins.
+func (w *writeCounter) onEnter(f func(n int)) {
+	w.mu.Lock()
+	w.enter = f
+	w.mu.Unlock()
 }
 
 // take returns the sizes of the writes since the last take.
@@ -522,11 +542,29 @@ func countedPair(t *testing.T, pipes bool, parentOpts []Option) (*Conn, *Conn, *
 	return parent, r.c, w
 }
 
+// stampedConfig returns a task configuration whose frame, stamped by
+// stampCodec, is exactly frame bytes.
+func stampedConfig(t *testing.T, id uint64, frame int) *ipcpb.TaskConfiguration {
+	t.Helper()
+	cfg := taskConfig(id, nil)
+	for p := max(frame-HeaderSize-stampBytes-proto.Size(cfg)-8, 0); p < frame; p++ {
+		cfg.Payload = make([]byte, p)
+		switch got := HeaderSize + proto.Size(cfg) + stampBytes; {
+		case got == frame:
+			return cfg
+		case got > frame:
+			t.Fatalf("no payload gives a stamped frame of exactly %d bytes", frame)
+		}
+	}
+	t.Fatalf("no payload gives a stamped frame of exactly %d bytes", frame)
+	return nil
+}
+
 // TestSendStampWrites: a stamped frame within the Conn's one-write limit
 // goes in one write(2), stamped before it, so its send ends before the
 // peer has any of it; a larger one in two, the second its stamp; an
 // unstamped one in one. The limit is a quarter of the send buffer, at
-// most 16 KiB.
+// most 16 KiB; frames of exactly the limit and one byte over it are sent.
 func TestSendStampWrites(t *testing.T) {
 	for _, tc := range []struct {
 		eff, want int
@@ -535,7 +573,6 @@ func TestSendStampWrites(t *testing.T) {
 			t.Errorf("oneWriteLimit(%d) = %d, want %d", tc.eff, got, tc.want)
 		}
 	}
-	const stampBytes = 20 // stampCodec's: two tagged fixed64
 	for _, tc := range []struct {
 		pipes bool
 		buf   int
@@ -547,10 +584,18 @@ func TestSendStampWrites(t *testing.T) {
 			if _, eff := parent.BufferSize(); limit != oneWriteLimit(eff) || limit <= 0 {
 				t.Fatalf("one-write limit %d with a buffer of %d, want %d", limit, eff, oneWriteLimit(eff))
 			}
+			var cfgs []*ipcpb.TaskConfiguration
+			for i, payload := range []int{0, 100, limit - 200, 3 * limit, 40_000} {
+				cfg := taskConfig(uint64(i), nil)
+				cfg.Payload = make([]byte, payload)
+				cfgs = append(cfgs, cfg)
+			}
+			for i, frame := range []int{limit - 1, limit, limit + 1} {
+				cfgs = append(cfgs, stampedConfig(t, uint64(10+i), frame))
+			}
 			var one, two int
-			for _, payload := range []int{0, 100, limit - 200, limit - 60, limit - 40, limit, limit + 100, 3 * limit, 40_000} {
-				cfg := taskConfig(uint64(payload), nil)
-				cfg.Payload = make([]byte, max(payload, 0))
+			sizes := map[int]bool{}
+			for _, cfg := range cfgs {
 				if err := parent.Send(ctx, cfg); err != nil {
 					t.Fatal(err)
 				}
@@ -559,6 +604,7 @@ func TestSendStampWrites(t *testing.T) {
 					t.Fatal(err)
 				}
 				frame := in.Size + HeaderSize
+				sizes[frame] = true
 				start, end := stampOf(in.Msg)
 				writes := w.take()
 				switch {
@@ -585,6 +631,9 @@ func TestSendStampWrites(t *testing.T) {
 			if one == 0 || two == 0 {
 				t.Fatalf("%d frames in one write, %d in two: want both kinds", one, two)
 			}
+			if !sizes[limit] || !sizes[limit+1] {
+				t.Fatalf("frames of %v bytes sent: want the limit (%d) and one byte over it", slices.Sorted(maps.Keys(sizes)), limit)
+			}
 			if err := parent.Send(ctx, &ipcpb.Shutdown{}); err != nil {
 				t.Fatal(err)
 			}
@@ -595,6 +644,144 @@ func TestSendStampWrites(t *testing.T) {
 				t.Errorf("an unstamped packet: writes %v, want one", writes)
 			}
 		})
+	}
+}
+
+// TestSendStampBlocked: a stamped frame within the one-write limit whose
+// write waits for the reader, because the reader has stopped draining a
+// buffer it left mostly full, is still stamped before its write is
+// issued: its send (the span and the stamp) ends before the wait, and
+// the wait is in amdahl.ipc.send.blocked and in the send span's
+// amdahl.ipc.write.duration (AttrWriteDuration).
+func TestSendStampBlocked(t *testing.T) {
+	ctx := context.Background()
+	tel := newTel(t)
+	// Pipes of one page: a write that does not fit in the page the reader
+	// left unread waits for the reader to take all of it.
+	parent, child, w := countedPair(t, true, append(tel.opts(), WithBufferSize(4096), WithCodec(func() Codec { return &stampCodec{} })))
+	_, eff := parent.BufferSize()
+	limit := parent.oneWrite
+	// The child's reader reads the first packet and holds it until Recv,
+	// reading no more; the second, unstamped, fills most of the pipe.
+	if err := parent.Send(ctx, taskConfig(1, nil)); err != nil {
+		t.Fatal(err)
+	}
+	if err := parent.Send(ctx, &ipcpb.LogMessage{Text: strings.Repeat("x", eff-limit/2)}); err != nil {
+		t.Fatal(err)
+	}
+	w.take()
+	entered := make(chan time.Time, 1)
+	w.onEnter(func(int) {
+		select {
+		case entered <- time.Now():
+		default:
+		}
+	})
+	frame := limit - 100
+	errc := make(chan error, 1)
+	go func() { errc <- parent.Send(ctx, stampedConfig(t, 2, frame)) }()
+	issued := <-entered
+	time.Sleep(20 * time.Millisecond) // the reader delays its draining
+	select {
+	case err := <-errc:
+		t.Fatalf("the stamped frame's write did not wait for the reader (Send: %v): the pipe (%d bytes) was not full", err, eff)
+	default:
+	}
+	drained := time.Now()
+	var in *Incoming
+	for range 3 {
+		var err error
+		if in, err = child.Recv(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := <-errc; err != nil {
+		t.Fatal(err)
+	}
+	if writes := w.take(); len(writes) != 1 || writes[0] != frame || in.Size+HeaderSize != frame {
+		t.Fatalf("a stamped frame of %d bytes (limit %d): writes %v, received %d bytes, want one write of it", frame, limit, writes, in.Size+HeaderSize)
+	}
+	start, end := stampOf(in.Msg)
+	if start == 0 || end < start || end > issued.UnixNano() {
+		t.Errorf("stamp [%d, %d]: want a send that ended by the time its write was issued (%d)", start, end, issued.UnixNano())
+	}
+	// The write returned after the reader drained the pipe: its wait is
+	// at least drained-issued long.
+	checkWriteWait(t, tel, start, end, drained.Sub(issued))
+}
+
+// TestSendStampBlockedTwoWrites: on the two-write path, the blocked time
+// and the send span's amdahl.ipc.write.duration include the stamp's own
+// write, which waits for the reader when the first write filled the
+// buffer (here, a stream whose stamp write is slow).
+func TestSendStampBlockedTwoWrites(t *testing.T) {
+	ctx := context.Background()
+	tel := newTel(t)
+	parent, child, w := countedPair(t, false, append(tel.opts(), WithCodec(func() Codec { return &stampCodec{} })))
+	frame := parent.oneWrite + 1000
+	var slow time.Duration
+	w.onEnter(func(n int) {
+		if n == stampBytes {
+			t0 := time.Now()
+			time.Sleep(20 * time.Millisecond)
+			slow = time.Since(t0)
+		}
+	})
+	if err := parent.Send(ctx, stampedConfig(t, 1, frame)); err != nil {
+		t.Fatal(err)
+	}
+	in, err := child.Recv(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if writes := w.take(); len(writes) != 2 || writes[1] != stampBytes {
+		t.Fatalf("a stamped frame of %d bytes (limit %d): writes %v, want two, the second its stamp", frame, parent.oneWrite, writes)
+	}
+	start, end := stampOf(in.Msg)
+	checkWriteWait(t, tel, start, end, slow)
+}
+
+// checkWriteWait checks that the longest amdahl.ipc.send.blocked and the
+// amdahl.ipc.write.duration of the ipc.send span with the stamp's times
+// [start, end] are each at least wait.
+func checkWriteWait(t *testing.T, tel *tel, start, end int64, wait time.Duration) {
+	t.Helper()
+	var rm metricdata.ResourceMetrics
+	if err := tel.Reader.Collect(context.Background(), &rm); err != nil {
+		t.Fatal(err)
+	}
+	blocked := -1.0
+	for _, sm := range rm.ScopeMetrics {
+		for _, m := range sm.Metrics {
+			if h, ok := m.Data.(metricdata.Histogram[float64]); ok && m.Name == MetricSendBlocked {
+				for _, p := range h.DataPoints {
+					if v, ok := p.Max.Value(); ok && v > blocked {
+						blocked = v
+					}
+				}
+			}
+		}
+	}
+	if blocked < wait.Seconds() {
+		t.Errorf("%s: longest %.6f s, want the stamped frame's, whose write waited at least %.6f s", MetricSendBlocked, blocked, wait.Seconds())
+	}
+	var span sdktrace.ReadOnlySpan
+	for _, s := range tel.Spans.Ended() {
+		if s.Name() == "ipc.send" && s.StartTime().UnixNano() == start {
+			span = s
+		}
+	}
+	if span == nil || span.EndTime().UnixNano() != end {
+		t.Fatalf("no ipc.send span with the stamp's times [%d, %d]", start, end)
+	}
+	got := -1.0
+	for _, kv := range span.Attributes() {
+		if kv.Key == AttrWriteDuration {
+			got = kv.Value.AsFloat64()
+		}
+	}
+	if got < wait.Seconds() {
+		t.Errorf("ipc.send span: %s = %v s, want the write's wait, at least %.6f s", AttrWriteDuration, got, wait.Seconds())
 	}
 }
 

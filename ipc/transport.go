@@ -222,9 +222,7 @@ func openStream(ctx context.Context, nc stream, setBuffer func(int, *slog.Logger
 	m.bufReq.Record(ctx, int64(*cfg.buffer), m.plainRec)
 	m.bufEff.Record(ctx, int64(eff), m.plainRec)
 	logBuffer(cfg, *cfg.buffer, eff)
-	c := newConn(nc, cfg, m, parent)
-	c.bufRq, c.bufEf, c.oneWrite = *cfg.buffer, eff, oneWriteLimit(eff)
-	return c, nil
+	return newConn(nc, cfg, m, parent, eff), nil
 }
 
 // applySendBuffer sets SO_SNDBUF, the only buffer that limits in-flight
