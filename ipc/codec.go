@@ -38,23 +38,34 @@ type Codec interface {
 // SendStamper is implemented by a Codec some of whose packets end with a
 // stamp of their own write: a few bytes, sized when the packet is
 // encoded, that the Conn's writer fills in with the send's start and end
-// (the ipc.send span's) before those bytes are written. The peer cannot
-// have read such a frame whole before the end its stamp names, so a
-// phase the stamp reports ends before anything the peer does once it has
-// the packet. How the writer writes a stamped frame depends on its size:
+// (the ipc.send span's) before those bytes are written. The rule, which a
+// peer in another language must keep too: the end a stamp names is no
+// later than the moment the write(2) that carries the stamp's bytes is
+// issued. The peer then cannot have read the frame whole before that end,
+// so a phase the stamp reports ends before anything the peer does once it
+// has the packet. The stamp cannot include the write that carries it,
+// and that write is not in the send's duration; the span's
+// amdahl.ipc.write.duration (AttrWriteDuration) holds it, when span
+// attributes are read. How the writer writes a stamped frame depends on
+// its size:
 //
 //   - a small frame, at most a quarter of the connection's send buffer
-//     and at most 16 KiB, goes in one write(2), which does not wait for
-//     the reader: the writer reads the clock, stamps the frame with that
-//     instant as the send's end, and writes it. The send ends when its
-//     write is issued; the kernel's copy and the peer's wake-up fall in
-//     the time after it;
+//     and at most 16 KiB, goes in one write(2): the writer reads the
+//     clock, stamps the frame with that instant as the send's end, and
+//     issues the write. The send ends when its write is issued; the
+//     kernel's copy and the peer's wake-up fall in the time after it.
+//     Such a write fits in the buffer, so it does not wait for the
+//     reader, unless the reader has left the buffer mostly full; a wait
+//     then falls after the send's end too, and is seen only in
+//     amdahl.ipc.send.blocked and amdahl.ipc.write.duration;
 //   - a larger frame, whose write can wait for the reader, goes in two:
 //     all but the stamp, then, after a clock read, the stamp with that
-//     instant as the send's end. The send then covers the write's wait
-//     for the reader, at the cost of a second write(2).
+//     instant as the send's end. The send then covers the first write's
+//     wait for the reader, at the cost of a second write(2).
 //
-// Unstamped frames are written as usual, in one write(2) ending the send.
+// Unstamped frames go in one write(2), which the send's end follows.
+//
+// Its methods:
 //
 //   - AppendStampedBody is AppendBody (same goroutine, lock, phase and
 //     contract), for a Conn that stamps: stamp is the size of the stamp
@@ -63,9 +74,10 @@ type Codec interface {
 //   - StampSend runs on the Conn's writer goroutine before the stamp is
 //     written: before the frame's one write, or between its two. stamp is
 //     the frame's last bytes, as AppendStampedBody sized them; start is
-//     when the frame's write began and end when it was issued (one write)
-//     or when all of it but the stamp had been written (two): the
-//     ipc.send span's start and end. It must only write into stamp.
+//     when the frame's write began and end the clock read just before
+//     the stamp (one write: before the write is issued; two: after all of
+//     the frame but the stamp had been written): the ipc.send span's
+//     start and end. It must only write into stamp.
 type SendStamper interface {
 	AppendStampedBody(ctx context.Context, dst []byte, t Type, m proto.Message) (out []byte, stamp int, err error)
 	StampSend(stamp []byte, start, end time.Time)

@@ -62,12 +62,14 @@
 // by the connection's Codec (plain protobuf by default). Both ends enforce a maximum body size (WithMaxPacketSize,
 // default 256 MiB). The reader always reads exactly the announced length
 // with io.ReadFull and allocates as bytes arrive, never ahead of them.
-// A frame is one write(2). A frame its Codec stamps (SendStamper) is
-// stamped with its send's times before its last bytes are written: in its
-// one write when it is small (a quarter of the send buffer, 16 KiB at
-// most: a write that does not wait for the reader), else in two, all but
-// the stamp and then the stamp. The bytes on the wire are a frame like
-// any other, so a reader needs to know nothing of it.
+// An unstamped frame is one write(2). A frame its Codec stamps
+// (SendStamper) is stamped with its send's times before the write that
+// carries the stamp is issued: in its one write when it is small (a
+// quarter of the send buffer, 16 KiB at most: a write that fits, and does
+// not wait for the reader unless the reader has left the buffer mostly
+// full), else in two, all but the stamp and then the stamp. The bytes on
+// the wire are a frame like any other, so a reader needs to know nothing
+// of it.
 // Errors: io.EOF between frames (clean close, ErrPeerClosed from Recv),
 // io.ErrUnexpectedEOF inside one, *UnknownTypeError, *PacketSizeError
 // (matches ErrPacketTooLarge), *TrailingBytesError (DecodePacket),
@@ -125,12 +127,29 @@
 //
 // # Telemetry
 //
-// Spans ipc.serialize and ipc.send (attributes amdahl.bytes,
-// amdahl.ipc.buffer.effective) on the sending side, ipc.receive and
+// Spans ipc.serialize and ipc.send on the sending side, ipc.receive and
 // ipc.deserialize on the receiving side, each with amdahl.phase and
 // amdahl.direction (request for packets the parent sends, reply for those
-// the child sends). Metrics (see the Metric* constants): bytes and packets
-// per op and direction, send-blocked time, queue depth and bytes,
+// the child sends). An ipc.send span covers the packet's write(2), from
+// when the writer took the packet to when the write returned, except for
+// a stamped frame (SendStamper), whose send ends when the write carrying
+// its stamp is issued, so that the stamp can hold the end: a small
+// stamped frame's ipc.send ends as its one write is issued, and the
+// write itself (the kernel's copy, the peer's wake-up, any wait for the
+// reader) is not in the span; a large one's ends after its first write.
+// When span attributes are read (telemetry.Component.SpanAttributes),
+// ipc.serialize carries amdahl.bytes (the body's size), and ipc.send
+//
+//	amdahl.bytes                  the frame's size in bytes, header included
+//	amdahl.ipc.buffer.effective   the send buffer (AttrBuffer)
+//	amdahl.ipc.write.duration     stamped frames only: seconds the write
+//	                              carrying the stamp took past the span's
+//	                              end (AttrWriteDuration)
+//
+// Metrics (see the Metric* constants): bytes and packets
+// per op and direction, send-blocked time (amdahl.ipc.send.blocked: the
+// writer's time from taking a packet until its last write returned,
+// stamped or not), queue depth and bytes,
 // requested and effective buffer, handshakes by outcome and field,
 // protocol errors by kind (truncated, unknown_type, too_large, decode,
 // encode, or the Kind of a Codec's *ProtocolError, such as taskproto's

@@ -523,10 +523,10 @@ type TaskResult struct {
 	// Wall-clock time (Unix ns) at which the child started receiving the
 	// request: the anchor of the timings' offsets in the parent's clock.
 	ReceiveStartUnixNano int64 `protobuf:"varint,9,opt,name=receive_start_unix_nano,json=receiveStartUnixNano,proto3" json:"receive_start_unix_nano,omitempty"`
-	// The child's write of this very packet, when it measures it. It is
-	// the last field of the encoded packet, filled in before its bytes are
-	// written (see ReplySend), so the parent cannot have read the packet
-	// whole before the end it names.
+	// The child's send of this very packet, when it measures it. It is
+	// the last field of the encoded packet, filled in before the write that
+	// carries its bytes is issued (see ReplySend), so the parent cannot
+	// have read the packet whole before the end it names.
 	ReplySend     *ReplySend `protobuf:"bytes,11,opt,name=reply_send,json=replySend,proto3" json:"reply_send,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -639,13 +639,18 @@ func (x *TaskResult) GetReplySend() *ReplySend {
 	return nil
 }
 
-// ReplySend is when the child wrote a result, in the child's wall clock
-// (Unix ns): the start of its write, and its end: when the packet's one
-// write was issued, or, for a packet large enough that its write can wait
-// for the parent's reading, when all of it but this field had been
-// written (ipc.SendStamper). Its fields are fixed-width, so that the
-// child can encode the packet with room for it and fill it in before this
-// field is written; a child that does not measure its send leaves it out.
+// ReplySend is the child's send of a result, in the child's wall clock
+// (Unix ns): start, when its write began, and end, which must be no later
+// than the moment the write(2) that carries this field's bytes is issued,
+// so that the parent cannot have read the packet whole before it. The
+// write carrying the field is therefore not in [start, end]. Go's
+// ipc.Conn (ipc.SendStamper) writes a small packet in one write, issued
+// right after it reads end, and a packet large enough that its write can
+// wait for the parent's reading in two, all of it but this field and
+// then, after it reads end, this field. The fields are fixed-width, so
+// that the child can encode the packet with room for them and fill them
+// in just before they are written; a child that does not measure its
+// send leaves the field out.
 type ReplySend struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	StartUnixNano int64                  `protobuf:"fixed64,1,opt,name=start_unix_nano,json=startUnixNano,proto3" json:"start_unix_nano,omitempty"`

@@ -20,8 +20,8 @@ import (
 // TestReplyTimings: a reply carries the host's receive, deserialize,
 // execute and serialize, placed within the round trip, and, when the
 // request's trace is sampled, the reply's send, stamped into the packet
-// between two writes: it starts after the serialize and ends before the
-// parent had read the reply whole.
+// before the write carrying the stamp is issued: it starts after the
+// serialize and ends before the parent had read the reply whole.
 func TestReplyTimings(t *testing.T) {
 	sampled := trace.NewSpanContext(trace.SpanContextConfig{TraceID: trace.TraceID{1}, SpanID: trace.SpanID{2}, TraceFlags: trace.FlagsSampled})
 	for _, tc := range []struct {

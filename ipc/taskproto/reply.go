@@ -23,8 +23,8 @@ var ErrNoCodec = errors.New("taskproto: the connection does not speak the task-h
 // a tracestate) to the request's trace context. The reply's own serialize phase is measured while the codec
 // encodes it and appended to the encoded packet as a fourth timing (it is
 // not added to res.Timings); when in's trace context is sampled, the
-// reply's send is stamped into the packet's reply_send before its last
-// bytes are written (see the package doc; res.ReplySend is left unset). The reply's serialize and send spans, when
+// reply's send is stamped into the packet's reply_send before the write
+// carrying them is issued (see the package doc; res.ReplySend is left unset). The reply's serialize and send spans, when
 // conn records them, are children of the request's span (in.Context; ctx
 // itself when it carries that span already, as in.Context's result does);
 // when conn reads no span (ipc.Conn.UsesSpans), ctx is sent as it is.

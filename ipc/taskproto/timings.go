@@ -40,12 +40,14 @@ const NumTimings = 5
 // result without timings appends nothing.
 //
 // The reply's send (res.reply_send, wall-clock times the host stamped
-// into the packet before its last bytes were written: ipc.SendStamper)
-// is appended last, moved with the window but not part of it: it ends
-// before the reply could be read whole, but can overlap the parent's
-// receive, which begins once the header has arrived (a reply large
-// enough to go in two writes is stamped after the first). A stamp that
-// ends before it starts, or was never filled in, is skipped.
+// into the packet before the write carrying them was issued:
+// ipc.SendStamper) is appended last, moved with the window but not part
+// of it: it ends before the reply could be read whole; a reply in one
+// write is stamped before any of it is written, so its send ends before
+// the parent's receive begins (once the header has arrived), but a reply
+// large enough to go in two writes is stamped after the first, so its
+// send can overlap that receive. A stamp that ends before it starts, or
+// was never filled in, is skipped.
 func AppendTimings(dst []Timing, res *ipcpb.TaskResult, sendStart, replyStart time.Time) []Timing {
 	timings := res.GetTimings()
 	if len(timings) == 0 {
