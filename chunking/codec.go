@@ -31,14 +31,23 @@ type Encoded struct {
 // A mismatch between size and the encoded length is reported as an error,
 // since it means the planner's accounting is wrong.
 func Encode(chunk *dtpb.OrchestratorResponse, size int) (Encoded, error) {
+	return encodeInto(nil, chunk, size)
+}
+
+// encodeInto is Encode into buf's capacity when it holds size bytes (a
+// new buffer otherwise).
+func encodeInto(buf []byte, chunk *dtpb.OrchestratorResponse, size int) (Encoded, error) {
 	if size < 0 {
-		b, err := proto.Marshal(chunk)
+		b, err := proto.MarshalOptions{}.MarshalAppend(buf[:0], chunk)
 		if err != nil {
 			return Encoded{}, fmt.Errorf("chunking: encode: %w", err)
 		}
 		return Encoded{Bytes: b}, nil
 	}
-	b, err := appendResponse(make([]byte, 0, size), chunk)
+	if cap(buf) < size {
+		buf = make([]byte, 0, size)
+	}
+	b, err := appendResponse(buf[:0], chunk)
 	if err != nil {
 		return Encoded{}, fmt.Errorf("chunking: encode: %w", err)
 	}

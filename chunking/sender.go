@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"sync"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -50,6 +51,9 @@ type Sender struct {
 	steps   *telemetry.Steps
 	metrics *metrics
 	breaker *Breaker
+	// bufs holds encoded chunks' buffers (*[]byte) that the sidecar has
+	// acknowledged, for the next chunks' encoding.
+	bufs sync.Pool
 }
 
 // NewSender returns a Sender calling cc. The connection should be created
@@ -141,8 +145,17 @@ func (s *Sender) Complete(ctx context.Context, r *dtpb.OrchestratorResponse) (Re
 			var n int
 			n, err = s.sendChunk(sctx, i, len(enc), &enc[i])
 			res.Attempts += n
+			if err == nil {
+				// Acknowledged: the sidecar has read the whole request,
+				// so gRPC's writer has written it and holds no reference
+				// to its bytes; they encode a later chunk. (After a
+				// failure they are left to the GC: a writer may still
+				// hold them.)
+				b := enc[i].Bytes
+				s.bufs.Put(&b)
+			}
 		}
-		enc[i] = Encoded{} // sent: its bytes are garbage now
+		enc[i] = Encoded{} // sent
 		if err != nil {
 			err = fmt.Errorf("complete %s chunk %d of %d: %w", r.GetInstanceId(), i, len(enc), err)
 			if ctx.Err() == nil && status.Code(err) != codes.Canceled {
@@ -163,19 +176,27 @@ func (s *Sender) Complete(ctx context.Context, r *dtpb.OrchestratorResponse) (Re
 
 // encodeAhead bounds the bytes of a completion's chunks encoded before
 // the first is sent (at least one chunk is): the chunks past it are
-// encoded one at a time as they are sent, and a chunk's bytes are dropped
-// once it is acknowledged, so a completion of 64 MiB holds about
-// encodeAhead plus one chunk, not all 64 MiB, while it is sent (the
-// mixed scenario's 32 × 2 MiB shape; TestMixedMemory).
+// encoded one at a time as they are sent, and a chunk's buffer goes back
+// to the Sender once the chunk is acknowledged (Sender.bufs: a later
+// chunk, of this completion or another, is encoded into it), so a
+// completion of 64 MiB holds about encodeAhead plus one chunk, not all
+// 64 MiB, while it is sent (the mixed scenario's 32 × 2 MiB shape;
+// TestMixedMemory), and the chunks of a run cost the garbage collector
+// next to nothing (BenchmarkEndToEnd's B/op).
 const encodeAhead = 8 << 20
 
-// encode encodes chunk i of pl.
+// encode encodes chunk i of pl, into a buffer of an acknowledged chunk
+// when one is large enough.
 func (s *Sender) encode(pl *Plan, i int) (Encoded, error) {
 	size := -1
 	if pl.Sizes != nil {
 		size = pl.Sizes[i]
 	}
-	return Encode(pl.Chunks[i], size)
+	var buf []byte
+	if b, ok := s.bufs.Get().(*[]byte); ok && cap(*b) >= size {
+		buf = (*b)[:0]
+	}
+	return encodeInto(buf, pl.Chunks[i], size)
 }
 
 func (s *Sender) sendChunk(ctx context.Context, i, n int, e *Encoded) (int, error) {

@@ -202,6 +202,35 @@ func TestIntegrationAutochunk(t *testing.T) {
 	}
 }
 
+// TestSenderReusesBuffers sends completions one after another through one
+// Sender, each of chunks past encodeAhead and of other bytes than the
+// last, so that a chunk is encoded into the buffer of one the sidecar
+// acknowledged before: every completion arrives as it was sent (under
+// -race, gRPC's writer and the next encoding never touch a buffer at once).
+func TestSenderReusesBuffers(t *testing.T) {
+	rg := startRig(t, SidecarConfig{})
+	s := rg.sender(t, PlannerConfig{MaxChunkBytes: 1 << 20})
+	toks := rg.leaseN(t, 4)
+	for k, tok := range toks {
+		var acts []*dtpb.OrchestratorAction
+		// 12 actions of 900 KiB: 12 chunks, the last 3 past encodeAhead.
+		for i := range 12 {
+			a := actionOfSize(t, int32(100*k+i), 900<<10)
+			// Each completion's payloads of a letter of their own.
+			st := a.GetScheduleTask()
+			st.Input = wrapperspb.String(strings.Repeat(string(rune('a'+k)), len(st.GetInput().GetValue())))
+			acts = append(acts, a)
+		}
+		r := response(acts...)
+		r.CompletionToken = tok
+		if _, err := s.Complete(context.Background(), r); err != nil {
+			t.Fatal(err)
+		}
+		cs := rg.sc.Completions()
+		sameActions(t, cs[len(cs)-1].Actions, r.Actions)
+	}
+}
+
 // faults is a server interceptor that fails chunk calls on cue.
 type faults struct {
 	mu     sync.Mutex
