@@ -19,6 +19,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/amdahl-rt/amdahl/internal/proccpu"
+	"github.com/amdahl-rt/amdahl/ipc"
 	"github.com/amdahl-rt/amdahl/ipc/ipcpb"
 	"github.com/amdahl-rt/amdahl/ipc/taskproto"
 	"github.com/amdahl-rt/amdahl/runtime/scenario"
@@ -251,37 +252,36 @@ func BenchmarkRun(b *testing.B) {
 
 // BenchmarkUnitTelemetry measures what telemetry costs the parent per
 // task unit, outside any process: the spans of one unit of the taskhost
-// shape (amdahl.work, runtime.dispatch and runtime.queue, runtime.host,
-// the ipc phases of both directions, the host's phases from its reply)
-// made with the Components the runtime uses, and the unit's accounting
-// (collector, critical path), waited for every 256 units. The host's
-// phases are five: its receive, deserialize, execute and serialize, and
-// the send of its reply, which a host stamps into the reply of a sampled
-// request; the parent's receive of the reply begins during that send.
-// cpu-ns/op is the process's CPU time per unit (every goroutine's, the
-// accounting's and the GC's included): the cost, where ns/op is the wall
-// time of two goroutines that may overlap or wait for each other.
-// path=sdk records the spans with the OTel SDK and the collector as
-// its span processor (a run with an exporter, a trace file or a
-// recorder); path=accounting with the runtime's accountingTracer (amdahl
-// run's default, where only attribution reads the spans, for a unit a
-// record does not take); path=record keeps a task unit in its record
-// (record.go: amdahl run's default for taskhost's units); path=sdk+export
-// and own+export add the trace file (its batcher and its writes, to a
-// file in the test's directory), one with the SDK, one with the runtime's
-// exportingProvider (amdahl run --out). Metrics are
-// off in both (no reader): they are what a run records only when
-// something reads them.
+// shape made by the runtime's own code for them (Submit's root, dispatch
+// and queue, runTask's host span, ipc's leaves of the request, the
+// reply's receive and deserialize the worker records, the host's phases
+// from its reply: childSpans), and the unit's accounting (collector,
+// critical path), waited for every 256 units. The host's phases are five:
+// its receive, deserialize, execute and serialize, and the send of its
+// reply, which a host stamps into the reply of a sampled request; the
+// parent's receive of the reply begins during that send. cpu-ns/op is
+// the process's CPU time per unit (every goroutine's, the accounting's
+// and the GC's included): the cost, where ns/op is the wall time of two
+// goroutines that may overlap or wait for each other. path=own is amdahl
+// run's default: the runtime's tracer (telemetry/spans), where only
+// attribution reads the spans; path=sdk records them with the OTel SDK,
+// the collector taking them through otelsetup.SDKSource (a run with an
+// exporter or a recorder); sdk+export and own+export add the trace file
+// (its batcher and its writes, to a file in the test's directory), one
+// as an SDK span processor, one as the runtime's tracer's Exporter
+// (amdahl run --out). Metrics are off (no reader): they are what a run
+// records only when something reads them.
 //
-//	go test -run '^$' -bench UnitTelemetry -benchmem -count 5 ./runtime/
+//	go test -run '^$' -bench UnitTelemetry -benchmem -count 6 ./runtime/
 func BenchmarkUnitTelemetry(b *testing.B) {
-	for _, path := range []string{"sdk", "accounting", "record", "sdk+export", "own+export"} {
+	for _, path := range []string{"sdk", "own", "record", "sdk+export", "own+export"} {
 		b.Run("path="+path, func(b *testing.B) {
 			var works int
-			c := newCollector(func(attribution.Work, any) { works++ }, nil)
-			defer c.close()
-			var tp trace.TracerProvider
-			var own telemetry.PhaseTracer
+			builder := attribution.Builder{Reuse: true} // as the runtime's
+			c := spans.NewCollector(func(sp []spans.Span, _ any) {
+				builder.EachTree(sp, func(attribution.Work) { works++ })
+			})
+			defer c.Close()
 			// The export: the trace file's batcher, as amdahl run --out
 			// gets it (otelsetup's TraceFileOnly), writing to a file.
 			tel, err := otelsetup.Setup(context.Background(), otelsetup.WithLookupEnv(noEnv),
@@ -294,6 +294,7 @@ func BenchmarkUnitTelemetry(b *testing.B) {
 			if export == nil {
 				b.Fatal("no trace file processor")
 			}
+			var tp trace.TracerProvider
 			switch path {
 			case "sdk", "sdk+export":
 				var opts []sdktrace.TracerProviderOption
@@ -301,80 +302,44 @@ func BenchmarkUnitTelemetry(b *testing.B) {
 					opts = append(opts, sdktrace.WithSpanProcessor(otelsetup.ExporterProcessor(export)))
 				}
 				sdk := sdktrace.NewTracerProvider(opts...)
-				defer otelsetup.SDKSource(sdk).Subscribe(func(s spans.Span) { c.ended(nil, s) })()
+				defer otelsetup.SDKSource(sdk).Subscribe(c.Ended)()
 				defer func() { _ = sdk.Shutdown(context.Background()) }()
 				tp = sdk
-			case "accounting", "record":
-				own = newAccountingProvider(c, nil)
-				tp = own
+			case "own", "record":
+				tp = spans.NewTracerProvider(spans.TracerConfig{Collector: c})
 			case "own+export":
-				own = newExportingProvider(c, export, res, nil)
-				tp = own
+				tp = spans.NewTracerProvider(spans.TracerConfig{Collector: c, Export: export, Resource: res})
 			}
-			comps := map[string]*telemetry.Component{}
-			for _, name := range []string{"runtime", "ipc", "taskhost"} {
-				comp, err := telemetry.NewComponent(name, telemetry.ComponentConfig{TracerProvider: tp, MeterProvider: metricnoop.NewMeterProvider(), PhaseLabels: true})
+			r := &Runtime{phaseTP: telemetry.PhaseTracerOf(tp)}
+			for _, comp := range []struct {
+				dst  **telemetry.Component
+				name string
+			}{{&r.rt, "runtime"}, {&r.ipcComp, "ipc"}, {&r.hostComp, "taskhost"}} {
+				*comp.dst, err = telemetry.NewComponent(comp.name, telemetry.ComponentConfig{TracerProvider: tp, MeterProvider: metricnoop.NewMeterProvider(), PhaseLabels: true})
 				if err != nil {
 					b.Fatal(err)
 				}
-				comps[name] = comp
 			}
-			rt, ipcComp, hostComp := comps["runtime"], comps["ipc"], comps["taskhost"]
-			root := trace.ContextWithSpanContext(context.Background(), trace.SpanContext{})
+			r.tracer = r.rt.Tracer()
 			b.ReportAllocs()
 			b.ResetTimer()
 			cpu0 := proccpu.Used()
 			if path == "record" {
-				recordUnits(b, c, own.(*accountingProvider), rt, ipcComp, hostComp)
+				r.records = newRecordNames(tp.(*spans.TracerProvider), c, r.rt, r.ipcComp, r.hostComp)
 			}
 			for i := range b.N {
-				if path == "record" {
-					break
+				if r.records != nil {
+					benchUnitRecord(r)
+				} else {
+					benchUnitSpans(r, c)
 				}
-				ctx, work := rt.StartWork(root)
-				setUnit(work.Span(), c.track(work.Span().SpanContext().TraceID(), nil))
-				dctx, disp := rt.StartDetached(ctx, telemetry.Dispatch, telemetry.None)
-				q := rt.StartDetachedLeaf(dctx, telemetry.Queue, telemetry.None)
-				q.End()
-				disp.End()
-				hctx, hs := startHostSpan(ctx, own, rt.Tracer(), 1, 2, time.Now())
-				for _, p := range []telemetry.Phase{telemetry.Serialize, telemetry.Send} {
-					ps := ipcComp.StartLeaf(hctx, p, telemetry.Request)
-					ps.EndWith(telemetry.AttrBytes.Int(100))
-				}
-				// As recordUnits: the host's five phases one after another,
-				// the parent's receive from the middle of the host's send.
-				now := time.Now()
-				recv := now.Add(4*time.Microsecond + time.Microsecond/2)
-				for k, p := range []telemetry.Phase{telemetry.Receive, telemetry.Deserialize} {
-					at := recv.Add(time.Duration(k) * time.Microsecond)
-					ipcComp.RecordSpan(hctx, p, telemetry.Reply, at, at.Add(time.Microsecond), telemetry.AttrBytes.Int(100))
-				}
-				host := hs.SpanContext()
-				var spans [taskproto.NumTimings]attribution.Span
-				for i, p := range []telemetry.Phase{telemetry.Receive, telemetry.Deserialize, telemetry.Execute, telemetry.Serialize, telemetry.Send} {
-					d := telemetry.Request
-					switch p {
-					case telemetry.Execute:
-						d = telemetry.None
-					case telemetry.Serialize, telemetry.Send:
-						d = telemetry.Reply
-					}
-					st := now.UnixNano() + int64(i)*1000
-					spans[i] = attribution.Span{TraceID: attribution.TraceID(host.TraceID()), SpanID: c.newSpanID(), ParentID: attribution.SpanID(host.SpanID()),
-						Name: hostComp.SpanName(p, d), Component: "taskhost", Start: st, End: st + 1000, Phase: p, Direction: d, Remote: true}
-				}
-				_, unit, _, _ := parentOf(hctx)
-				c.add(unit, host.TraceID(), spans[:])
-				hs.End()
-				work.End(telemetry.OK, nil)
 				if i%256 == 255 || i == b.N-1 {
-					_ = c.flush(context.Background())
+					_ = c.Flush(context.Background())
 				}
 			}
 			b.StopTimer()
 			b.ReportMetric(float64(proccpu.Used()-cpu0)/float64(b.N), "cpu-ns/op")
-			c.close()
+			c.Close()
 			if works != b.N {
 				b.Fatalf("accounted %d units, want %d", works, b.N)
 			}
@@ -382,46 +347,81 @@ func BenchmarkUnitTelemetry(b *testing.B) {
 	}
 }
 
-// recordUnits is BenchmarkUnitTelemetry's record path: b.N task units
-// kept in their records (record.go), as Submit, the worker, ipc (whose
-// leaves carry no attribute when nothing reads them) and the host's reply
-// make them.
-func recordUnits(b *testing.B, c *collector, own *accountingProvider, rt, ipcComp, hostComp *telemetry.Component) {
-	names := newRecordNames(&own.tracer, rt, ipcComp, hostComp)
-	for i := range b.N {
-		u := new(recordedUnit)
-		start := time.Now()
-		u.rec.begin(names, nil, start)
-		u.rec.setSlot(slotQueue, start.UnixNano(), time.Now().UnixNano(), nil)
-		sendStart := time.Now()
-		u.rec.disp.endAt(sendStart)
-		hctx, hs := u.rec.startHost(trace.ContextWithSpan(context.Background(), &u.rec.root), sendStart, 1, 1)
-		for _, p := range []telemetry.Phase{telemetry.Serialize, telemetry.Send} {
-			ipcComp.StartLeaf(hctx, p, telemetry.Request).End()
-		}
-		// The host's five timings one after another (the send of its
-		// reply stamped into it, as for a sampled request), and the
-		// parent's receive of the reply, which begins once the frame's
-		// header has arrived: during the host's send.
-		now := time.Now()
-		timings := [taskproto.NumTimings]taskproto.Timing{{Phase: telemetry.Receive, Direction: telemetry.Request},
-			{Phase: telemetry.Deserialize, Direction: telemetry.Request}, {Phase: telemetry.Execute},
-			{Phase: telemetry.Serialize, Direction: telemetry.Reply}, {Phase: telemetry.Send, Direction: telemetry.Reply}}
-		for k := range timings {
-			timings[k].Start, timings[k].End = now.Add(time.Duration(k)*time.Microsecond), now.Add(time.Duration(k+1)*time.Microsecond)
-		}
-		recv := now.Add(4*time.Microsecond + time.Microsecond/2)
-		for k, p := range []telemetry.Phase{telemetry.Receive, telemetry.Deserialize} {
-			at := recv.Add(time.Duration(k) * time.Microsecond)
-			ipcComp.RecordSpan(hctx, p, telemetry.Reply, at, at.Add(time.Microsecond))
-		}
-		u.rec.hostPhases(hostComp, timings[:])
-		hs.End()
-		u.rec.end(time.Now(), start, telemetry.OK, "", nil)
-		if i%256 == 255 || i == b.N-1 {
-			_ = c.flush(context.Background())
+// benchUnitRecord makes the spans of one task unit in its record, as
+// Submit, runTask and ipc (whose leaves carry no attribute when nothing
+// reads them) do, and ends its root, which hands it to the collector.
+func benchUnitRecord(r *Runtime) {
+	u := new(recordedUnit)
+	u.unit.rec = &u.rec
+	start := time.Now()
+	u.rec.begin(r.records, nil, start)
+	u.start = start
+	r.endQueue(&u.unit)
+	sendStart := time.Now()
+	u.endDispatchAt(sendStart)
+	hctx, hs := u.rec.startHost(trace.ContextWithSpan(context.Background(), &u.rec.root), sendStart)
+	for _, p := range []telemetry.Phase{telemetry.Serialize, telemetry.Send} {
+		r.ipcComp.StartLeaf(hctx, p, telemetry.Request).EndAt(time.Now())
+	}
+	timings, in := benchReply()
+	r.replyPhases(hctx, &in)
+	u.rec.hostPhases(r.hostComp, timings[:])
+	r.endHostSpan(hs)
+	u.rec.end(time.Now(), start, telemetry.OK)
+}
+
+// benchReply is a task's reply as BenchmarkUnitTelemetry's units take
+// it: the host's five timings one after another (the send of its reply
+// stamped into it, as for a sampled request), and the parent's receive
+// of the reply, which begins once the frame's header has arrived: during
+// the host's send.
+func benchReply() ([taskproto.NumTimings]taskproto.Timing, ipc.Incoming) {
+	now := time.Now()
+	timings := [taskproto.NumTimings]taskproto.Timing{{Phase: telemetry.Receive, Direction: telemetry.Request},
+		{Phase: telemetry.Deserialize, Direction: telemetry.Request}, {Phase: telemetry.Execute},
+		{Phase: telemetry.Serialize, Direction: telemetry.Reply}, {Phase: telemetry.Send, Direction: telemetry.Reply}}
+	for k := range timings {
+		timings[k].Start, timings[k].End = now.Add(time.Duration(k)*time.Microsecond), now.Add(time.Duration(k+1)*time.Microsecond)
+	}
+	return timings, ipc.Incoming{Size: 100, ReceiveStart: now.Add(4*time.Microsecond + time.Microsecond/2),
+		ReceiveDuration: time.Microsecond, DeserializeDuration: time.Microsecond}
+}
+
+// benchUnitSpans makes the spans of one task unit as Submit, runTask and
+// ipc make them (r holds the runtime's Components and tracer) and ends
+// its root, which hands it to c.
+func benchUnitSpans(r *Runtime, c *spans.Collector) {
+	root := trace.ContextWithSpanContext(context.Background(), trace.SpanContext{})
+	u := &unit{comp: r.rt}
+	var wctx context.Context
+	if u.comp.SpanAttributes() {
+		wctx, u.work = u.comp.StartWork(root, telemetry.AttrWorkID.String("w1"), AttrKind.String("task"), AttrShape.String("small"))
+	} else {
+		wctx, u.work = u.comp.StartWork(root)
+	}
+	u.start = u.work.Start()
+	c.Track(u.work.Span(), u)
+	dctx, disp := u.comp.StartDetachedAt(wctx, telemetry.Dispatch, telemetry.None, u.start)
+	u.disp = disp
+	u.queued = u.comp.StartDetachedLeafAt(dctx, telemetry.Queue, telemetry.None, u.start)
+	ctx := trace.ContextWithSpan(context.Background(), u.work.Span())
+	r.endQueue(u)
+	sendStart := time.Now()
+	u.disp.EndAt(sendStart)
+	hctx, hs := r.startHostSpan(ctx, 1, 2, sendStart)
+	for _, p := range []telemetry.Phase{telemetry.Serialize, telemetry.Send} {
+		ph := r.ipcComp.StartLeaf(hctx, p, telemetry.Request)
+		if r.ipcComp.SpanAttributes() {
+			ph.EndAt(time.Now(), telemetry.AttrBytes.Int(100))
+		} else {
+			ph.EndAt(time.Now())
 		}
 	}
+	timings, in := benchReply()
+	r.replyPhases(hctx, &in)
+	r.hostPhases(hctx, timings[:])
+	r.endHostSpan(hs)
+	u.work.End(telemetry.OK, nil)
 }
 
 // BenchmarkTaskUnit measures a whole task unit against the physical limit

@@ -9,10 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"go.opentelemetry.io/otel/attribute"
 	metricnoop "go.opentelemetry.io/otel/metric/noop"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
-	"go.opentelemetry.io/otel/sdk/resource"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 
@@ -21,14 +19,15 @@ import (
 	"github.com/amdahl-rt/amdahl/telemetry"
 	"github.com/amdahl-rt/amdahl/telemetry/attribution"
 	"github.com/amdahl-rt/amdahl/telemetry/otelsetup"
+	"github.com/amdahl-rt/amdahl/telemetry/spans"
 )
 
 // recordRig is a collector keeping every unit it accounts, the runtime's
 // own tracer over it, and the Components a task unit's spans come from.
 type recordRig struct {
-	col                *collector
+	col                *spans.Collector
 	accounted          func() []attribution.Work
-	tp                 *accountingProvider
+	tp                 *spans.TracerProvider
 	rt, ipc, host, etc *telemetry.Component
 	r                  *Runtime // childSpans' fields only
 	names              *recordNames
@@ -37,10 +36,10 @@ type recordRig struct {
 func newRecordRig(t *testing.T) *recordRig {
 	g := &recordRig{}
 	g.col, g.accounted = keepingCollector(t)
-	g.tp = newAccountingProvider(g.col, nil)
+	g.tp = ownTracer(g.col, nil)
 	g.rt, g.ipc, g.host, g.etc = recordComponents(t, g.tp)
-	g.r = &Runtime{col: g.col, hostComp: g.host, cfg: Config{Telemetry: TelemetryConfig{AccountRemoteDirectly: true}}}
-	g.names = newRecordNames(&g.tp.tracer, g.rt, g.ipc, g.host)
+	g.r = &Runtime{col: g.col, hostComp: g.host, ipcComp: g.ipc, phaseTP: g.tp, cfg: Config{Telemetry: TelemetryConfig{AccountRemoteDirectly: true}}}
+	g.names = newRecordNames(g.tp, g.col, g.rt, g.ipc, g.host)
 	return g
 }
 
@@ -80,16 +79,16 @@ func (g *recordRig) taskUnit(rec *unitRecord, extra bool) (context.Context, trac
 		rec.begin(g.names, nil, at(0))
 		root = &rec.root
 		wctx = trace.ContextWithSpan(context.Background(), root)
-		rec.setSlot(slotQueue, at(0).UnixNano(), at(100).UnixNano(), nil)
+		rec.setSlot(slotQueue, at(0).UnixNano(), at(100).UnixNano())
 		rec.disp.endAt(at(300))
-		hctx, hs = rec.startHost(wctx, at(300), 1, 1)
+		hctx, hs = rec.startHost(wctx, at(300))
 	} else {
 		wctx, root = tp.StartPhaseSpan(trace.ContextWithSpanContext(context.Background(), trace.SpanContext{}), telemetry.SpanWork, "", 0, telemetry.None, at(0))
-		setUnit(root, g.col.track(root.SpanContext().TraceID(), nil))
+		g.col.Track(root, nil)
 		dctx, disp := tp.StartPhaseSpan(wctx, g.rt.SpanName(telemetry.Dispatch, telemetry.None), "runtime", telemetry.Dispatch, telemetry.None, at(0))
 		tp.RecordPhaseSpan(dctx, g.rt.SpanName(telemetry.Queue, telemetry.None), "runtime", telemetry.Queue, telemetry.None, at(0), at(100), nil)
 		tp.EndPhaseSpan(disp, at(300))
-		hctx, hs = startHostSpan(wctx, tp, nil, 1, 2, at(300))
+		hctx, hs = g.r.startHostSpan(wctx, 1, 2, at(300))
 	}
 	leaf := func(ph telemetry.Phase, d telemetry.Direction, from, to int) {
 		g.ipc.RecordSpan(hctx, ph, d, at(from), at(to))
@@ -102,7 +101,7 @@ func (g *recordRig) taskUnit(rec *unitRecord, extra bool) (context.Context, trac
 		{Phase: ipcpb.Phase_PHASE_EXECUTE, StartOffsetNs: 30_000, DurationNs: 170_000},
 		{Phase: ipcpb.Phase_PHASE_REPLY_SERIALIZE, StartOffsetNs: 200_000, DurationNs: 5_000},
 	}}
-	g.r.childSpans(hctx, res, at(300), at(700))
+	g.r.childSpans(hctx, &unit{rec: rec}, res, at(300), at(700))
 	if extra {
 		xctx, x := g.etc.StartDetachedAt(hctx, telemetry.Execute, telemetry.None, at(610))
 		g.etc.RecordSpan(xctx, telemetry.Serialize, telemetry.Request, at(620), at(640))
@@ -113,7 +112,7 @@ func (g *recordRig) taskUnit(rec *unitRecord, extra bool) (context.Context, trac
 	leaf(telemetry.Deserialize, telemetry.Reply, 720, 740)
 	tp.EndPhaseSpan(hs, at(760))
 	if rec != nil {
-		rec.end(at(800), at(0), telemetry.OK, "", nil)
+		rec.end(at(800), at(0), telemetry.OK)
 	} else {
 		root.SetAttributes(telemetry.AttrOutcome.String("ok"))
 		tp.EndPhaseSpan(root, at(800))
@@ -163,7 +162,7 @@ func TestRecordMatchesSpans(t *testing.T) {
 			if _, ok := root.(*recSpan); ok != record {
 				t.Fatalf("record %v: the root is a %T", record, root)
 			}
-			if err := g.col.flush(context.Background()); err != nil {
+			if err := g.col.Flush(context.Background()); err != nil {
 				t.Fatal(err)
 			}
 			works := g.accounted()
@@ -171,17 +170,9 @@ func TestRecordMatchesSpans(t *testing.T) {
 				t.Fatalf("record %v: %d units accounted, want 1", record, len(works))
 			}
 			got[record] = workString(works[0])
-			g.col.qmu.Lock()
-			recorded := g.col.recorded
-			g.col.qmu.Unlock()
-			if want := map[bool]uint64{false: 0, true: 1}[record]; recorded != want {
-				t.Errorf("record %v: %d units handed off as records, want %d", record, recorded, want)
+			if want := map[bool]uint64{false: 0, true: 1}[record]; g.names.recorded.Load() != want {
+				t.Errorf("record %v: %d units handed off as records, want %d", record, g.names.recorded.Load(), want)
 			}
-			g.col.mu.Lock()
-			if n := len(g.col.traces); n != 0 {
-				t.Errorf("record %v: %d traces left in the collector's map", record, n)
-			}
-			g.col.mu.Unlock()
 		}
 		if got[true] != got[false] {
 			t.Errorf("extra %v: the record's attribution differs from the spans':\nspans:\n%s\nrecord:\n%s", extra, got[false], got[true])
@@ -213,8 +204,8 @@ func TestRecordLateAndDropped(t *testing.T) {
 	var dropped unitRecord
 	dropped.begin(g.names, nil, at(0))
 	dropped.drop()
-	dropped.end(at(10), at(0), telemetry.OK, "", nil)
-	if err := g.col.flush(context.Background()); err != nil {
+	dropped.end(at(10), at(0), telemetry.OK)
+	if err := g.col.Flush(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	works := g.accounted()
@@ -229,8 +220,9 @@ func TestRecordLateAndDropped(t *testing.T) {
 // TestRunKeepsTaskUnitsInRecords: in a taskhost run whose spans only the
 // attribution reads, every unit is kept in its record, and the summary
 // has the rows and span counts of the same run through the SDK; through
-// the SDK, with a sampler, or with metrics (which the runtime's
-// Component records of a unit's root, dispatch and queue), no unit is.
+// the SDK, with a sampler, with metrics (which the runtime's Component
+// records of a unit's root, dispatch and queue) or with an exporter
+// (which reads what a record drops), no unit is.
 // One unit in five asks for a task its host does not serve: it fails,
 // and fails alike in every path.
 func TestRunKeepsTaskUnitsInRecords(t *testing.T) {
@@ -240,7 +232,7 @@ func TestRunKeepsTaskUnitsInRecords(t *testing.T) {
 	}
 	const units = 40
 	rows := map[string]string{}
-	for _, path := range []string{"sdk", "records", "sampler", "metrics"} {
+	for _, path := range []string{"sdk", "records", "sampler", "metrics", "export"} {
 		cfg := testConfig(t, testSettings(t, fmt.Sprintf("scenario.count=%d", units)), nil)
 		cfg.Telemetry.MeterProvider = metricnoop.NewMeterProvider()
 		cfg.Telemetry.PhaseLabels = false
@@ -250,6 +242,8 @@ func TestRunKeepsTaskUnitsInRecords(t *testing.T) {
 		switch path {
 		case "sampler":
 			cfg.Telemetry.Sampler = otelsetup.SamplerOf(dropSampler{new(atomic.Bool)}) // samples every unit, but may not
+		case "export":
+			cfg.Telemetry.Export = otelsetup.ProcessorExporter(tracetest.NewSpanRecorder())
 		case "metrics":
 			mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(sdkmetric.NewManualReader()))
 			t.Cleanup(func() { _ = mp.Shutdown(context.Background()) })
@@ -278,89 +272,9 @@ func TestRunKeepsTaskUnitsInRecords(t *testing.T) {
 		}
 		rows[path] = b.String()
 	}
-	for _, path := range []string{"records", "sampler", "metrics"} {
+	for _, path := range []string{"records", "sampler", "metrics", "export"} {
 		if rows[path] != rows["sdk"] {
 			t.Errorf("rows and their span counts differ:\nSDK:\n%s\n%s:\n%s", rows["sdk"], path, rows[path])
-		}
-	}
-}
-
-// TestRecordExportEdges: with the trace file, a record keeps a leaf's
-// attributes in its slot only while they fit (six) and say nothing the
-// attribution reads; any other leaf is kept beside the slots and written
-// when it ends, also after its unit's root has (the exporting tracer
-// writes every span that ends; the attribution no longer takes it).
-// Every span written has an id of its own, and every parent it names is
-// a span written.
-func TestRecordExportEdges(t *testing.T) {
-	col, _ := keepingCollector(t)
-	file := tracetest.NewSpanRecorder()
-	p := newExportingProvider(col, otelsetup.ProcessorExporter(file), otelsetup.ResourceOf(resource.Empty()), nil)
-	rt, ipcComp, host, _ := recordComponents(t, p)
-	names := newRecordNames(p.phaseTracer.t, rt, ipcComp, host)
-	var rec unitRecord
-	rec.begin(names, nil, at(0))
-	wctx := trace.ContextWithSpan(context.Background(), &rec.root)
-	rec.setSlot(slotQueue, at(0).UnixNano(), at(100).UnixNano(), nil)
-	rec.disp.endAt(at(300))
-	hctx, hs := rec.startHost(wctx, at(300), 1, 2)
-	n := func(k string, v int) attribute.KeyValue { return attribute.Int(k, v) }
-	ipcComp.RecordSpan(hctx, telemetry.Serialize, telemetry.Request, at(300), at(320), telemetry.AttrBytes.Int(10))
-	ipcComp.RecordSpan(hctx, telemetry.Send, telemetry.Request, at(320), at(350), telemetry.AttrBytes.Int(11), n("a", 1), n("b", 2), n("c", 3), n("d", 4))
-	ipcComp.RecordSpan(hctx, telemetry.Receive, telemetry.Reply, at(700), at(720), telemetry.AttrBytes.Int(12)) // a seventh: no room
-	ipcComp.RecordSpan(hctx, telemetry.Deserialize, telemetry.Reply, at(720), at(740), n("x", 1), n("x", 2))    // a key twice
-	hs.End(trace.WithTimestamp(at(760)))
-	rec.end(at(800), at(0), telemetry.OK, "", nil)
-	ipcComp.RecordSpan(hctx, telemetry.Send, telemetry.Reply, at(900), at(910), telemetry.AttrBytes.Int(13)) // after the root
-
-	var kept []string
-	for _, sp := range rec.spans(nil) {
-		kept = append(kept, sp.Name)
-	}
-	slices.Sort(kept)
-	if want := []string{"amdahl.work", "ipc.deserialize", "ipc.receive", "ipc.send", "ipc.serialize", "runtime.dispatch", "runtime.host", "runtime.queue"}; !slices.Equal(kept, want) {
-		t.Errorf("the record's spans for the attribution: %v, want %v", kept, want)
-	}
-	got := map[string]string{}
-	ids := map[trace.SpanID]bool{}
-	spans := file.Ended()
-	for _, s := range spans {
-		var b strings.Builder
-		for _, a := range s.Attributes() {
-			if k := string(a.Key); !strings.HasPrefix(k, "amdahl.component") && !strings.HasPrefix(k, "amdahl.phase") && !strings.HasPrefix(k, "amdahl.direction") {
-				fmt.Fprintf(&b, "%s=%s ", k, a.Value.Emit())
-			}
-		}
-		key := s.Name()
-		if s.StartTime().Equal(at(900)) {
-			key += " (late)"
-		}
-		got[key] = strings.TrimSpace(b.String())
-		if id := s.SpanContext().SpanID(); !id.IsValid() || ids[id] {
-			t.Errorf("%s: span id %v zero or given twice", s.Name(), id)
-		}
-		ids[s.SpanContext().SpanID()] = true
-	}
-	for _, s := range spans {
-		if s.Parent().IsValid() && !ids[s.Parent().SpanID()] {
-			t.Errorf("%s: its parent %v is not in the file", s.Name(), s.Parent().SpanID())
-		}
-	}
-	want := map[string]string{
-		"amdahl.work": "amdahl.outcome=ok", "runtime.dispatch": "", "runtime.queue": "",
-		"runtime.host":    "amdahl.host.id=1 amdahl.host.pid=2",
-		"ipc.serialize":   "amdahl.bytes=10",
-		"ipc.send":        "amdahl.bytes=11 a=1 b=2 c=3 d=4",
-		"ipc.receive":     "amdahl.bytes=12",
-		"ipc.deserialize": "x=2",
-		"ipc.send (late)": "amdahl.bytes=13",
-	}
-	if len(got) != len(want) || len(spans) != len(want) {
-		t.Errorf("%d spans written (%v), want %d", len(spans), got, len(want))
-	}
-	for k, v := range want {
-		if g, ok := got[k]; !ok || g != v {
-			t.Errorf("%s: attributes %q (written %v), want %q", k, g, ok, v)
 		}
 	}
 }
@@ -390,7 +304,8 @@ func runScenarioUnits(t *testing.T, r *Runtime, sc *scenario.Scenario, units, fa
 
 // recordedUnits is how many units r handed off as records so far.
 func (r *Runtime) recordedUnits() uint64 {
-	r.col.qmu.Lock()
-	defer r.col.qmu.Unlock()
-	return r.col.recorded
+	if r.records == nil {
+		return 0
+	}
+	return r.records.recorded.Load()
 }

@@ -69,7 +69,8 @@ type Runtime struct {
 	set         Settings
 	log         *slog.Logger
 	unsubscribe func() // ends col's subscription to Config.Telemetry.Spans, if any
-	col         *collector
+	col         *spans.Collector
+	builder     attribution.Builder // the accounting goroutine's scratch space
 	pool        *pool
 	runID       string
 	sender      *chunking.Sender
@@ -83,19 +84,17 @@ type Runtime struct {
 	// (runtime.completion_bytes).
 	payloads *byteBudget
 
-	rt, rtChunk, hostComp *telemetry.Component
-	tracer                trace.Tracer
-	own                   telemetry.PhaseTracer // the runtime's own tracer, when it is the run's
+	rt, rtChunk, hostComp, ipcComp *telemetry.Component
+	tracer                         trace.Tracer
+	phaseTP                        telemetry.PhaseTracer // the run's provider's (telemetry.PhaseTracerOf); nil: the OTel API
 	// records, when not nil, are the names of a task unit's record's
 	// spans: the run keeps a task unit's spans in its record (record.go)
-	// when only the attribution and at most the trace file read them (own
-	// is an accountingProvider, or an exportingProvider: the record hands
-	// the file its spans), every unit is sampled (no Config.Telemetry.Sampler),
-	// and the runtime's Component would do nothing else with the unit's
-	// root, dispatch and queue (it records no metrics and delays no
-	// phase of its own).
+	// when only the attribution reads them (the run's tracer is
+	// telemetry/spans' with no Exporter), every unit is sampled (no
+	// Config.Telemetry.Sampler), and the runtime's Component would do
+	// nothing else with the unit's root, dispatch and queue (it records
+	// no metrics and delays no phase of its own).
 	records *recordNames
-	phaseTP telemetry.PhaseTracer // own, or the run's provider's (telemetry.PhaseTracerOf); nil: the OTel API
 
 	queue    chan *unit
 	stopping chan struct{}      // closed when no more work is accepted
@@ -212,14 +211,15 @@ func New(ctx context.Context, cfg Config) (_ *Runtime, err error) {
 	}
 	drain, drainEnd := context.WithCancel(context.Background())
 	r.drainEnd = drainEnd
-	r.col = newCollector(r.onWork, r.acc.AddDiagnostics)
+	r.builder.Reuse = true
+	r.col = spans.NewCollector(r.account)
 	defer func() {
 		if err != nil {
 			r.drainEnd()
 			_ = r.shutdownParts(context.Background())
 		}
 	}()
-	tp, mp, ipcComp, chunkComp, err := r.instrument(cfg)
+	tp, mp, chunkComp, err := r.instrument(cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -231,7 +231,7 @@ func New(ctx context.Context, cfg Config) (_ *Runtime, err error) {
 	r.pool = newPool(cfg.Settings.Nodes, &hostConfig{
 		argv: cfg.Hosts.Argv, env: hostEnv, transport: cfg.Settings.IPCTransport, logger: r.log, grace: cfg.Hosts.Grace,
 		profileDir: cfg.Hosts.ProfileDir,
-		ipcOpts:    append(cfg.Settings.ipcOptions(), ipc.WithTelemetry(ipcComp), ipc.WithMeterProvider(mp), ipc.WithLogger(r.log)),
+		ipcOpts:    append(cfg.Settings.ipcOptions(), ipc.WithTelemetry(r.ipcComp), ipc.WithMeterProvider(mp), ipc.WithLogger(r.log)),
 	})
 	r.start, r.startCPU = time.Now(), proccpu.Used()
 	for range cfg.Settings.Concurrency {
@@ -241,38 +241,36 @@ func New(ctx context.Context, cfg Config) (_ *Runtime, err error) {
 	return r, nil
 }
 
-// instrument registers the attribution span processor and builds the
-// components of the runtime and of the libraries it drives on the
-// configured providers.
-func (r *Runtime) instrument(cfg Config) (tp trace.TracerProvider, mp metric.MeterProvider, ipcComp, chunkComp *telemetry.Component, err error) {
+// instrument builds the components of the runtime and of the libraries
+// it drives on the configured providers: the runtime's tracer
+// (telemetry/spans) when no TracerProvider is given, its spans filed
+// straight into the collector and, with Config.Telemetry.Export, exported;
+// else the given provider, whose spans the collector takes from
+// Config.Telemetry.Spans.
+func (r *Runtime) instrument(cfg Config) (tp trace.TracerProvider, mp metric.MeterProvider, chunkComp *telemetry.Component, err error) {
 	tp, mp = cfg.Telemetry.TracerProvider, cfg.Telemetry.MeterProvider
 	if mp == nil {
 		mp = otel.GetMeterProvider()
 	}
-	src := cfg.Telemetry.Spans
-	if tp != nil && (cfg.Telemetry.Export != nil || cfg.Telemetry.Resource != nil) {
-		return nil, nil, nil, nil, errors.New("runtime: Config.Telemetry.Export and Resource are for the runtime's own tracer (no TracerProvider); with a TracerProvider, export through it")
-	}
 	switch {
-	case tp == nil && cfg.Telemetry.Export != nil:
-		// Attribution and one exporter (the trace file) read the spans:
-		// the runtime's own tracer hands them to both.
+	case tp != nil && (cfg.Telemetry.Export != nil || cfg.Telemetry.Resource != nil):
+		return nil, nil, nil, errors.New("runtime: Config.Telemetry.Export and Resource are for the runtime's own tracer (no TracerProvider); with a TracerProvider, export through it")
+	case tp == nil:
 		res := cfg.Telemetry.Resource
-		if res == nil {
+		if res == nil && cfg.Telemetry.Export != nil {
 			res = otelsetup.DefaultResource() // as an SDK provider's without one
 		}
-		r.own = newExportingProvider(r.col, cfg.Telemetry.Export, res, cfg.Telemetry.Sampler)
-		tp, src = r.own, nil
-	case tp == nil:
-		// Nothing but attribution reads the spans: the runtime's own
-		// tracer hands them to the collector without the SDK.
-		r.own = newAccountingProvider(r.col, cfg.Telemetry.Sampler)
-		tp, src = r.own, nil
-	case src == nil:
-		return nil, nil, nil, nil, fmt.Errorf("runtime: attribution needs the run's spans: Config.Telemetry.TracerProvider is a %T, so set Config.Telemetry.Spans to where it records them (otelsetup.SDKSource for an SDK provider)", tp)
-	}
-	if src != nil {
-		r.unsubscribe = src.Subscribe(func(sp spans.Span) { r.col.ended(nil, sp) })
+		own := spans.NewTracerProvider(spans.TracerConfig{Collector: r.col, Export: cfg.Telemetry.Export, Resource: res, Sampler: cfg.Telemetry.Sampler})
+		tp = own
+		defer func() {
+			if err == nil && !own.PhaseAttributes() && cfg.Telemetry.Sampler == nil && !r.rt.RecordsMetrics() && len(cfg.Settings.delays()["runtime"]) == 0 {
+				r.records = newRecordNames(own, r.col, r.rt, r.ipcComp, r.hostComp)
+			}
+		}()
+	case cfg.Telemetry.Spans == nil:
+		return nil, nil, nil, fmt.Errorf("runtime: attribution needs the run's spans: Config.Telemetry.TracerProvider is a %T, so set Config.Telemetry.Spans to where it records them (otelsetup.SDKSource for an SDK provider)", tp)
+	default:
+		r.unsubscribe = cfg.Telemetry.Spans.Subscribe(r.col.Ended)
 	}
 	attrs := func(transport string) []attribute.KeyValue {
 		return []attribute.KeyValue{telemetry.AttrTransport.String(transport),
@@ -283,30 +281,15 @@ func (r *Runtime) instrument(cfg Config) (tp trace.TracerProvider, mp metric.Met
 		dst       **telemetry.Component
 		name, tpt string
 	}{{&r.rt, "runtime", TransportIPC}, {&r.rtChunk, "runtime", TransportChunking}, {&r.hostComp, "taskhost", TransportIPC},
-		{&ipcComp, "ipc", TransportIPC}, {&chunkComp, "chunking", TransportChunking}} {
+		{&r.ipcComp, "ipc", TransportIPC}, {&chunkComp, "chunking", TransportChunking}} {
 		if *c.dst, err = telemetry.NewComponent(c.name, telemetry.ComponentConfig{TracerProvider: tp, MeterProvider: mp,
 			PhaseLabels: cfg.Telemetry.PhaseLabels, Attributes: attrs(c.tpt), Delay: delays[c.name]}); err != nil {
-			return nil, nil, nil, nil, err
+			return nil, nil, nil, err
 		}
 	}
 	r.tracer = r.rt.Tracer()
-	if cfg.Telemetry.Sampler == nil && !r.rt.RecordsMetrics() && len(delays["runtime"]) == 0 {
-		switch own := r.own.(type) {
-		case *accountingProvider:
-			r.records = newRecordNames(&own.tracer, r.rt, ipcComp, r.hostComp)
-		case *exportingProvider:
-			// The trace file reads the spans too: the record hands
-			// them to it, through the tracer of the Components' scope.
-			r.records = newRecordNames(own.phaseTracer.t, r.rt, ipcComp, r.hostComp)
-			r.records.rootAttrs = attrs(TransportIPC)
-		}
-	}
-	r.phaseTP = r.own
-	if r.phaseTP == nil {
-		r.phaseTP = telemetry.PhaseTracerOf(tp)
-	}
-
-	return tp, mp, ipcComp, chunkComp, nil
+	r.phaseTP = telemetry.PhaseTracerOf(tp)
+	return tp, mp, chunkComp, nil
 }
 
 // HostPIDs returns the process ids of the live task hosts by host id.
@@ -338,12 +321,11 @@ func (r *Runtime) Submit(ctx context.Context, it scenario.Item) error {
 	r.inflight.Add(1)
 	r.smu.Unlock()
 	defer r.submits.Done()
-	recorded := r.records != nil && it.Kind == scenario.KindTask && !it.Task.Orchestration
 	var u *unit
-	if recorded {
+	if r.records != nil && it.Kind == scenario.KindTask && !it.Task.Orchestration {
 		ru := new(recordedUnit)
+		ru.unit.rec = &ru.rec
 		u = &ru.unit
-		u.rec = &ru.rec
 	} else {
 		u = new(unit)
 	}
@@ -352,34 +334,14 @@ func (r *Runtime) Submit(ctx context.Context, it scenario.Item) error {
 	if it.Kind == scenario.KindFanout {
 		u.comp = r.rtChunk
 	}
-	if recorded {
+	if u.rec != nil {
 		// A task unit of the taskhost shape keeps its spans in its
 		// record (record.go): its root and dispatch begin now, and so
 		// does its queue wait.
 		u.start = time.Now()
 		u.rec.begin(r.records, u, u.start)
-		if u.rec.exp != nil {
-			u.rec.setWork(telemetry.AttrWorkID.String(u.id), AttrKind.String(it.Kind.String()), AttrShape.String(it.Shape))
-		}
 	} else {
-		// Every unit is a root of its own trace.
-		root := trace.ContextWithSpanContext(context.Background(), trace.SpanContext{})
-		wctx, work := u.comp.StartWork(root, telemetry.AttrWorkID.String(u.id), AttrKind.String(it.Kind.String()),
-			AttrShape.String(it.Shape))
-		u.work = work
-		u.start = u.work.Start()
-		// A sampled root's unit is attributed: its spans are collected in a
-		// buffer that hands the unit to onWork with them.
-		if sc := u.work.Span().SpanContext(); sc.IsSampled() {
-			setUnit(u.work.Span(), r.col.track(sc.TraceID(), u))
-		}
-		var dctx context.Context
-		// Dispatch and the queue wait begin when the unit does: one clock read.
-		dctx, disp := u.comp.StartDetachedAt(wctx, telemetry.Dispatch, telemetry.None, u.start)
-		u.disp = disp
-		// The wait for a worker (Submit blocked on a full queue, then queued)
-		// is its own row: load, not code.
-		u.queued = u.comp.StartDetachedLeafAt(dctx, telemetry.Queue, telemetry.None, u.start)
+		r.startUnit(u)
 	}
 	select {
 	case <-r.stopping:
@@ -405,12 +367,36 @@ func (r *Runtime) Submit(ctx context.Context, it scenario.Item) error {
 	}
 }
 
+// startUnit starts unit u's root, dispatch and queue wait.
+func (r *Runtime) startUnit(u *unit) {
+	// Every unit is a root of its own trace; its attributes are set only
+	// where something reads them.
+	root := trace.ContextWithSpanContext(context.Background(), trace.SpanContext{})
+	var wctx context.Context
+	if u.comp.SpanAttributes() {
+		wctx, u.work = u.comp.StartWork(root, telemetry.AttrWorkID.String(u.id), AttrKind.String(u.item.Kind.String()), AttrShape.String(u.item.Shape))
+	} else {
+		wctx, u.work = u.comp.StartWork(root)
+	}
+	u.start = u.work.Start()
+	// A sampled root's unit is attributed: the collector hands its spans
+	// to account when the root ends.
+	r.col.Track(u.work.Span(), u)
+	// Dispatch and the queue wait begin when the unit does: one clock read.
+	dctx, disp := u.comp.StartDetachedAt(wctx, telemetry.Dispatch, telemetry.None, u.start)
+	u.disp = disp
+	// The wait for a worker (Submit blocked on a full queue, then queued)
+	// is its own row: load, not code.
+	u.queued = u.comp.StartDetachedLeafAt(dctx, telemetry.Queue, telemetry.None, u.start)
+}
+
+// dropUnit keeps a unit that was not submitted from being accounted.
 func (r *Runtime) dropUnit(u *unit) {
 	if u.rec != nil {
 		u.rec.drop()
 		return
 	}
-	r.col.forget(u.work.Span().SpanContext().TraceID())
+	r.col.Forget(u.work.Span())
 }
 
 // worker runs units until Close; drain ends when running units must stop.
@@ -483,12 +469,12 @@ func (r *Runtime) finish(u *unit, o telemetry.Outcome, class string, err error) 
 	}
 	var e2e time.Duration
 	if u.rec != nil {
-		e2e = u.rec.end(time.Now(), u.start, o, class, err)
+		e2e = u.rec.end(time.Now(), u.start, o)
 	} else {
 		if err != nil {
 			u.work.Span().SetAttributes(AttrReason.String(class))
 		}
-		e2e = u.work.End(o, err) // an unsampled root was never tracked (Submit)
+		e2e = u.work.End(o, err)
 	}
 	res := Result{Seq: u.item.Seq, Kind: u.item.Kind, Shape: u.item.Shape, Outcome: o, Class: class, E2E: e2e, Outputs: u.outputs}
 	if err != nil {
@@ -515,6 +501,12 @@ func (r *Runtime) finish(u *unit, o telemetry.Outcome, class string, err error) 
 		r.cfg.OnResult(res)
 	}
 	r.inflight.Done()
+}
+
+// account attributes a unit's spans, on the collector's accounting
+// goroutine, in the builder's scratch space.
+func (r *Runtime) account(sp []spans.Span, owner any) {
+	r.acc.AddDiagnostics(r.builder.EachTree(sp, func(w attribution.Work) { r.onWork(w, owner) }))
 }
 
 // onWork receives each unit's attribution from the collector's
@@ -557,7 +549,7 @@ func (r *Runtime) endQueue(u *unit) {
 	if !u.queueEnded {
 		u.queueEnded = true
 		if u.rec != nil {
-			u.rec.setSlot(slotQueue, u.start.UnixNano(), time.Now().UnixNano(), nil)
+			u.rec.setSlot(slotQueue, u.start.UnixNano(), time.Now().UnixNano())
 			return
 		}
 		u.queued.End()
@@ -574,7 +566,7 @@ func (r *Runtime) Wait(ctx context.Context) error {
 	go func() { r.inflight.Wait(); close(done) }()
 	select {
 	case <-done:
-		return r.col.flush(ctx)
+		return r.col.Flush(ctx)
 	case <-ctx.Done():
 		return ctx.Err()
 	}
@@ -627,6 +619,6 @@ func (r *Runtime) shutdownParts(ctx context.Context) error {
 	if r.unsubscribe != nil {
 		r.unsubscribe()
 	}
-	r.col.close() // accounts for every unit ended
+	r.col.Close() // accounts for every unit ended
 	return errors.Join(errs...)
 }

@@ -25,6 +25,7 @@ import (
 	"github.com/amdahl-rt/amdahl/chunking/dtpb"
 	"github.com/amdahl-rt/amdahl/internal/grpctrace"
 	"github.com/amdahl-rt/amdahl/telemetry"
+	"github.com/amdahl-rt/amdahl/telemetry/spans"
 )
 
 const defaultSidecarConnectTimeout = 5 * time.Second
@@ -131,7 +132,7 @@ func (r *Runtime) connect(ctx context.Context, cfg Config, tp trace.TracerProvid
 	// (TestGRPCSpansChangeNoRow attributes a run's units with and without
 	// them).
 	rpcTP := tp
-	if r.own != nil && !r.own.PhaseAttributes() {
+	if own, ok := tp.(*spans.TracerProvider); ok && !own.PhaseAttributes() {
 		rpcTP = tracenoop.NewTracerProvider()
 	}
 	// Sidecar: one the caller serves, in-process on loopback, or the one at

@@ -154,3 +154,24 @@ func (r *Runtime) Summary() Summary {
 	}
 	return s
 }
+
+// e2eStats sums the end-to-end times the runtime measures itself (with or
+// without telemetry) in bounded memory. Guarded by Runtime.mu.
+type e2eStats struct {
+	n      int
+	total  time.Duration
+	sketch attribution.FineSketch
+}
+
+func (s *e2eStats) add(d time.Duration) {
+	s.n++
+	s.total += d
+	s.sketch.Add(d)
+}
+
+func (s *e2eStats) mean() time.Duration {
+	if s.n == 0 {
+		return 0
+	}
+	return s.total / time.Duration(s.n)
+}

@@ -29,40 +29,75 @@ import (
 	"github.com/amdahl-rt/amdahl/telemetry/spans"
 )
 
-// keptSpans returns the spans the collector holds for trace id (a unit in
-// flight).
-func keptSpans(c *collector, id trace.TraceID) []attribution.Span {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if buf := c.traces[id]; buf != nil {
-		return slices.Clone(buf.spans)
-	}
-	return nil
+// testCollector returns a collector that attributes each unit as the
+// runtime does (account), handing onWork the unit's attribution and
+// owner, and onDiag (if not nil) its trace's diagnostics.
+func testCollector(onWork func(attribution.Work, any), onDiag func(attribution.Diagnostics)) *spans.Collector {
+	b := attribution.Builder{Reuse: true}
+	return spans.NewCollector(func(sp []spans.Span, owner any) {
+		d := b.EachTree(sp, func(w attribution.Work) { onWork(w, owner) })
+		if onDiag != nil {
+			onDiag(d)
+		}
+	})
+}
+
+// ownTracer is the runtime's tracer over col (telemetry/spans), sampled
+// by sampler (nil: every root), exporting nothing.
+func ownTracer(col *spans.Collector, sampler spans.Sampler) *spans.TracerProvider {
+	return spans.NewTracerProvider(spans.TracerConfig{Collector: col, Sampler: sampler})
+}
+
+// exportingTracer is the runtime's tracer over col that also exports
+// every span to exp, with resource res.
+func exportingTracer(col *spans.Collector, exp spans.Exporter, res *spans.Resource, sampler spans.Sampler) *spans.TracerProvider {
+	return spans.NewTracerProvider(spans.TracerConfig{Collector: col, Export: exp, Resource: res, Sampler: sampler})
 }
 
 // keepingCollector returns a collector, closed when the test ends, that
 // keeps a copy of every unit it accounts, and a function returning them.
-func keepingCollector(t *testing.T) (*collector, func() []attribution.Work) {
+func keepingCollector(t *testing.T) (*spans.Collector, func() []attribution.Work) {
+	col, works, _ := spanKeepingCollector(t)
+	return col, works
+}
+
+// spanKeepingCollector is keepingCollector that also keeps every unit's
+// spans, as the collector hands them to the accounting.
+func spanKeepingCollector(t *testing.T) (*spans.Collector, func() []attribution.Work, func() [][]spans.Span) {
 	var works []attribution.Work
+	var units [][]spans.Span
 	var mu sync.Mutex
-	col := newCollector(func(w attribution.Work, _ any) {
-		mu.Lock()
-		works = append(works, attribution.Work{Root: w.Root, Stats: slices.Clone(w.Stats), Nodes: slices.Clone(w.Nodes)})
-		mu.Unlock()
-	}, nil)
-	t.Cleanup(col.close)
-	return col, func() []attribution.Work {
+	b := attribution.Builder{Reuse: true}
+	col := spans.NewCollector(func(sp []spans.Span, _ any) {
 		mu.Lock()
 		defer mu.Unlock()
-		return slices.Clone(works)
-	}
+		units = append(units, slices.Clone(sp))
+		b.EachTree(sp, func(w attribution.Work) {
+			works = append(works, attribution.Work{Root: w.Root, Stats: slices.Clone(w.Stats), Nodes: slices.Clone(w.Nodes)})
+		})
+	})
+	t.Cleanup(col.Close)
+	return col, func() []attribution.Work {
+			mu.Lock()
+			defer mu.Unlock()
+			return slices.Clone(works)
+		}, func() [][]spans.Span {
+			mu.Lock()
+			defer mu.Unlock()
+			return slices.Clone(units)
+		}
 }
 
 // accountingComponents returns keepingCollector's collector and function,
-// and a runtime and an ipc Component on an accountingProvider over it.
-func accountingComponents(t *testing.T) (col *collector, accounted func() []attribution.Work, rt, ipcComp *telemetry.Component) {
+// and a runtime and an ipc Component on the runtime's tracer over it.
+func accountingComponents(t *testing.T) (col *spans.Collector, accounted func() []attribution.Work, rt, ipcComp *telemetry.Component) {
 	col, accounted = keepingCollector(t)
-	tp := newAccountingProvider(col, nil)
+	rt, ipcComp = tracerComponents(t, ownTracer(col, nil))
+	return col, accounted, rt, ipcComp
+}
+
+// tracerComponents returns a runtime and an ipc Component on tp.
+func tracerComponents(t *testing.T, tp trace.TracerProvider) (rt, ipcComp *telemetry.Component) {
 	var err error
 	if rt, err = telemetry.NewComponent("runtime", telemetry.ComponentConfig{TracerProvider: tp}); err != nil {
 		t.Fatal(err)
@@ -70,7 +105,7 @@ func accountingComponents(t *testing.T) (col *collector, accounted func() []attr
 	if ipcComp, err = telemetry.NewComponent("ipc", telemetry.ComponentConfig{TracerProvider: tp}); err != nil {
 		t.Fatal(err)
 	}
-	return col, accounted, rt, ipcComp
+	return rt, ipcComp
 }
 
 // TestAccountingTracerSpans: the accountingTracer's spans reach the
@@ -79,14 +114,15 @@ func accountingComponents(t *testing.T) (col *collector, accounted func() []attr
 // once each; none from an unsampled parent; and they propagate a sampled
 // W3C context.
 func TestAccountingTracerSpans(t *testing.T) {
-	col, accounted, rt, comp := accountingComponents(t)
+	col, accounted, units := spanKeepingCollector(t)
+	rt, comp := tracerComponents(t, ownTracer(col, nil))
 
 	ctx, work := rt.StartWork(context.Background(), telemetry.AttrWorkID.String("u1"))
 	root := work.Span().SpanContext()
 	if !root.IsValid() || !root.IsSampled() || root.IsRemote() {
 		t.Fatalf("root span context %+v: want valid, sampled, local", root)
 	}
-	col.track(root.TraceID(), nil)
+	col.Track(work.Span(), nil)
 
 	// A phase through the PhaseTracer path, a span through the OTel API
 	// with its own timestamps, and a phase recorded after the fact.
@@ -118,10 +154,14 @@ func TestAccountingTracerSpans(t *testing.T) {
 	ns.End()
 	comp.RecordSpan(unsampled, telemetry.Deserialize, telemetry.Reply, t0, t0.Add(time.Microsecond))
 
-	got := keptSpans(col, root.TraceID())
-	if len(got) != 3 {
-		t.Fatalf("collector holds %d spans of the unit before its root ended, want 3: %+v", len(got), got)
+	work.End(telemetry.Failed, fmt.Errorf("boom"))
+	if err := col.Flush(context.Background()); err != nil {
+		t.Fatal(err)
 	}
+	if u := units(); len(u) != 1 || len(u[0]) != 4 {
+		t.Fatalf("the collector handed off %d units (%v), want 1 of 4 spans", len(u), u)
+	}
+	got := units()[0][:3] // in the order they ended, the root last
 	send, rec, hs := got[0], got[1], got[2]
 	if send.Name != "ipc.send" || send.Component != "ipc" || send.Phase != telemetry.Send || send.Direction != telemetry.Request ||
 		send.ParentID != attribution.SpanID(root.SpanID()) || send.End < send.Start || send.Remote {
@@ -140,11 +180,6 @@ func TestAccountingTracerSpans(t *testing.T) {
 			t.Errorf("span %s: trace %s id %s: want the root's trace and a new, unique id", s.Name, s.TraceID, s.SpanID)
 		}
 		ids[s.SpanID] = true
-	}
-
-	work.End(telemetry.Failed, fmt.Errorf("boom"))
-	if err := col.flush(context.Background()); err != nil {
-		t.Fatal(err)
 	}
 	works := accounted()
 	if len(works) != 1 {
@@ -168,9 +203,9 @@ func TestAccountingTracerSpans(t *testing.T) {
 // TestAccountingTracerConcurrent: a span is safe for concurrent use (run
 // with -race).
 func TestAccountingTracerConcurrent(t *testing.T) {
-	col := newCollector(func(attribution.Work, any) {}, nil)
-	defer col.close()
-	_, s := newAccountingProvider(col, nil).Tracer("").Start(context.Background(), "s")
+	col := testCollector(func(attribution.Work, any) {}, nil)
+	defer col.Close()
+	_, s := ownTracer(col, nil).Tracer("").Start(context.Background(), "s")
 	var wg sync.WaitGroup
 	for i := range 4 {
 		wg.Add(1)
@@ -338,8 +373,8 @@ func TestHostComponentSpans(t *testing.T) {
 // covers phase spans, leaves, the task hosts' spans, chunking, otelgrpc's
 // client and server spans and a failed unit; orchestrated the task units
 // inside orchestrations (a lease, the host's spans, a completion);
-// taskhost the task units whose spans their records hand the file
-// (record.go), one in five failing in its host (the root's reason,
+// taskhost task units sent straight to a host (which, with a trace file,
+// no record keeps), one in five failing in its host (the root's reason,
 // exception event and status); task-timeouts task units whose host was
 // killed (the host span's error event).
 func TestTraceFileMatchesSDK(t *testing.T) {
@@ -406,10 +441,9 @@ func testTraceFileMatchesSDK(t *testing.T, name string, units, failEvery int, se
 		if sum.Attribution.Works != units {
 			t.Fatalf("own=%v: %d units attributed, want %d", own, sum.Attribution.Works, units)
 		}
-		// An own tracer's run keeps its task units sent straight to a
-		// host in records, which hand the file their spans.
-		if want := map[bool]int{true: tasks}[own]; recorded != uint64(want) {
-			t.Errorf("own=%v: %d units kept in records, want %d", own, recorded, want)
+		// A record drops what the file reads: no unit is kept in one.
+		if recorded != 0 {
+			t.Errorf("own=%v: %d units kept in records, want none (of %d task units sent straight to a host)", own, recorded, tasks)
 		}
 		sigs[own] = traceFileSignatures(t, path)
 	}
@@ -652,9 +686,9 @@ func TestExportingSpanMatchesSDK(t *testing.T) {
 	sdk := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(sdkRec), sdktrace.WithResource(res))
 	defer func() { _ = sdk.Shutdown(ctx) }()
 	script(sdk)
-	c := newCollector(func(attribution.Work, any) {}, nil)
-	defer c.close()
-	script(newExportingProvider(c, otelsetup.ProcessorExporter(ownRec), otelsetup.ResourceOf(res), nil))
+	c := testCollector(func(attribution.Work, any) {}, nil)
+	defer c.Close()
+	script(exportingTracer(c, otelsetup.ProcessorExporter(ownRec), otelsetup.ResourceOf(res), nil))
 
 	// A parent of the same set is named (its id is random), any other
 	// given by its id.
@@ -801,7 +835,7 @@ func TestSpanOutlivesUnit(t *testing.T) {
 	col, accounted, rt, ipcComp := accountingComponents(t)
 	start := func() (context.Context, telemetry.WorkSpan) {
 		ctx, work := rt.StartWork(context.Background())
-		setUnit(work.Span(), col.track(work.Span().SpanContext().TraceID(), nil)) // as Submit does
+		col.Track(work.Span(), nil) // as Submit does
 		return ctx, work
 	}
 	ctx1, work1 := start()
@@ -812,54 +846,13 @@ func TestSpanOutlivesUnit(t *testing.T) {
 	ipcComp.RecordSpan(ctx1, telemetry.Receive, telemetry.Reply, time.Now(), time.Now()) // so is this one
 	_, ph := ipcComp.StartPhase(ctx2, telemetry.Serialize, telemetry.Request)
 	ph.End()
-	id2 := work2.Span().SpanContext().TraceID()
-	for _, s := range keptSpans(col, id2) {
-		if trace.TraceID(s.TraceID) != id2 {
-			t.Errorf("the collector keeps %s of trace %s with unit 2's spans", s.Name, s.TraceID)
-		}
-	}
 	work2.End(telemetry.OK, nil)
-	if err := col.flush(context.Background()); err != nil {
+	if err := col.Flush(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	works := accounted()
 	if len(works) != 2 || len(works[0].Nodes) != 1 || len(works[1].Nodes) != 2 {
 		t.Fatalf("accounted %d units (%v): want 2, of 1 node (the root; its late phases dropped) and 2 (root, serialize)", len(works), works)
-	}
-}
-
-// TestPhaseLead: the attributes an exported phase span begins with are
-// its own component's, phase's and direction's, made once per phase,
-// whether the component was the first seen with that phase and direction
-// (the array) or not (the map); a phase no Component makes is not kept.
-func TestPhaseLead(t *testing.T) {
-	var e spanExport
-	str := func(a *spans.SharedAttributes) string { return fmt.Sprint(a.KeyValues()) }
-	for range 2 {
-		for _, c := range []string{"ipc", "taskhost", "chunking"} {
-			for _, ph := range telemetry.Phases() {
-				for d := range telemetry.Direction(telemetry.NumDirections) {
-					a := e.phaseLead(c, ph, d)
-					want := fmt.Sprint([]attribute.KeyValue{telemetry.AttrComponent.String(c), telemetry.AttrPhase.String(ph.String()), telemetry.AttrDirection.String(d.String())})
-					if d == telemetry.None {
-						want = fmt.Sprint([]attribute.KeyValue{telemetry.AttrComponent.String(c), telemetry.AttrPhase.String(ph.String())})
-					}
-					if got := str(a); got != want {
-						t.Fatalf("phaseLead(%s, %v, %v) = %s, want %s", c, ph, d, got, want)
-					}
-					if again := e.phaseLead(c, ph, d); again != a {
-						t.Fatalf("phaseLead(%s, %v, %v) made twice", c, ph, d)
-					}
-				}
-			}
-		}
-	}
-	if a := e.phaseLead("ipc", 0, telemetry.None); a != nil {
-		t.Errorf("not a phase: %s, want none", str(a))
-	}
-	bad := telemetry.Phase(99)
-	if a, b := e.phaseLead("ipc", bad, telemetry.None), e.phaseLead("ipc", bad, telemetry.None); a == b || a.Len() != 2 {
-		t.Errorf("an invalid phase: %s (kept: %v)", str(a), a == b)
 	}
 }
 
@@ -869,9 +862,9 @@ func TestPhaseLead(t *testing.T) {
 // task host is handed is the root's unsampled context. A sampled root
 // under the same tracer is recorded as ever.
 func TestUnsampledUnit(t *testing.T) {
-	col, _ := keepingCollector(t)
+	col, accounted := keepingCollector(t)
 	var drop atomic.Bool
-	tp := newAccountingProvider(col, otelsetup.SamplerOf(dropSampler{&drop}))
+	tp := ownTracer(col, otelsetup.SamplerOf(dropSampler{&drop}))
 	// No metrics: what a run records when nothing reads them.
 	mp := metricnoop.NewMeterProvider()
 	rt, err := telemetry.NewComponent("runtime", telemetry.ComponentConfig{TracerProvider: tp, MeterProvider: mp})
@@ -888,7 +881,7 @@ func TestUnsampledUnit(t *testing.T) {
 	if !root.IsValid() || root.IsSampled() || work.Span().IsRecording() {
 		t.Fatalf("root %+v (recording %v): want valid, unsampled, not recording", root, work.Span().IsRecording())
 	}
-	col.track(root.TraceID(), nil) // as if it were: nothing may reach it
+	col.Track(work.Span(), nil) // not sampled: not tracked
 	phases := func() {
 		pctx, ph := comp.StartPhase(ctx, telemetry.Send, telemetry.Request)
 		if trace.SpanFromContext(pctx) != work.Span() || ph.Span() != work.Span() {
@@ -907,23 +900,29 @@ func TestUnsampledUnit(t *testing.T) {
 		t.Error("Records under an unsampled root: true, want false (the host's phases would be built for nothing)")
 	}
 	work.End(telemetry.OK, nil)
-	if got := keptSpans(col, root.TraceID()); len(got) != 0 {
-		t.Errorf("an unsampled unit reached the collector: %d spans", len(got))
+	if err := col.Flush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if got := accounted(); len(got) != 0 {
+		t.Errorf("an unsampled unit reached the collector: %d units accounted", len(got))
 	}
 
 	drop.Store(false)
 	ctx, work = rt.StartWork(context.Background())
 	sampled := work.Span().SpanContext()
-	col.track(sampled.TraceID(), nil)
+	col.Track(work.Span(), nil)
 	if !comp.Records(ctx) {
 		t.Error("Records under a sampled root: false, want true")
 	}
 	_, ph := comp.StartPhase(ctx, telemetry.Send, telemetry.Request)
 	ph.End()
-	if got := keptSpans(col, sampled.TraceID()); !sampled.IsSampled() || len(got) != 1 {
-		t.Errorf("a sampled root (%v) kept %d phase spans, want 1", sampled.IsSampled(), len(got))
-	}
 	work.End(telemetry.OK, nil)
+	if err := col.Flush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if got := accounted(); !sampled.IsSampled() || len(got) != 1 || len(got[0].Nodes) != 2 {
+		t.Errorf("a sampled root (%v): %d units accounted (%v), want 1 of 2 nodes (root, send)", sampled.IsSampled(), len(got), got)
+	}
 }
 
 // dropSampler drops every root while drop is set, and samples it

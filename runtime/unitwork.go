@@ -8,15 +8,17 @@ import (
 	"strconv"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/amdahl-rt/amdahl/chunking"
 	"github.com/amdahl-rt/amdahl/chunking/dtpb"
+	"github.com/amdahl-rt/amdahl/ipc"
 	"github.com/amdahl-rt/amdahl/ipc/ipcpb"
 	"github.com/amdahl-rt/amdahl/ipc/taskproto"
 	"github.com/amdahl-rt/amdahl/telemetry"
-	"github.com/amdahl-rt/amdahl/telemetry/attribution"
+	"github.com/amdahl-rt/amdahl/telemetry/spans"
 )
 
 // runTask: acquire a host and run the task there; with an orchestration
@@ -54,15 +56,15 @@ func (r *Runtime) runTask(ctx context.Context, u *unit) (string, error) {
 	var hctx context.Context
 	var hs trace.Span
 	if u.rec != nil {
-		hctx, hs = u.rec.startHost(ctx, sendStart, h.id, h.pid)
+		hctx, hs = u.rec.startHost(ctx, sendStart)
 	} else {
-		hctx, hs = startHostSpan(ctx, r.phaseTP, r.tracer, h.id, h.pid, sendStart)
+		hctx, hs = r.startHostSpan(ctx, h.id, h.pid, sendStart)
 	}
 	in, err := h.run(hctx, cfg, r.set.TaskTimeout)
 	r.pool.release(h)
 	if err != nil {
 		hs.RecordError(err)
-		r.endHostSpan(hs, u)
+		r.endHostSpan(hs)
 		class := "task host died"
 		switch {
 		case errors.Is(err, ErrTaskTimeout):
@@ -77,11 +79,11 @@ func (r *Runtime) runTask(ctx context.Context, u *unit) (string, error) {
 	}
 	res := in.Msg.(*ipcpb.TaskResult)
 	u.outputs = res.GetOutputs()
-	if in.ReplyPhasesLeft && u.rec != nil {
-		u.rec.replyPhases(hctx, in)
+	if in.ReplyPhasesLeft {
+		r.replyPhases(hctx, in)
 	}
-	r.childSpans(hctx, res, sendStart, in.ReceiveStart)
-	r.endHostSpan(hs, u)
+	r.childSpans(hctx, u, res, sendStart, in.ReceiveStart)
+	r.endHostSpan(hs)
 
 	status := dtpb.OrchestrationStatus_ORCHESTRATION_STATUS_COMPLETED
 	var taskErr error
@@ -106,34 +108,55 @@ func (r *Runtime) runTask(ctx context.Context, u *unit) (string, error) {
 }
 
 // startHostSpan starts, at start, the runtime.host span of a round trip
-// on the host with id and pid: through the run's PhaseTracer (own: the
-// runtime's own tracer, or the no-op provider's) if it has one, else with
-// tracer. Through own it is started without options (they allocate), and
-// the host's attributes are set only if own's spans are exported (nothing
-// else reads them).
-func startHostSpan(ctx context.Context, own telemetry.PhaseTracer, tracer trace.Tracer, id, pid int, start time.Time) (context.Context, trace.Span) {
-	if own != nil {
-		ctx, s := own.StartPhaseSpan(ctx, SpanHost, "", 0, telemetry.None, start)
-		if own.PhaseAttributes() {
-			s.SetAttributes(AttrHostID.Int(id), AttrHostPID.Int(pid))
-		}
-		return ctx, s
+// on the host with id and pid: through the run's PhaseTracer if it has
+// one (without options, which allocate; the host's attributes only if
+// its spans' attributes are read), else with the OTel API. ipc leaves the
+// reply's receive and deserialize to the worker (replyPhases) when the
+// span is the runtime's tracer's.
+func (r *Runtime) startHostSpan(ctx context.Context, id, pid int, start time.Time) (context.Context, trace.Span) {
+	pt := r.phaseTP
+	if pt == nil {
+		return r.tracer.Start(ctx, SpanHost, trace.WithTimestamp(start), trace.WithAttributes(AttrHostID.Int(id), AttrHostPID.Int(pid)))
 	}
-	return tracer.Start(ctx, SpanHost, trace.WithTimestamp(start), trace.WithAttributes(AttrHostID.Int(id), AttrHostPID.Int(pid)))
+	ctx, s := pt.StartPhaseSpan(ctx, SpanHost, "", 0, telemetry.None, start)
+	if pt.PhaseAttributes() {
+		s.SetAttributes(AttrHostID.Int(id), AttrHostPID.Int(pid))
+	}
+	spans.LeaveReplyPhases(s)
+	return ctx, s
 }
 
-// endHostSpan ends u's runtime.host span now. An SDK span ended without
-// a time ends at its start plus the monotonic time since, but the unit's
-// root ends at a reading of the wall clock (telemetry.WorkSpan.End): a
-// step of the wall clock in between could end the host span after its
-// root. So the SDK's is ended at a wall-clock reading too; the runtime's
-// own spans read the wall clock when they end.
-func (r *Runtime) endHostSpan(hs trace.Span, u *unit) {
-	if u.rec == nil && r.phaseTP == nil {
-		hs.End(trace.WithTimestamp(time.Now()))
+// endHostSpan ends the runtime.host span hs at a reading of the wall
+// clock, as the unit's root ends (telemetry.WorkSpan.End): an SDK span
+// ended without a time ends at its start plus the monotonic time since,
+// which a step of the wall clock in between could put after its root's.
+func (r *Runtime) endHostSpan(hs trace.Span) {
+	if _, ok := hs.(*recSpan); ok {
+		hs.End()
 		return
 	}
-	hs.End()
+	if r.phaseTP != nil {
+		r.phaseTP.EndPhaseSpan(hs, time.Now())
+		return
+	}
+	hs.End(trace.WithTimestamp(time.Now()))
+}
+
+// replyPhases records the receive and deserialize of the task's result
+// in, which ipc left to the worker (in.ReplyPhasesLeft: the host span is
+// the runtime's tracer's), as ipc records them: their spans under the
+// host span in ctx (amdahl.bytes on them when the spans' attributes are
+// read) and their durations. Recorded here, they are written on the
+// worker's core with the rest of the unit's spans, not by ipc's reader
+// goroutine on another (docs/measurements/telemetry-cost.md).
+func (r *Runtime) replyPhases(ctx context.Context, in *ipc.Incoming) {
+	var attrs []attribute.KeyValue
+	if r.ipcComp.SpanAttributes() {
+		attrs = []attribute.KeyValue{telemetry.AttrBytes.Int(in.Size)}
+	}
+	recvEnd := in.ReceiveStart.Add(in.ReceiveDuration)
+	r.ipcComp.RecordSpan(ctx, telemetry.Receive, telemetry.Reply, in.ReceiveStart, recvEnd, attrs...)
+	r.ipcComp.RecordSpan(ctx, telemetry.Deserialize, telemetry.Reply, recvEnd, recvEnd.Add(in.DeserializeDuration), attrs...)
 }
 
 // failOrchestration completes the orchestration as failed with cause (so
@@ -212,27 +235,18 @@ func (r *Runtime) runFanout(ctx context.Context, u *unit) (string, error) {
 }
 
 // childSpans records the task host's phases, returned in its reply, as
-// spans of the parent's trace (amdahl.remote=true) under the host span,
-// placed in the parent's clock within [sendStart, replyStart] (package
-// taskproto decodes and places them).
-//
-// With Config.Telemetry.AccountRemoteDirectly the phases go to the collector as the
-// spans attribution would have read from the SDK's (the same names,
-// component, phase, direction and times, parented to the host span), and
-// to amdahl.phase.duration, without SDK spans. Under the host span of a
-// unit's record (record.go) they fill the record's slots.
-func (r *Runtime) childSpans(ctx context.Context, res *ipcpb.TaskResult, sendStart, replyStart time.Time) {
+// spans of the parent's trace (amdahl.remote=true) under the host span in
+// ctx, placed in the parent's clock within [sendStart, replyStart]
+// (package taskproto decodes and places them), and their durations. Under
+// the host span of u's record they fill its slots (the record is kept
+// only when no metric is recorded). With
+// Config.Telemetry.AccountRemoteDirectly they go to the collector as the
+// spans attribution would have read from the SDK's, and to
+// amdahl.phase.duration, without SDK spans.
+func (r *Runtime) childSpans(ctx context.Context, u *unit, res *ipcpb.TaskResult, sendStart, replyStart time.Time) {
 	var buf [taskproto.NumTimings]taskproto.Timing
-	_, unit, rec, rs := parentOf(ctx)
-	if rs != nil && rs == &rec.host {
-		// The host span of a unit's record: the phases go to its slots.
-		timings := taskproto.AppendTimings(buf[:0], res, sendStart, replyStart)
-		if r.hostComp.RecordsMetrics() {
-			for _, t := range timings {
-				r.hostComp.RecordPhase(ctx, t.Phase, t.Direction, t.End.Sub(t.Start))
-			}
-		}
-		rec.hostPhases(r.hostComp, timings)
+	if rec := u.rec; rec != nil && trace.SpanFromContext(ctx) == trace.Span(&rec.host) {
+		rec.hostPhases(r.hostComp, taskproto.AppendTimings(buf[:0], res, sendStart, replyStart))
 		return
 	}
 	if !r.hostComp.Records(ctx) {
@@ -240,39 +254,30 @@ func (r *Runtime) childSpans(ctx context.Context, res *ipcpb.TaskResult, sendSta
 	}
 	timings := taskproto.AppendTimings(buf[:0], res, sendStart, replyStart)
 	host := trace.SpanContextFromContext(ctx)
-	if !r.cfg.Telemetry.AccountRemoteDirectly || !host.IsSampled() || r.hostComp == nil {
-		for _, t := range timings {
-			r.hostComp.RecordSpan(ctx, t.Phase, t.Direction, t.Start, t.End, telemetry.AttrRemote.Bool(true))
-		}
+	if !r.cfg.Telemetry.AccountRemoteDirectly || !host.IsSampled() {
+		r.hostPhases(ctx, timings)
 		return
 	}
-	var spans [taskproto.NumTimings]attribution.Span
-	n := 0
+	// The spans attribution would have read from the SDK's, without them.
 	for _, t := range timings {
-		if !t.Phase.Valid() || t.Direction > telemetry.Reply {
-			continue // as RecordSpan: what another process sent
+		if t.Phase.Valid() && t.Direction <= telemetry.Reply { // as RecordSpan: what another process sent
+			r.hostComp.RecordPhase(ctx, t.Phase, t.Direction, t.End.Sub(t.Start))
+			r.col.Ended(remoteSpan(r.hostComp, host, t))
 		}
-		r.hostComp.RecordPhase(ctx, t.Phase, t.Direction, t.End.Sub(t.Start))
-		spans[n] = remoteSpan(r.hostComp, host, r.col.newSpanID(), t)
-		n++
 	}
-	if rec != nil {
-		// A second host span of a unit's record: kept beside its slots.
-		for _, sp := range spans[:n] {
-			rec.addExtra(sp)
-		}
-		return
-	}
-	r.col.add(unit, host.TraceID(), spans[:n])
 }
 
-// remoteSpan is the span of a task host's phase t (from its reply, placed
-// in the parent's clock), id under the host span host, as comp's.
-func remoteSpan(comp *telemetry.Component, host trace.SpanContext, id attribution.SpanID, t taskproto.Timing) attribution.Span {
-	return attribution.Span{TraceID: attribution.TraceID(host.TraceID()), SpanID: id, ParentID: attribution.SpanID(host.SpanID()),
-		Name: comp.SpanName(t.Phase, t.Direction), Component: comp.Name(),
-		Start: t.Start.UnixNano(), End: t.End.UnixNano(), Phase: t.Phase, Direction: t.Direction, Remote: true}
+// hostPhases records a task host's phases, placed in the parent's clock,
+// under the host span in ctx.
+func (r *Runtime) hostPhases(ctx context.Context, timings []taskproto.Timing) {
+	for _, t := range timings {
+		r.hostComp.RecordSpan(ctx, t.Phase, t.Direction, t.Start, t.End, remoteAttrs...)
+	}
 }
+
+// remoteAttrs are the attributes of a task host's phase's span in the
+// parent's trace: amdahl.remote=true. Not written to.
+var remoteAttrs = []attribute.KeyValue{telemetry.AttrRemote.Bool(true)}
 
 // taskConfiguration builds the configuration packet of task unit u and
 // returns its task name (TaskHash unless the item names one).

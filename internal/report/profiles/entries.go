@@ -142,9 +142,8 @@ func isBucket(name string) bool {
 var (
 	generatorFuncs  = []string{mod + "runtime/scenario.", mod + "runtime.(*Runtime).runFanout"}
 	accountingFuncs = []string{
-		mod + "runtime.(*collector).", mod + "runtime.(*unitRecord).", mod + "runtime.(*e2eStats).",
-		mod + "runtime.(*Runtime).childSpans", mod + "runtime.(*accountingTracer).", mod + "runtime.(*accountingSpan).",
-		mod + "runtime.(*phaseTracer).", mod + "runtime.(*spanRecord).", mod + "runtime.(*spanExport).",
+		mod + "runtime.(*unitRecord).", mod + "runtime.(*e2eStats).", mod + "runtime.(*Runtime).account",
+		mod + "runtime.(*Runtime).childSpans",
 		mod + "telemetry/attribution.", mod + "telemetry/otelsetup.", mod + "telemetry/spans.", mod + "internal/outfile.",
 		"go.opentelemetry.io/otel/sdk/", "go.opentelemetry.io/otel/exporters/",
 		// The profiles' own writing: the CPU profile's writer goroutine,

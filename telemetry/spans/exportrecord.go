@@ -1,13 +1,10 @@
-package runtime
+package spans
 
 import (
 	"reflect"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
-
-	"github.com/amdahl-rt/amdahl/telemetry/attribution"
-	"github.com/amdahl-rt/amdahl/telemetry/spans"
 )
 
 // The exception event of RecordError, as the SDK records it
@@ -37,19 +34,19 @@ const (
 	maxItemAttrs  = 128 // attributes of an event or a link
 )
 
-// spanRecord is what an exporting span keeps besides its
-// attribution.Span: what the SDK would hand an exporter.
-type spanRecord struct {
+// exportRecord is what an exporting span keeps besides its
+// Span: what the SDK would hand an exporter.
+type exportRecord struct {
 	parent trace.SpanContext
 	kind   trace.SpanKind
 	// lead are a phase span's first attributes (phaseLead), shared and
 	// encoded once; attrs follow them and repeat none of their keys (a
 	// key of lead set again moves lead into attrs: unshare).
-	lead          *spans.SharedAttributes
+	lead          *SharedAttributes
 	attrs         []attribute.KeyValue // in order set; deduplicated at snapshot
-	events        []spans.Event
-	links         []spans.Link
-	status        spans.Status
+	events        []Event
+	links         []Link
+	status        Status
 	droppedAttrs  int
 	droppedEvents int
 	droppedLinks  int
@@ -58,7 +55,7 @@ type spanRecord struct {
 // addAttrs keeps the valid attributes of kv; an invalid one (empty key)
 // is counted as dropped, as the SDK does. The list is deduplicated once
 // it holds twice the limit, so a span set in a loop stays bounded.
-func (r *spanRecord) addAttrs(kv []attribute.KeyValue) {
+func (r *exportRecord) addAttrs(kv []attribute.KeyValue) {
 	for _, a := range kv {
 		if !a.Valid() {
 			r.droppedAttrs++
@@ -76,7 +73,7 @@ func (r *spanRecord) addAttrs(kv []attribute.KeyValue) {
 
 // unshare moves lead's attributes to the front of attrs, where a key of
 // theirs set again can replace its value.
-func (r *spanRecord) unshare() {
+func (r *exportRecord) unshare() {
 	if r.lead == nil {
 		return
 	}
@@ -86,7 +83,7 @@ func (r *spanRecord) unshare() {
 
 // canBorrow reports whether attrs can be the record's attributes as they
 // are: a few, all valid, none repeating a key of lead's or another's.
-func (r *spanRecord) canBorrow(attrs []attribute.KeyValue) bool {
+func (r *exportRecord) canBorrow(attrs []attribute.KeyValue) bool {
 	if len(attrs) > fewAttrs || hasDupKey(attrs) {
 		return false
 	}
@@ -103,7 +100,7 @@ func (r *spanRecord) canBorrow(attrs []attribute.KeyValue) bool {
 // of them with lead's (the later keys are counted as dropped): the SDK's
 // rules. A list that holds no key twice and is within the limit is
 // returned as it is, not written to.
-func (r *spanRecord) dedupeAttrs() []attribute.KeyValue {
+func (r *exportRecord) dedupeAttrs() []attribute.KeyValue {
 	if r.lead != nil && r.lead.Len()+len(r.attrs) > maxSpanAttrs {
 		r.unshare() // the limit cuts attrs after lead's
 	}
@@ -155,16 +152,16 @@ func itemAttrs(attrs []attribute.KeyValue) ([]attribute.KeyValue, int) {
 	return attrs, 0
 }
 
-func (r *spanRecord) addEvent(name string, cfg trace.EventConfig) {
+func (r *exportRecord) addEvent(name string, cfg trace.EventConfig) {
 	attrs, dropped := itemAttrs(cfg.Attributes())
 	if len(r.events) == maxSpanEvents {
 		r.events = append(r.events[:0], r.events[1:]...)
 		r.droppedEvents++
 	}
-	r.events = append(r.events, spans.Event{Name: name, Attributes: attrs, DroppedAttributes: dropped, Time: cfg.Timestamp().UnixNano()})
+	r.events = append(r.events, Event{Name: name, Attributes: attrs, DroppedAttributes: dropped, Time: cfg.Timestamp().UnixNano()})
 }
 
-func (r *spanRecord) addLink(l trace.Link) {
+func (r *exportRecord) addLink(l trace.Link) {
 	if !l.SpanContext.IsValid() && len(l.Attributes) == 0 && l.SpanContext.TraceState().Len() == 0 {
 		return // as the SDK: a link to nothing
 	}
@@ -173,17 +170,17 @@ func (r *spanRecord) addLink(l trace.Link) {
 		r.droppedLinks++
 	}
 	attrs, dropped := itemAttrs(l.Attributes)
-	r.links = append(r.links, spans.Link{SpanContext: l.SpanContext, Attributes: attrs, DroppedAttributes: dropped})
+	r.links = append(r.links, Link{SpanContext: l.SpanContext, Attributes: attrs, DroppedAttributes: dropped})
 }
 
 // record is the ended span sp of tracer t, with context sc, as an
 // exporter takes it.
-func (r *spanRecord) record(t *accountingTracer, sc trace.SpanContext, sp *attribution.Span) spans.Record {
+func (r *exportRecord) record(t *Tracer, sc trace.SpanContext, sp *Span) Record {
 	attrs := r.dedupeAttrs() // first: it may move lead into attrs
-	return spans.Record{
+	return Record{
 		Name: sp.Name, SpanContext: sc, Parent: r.parent, Kind: r.kind, Start: sp.Start, End: sp.End,
 		Leading: r.lead, Attributes: attrs, Events: r.events, Links: r.links, Status: r.status,
 		DroppedAttributes: r.droppedAttrs, DroppedEvents: r.droppedEvents, DroppedLinks: r.droppedLinks,
-		Resource: t.export.res, Scope: t.scope,
+		Resource: t.p.export.res, Scope: t.scope,
 	}
 }

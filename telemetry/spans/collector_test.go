@@ -1,4 +1,4 @@
-package runtime
+package spans
 
 import (
 	"context"
@@ -12,7 +12,6 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/amdahl-rt/amdahl/telemetry"
-	"github.com/amdahl-rt/amdahl/telemetry/attribution"
 )
 
 // TestCollectorFlush: ending a root hands its unit to the accounting
@@ -24,8 +23,9 @@ func TestCollectorFlush(t *testing.T) {
 	release := map[string]chan struct{}{"a": make(chan struct{}), "b": make(chan struct{})}
 	entered := make(chan string, 2)
 	accounted := map[string]int{}
-	var c *collector
-	c = newCollector(func(w attribution.Work, owner any) {
+	var c *Collector
+	c = NewCollector(func(sp []Span, owner any) {
+		w := unitOf(sp)
 		name := w.Root.Component // the test's name for the unit
 		if owner != "owner of "+name {
 			t.Errorf("unit %s accounted with owner %v, want %q", name, owner, "owner of "+name)
@@ -33,35 +33,35 @@ func TestCollectorFlush(t *testing.T) {
 		entered <- name
 		<-release[name]
 		accounted[name]++ // the accounting goroutine's alone
-	}, nil)
-	root := func(name string, id byte) attribution.Span {
+	})
+	root := func(name string, id byte) Span {
 		tid := trace.TraceID{id}
-		c.track(tid, "owner of "+name)
-		return attribution.Span{TraceID: attribution.TraceID(tid), SpanID: attribution.SpanID{id}, Name: telemetry.SpanWork,
+		c.Track(rootSpan(tid, SpanID{id}), "owner of "+name)
+		return Span{TraceID: TraceID(tid), SpanID: SpanID{id}, Name: telemetry.SpanWork,
 			Component: name, Start: 1, End: 2}
 	}
 
 	a := root("a", 1)
 	aDone := make(chan struct{})
-	go func() { c.ended(nil, a); close(aDone) }()
+	go func() { c.Ended(a); close(aDone) }()
 	if got := <-entered; got != "a" {
 		t.Fatalf("accounting %q, want a", got)
 	}
 	// a's root has ended, its accounting not: flush waits for it.
 	short, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
-	if err := c.flush(short); !errors.Is(err, context.DeadlineExceeded) {
+	if err := c.Flush(short); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("flush with unit a still being accounted: %v, want it to wait (deadline exceeded)", err)
 	}
 	flushed := make(chan error, 1)
-	go func() { flushed <- c.flush(context.Background()) }()
+	go func() { flushed <- c.Flush(context.Background()) }()
 	time.Sleep(10 * time.Millisecond) // let the flush seal its epoch
 
 	// b's root ends after that flush began, while a is being accounted:
 	// ending it does not wait.
 	b := root("b", 2)
 	bDone := make(chan struct{})
-	go func() { c.ended(nil, b); close(bDone) }()
+	go func() { c.Ended(b); close(bDone) }()
 	select {
 	case <-bDone:
 	case <-time.After(5 * time.Second):
@@ -87,7 +87,7 @@ func TestCollectorFlush(t *testing.T) {
 	}
 	// A flush now waits for b.
 	flushed2 := make(chan error, 1)
-	go func() { flushed2 <- c.flush(context.Background()) }()
+	go func() { flushed2 <- c.Flush(context.Background()) }()
 	select {
 	case err := <-flushed2:
 		t.Fatalf("flush returned (%v) while unit b was being accounted", err)
@@ -98,13 +98,13 @@ func TestCollectorFlush(t *testing.T) {
 	if err := <-flushed2; err != nil {
 		t.Fatal(err)
 	}
-	c.close()
+	c.Close()
 	if accounted["a"] != 1 || accounted["b"] != 1 {
 		t.Fatalf("accounted %v, want each unit once", accounted)
 	}
 	// A root ended again (a trace already accounted) is ignored.
-	c.ended(nil, a)
-	if err := c.flush(context.Background()); err != nil || accounted["a"] != 1 {
+	c.Ended(a)
+	if err := c.Flush(context.Background()); err != nil || accounted["a"] != 1 {
 		t.Fatalf("after a second end of a: flush %v, accounted %v", err, accounted)
 	}
 }
@@ -114,14 +114,15 @@ func TestCollectorFlush(t *testing.T) {
 // them all accounted (each accounting sleeps a little, so units queue).
 func TestCollectorConcurrentRoots(t *testing.T) {
 	var mu sync.Mutex
-	seen := map[attribution.TraceID]int{}
-	c := newCollector(func(w attribution.Work, _ any) {
+	seen := map[TraceID]int{}
+	c := NewCollector(func(sp []Span, _ any) {
+		w := unitOf(sp)
 		mu.Lock()
 		seen[w.Root.TraceID]++
 		mu.Unlock()
 		time.Sleep(20 * time.Microsecond)
-	}, nil)
-	defer c.close()
+	})
+	defer c.Close()
 	const goroutines, perG = 8, 200
 	var wg sync.WaitGroup
 	for g := range goroutines {
@@ -130,17 +131,17 @@ func TestCollectorConcurrentRoots(t *testing.T) {
 			defer wg.Done()
 			for i := range perG {
 				tid := trace.TraceID{byte(g), byte(i >> 8), byte(i)}
-				c.track(tid, nil)
-				c.ended(nil, attribution.Span{TraceID: attribution.TraceID(tid), SpanID: attribution.SpanID{1}, ParentID: attribution.SpanID{2},
+				c.Track(rootSpan(tid, SpanID{2}), nil)
+				c.Ended(Span{TraceID: TraceID(tid), SpanID: SpanID{1}, ParentID: SpanID{2},
 					Name: "x.send", Start: 11, End: 12})
-				c.ended(nil, attribution.Span{TraceID: attribution.TraceID(tid), SpanID: attribution.SpanID{2}, Name: telemetry.SpanWork, Start: 10, End: 13})
+				c.Ended(Span{TraceID: TraceID(tid), SpanID: SpanID{2}, Name: telemetry.SpanWork, Start: 10, End: 13})
 			}
 		}()
 	}
 	wg.Wait()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if err := c.flush(ctx); err != nil {
+	if err := c.Flush(ctx); err != nil {
 		t.Fatalf("flush after every root ended: %v (a unit left unaccounted)", err)
 	}
 	mu.Lock()
@@ -165,21 +166,21 @@ func TestCollectorBoundsQueue(t *testing.T) {
 	entered := make(chan struct{}, 1)
 	var first sync.Once
 	var n int
-	c := newCollector(func(attribution.Work, any) {
+	c := NewCollector(func([]Span, any) {
 		first.Do(func() {
 			entered <- struct{}{}
 			<-hold
 		})
 		n++ // one unit at a time: the accounting goroutine's
-	}, nil)
-	defer c.close()
+	})
+	defer c.Close()
 	var released sync.Once
 	release := func() { released.Do(func() { close(hold) }) }
 	defer release() // before close, should the test fail while holding
 	end := func(i int) {
 		tid := trace.TraceID{byte(i >> 16), byte(i >> 8), byte(i), 1}
-		c.track(tid, nil)
-		c.ended(nil, attribution.Span{TraceID: attribution.TraceID(tid), SpanID: attribution.SpanID{1}, Name: telemetry.SpanWork, Start: 1, End: 2})
+		c.Track(rootSpan(tid, SpanID{1}), nil)
+		c.Ended(Span{TraceID: TraceID(tid), SpanID: SpanID{1}, Name: telemetry.SpanWork, Start: 1, End: 2})
 	}
 	go end(0)
 	<-entered
@@ -199,7 +200,7 @@ func TestCollectorBoundsQueue(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("ending a root past the bound still waits after the accounting went on")
 	}
-	if err := c.flush(context.Background()); err != nil {
+	if err := c.Flush(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	if want := maxQueuedUnits + 2; n != want {
@@ -211,8 +212,8 @@ func TestCollectorBoundsQueue(t *testing.T) {
 // (here for an hour), but no longer than until hurryAt of them wait.
 func TestCollectorHurries(t *testing.T) {
 	var n atomic.Int64
-	c := newCollector(func(attribution.Work, any) { n.Add(1) }, nil)
-	defer c.close()
+	c := NewCollector(func([]Span, any) { n.Add(1) })
+	defer c.Close()
 	c.gather = time.Hour // before the first unit: read when it wakes the goroutine
 	for idle := false; !idle; time.Sleep(time.Millisecond) {
 		c.qmu.Lock()
@@ -221,8 +222,8 @@ func TestCollectorHurries(t *testing.T) {
 	}
 	end := func(i int) {
 		tid := trace.TraceID{byte(i >> 16), byte(i >> 8), byte(i), 2}
-		c.track(tid, nil)
-		c.ended(nil, attribution.Span{TraceID: attribution.TraceID(tid), SpanID: attribution.SpanID{1}, Name: telemetry.SpanWork, Start: 1, End: 2})
+		c.Track(rootSpan(tid, SpanID{1}), nil)
+		c.Ended(Span{TraceID: TraceID(tid), SpanID: SpanID{1}, Name: telemetry.SpanWork, Start: 1, End: 2})
 	}
 	for i := 1; i < hurryAt; i++ {
 		end(i)
@@ -241,27 +242,25 @@ func TestCollectorHurries(t *testing.T) {
 	}
 }
 
-// TestCollectorIDs: the ids of spans and traces made without the SDK are
+// TestNewIDs: the ids of spans and traces made without the SDK are
 // never zero and do not repeat (100,000 of each, from 4 goroutines at
 // once, as the runtime's workers draw them), and they are not sequential
 // (a trace file shows them: random, as the SDK's).
-func TestCollectorIDs(t *testing.T) {
-	c := newCollector(func(attribution.Work, any) {}, nil)
-	defer c.close()
+func TestNewIDs(t *testing.T) {
 	const per, workers = 25_000, 4
-	spans := make([][]attribution.SpanID, workers)
-	traces := make([][]attribution.TraceID, workers)
+	spans := make([][]SpanID, workers)
+	traces := make([][]TraceID, workers)
 	var wg sync.WaitGroup
 	for w := range workers {
 		wg.Go(func() {
 			for range per {
-				spans[w] = append(spans[w], c.newSpanID())
-				traces[w] = append(traces[w], c.newTraceID())
+				spans[w] = append(spans[w], NewSpanID())
+				traces[w] = append(traces[w], NewTraceID())
 			}
 		})
 	}
 	wg.Wait()
-	seenS, seenT := map[attribution.SpanID]bool{}, map[attribution.TraceID]bool{}
+	seenS, seenT := map[SpanID]bool{}, map[TraceID]bool{}
 	steps := 0
 	for w := range workers {
 		for i, id := range spans[w] {
@@ -273,7 +272,7 @@ func TestCollectorIDs(t *testing.T) {
 				steps++
 			}
 			tid := traces[w][i]
-			if tid == (attribution.TraceID{}) || seenT[tid] {
+			if tid == (TraceID{}) || seenT[tid] {
 				t.Fatalf("trace id %s: zero or repeated", tid)
 			}
 			seenT[tid] = true
@@ -288,28 +287,49 @@ func TestCollectorIDs(t *testing.T) {
 // back is kept for the next units, up to maxFreeSpans spans in all, and a
 // fanout's large slice is not kept at all.
 func TestCollectorKeepsSlicesBounded(t *testing.T) {
-	c := newCollector(func(attribution.Work, any) {}, nil)
-	defer c.close()
+	c := NewCollector(func([]Span, any) {})
+	defer c.Close()
 	kept := func() (int, int) {
 		c.mu.Lock()
 		defer c.mu.Unlock()
 		return len(c.free), c.freeN
 	}
-	c.recycle(make([]attribution.Span, 0, 8*spansPerUnit))
+	c.recycle(make([]Span, 0, 8*spansPerUnit))
 	if n, held := kept(); n != 0 || held != 0 {
 		t.Fatalf("a slice of %d spans kept: %d slices, %d spans", 8*spansPerUnit, n, held)
 	}
-	for range 2 * maxFreeUnits {
-		c.recycle(make([]attribution.Span, 3, spansPerUnit))
+	for range 2 * maxQueuedUnits {
+		c.recycle(make([]Span, 3, spansPerUnit))
 	}
-	if n, held := kept(); n != maxFreeUnits || held != maxFreeSpans {
-		t.Fatalf("after %d slices of %d: %d kept holding %d spans, want %d holding %d", 2*maxFreeUnits, spansPerUnit, n, held, maxFreeUnits, maxFreeSpans)
+	if n, held := kept(); n != maxQueuedUnits || held != maxFreeSpans {
+		t.Fatalf("after %d slices of %d: %d kept holding %d spans, want %d holding %d", 2*maxQueuedUnits, spansPerUnit, n, held, maxQueuedUnits, maxFreeSpans)
 	}
-	buf := c.track(trace.TraceID{1}, nil)
+	c.Track(rootSpan(trace.TraceID{1}, SpanID{1}), nil)
+	c.mu.Lock()
+	buf := c.traces[TraceID{1}]
+	c.mu.Unlock()
 	if len(buf.spans) != 0 || cap(buf.spans) != spansPerUnit {
 		t.Errorf("a tracked unit's slice: len %d cap %d, want an emptied one of %d", len(buf.spans), cap(buf.spans), spansPerUnit)
 	}
-	if n, held := kept(); n != maxFreeUnits-1 || held != maxFreeSpans-spansPerUnit {
-		t.Errorf("after a unit took one: %d kept holding %d spans, want %d holding %d", n, held, maxFreeUnits-1, maxFreeSpans-spansPerUnit)
+	if n, held := kept(); n != maxQueuedUnits-1 || held != maxFreeSpans-spansPerUnit {
+		t.Errorf("after a unit took one: %d kept holding %d spans, want %d holding %d", n, held, maxQueuedUnits-1, maxFreeSpans-spansPerUnit)
 	}
+}
+
+// rootSpan is a unit's root span, to track: sampled, of trace tid, with
+// span id sid.
+func rootSpan(tid trace.TraceID, sid SpanID) trace.Span {
+	sc := trace.NewSpanContext(trace.SpanContextConfig{TraceID: tid, SpanID: trace.SpanID(sid), TraceFlags: trace.FlagsSampled})
+	return trace.SpanFromContext(trace.ContextWithSpanContext(context.Background(), sc))
+}
+
+// unitOf is what the tests read of a unit's spans: its root (the span
+// with no parent).
+func unitOf(sp []Span) (w struct{ Root Span }) {
+	for _, s := range sp {
+		if s.ParentID.IsZero() {
+			w.Root = s
+		}
+	}
+	return w
 }

@@ -1,4 +1,4 @@
-package runtime
+package spans
 
 import (
 	goruntime "runtime"
@@ -9,35 +9,33 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 	"go.opentelemetry.io/otel/trace/embedded"
-
-	"github.com/amdahl-rt/amdahl/telemetry/attribution"
-	"github.com/amdahl-rt/amdahl/telemetry/spans"
 )
 
-// accountingSpan is a span of the accountingTracer. Like every span, it is
-// safe for concurrent use.
-type accountingSpan struct {
+// tracerSpan is a span of a TracerProvider. Like every span, it is safe
+// for concurrent use.
+type tracerSpan struct {
 	embedded.Span
-	tracer *accountingTracer
+	tracer *Tracer
 	sc     trace.SpanContext
-	// unit is the buffer of the unit the span belongs to, where it is
-	// filed when it ends (nil: looked up by trace). Set before the span
-	// is shared: inherited from the parent, or, on a unit's root, by
-	// setUnit.
-	unit *unitBuf
-	// urec, instead, is the record of the unit it belongs to (a span
-	// started under a record's span that the record has no slot for):
-	// it is kept with the record's spans.
-	urec *unitRecord
+	// unit is the unit the span belongs to, where it is filed when it
+	// ends (nil: looked up by trace). Set before the span is shared:
+	// inherited from the parent, or, on a unit's root, by
+	// Collector.Track.
+	unit *unit
+	// holder, instead, is the Holder its unit's spans go to (inherited).
+	holder Holder
+	// replyLeft: ipc leaves the receive and deserialize of replies to
+	// requests sent under this span to the span's owner (LeaveReplyPhases).
+	replyLeft bool
 
 	mu    sync.Mutex
-	sp    attribution.Span
-	rec   *spanRecord // what only the export reads; nil unless the tracer exports
+	sp    Span
+	rec   *exportRecord // what only the export reads; nil unless the tracer exports
 	ended bool
 }
 
 // End hands the span to the collector, once.
-func (s *accountingSpan) End(opts ...trace.SpanEndOption) { s.endAt(endTime(opts)) }
+func (s *tracerSpan) End(opts ...trace.SpanEndOption) { s.endAt(endTime(opts)) }
 
 // endTime is the end a span's End options give (WithTimestamp), or now.
 func endTime(opts []trace.SpanEndOption) time.Time {
@@ -51,7 +49,7 @@ func endTime(opts []trace.SpanEndOption) time.Time {
 }
 
 // endAt ends the span at end, once.
-func (s *accountingSpan) endAt(end time.Time) {
+func (s *tracerSpan) endAt(end time.Time) {
 	s.mu.Lock()
 	if s.ended {
 		s.mu.Unlock()
@@ -61,35 +59,37 @@ func (s *accountingSpan) endAt(end time.Time) {
 	s.sp.End = end.UnixNano()
 	sp := s.sp
 	s.mu.Unlock()
-	if s.urec != nil {
-		s.urec.addExtra(sp)
-	} else {
-		s.tracer.col.ended(s.unit, sp)
-	}
+	s.tracer.file(&under{unit: s.unit, holder: s.holder}, &sp)
 	if s.rec != nil {
-		s.tracer.export.end(s.tracer, s.rec, s.sc, &sp)
+		s.tracer.p.export.exp.Export(s.rec.record(s.tracer, s.sc, &sp))
 	}
 }
 
-// setUnit makes span, a unit's root just started and not shared yet,
-// carry buf, the buffer the collector keeps the unit's spans in (track):
-// the spans started under it inherit it. Nothing for a span of another
-// tracer.
-func setUnit(span trace.Span, buf *unitBuf) {
-	if s, ok := span.(*accountingSpan); ok {
-		s.unit = buf
+// LeaveReplyPhases marks span, one of a TracerProvider's, as one whose
+// owner records the receive and deserialize of the replies to requests
+// sent under it (ipc.ReplyPhaseRecorder), on the goroutine that takes
+// the reply; it returns false, and marks nothing, for any other span.
+// Call it before the span is shared.
+func LeaveReplyPhases(span trace.Span) bool {
+	s, ok := span.(*tracerSpan)
+	if ok {
+		s.replyLeft = true
 	}
+	return ok
 }
+
+// RecordsReplyPhases implements ipc.ReplyPhaseRecorder (LeaveReplyPhases).
+func (s *tracerSpan) RecordsReplyPhases() bool { return s.replyLeft }
 
 // IsRecording reports whether the span has not ended yet.
-func (s *accountingSpan) IsRecording() bool {
+func (s *tracerSpan) IsRecording() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return !s.ended
 }
 
 // SetAttributes keeps the attributes attribution reads.
-func (s *accountingSpan) SetAttributes(kv ...attribute.KeyValue) {
+func (s *tracerSpan) SetAttributes(kv ...attribute.KeyValue) {
 	s.mu.Lock()
 	if !s.ended {
 		for _, a := range kv {
@@ -103,7 +103,7 @@ func (s *accountingSpan) SetAttributes(kv ...attribute.KeyValue) {
 }
 
 // SetName renames the span.
-func (s *accountingSpan) SetName(name string) {
+func (s *tracerSpan) SetName(name string) {
 	s.mu.Lock()
 	if !s.ended {
 		s.sp.Name = name
@@ -112,17 +112,17 @@ func (s *accountingSpan) SetName(name string) {
 }
 
 // SpanContext returns the span's W3C context.
-func (s *accountingSpan) SpanContext() trace.SpanContext { return s.sc }
+func (s *tracerSpan) SpanContext() trace.SpanContext { return s.sc }
 
 // TracerProvider returns the tracer that made the span.
-func (s *accountingSpan) TracerProvider() trace.TracerProvider { return s.tracer.provider }
+func (s *tracerSpan) TracerProvider() trace.TracerProvider { return s.tracer.p }
 
 // Events, links, errors and status reach only exporters: without one
 // (no rec) they are dropped; a unit's failure reaches attribution as
 // amdahl.outcome.
 
 // AddEvent adds an event, as the SDK would.
-func (s *accountingSpan) AddEvent(name string, opts ...trace.EventOption) {
+func (s *tracerSpan) AddEvent(name string, opts ...trace.EventOption) {
 	s.mu.Lock()
 	if s.rec != nil && !s.ended {
 		s.rec.addEvent(name, trace.NewEventConfig(opts...))
@@ -131,7 +131,7 @@ func (s *accountingSpan) AddEvent(name string, opts ...trace.EventOption) {
 }
 
 // AddLink adds a link, as the SDK would.
-func (s *accountingSpan) AddLink(l trace.Link) {
+func (s *tracerSpan) AddLink(l trace.Link) {
 	s.mu.Lock()
 	if s.rec != nil && !s.ended {
 		s.rec.addLink(l)
@@ -140,7 +140,7 @@ func (s *accountingSpan) AddLink(l trace.Link) {
 }
 
 // RecordError adds err as an exception event, as the SDK would.
-func (s *accountingSpan) RecordError(err error, opts ...trace.EventOption) {
+func (s *tracerSpan) RecordError(err error, opts ...trace.EventOption) {
 	if err == nil || s.rec == nil {
 		return // rec is set before the span is shared
 	}
@@ -166,8 +166,8 @@ func exceptionEvent(err error, opts []trace.EventOption) trace.EventConfig {
 	return cfg
 }
 
-// SetStatus sets the status as the SDK does (spanRecord.setStatus).
-func (s *accountingSpan) SetStatus(code codes.Code, description string) {
+// SetStatus sets the status as the SDK does (exportRecord.setStatus).
+func (s *tracerSpan) SetStatus(code codes.Code, description string) {
 	s.mu.Lock()
 	if s.rec != nil && !s.ended {
 		s.rec.setStatus(code, description)
@@ -177,9 +177,9 @@ func (s *accountingSpan) SetStatus(code codes.Code, description string) {
 
 // setStatus sets the status as the SDK does: Ok is final, Error beats
 // Unset, and only an Error keeps its description.
-func (r *spanRecord) setStatus(code codes.Code, description string) {
+func (r *exportRecord) setStatus(code codes.Code, description string) {
 	if r.status.Code <= code {
-		r.status = spans.Status{Code: code}
+		r.status = Status{Code: code}
 		if code == codes.Error {
 			r.status.Description = description
 		}
