@@ -65,12 +65,12 @@
 //
 // # Accounting
 //
-// The runtime keeps the spans of units in flight as compact
-// attribution.Spans. When nothing but the attribution reads the spans (no
-// exporter, trace file, recorder, span processor, sampler of the
-// program's or Pyroscope: Config.Telemetry.TracerProvider nil, which UseTelemetry
-// leaves so when otelsetup's SpansOnlyForAttribution says so), the
-// runtime traces with its own tracer (tracer.go), which samples each
+// The runtime keeps the spans of units in flight as compact spans.Spans,
+// in a spans.Collector. When nothing but the attribution reads the spans
+// (no exporter, trace file, recorder, span processor, sampler of the
+// program's or Pyroscope: Config.Telemetry.TracerProvider nil, which
+// UseTelemetry leaves so when otelsetup's SpansOnlyForAttribution says
+// so), the runtime traces with spans.TracerProvider, which samples each
 // unit's root with OTEL_TRACES_SAMPLER's sampler (Config.Telemetry.Sampler; every
 // unit without one) and whose spans are those compact records from
 // the start, with real W3C span contexts, and go to the accounting when
@@ -83,19 +83,17 @@
 // other reader (amdahl run --out: Config.Telemetry.Export, which UseTelemetry
 // sets from otelsetup's TraceFileOnly), the same tracer also keeps what
 // the SDK would export of each span and hands the file's writer the span
-// whole at its end, still without SDK spans. With that tracer (with the
-// trace file or without), every unit sampled and no metric or phase
-// delay of the runtime's own Component (amdahl run's default, and amdahl
-// run --out's), a task unit sent straight to a host keeps its spans as
-// times in the unit itself (record.go): its root, dispatch, queue and
-// host span written there by the runtime, ipc's four leaves and the
-// host's phases in fixed slots, anything else whole beside them; it is
-// handed off once, and its spans are made by the accounting, in the same
-// shape every time. With the trace file the record also keeps what the
-// file reads of its spans (attributes, events, status) and hands the file
-// all of them when the root ends. Otherwise it installs a span
-// processor on the SDK that takes the same compact copy inside each
-// span's End. When a unit's root ends it is handed to the runtime's
+// whole at its end, still without SDK spans. With that tracer and no
+// exporter, every unit sampled and no metric or phase delay of the
+// runtime's own Component (amdahl run's default), a task unit sent
+// straight to a host keeps its spans as times in the unit itself
+// (record.go, a spans.Holder the tracer hands the spans under it): its
+// root, dispatch, queue and host span written there by the runtime,
+// ipc's four leaves and the host's phases in fixed slots, anything else
+// whole beside them; it is handed off once, and its spans are made by
+// the accounting, in the same shape every time. With an SDK
+// TracerProvider the collector takes the same compact copy of each span
+// from Config.Telemetry.Spans (otelsetup.SDKSource). When a unit's root ends it is handed to the runtime's
 // accounting goroutine (through a bounded queue: a unit is never dropped;
 // the goroutine, woken by the first unit after it idled, lets units
 // gather for 50 ms, or until 512 wait, and takes them all at once; Wait

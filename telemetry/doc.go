@@ -121,7 +121,7 @@
 // called and no clock read: StartPhase, StartLeaf and RecordSpan alike;
 // Component.Records tells a caller that would prepare phases to hand it
 // (the runtime builds no host phases from the reply of a unit sampled
-// out). The runtime's attribution (runtime/collector.go) therefore
+// out). The runtime's attribution (a spans.Collector) therefore
 // never sees such a unit: Submit tracks only a sampled root's trace. What
 // that leaves:
 //
@@ -186,8 +186,8 @@
 //
 // A TracerProvider that implements PhaseTracer takes the phases whole:
 // component, phase and direction as values, times as times, without the
-// OTel API's span options. The runtime's own tracer, which feeds its
-// attribution when nothing exports the spans, is one: through it a phase
+// OTel API's span options. The runtime's tracer (spans.TracerProvider),
+// which feeds its attribution when nothing exports the spans, is one: through it a phase
 // is a compact record, not an SDK span. A phase under which no span
 // starts can say so (StartLeaf, StartDetachedLeaf; attributes at EndWith
 // or FailWith): its span is made whole when it ends, the same span

@@ -15,8 +15,9 @@ import (
 // trace.WithTimestamp), which allocate on every span. A Component whose
 // TracerProvider implements it starts and records its phase spans through
 // it; through any other provider they are the same spans made with the
-// OTel API, with the same names and attributes. The runtime's own tracer,
-// which feeds its attribution when nothing exports the spans, is one.
+// OTel API, with the same names and attributes. spans.TracerProvider, the
+// runtime's tracer when nothing but its attribution and at most the trace
+// file read the spans, is one.
 //
 // A PhaseTracer may also have a method SamplesOut() bool, reporting
 // whether it may start a span sampled out (its sampler can drop a root);

@@ -29,7 +29,7 @@ var rooms = []room{
 		"one size grammar (`1.5MiB`, `128KiB`, `4089446`); output files created without following a link at their name; feature waves; the W3C trace context across gRPC calls where nothing reads otelgrpc's spans or metrics; the process's CPU time; a self-signed loopback certificate for tests; the protobuf generator's pins; generated protobuf of the wire and of Durable Task"},
 	{"telemetry API", "",
 		[]string{"telemetry", "telemetry/spans"},
-		"phase and direction names, attribute keys, metric names, pprof labels, `Component` on given providers (the otel globals by default), `RecordSpan` for a phase measured elsewhere; the one span model (`spans.Span`, and `spans.Record` for export) and its OTLP JSON codec (the trace file's reader and writer), with no SDK"},
+		"phase and direction names, attribute keys, metric names, pprof labels, `Component` on given providers (the otel globals by default), `RecordSpan` for a phase measured elsewhere; the one span model (`spans.Span`, and `spans.Record` for export), its tracer (`spans.TracerProvider`), the per-unit collector (`spans.Collector`) and its OTLP JSON codec (the trace file's reader and writer), with no SDK"},
 	{"libraries", "",
 		[]string{"ipc", "ipc/taskproto", "chunking"},
 		"the wire to a child process (transports, handshake, frames, `Conn`); the task-host protocol over it, and a task host as a small library; chunked Durable Task completions and the reassembling sidecar"},

@@ -1,5 +1,5 @@
-// Package spans is amdahl's one span model and its OTLP JSON codec: the
-// trace file's reader and writer.
+// Package spans is amdahl's one span model, its tracer, its per-unit
+// collector and its OTLP JSON codec: the trace file's reader and writer.
 //
 // Span is what every reader of spans in amdahl knows of one: the live
 // accounting of a run, `amdahl report` over a trace file, the
@@ -15,6 +15,16 @@
 // name the input, line and column. Rules, when given, read the attributes
 // a Span does not keep (the semantic conventions', a rules file's) and
 // give each span its row; the attribution's rule sets implement them.
+//
+// TracerProvider is the one tracer: a trace.TracerProvider (and a
+// telemetry.PhaseTracer) whose spans are Spans from their start, with
+// real W3C span contexts, sampled by a Sampler. An ended span goes to its
+// unit in a Collector and, when an Exporter is set, to it whole as a
+// Record. A Collector keeps the spans of the units it tracks (Track: a
+// unit's root), by unit, and hands each unit's spans to a func on an
+// accounting goroutine of its own when its root ends; spans from
+// elsewhere (a Source's) reach it through Ended. A Holder is a span that
+// keeps its unit's spans itself and hands them off whole (HandOff).
 //
 // Record is a span whole, as an exporter writes it (attributes, events,
 // links, status, resource and scope, as values). An Exporter takes
