@@ -262,9 +262,11 @@ func BenchmarkRun(b *testing.B) {
 // parent's receive of the reply begins during that send. cpu-ns/op is
 // the process's CPU time per unit (every goroutine's, the accounting's
 // and the GC's included): the cost, where ns/op is the wall time of two
-// goroutines that may overlap or wait for each other. path=own is amdahl
-// run's default: the runtime's tracer (telemetry/spans), where only
-// attribution reads the spans; path=sdk records them with the OTel SDK,
+// goroutines that may overlap or wait for each other. path=record is
+// amdahl run's default for such a unit: kept in its record (record.go),
+// where only attribution reads the spans; path=own the same unit through
+// the runtime's tracer (telemetry/spans), as a unit no record takes;
+// path=sdk records them with the OTel SDK,
 // the collector taking them through otelsetup.SDKSource (a run with an
 // exporter or a recorder); sdk+export and own+export add the trace file
 // (its batcher and its writes, to a file in the test's directory), one

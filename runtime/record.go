@@ -33,9 +33,11 @@ import (
 // slots (HoldLeaf). The other ten spans are slots of two times each. The
 // unit is handed to the accounting once, at its root's end, and its spans
 // are made there, in the accounting goroutine's scratch space
-// (spans.Collector.HandOff), in a fixed order (so that the attribution's
-// known-shape path takes them), with the root's, dispatch's and host
-// span's random ids and fixed ones for the slots.
+// (spans.Collector.HandOff, through spans.Appender), in the same order
+// every time, as the tracer's spans of such a unit come in the order they
+// end (attribution.Builder keeps the shapes of the orders it sees), with
+// the root's, dispatch's and host span's random ids and fixed ones for
+// the slots.
 //
 // Nothing of what a span says to the attribution is lost: a span the
 // record has no slot for (a phase a program starts under the unit, a

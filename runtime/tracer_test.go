@@ -108,7 +108,7 @@ func tracerComponents(t *testing.T, tp trace.TracerProvider) (rt, ipcComp *telem
 	return rt, ipcComp
 }
 
-// TestAccountingTracerSpans: the accountingTracer's spans reach the
+// TestAccountingTracerSpans: the runtime's tracer's spans reach the
 // collector as the attribution.Spans the SDK's would have made: ids and
 // parents, names, component, phase, direction, remote, times, outcome;
 // once each; none from an unsampled parent; and they propagate a sampled
@@ -221,7 +221,7 @@ func TestAccountingTracerConcurrent(t *testing.T) {
 }
 
 // TestAccountingMatchesSDK: a run whose spans go through the runtime's
-// accountingTracer is attributed like one whose spans go through the
+// tracer (telemetry/spans) is attributed like one whose spans go through the
 // SDK: the same rows, with the same number of spans each, and every
 // unit's critical times adding up to its end-to-end time; with metrics
 // off too, where the trace context crosses the gRPC calls through
@@ -857,7 +857,7 @@ func TestSpanOutlivesUnit(t *testing.T) {
 }
 
 // TestUnsampledUnit: under a sampler that drops a unit's root, the
-// accountingTracer's spans under it are that root's own non-recording
+// runtime tracer's spans under it are that root's own non-recording
 // span: no object, no ids, nothing reaches the collector, and what a
 // task host is handed is the root's unsampled context. A sampled root
 // under the same tracer is recorded as ever.
