@@ -105,7 +105,7 @@ func testTraceFileHoldsEveryUnit(t *testing.T, units int, own bool) {
 	}
 	defer f.Close()
 	inFile := 0
-	if err := spans.ReadOTLPJSON(f, path, spans.Limits{}, nil, nil, func(attribution.Span) error { inFile++; return nil }); err != nil {
+	if err := spans.ReadOTLPJSON(f, path, spans.Limits{}, nil, nil, func(spans.Span) error { inFile++; return nil }); err != nil {
 		t.Fatal(err)
 	}
 	if n := ended.n.Load(); int64(inFile) != n || n < int64(10*units) {
@@ -113,7 +113,7 @@ func testTraceFileHoldsEveryUnit(t *testing.T, units int, own bool) {
 	}
 
 	var acc attribution.Accumulator
-	diag, err := attribution.ReadFile(path, attribution.Limits{}, nil, acc.Add)
+	diag, err := attribution.ReadFile(path, spans.Limits{}, nil, acc.Add)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -164,7 +164,7 @@ func TestAccountingTracerSpans(t *testing.T) {
 	got := units()[0][:3] // in the order they ended, the root last
 	send, rec, hs := got[0], got[1], got[2]
 	if send.Name != "ipc.send" || send.Component != "ipc" || send.Phase != telemetry.Send || send.Direction != telemetry.Request ||
-		send.ParentID != attribution.SpanID(root.SpanID()) || send.End < send.Start || send.Remote {
+		send.ParentID != spans.SpanID(root.SpanID()) || send.End < send.Start || send.Remote {
 		t.Errorf("phase span %+v: want ipc.send/request under the root", send)
 	}
 	if rec.Name != "ipc.receive" || rec.Phase != telemetry.Receive || rec.Direction != telemetry.Reply || !rec.Remote ||
@@ -174,9 +174,9 @@ func TestAccountingTracerSpans(t *testing.T) {
 	if hs.Name != "runtime.host.renamed" || hs.Phase.Valid() || hs.Start != t0.UnixNano() || hs.End != t0.Add(3*time.Millisecond).UnixNano() || hs.Failed {
 		t.Errorf("host span %+v: want renamed, not a phase, at its given times, not failed", hs)
 	}
-	ids := map[attribution.SpanID]bool{attribution.SpanID(root.SpanID()): true}
+	ids := map[spans.SpanID]bool{spans.SpanID(root.SpanID()): true}
 	for _, s := range got {
-		if s.TraceID != attribution.TraceID(root.TraceID()) || ids[s.SpanID] || s.SpanID.IsZero() {
+		if s.TraceID != spans.TraceID(root.TraceID()) || ids[s.SpanID] || s.SpanID.IsZero() {
 			t.Errorf("span %s: trace %s id %s: want the root's trace and a new, unique id", s.Name, s.TraceID, s.SpanID)
 		}
 		ids[s.SpanID] = true
@@ -186,7 +186,7 @@ func TestAccountingTracerSpans(t *testing.T) {
 		t.Fatalf("accounted %d units, want 1", len(works))
 	}
 	w := works[0]
-	if w.Root.Name != telemetry.SpanWork || !w.Root.Failed || w.Root.TraceID != attribution.TraceID(root.TraceID()) {
+	if w.Root.Name != telemetry.SpanWork || !w.Root.Failed || w.Root.TraceID != spans.TraceID(root.TraceID()) {
 		t.Errorf("unit root %+v: want a failed amdahl.work of the trace", w.Root)
 	}
 	if len(w.Nodes) != 4 {
@@ -743,18 +743,18 @@ func TestGRPCSpansChangeNoRow(t *testing.T) {
 	if _, err := Run(context.Background(), cfg, sc); err != nil {
 		t.Fatal(err)
 	}
-	var all []attribution.Span
+	var all []spans.Span
 	for _, s := range rec.Spans() {
 		all = append(all, otelsetup.SpanOf(s))
 	}
-	isRPC := func(s attribution.Span) bool { return strings.HasPrefix(s.Name, "TaskHubSidecarService/") }
-	parent := map[attribution.SpanID]attribution.SpanID{}
+	isRPC := func(s spans.Span) bool { return strings.HasPrefix(s.Name, "TaskHubSidecarService/") }
+	parent := map[spans.SpanID]spans.SpanID{}
 	for _, s := range all {
 		if isRPC(s) {
 			parent[s.SpanID] = s.ParentID
 		}
 	}
-	var without []attribution.Span
+	var without []spans.Span
 	rpcs := 0
 	for _, s := range all {
 		if isRPC(s) {
@@ -770,9 +770,9 @@ func TestGRPCSpansChangeNoRow(t *testing.T) {
 		}
 		without = append(without, s)
 	}
-	byRoot := func(spans []attribution.Span) map[attribution.SpanID]string {
-		works, _ := attribution.Trees(spans)
-		m := map[attribution.SpanID]string{}
+	byRoot := func(in []spans.Span) map[spans.SpanID]string {
+		works, _ := attribution.Trees(in)
+		m := map[spans.SpanID]string{}
 		for _, w := range works {
 			m[w.Root.SpanID] = fmt.Sprint(w.Stats)
 		}
