@@ -259,7 +259,8 @@ func BenchmarkRun(b *testing.B) {
 // critical path), waited for every 256 units. The host's phases are five:
 // its receive, deserialize, execute and serialize, and the send of its
 // reply, which a host stamps into the reply of a sampled request; the
-// parent's receive of the reply begins during that send. cpu-ns/op is
+// parent's receive of the reply begins after that send's end, as with a
+// reply in one write (ipc.SendStamper). cpu-ns/op is
 // the process's CPU time per unit (every goroutine's, the accounting's
 // and the GC's included): the cost, where ns/op is the wall time of two
 // goroutines that may overlap or wait for each other. path=record is
@@ -375,8 +376,8 @@ func benchUnitRecord(r *Runtime) {
 // benchReply is a task's reply as BenchmarkUnitTelemetry's units take
 // it: the host's five timings one after another (the send of its reply
 // stamped into it, as for a sampled request), and the parent's receive
-// of the reply, which begins once the frame's header has arrived: during
-// the host's send.
+// of the reply, which begins once the frame's header has arrived: after
+// the host's send ends, the reply being stamped before its one write.
 func benchReply() ([taskproto.NumTimings]taskproto.Timing, ipc.Incoming) {
 	now := time.Now()
 	timings := [taskproto.NumTimings]taskproto.Timing{{Phase: telemetry.Receive, Direction: telemetry.Request},
@@ -385,7 +386,7 @@ func benchReply() ([taskproto.NumTimings]taskproto.Timing, ipc.Incoming) {
 	for k := range timings {
 		timings[k].Start, timings[k].End = now.Add(time.Duration(k)*time.Microsecond), now.Add(time.Duration(k+1)*time.Microsecond)
 	}
-	return timings, ipc.Incoming{Size: 100, ReceiveStart: now.Add(4*time.Microsecond + time.Microsecond/2),
+	return timings, ipc.Incoming{Size: 100, ReceiveStart: now.Add(5*time.Microsecond + time.Microsecond/2),
 		ReceiveDuration: time.Microsecond, DeserializeDuration: time.Microsecond}
 }
 
