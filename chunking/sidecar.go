@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -34,6 +35,8 @@ type Completion struct {
 	OrchestrationTraceContext *dtpb.OrchestrationTraceContext
 	// Chunks is the number of messages the completion arrived in.
 	Chunks int
+
+	bufs []*recvBuf // the buffers its payloads alias (BorrowPayloads)
 }
 
 type lease struct {
@@ -57,6 +60,7 @@ type buffer struct {
 	bytes   int // serialized, bounded by MaxBufferedBytes
 	held    int // heldBytes of the chunks, counted toward MaxTotalBufferedBytes
 	touched time.Time
+	bufs    []*recvBuf // the buffers the chunks' payloads alias (BorrowPayloads)
 }
 
 // next is the index of the chunk expected next.
@@ -139,6 +143,9 @@ func NewSidecar(cfg SidecarConfig) (*Sidecar, error) {
 func (s *Sidecar) serverOptions(auth *authorizer) []grpc.ServerOption {
 	cfg := s.cfg
 	opts := []grpc.ServerOption{grpc.MaxRecvMsgSize(cfg.MaxRecvMsgSize), grpc.NumStreamWorkers(uint32(cfg.StreamWorkers))}
+	if cfg.BorrowPayloads {
+		opts = append(opts, grpc.ForceServerCodecV2(serverCodec{}))
+	}
 	opts = append(opts, s.limitOptions(auth)...)
 	opts = append(opts, grpc.ChainUnaryInterceptor(s.countUnary), grpc.ChainStreamInterceptor(s.countStream))
 	if cfg.TracerProvider != nil && cfg.MeterProvider != nil {
@@ -173,7 +180,16 @@ func (s *Sidecar) Serve(lis net.Listener) error {
 	}
 	if s.srv == nil {
 		s.srv = grpc.NewServer(s.srvOpts...)
-		dtpb.RegisterSidecarServer(s.srv, (*sidecarService)(s))
+		desc := dtpb.SidecarServiceDesc
+		if s.cfg.BorrowPayloads {
+			desc.Methods = slices.Clone(desc.Methods)
+			for i := range desc.Methods {
+				if desc.Methods[i].MethodName == "CompleteOrchestratorTask" {
+					desc.Methods[i].Handler = s.borrowingComplete
+				}
+			}
+		}
+		s.srv.RegisterService(&desc, (*sidecarService)(s))
 	}
 	srv := s.srv
 	s.wg.Add(2)

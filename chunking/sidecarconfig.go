@@ -91,6 +91,17 @@ type SidecarConfig struct {
 	// sets it, so that its memory does not grow with the completions'
 	// payloads.
 	OnApplied func(Completion)
+	// BorrowPayloads, with OnApplied, lends OnApplied the completion's
+	// payloads instead of giving them: the actions' StringValue strings
+	// (inputs, results, details, versions) and the custom status share the
+	// memory of the messages they arrived in, which the sidecar reuses for
+	// later messages once OnApplied returns. OnApplied must then not keep
+	// them, nor anything that holds them, past its return (strings.Clone
+	// what it keeps). It saves a copy of every payload byte and most of
+	// the sidecar's garbage. The instance id, completion token and task
+	// names are the completion's own either way. Without OnApplied it is
+	// refused.
+	BorrowPayloads bool
 	// MaxKeptCompletions caps the completions kept for Completions and
 	// DrainCompletions when OnApplied is nil (default 4096): over it the
 	// oldest kept completion is forgotten, and counted by
@@ -185,6 +196,9 @@ func (cfg SidecarConfig) withDefaults() (SidecarConfig, error) {
 	}
 	if cfg.StreamWorkers > MaxStreamWorkers {
 		return cfg, fmt.Errorf("chunking: sidecar: SidecarConfig.StreamWorkers is %d, want at most %d (0 takes the default %d)", cfg.StreamWorkers, MaxStreamWorkers, DefaultStreamWorkers)
+	}
+	if cfg.BorrowPayloads && cfg.OnApplied == nil {
+		return cfg, fmt.Errorf("chunking: sidecar: SidecarConfig.BorrowPayloads needs OnApplied: the payloads are lent to it, and a sidecar without it keeps its completions")
 	}
 	if cfg.Token != "" {
 		if err := checkToken(cfg.Token); err != nil {

@@ -151,13 +151,54 @@ func (s *Sidecar) reject(ctx context.Context, reason string, c codes.Code, forma
 
 //nolint:staticcheck // SA1019: IsPartial and ChunkIndex are deprecated but they are the protocol.
 func (ss *sidecarService) CompleteOrchestratorTask(ctx context.Context, req *dtpb.OrchestratorResponse) (*dtpb.CompleteTaskResponse, error) {
-	s := (*Sidecar)(ss)
+	r, _, err := (*Sidecar)(ss).completeTask(ctx, req, nil)
+	return r, err
+}
+
+// borrowingComplete is the CompleteOrchestratorTask handler of a sidecar
+// with BorrowPayloads: the message is decoded by serverCodec, its
+// payloads aliasing a buffer of the sidecar's, and the buffers no longer
+// aliased are released once the handler and every interceptor have
+// returned.
+func (s *Sidecar) borrowingComplete(srv any, ctx context.Context, dec func(any) error, icp grpc.UnaryServerInterceptor) (any, error) {
+	br := &borrowedResponse{}
+	if err := dec(br); err != nil {
+		return nil, err
+	}
+	free := []*recvBuf{br.buf} // until the handler says otherwise
+	defer func() {
+		for _, b := range free {
+			b.release()
+		}
+	}()
+	call := func(ctx context.Context, req any) (any, error) {
+		r, fr, err := s.completeTask(ctx, req.(*dtpb.OrchestratorResponse), br.buf)
+		free = fr
+		return r, err
+	}
+	if icp == nil {
+		return call(ctx, br.msg)
+	}
+	return icp(ctx, br.msg, &grpc.UnaryServerInfo{Server: srv, FullMethod: dtpb.MethodCompleteOrchestratorTask}, call)
+}
+
+// completeTask serves CompleteOrchestratorTask for req, whose payloads
+// alias rb (nil: req owns them). It returns the buffers that nothing
+// aliases any longer once it has returned: rb when the sidecar did not
+// keep req, and the buffers of a completion OnApplied has had.
+//
+//nolint:staticcheck // SA1019
+func (s *Sidecar) completeTask(ctx context.Context, req *dtpb.OrchestratorResponse, rb *recvBuf) (*dtpb.CompleteTaskResponse, []*recvBuf, error) {
+	var free []*recvBuf
 	// Deserialize and execute are leaves (StartLeaf), siblings under the
 	// call's span: no span starts under either, and execute begins when
 	// deserialize has ended. (Started under deserialize, execute lay
 	// outside its parent, and attribution cut it to nothing.)
 	ph := s.comp.StartLeaf(ctx, telemetry.Deserialize, telemetry.Request)
-	done, err := s.complete(ctx, req)
+	done, kept, err := s.complete(ctx, req, rb)
+	if !kept && rb != nil {
+		free = append(free, rb)
+	}
 	// Attributes only an exporter reads (SpanAttributes): without one
 	// they are not built (with the runtime's own tracer their slice
 	// reached the heap; on the no-op tracer it did not).
@@ -169,7 +210,7 @@ func (ss *sidecarService) CompleteOrchestratorTask(ctx context.Context, req *dtp
 	}
 	if err != nil {
 		ph.FailWith(err, attrs...)
-		return nil, err
+		return nil, free, err
 	}
 	ph.EndWith(attrs...)
 	if done != nil {
@@ -182,16 +223,21 @@ func (ss *sidecarService) CompleteOrchestratorTask(ctx context.Context, req *dtp
 		} else {
 			ex.End()
 		}
+		if s.cfg.BorrowPayloads {
+			free = append(free, done.bufs...)
+		}
 	}
-	return &dtpb.CompleteTaskResponse{}, nil
+	return &dtpb.CompleteTaskResponse{}, free, nil
 }
 
-// complete validates req against the token's state and applies it
-// atomically under s.mu. It returns the applied completion, or nil when
-// the chunk was buffered or was a duplicate.
+// complete validates req (its payloads aliasing rb, if not nil) against
+// the token's state and applies it atomically under s.mu. It returns the
+// applied completion, or nil when the chunk was buffered or was a
+// duplicate; kept tells whether req is held (buffered or applied), and
+// with it rb.
 //
 //nolint:staticcheck // SA1019
-func (s *Sidecar) complete(ctx context.Context, req *dtpb.OrchestratorResponse) (*Completion, error) {
+func (s *Sidecar) complete(ctx context.Context, req *dtpb.OrchestratorResponse, rb *recvBuf) (c *Completion, kept bool, err error) {
 	tok := req.GetCompletionToken()
 	var idx int32 = -1
 	if req.ChunkIndex != nil {
@@ -200,29 +246,30 @@ func (s *Sidecar) complete(ctx context.Context, req *dtpb.OrchestratorResponse) 
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if tok == "" {
-		return nil, s.reject(ctx, ReasonMissingToken, codes.InvalidArgument, "completion token is empty")
+		return nil, false, s.reject(ctx, ReasonMissingToken, codes.InvalidArgument, "completion token is empty")
 	}
 	if d, ok := s.completed[tok]; ok {
-		return nil, s.resentLocked(ctx, tok, d, idx, req.IsPartial)
+		return nil, false, s.resentLocked(ctx, tok, d, idx, req.IsPartial)
 	}
 	l, ok := s.leases[tok]
 	if !ok {
-		return nil, s.reject(ctx, ReasonUnknownToken, codes.NotFound, "unknown completion token %q", tok)
+		return nil, false, s.reject(ctx, ReasonUnknownToken, codes.NotFound, "unknown completion token %q", tok)
 	}
 	if req.GetInstanceId() != l.req.GetInstanceId() {
-		return nil, s.reject(ctx, ReasonUnknownToken, codes.InvalidArgument,
+		return nil, false, s.reject(ctx, ReasonUnknownToken, codes.InvalidArgument,
 			"completion token %q belongs to instance %q, not %q", tok, l.req.GetInstanceId(), req.GetInstanceId())
 	}
 	buf := s.buffers[tok]
 	if req.IsPartial {
-		return nil, s.partialLocked(ctx, tok, idx, buf, req)
+		kept, err = s.partialLocked(ctx, tok, idx, buf, req, rb)
+		return nil, kept, err
 	}
-	c, err := s.finalLocked(ctx, tok, idx, buf, req)
+	c, err = s.finalLocked(ctx, tok, idx, buf, req, rb)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	s.appliedLocked(tok, idx, c)
-	return c, nil
+	return c, true, nil
 }
 
 // resentLocked answers a message for a token already completed (d): a
@@ -248,51 +295,51 @@ func (s *Sidecar) resentLocked(ctx context.Context, tok string, d done, idx int3
 // a bound.
 //
 //nolint:staticcheck // SA1019
-func (s *Sidecar) partialLocked(ctx context.Context, tok string, idx int32, buf *buffer, req *dtpb.OrchestratorResponse) error {
+func (s *Sidecar) partialLocked(ctx context.Context, tok string, idx int32, buf *buffer, req *dtpb.OrchestratorResponse, rb *recvBuf) (kept bool, err error) {
 	if idx < 0 {
-		return s.reject(ctx, ReasonMissingIndex, codes.InvalidArgument, "isPartial=true without chunkIndex (token %q)", tok)
+		return false, s.reject(ctx, ReasonMissingIndex, codes.InvalidArgument, "isPartial=true without chunkIndex (token %q)", tok)
 	}
 	if buf == nil {
 		if idx != 0 {
-			return s.reject(ctx, ReasonNoBuffer, codes.FailedPrecondition, "chunk %d of token %q without a buffered chunk 0", idx, tok)
+			return false, s.reject(ctx, ReasonNoBuffer, codes.FailedPrecondition, "chunk %d of token %q without a buffered chunk 0", idx, tok)
 		}
 	} else {
 		if idx < buf.next() {
 			// Sent again, after a lost reply: acknowledged if it is
 			// the chunk accepted, refused (the buffer kept) if not.
 			if !proto.Equal(buf.chunks[idx], req) {
-				return s.reject(ctx, ReasonConflict, codes.FailedPrecondition,
+				return false, s.reject(ctx, ReasonConflict, codes.FailedPrecondition,
 					"chunk %d of token %q differs from the chunk %d already accepted; a chunk sent again must be identical "+
 						"(the accepted chunks are kept)", idx, tok, idx)
 			}
 			s.metrics.dups.Add(ctx, 1, s.metrics.plain)
 			buf.touched = s.cfg.Now()
-			return nil
+			return false, nil
 		}
 		if idx > buf.next() {
 			s.dropLocked(tok)
-			return s.reject(ctx, ReasonGap, codes.FailedPrecondition, "chunk %d of token %q, expected %d", idx, tok, buf.next())
+			return false, s.reject(ctx, ReasonGap, codes.FailedPrecondition, "chunk %d of token %q, expected %d", idx, tok, buf.next())
 		}
 	}
 	n := proto.Size(req)
 	h := heldBytes(n, len(req.GetActions()))
 	if err := s.admitLocked(ctx, tok, buf, idx, n, h, true); err != nil {
-		return err
+		return false, err
 	}
 	if buf == nil {
 		buf = &buffer{}
 		s.buffers[tok] = buf
 		s.metrics.partial.Add(ctx, 1, s.metrics.plain)
 	}
-	s.appendLocked(buf, req, n, h)
-	return nil
+	s.appendLocked(buf, req, rb, n, h)
+	return true, nil
 }
 
 // finalLocked builds the completion that the final message req (index idx,
 // -1 when absent) of token tok makes: req alone, or req after the chunks
 // in buf, which it drops. It refuses a final chunk that does not follow
 // the buffered ones, or one over a bound.
-func (s *Sidecar) finalLocked(ctx context.Context, tok string, idx int32, buf *buffer, req *dtpb.OrchestratorResponse) (*Completion, error) {
+func (s *Sidecar) finalLocked(ctx context.Context, tok string, idx int32, buf *buffer, req *dtpb.OrchestratorResponse, rb *recvBuf) (*Completion, error) {
 	c := &Completion{
 		InstanceID: req.GetInstanceId(), CompletionToken: tok,
 		CustomStatus: req.GetCustomStatus(), RequiresHistory: req.GetRequiresHistory(),
@@ -308,15 +355,22 @@ func (s *Sidecar) finalLocked(ctx context.Context, tok string, idx int32, buf *b
 		c.NumEventsProcessed = req.GetNumEventsProcessed()
 		c.OrchestrationTraceContext = req.GetOrchestrationTraceContext()
 		c.Chunks = 1
+		if rb != nil {
+			c.bufs = []*recvBuf{rb}
+		}
 	case idx < 0:
 		// A standalone final message over a buffer: the worker replaced the
 		// completion (for example by a failure completion after chunk k
-		// failed externalization). The buffered chunks are discarded.
+		// failed externalization). The buffered chunks are discarded (their
+		// buffers left to the GC).
 		s.dropLocked(tok)
 		c.Actions = req.GetActions()
 		c.NumEventsProcessed = req.GetNumEventsProcessed()
 		c.OrchestrationTraceContext = req.GetOrchestrationTraceContext()
 		c.Chunks = 1
+		if rb != nil {
+			c.bufs = []*recvBuf{rb}
+		}
 	case idx != buf.next():
 		s.dropLocked(tok)
 		return nil, s.reject(ctx, ReasonGap, codes.FailedPrecondition, "final chunk %d of token %q, expected %d", idx, tok, buf.next())
@@ -326,8 +380,9 @@ func (s *Sidecar) finalLocked(ctx context.Context, tok string, idx int32, buf *b
 		if err := s.admitLocked(ctx, tok, buf, idx, n, h, false); err != nil {
 			return nil, err
 		}
-		s.appendLocked(buf, req, n, h)
+		s.appendLocked(buf, req, rb, n, h)
 		s.dropLocked(tok)
+		c.bufs = buf.bufs
 		c.Actions = make([]*dtpb.OrchestratorAction, 0, buf.actions)
 		for _, ch := range buf.chunks {
 			c.Actions = append(c.Actions, ch.GetActions()...)
@@ -391,8 +446,11 @@ func (s *Sidecar) admitLocked(ctx context.Context, tok string, buf *buffer, idx 
 }
 
 // appendLocked buffers a chunk of n bytes (h held) that admitLocked
-// accepted.
-func (s *Sidecar) appendLocked(buf *buffer, req *dtpb.OrchestratorResponse, n, h int) {
+// accepted, its payloads aliasing rb (if not nil).
+func (s *Sidecar) appendLocked(buf *buffer, req *dtpb.OrchestratorResponse, rb *recvBuf, n, h int) {
+	if rb != nil {
+		buf.bufs = append(buf.bufs, rb)
+	}
 	buf.bytes += n
 	buf.held += h
 	s.buffered += h

@@ -210,8 +210,9 @@ func (r *Runtime) serveOwnSidecar(cfg Config, chunkComp *telemetry.Component, rp
 		// A worker goroutine for each unit in flight and one for the
 		// work-item stream: no call grows a new goroutine's stack.
 		StreamWorkers: min(cfg.Settings.Concurrency+1, chunking.MaxStreamWorkers),
-		// Count, keep nothing: the payloads are garbage once applied.
-		OnApplied: func(chunking.Completion) {}}); err != nil {
+		// Count, keep nothing: the payloads are garbage once applied,
+		// and can be lent (their memory reused for later messages).
+		OnApplied: func(chunking.Completion) {}, BorrowPayloads: true}); err != nil {
 		return "", err
 	}
 	lis, err := net.Listen("tcp", "127.0.0.1:0")

@@ -23,8 +23,9 @@ import (
 // phase, by label or by stack (docs/attribution.md, "Where the CPU goes").
 const cpuGoal = 0.90
 
-// grpcDecode is the function gRPC's server decodes a request message in.
-const grpcDecode = "google.golang.org/grpc/encoding/proto.(*codecV2).Unmarshal"
+// grpcDecode is the function amdahl's sidecars decode a completion in (the
+// server codec of a sidecar that lends payloads).
+const grpcDecode = "github.com/amdahl-rt/amdahl/chunking.serverCodec.Unmarshal"
 
 // childEnv is the environment of a child amdahl process: this test binary
 // as amdahl, without the telemetry variables of the test's own.
@@ -59,7 +60,7 @@ func onStack(s *profile.Sample, fn string) bool {
 func decodeLabels(profs []*profile.Profile) (decode, labelled int) {
 	for _, p := range profs {
 		for _, s := range p.Sample {
-			if !onStack(s, grpcDecode) || !onStack(s, "github.com/amdahl-rt/amdahl/chunking/dtpb.completeHandler") {
+			if !onStack(s, grpcDecode) || !onStack(s, "github.com/amdahl-rt/amdahl/chunking.(*Sidecar).borrowingComplete") {
 				continue
 			}
 			decode++
@@ -129,7 +130,7 @@ func TestRunCPUInPhases(t *testing.T) {
 			}
 			decode, labelled := decodeLabels([]*profile.Profile{parent})
 			if decode == 0 {
-				t.Fatalf("no CPU sample of the in-process sidecar decoding a request (%s under dtpb.completeHandler) in %d samples", grpcDecode, len(parent.Sample))
+				t.Fatalf("no CPU sample of the in-process sidecar decoding a request (%s under the sidecar's borrowingComplete) in %d samples", grpcDecode, len(parent.Sample))
 			}
 			if labelled != decode {
 				t.Errorf("%d of the in-process sidecar's %d decode samples carry component=chunking phase=deserialize direction=request, want all", labelled, decode)
@@ -329,7 +330,7 @@ func TestStandaloneSidecarCPULabels(t *testing.T) {
 	}
 	decode, inPhase := decodeLabels(profs)
 	if decode == 0 {
-		t.Fatalf("no CPU sample of the sidecar decoding a request (%s under dtpb.completeHandler)", grpcDecode)
+		t.Fatalf("no CPU sample of the sidecar decoding a request (%s under the sidecar's borrowingComplete)", grpcDecode)
 	}
 	if inPhase != decode {
 		t.Errorf("%d of the sidecar's %d decode samples carry component=chunking phase=deserialize direction=request, want all", inPhase, decode)

@@ -138,8 +138,9 @@ func runSidecar(cmd *cobra.Command, f *sidecarCmdFlags) error {
 		return err
 	}
 	cfg.Component, cfg.TracerProvider, cfg.MeterProvider = comp, tp, tel.MeterProvider()
-	// Count completions, keep none: memory does not grow with their payloads.
-	cfg.OnApplied = func(chunking.Completion) {}
+	// Count completions, keep none: memory does not grow with their
+	// payloads, and their memory is reused for later messages.
+	cfg.OnApplied, cfg.BorrowPayloads = func(chunking.Completion) {}, true
 	sc, err := chunking.NewSidecar(cfg)
 	if err != nil {
 		return err

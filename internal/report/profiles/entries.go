@@ -69,13 +69,14 @@ var Entries = []Entry{
 	{mod + "ipc/taskproto.(*codec).Decode", telemetry.Deserialize, "ipc", telemetry.Reply},
 
 	// chunking: the sender's Complete opens serialize (plan and encode),
-	// then send (one call per chunk); the sidecar's gRPC handler decodes a
-	// completion, then CompleteOrchestratorTask reassembles it under its
+	// then send (one call per chunk); the sidecar's gRPC handler (amdahl's
+	// sidecars lend payloads: borrowingComplete) decodes a completion,
+	// then CompleteOrchestratorTask's work reassembles it under its
 	// deserialize span.
 	{mod + "chunking.(*Sender).Complete", telemetry.Serialize, "chunking", telemetry.Request},
 	{mod + "chunking.(*Sender).sendChunk", telemetry.Send, "chunking", telemetry.Request},
-	{mod + "chunking/dtpb.completeHandler", telemetry.Deserialize, "chunking", telemetry.Request},
-	{mod + "chunking.(*sidecarService).CompleteOrchestratorTask", telemetry.Deserialize, "chunking", telemetry.Request},
+	{mod + "chunking.(*Sidecar).borrowingComplete", telemetry.Deserialize, "chunking", telemetry.Request},
+	{mod + "chunking.(*Sidecar).completeTask", telemetry.Deserialize, "chunking", telemetry.Request},
 
 	// gRPC's transport goroutines, one reader and one writer per
 	// connection: the client's (the sender's) write requests and read

@@ -1,0 +1,267 @@
+package chunking
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"unsafe"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/mem"
+	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	"github.com/amdahl-rt/amdahl/chunking/dtpb"
+)
+
+// decodeCases are messages for the borrowing decoder, by name; fast says
+// whether it must decode them itself (payloads aliased) rather than leave
+// them to protobuf-go.
+func decodeCases() []struct {
+	name string
+	b    []byte
+	fast bool
+} {
+	marshal := func(m proto.Message) []byte {
+		b, err := proto.Marshal(m)
+		if err != nil {
+			panic(err)
+		}
+		return b
+	}
+	complete := &dtpb.OrchestratorAction{Id: 3, OrchestratorActionType: &dtpb.OrchestratorAction_CompleteOrchestration{
+		CompleteOrchestration: &dtpb.CompleteOrchestrationAction{OrchestrationStatus: dtpb.OrchestrationStatus(1),
+			Result: wrapperspb.String("the result"), Details: wrapperspb.String("details"), NewVersion: wrapperspb.String(""),
+			FailureDetails: &dtpb.TaskFailureDetails{ErrorType: "E", ErrorMessage: "m"}, Tags: map[string]string{"k": "v"}}}}
+	tagged := task(4, 10)
+	tagged.GetScheduleTask().Tags = map[string]string{"a": "b", "c": "d"}
+	tagged.GetScheduleTask().Version = wrapperspb.String("v2")
+	timer := &dtpb.OrchestratorAction{Id: 5, OrchestratorActionType: &dtpb.OrchestratorAction_CreateTimer{
+		CreateTimer: &dtpb.CreateTimerAction{FireAt: timestamppb.New(timestamppb.Now().AsTime().Truncate(1e9))}}}
+	event := &dtpb.OrchestratorAction{Id: 6, OrchestratorActionType: &dtpb.OrchestratorAction_SendEvent{
+		SendEvent: &dtpb.SendEventAction{Name: "ev", Data: wrapperspb.String("data")}}}
+	full := response(task(1, 100), complete, tagged, timer, event, &dtpb.OrchestratorAction{Id: 7})
+	full.NumEventsProcessed = wrapperspb.Int32(9)
+	full.IsPartial = true                 //nolint:staticcheck // SA1019
+	full.ChunkIndex = wrapperspb.Int32(2) //nolint:staticcheck // SA1019
+	withUnknown := marshal(response(task(1, 5)))
+	withUnknown = protowire.AppendTag(withUnknown, 99, protowire.VarintType)
+	withUnknown = protowire.AppendVarint(withUnknown, 7)
+	withUnknown = protowire.AppendTag(withUnknown, 98, protowire.Fixed32Type)
+	withUnknown = protowire.AppendFixed32(withUnknown, 7)
+	// An action with an unknown field in it, and one with two cases.
+	act := marshal(task(2, 8))
+	act = protowire.AppendTag(act, 50, protowire.BytesType)
+	act = protowire.AppendString(act, "unknown")
+	unknownInAction := protowire.AppendBytes(protowire.AppendTag(nil, 2, protowire.BytesType), act)
+	twoCases := protowire.AppendBytes(protowire.AppendTag(nil, 2, protowire.BytesType),
+		append(marshal(task(2, 8)), marshal(event)...))
+	// A payload message repeated: protobuf-go merges the two.
+	twice := marshal(response())
+	twice = append(twice, marshal(&dtpb.OrchestratorResponse{CustomStatus: wrapperspb.String("again")})...)
+	// Scalars repeated: the last wins.
+	last := append(marshal(response(task(1, 3))), marshal(&dtpb.OrchestratorResponse{InstanceId: "other", CompletionToken: "tok-2"})...)
+	// An action whose input is "\xff", by hand (protobuf-go would not
+	// write it).
+	msg := func(num protowire.Number, body []byte) []byte {
+		return protowire.AppendBytes(protowire.AppendTag(nil, num, protowire.BytesType), body)
+	}
+	badUTF8 := msg(2, msg(2, msg(3, msg(1, []byte{0xff}))))
+	return []struct {
+		name string
+		b    []byte
+		fast bool
+	}{
+		{"empty", nil, true},
+		{"one task", marshal(response(task(1, 1000))), true},
+		{"every field", marshal(full), true},
+		{"unknown fields", withUnknown, true},
+		{"unknown field in an action", unknownInAction, true},
+		{"two cases", twoCases, true},
+		{"custom status twice", twice, false},
+		{"scalars twice", last, true},
+		{"invalid UTF-8 in a payload", badUTF8, false},
+		{"truncated", marshal(response(task(1, 100)))[:50], false},
+	}
+}
+
+// TestDecodeResponse holds the borrowing decoder to protobuf-go: the same
+// message or the same failure, payloads aliasing the received buffer when
+// it decodes them itself, the envelope's strings owned.
+func TestDecodeResponse(t *testing.T) {
+	for _, tc := range decodeCases() {
+		t.Run(tc.name, func(t *testing.T) {
+			want := new(dtpb.OrchestratorResponse)
+			werr := proto.Unmarshal(tc.b, want)
+			if tc.name == "invalid UTF-8 in a payload" && werr == nil {
+				t.Fatal("the case lost its invalid UTF-8")
+			}
+			// Across two buffers, as gRPC hands over a message read in
+			// frames.
+			h := len(tc.b) / 2
+			data := mem.BufferSlice{mem.SliceBuffer(tc.b[:h]), mem.SliceBuffer(tc.b[h:])}
+			br := &borrowedResponse{}
+			err := serverCodec{}.Unmarshal(data, br)
+			if (err != nil) != (werr != nil) {
+				t.Fatalf("error %v, protobuf-go's %v", err, werr)
+			}
+			if err != nil {
+				return
+			}
+			if !proto.Equal(br.msg, want) {
+				t.Fatalf("decoded\n%v\nprotobuf-go\n%v", br.msg, want)
+			}
+			if (br.buf != nil) != tc.fast {
+				t.Fatalf("borrowed %v, want %v", br.buf != nil, tc.fast)
+			}
+			if br.buf == nil {
+				return
+			}
+			in := func(s string) bool {
+				p := uintptr(unsafe.Pointer(unsafe.StringData(s)))
+				lo := uintptr(unsafe.Pointer(unsafe.SliceData(br.buf.b)))
+				return p >= lo && p < lo+uintptr(len(br.buf.b))
+			}
+			for _, a := range br.msg.GetActions() {
+				if s := a.GetScheduleTask().GetInput().GetValue(); s != "" && !in(s) {
+					t.Errorf("action %d: input not borrowed", a.GetId())
+				}
+				if s := a.GetCompleteOrchestration().GetResult().GetValue(); s != "" && !in(s) {
+					t.Errorf("action %d: result not borrowed", a.GetId())
+				}
+				if s := a.GetScheduleTask().GetName(); s != "" && in(s) {
+					t.Errorf("action %d: task name borrowed", a.GetId())
+				}
+			}
+			for _, s := range []string{br.msg.GetInstanceId(), br.msg.GetCompletionToken()} {
+				if s != "" && in(s) {
+					t.Errorf("%q borrowed: it outlives the call", s)
+				}
+			}
+			br.buf.release()
+		})
+	}
+}
+
+// FuzzDecodeResponse: whatever the borrowing decoder accepts, protobuf-go
+// decodes to the same message; what protobuf-go refuses, it refuses.
+func FuzzDecodeResponse(f *testing.F) {
+	for _, tc := range decodeCases() {
+		f.Add(tc.b)
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		want := new(dtpb.OrchestratorResponse)
+		werr := proto.Unmarshal(b, want)
+		got, ok := decodeResponse(b)
+		if ok && werr != nil {
+			t.Fatalf("decoded what protobuf-go refuses (%v)", werr)
+		}
+		if ok && !proto.Equal(got, want) {
+			t.Fatalf("decoded\n%v\nprotobuf-go\n%v", got, want)
+		}
+	})
+}
+
+func TestBorrowPayloadsNeedsOnApplied(t *testing.T) {
+	if _, err := NewSidecar(SidecarConfig{BorrowPayloads: true}); err == nil || !strings.Contains(err.Error(), "OnApplied") {
+		t.Fatalf("error %v, want one naming OnApplied", err)
+	}
+}
+
+// TestBorrowPayloads sends chunked completions from several workers at
+// once, each payload a letter of its own, through a sidecar that lends
+// them to OnApplied and reuses the buffers; some chunk replies are lost,
+// so chunks arrive twice. Every completion must reach OnApplied exactly as
+// sent: a buffer reused while a chunk kept in a token's buffer, or the
+// completion being applied, still aliases it shows as another
+// completion's letters.
+func TestBorrowPayloads(t *testing.T) {
+	const workers, each, chunks = 4, 3, 4
+	var applied, borrowed atomic.Int64
+	var mu sync.Mutex
+	var bad []string
+	// Replies lost: the first calls of chunks 1 and 3 are applied, then
+	// fail, and the sender sends them again.
+	f := &faults{calls: map[int32]int{}, after: map[int32]codes.Code{1: codes.Unknown, 3: codes.Unavailable}}
+	rg := startRig(t, SidecarConfig{BorrowPayloads: true, ServerOptions: []grpc.ServerOption{grpc.UnaryInterceptor(f.intercept)},
+		OnApplied: func(c Completion) {
+			applied.Add(1)
+			if len(c.bufs) > 0 {
+				borrowed.Add(1)
+			}
+			var letter byte
+			fmt.Sscanf(c.InstanceID, "instance-%c", &letter)
+			for _, a := range c.Actions {
+				in := a.GetScheduleTask().GetInput().GetValue()
+				if strings.Count(in, string(letter)) != len(in) {
+					mu.Lock()
+					bad = append(bad, fmt.Sprintf("%s action %d: %.20q…", c.InstanceID, a.GetId(), in))
+					mu.Unlock()
+				}
+			}
+			runtime.Gosched() // let other calls decode meanwhile
+		}})
+	letterOf := func(w, k int) byte { return byte('a' + w*each + k) }
+	toks := map[byte]string{}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	st, err := dtpb.GetWorkItems(ctx, rg.conn, &dtpb.GetWorkItemsRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for w := range workers {
+		for k := range each {
+			l := letterOf(w, k)
+			inst := fmt.Sprintf("instance-%c", l)
+			rg.sc.Submit(&dtpb.OrchestratorRequest{InstanceId: inst})
+			wi, err := st.Recv()
+			if err != nil || wi.GetOrchestratorRequest().GetInstanceId() != inst {
+				t.Fatalf("work item %v, %v; want instance %q", wi, err, inst)
+			}
+			toks[l] = wi.GetCompletionToken()
+		}
+	}
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s := rg.sender(t, PlannerConfig{MaxChunkBytes: 1 << 20})
+			for k := range each {
+				letter := letterOf(w, k)
+				inst := fmt.Sprintf("instance-%c", letter)
+				var acts []*dtpb.OrchestratorAction
+				for i := range chunks {
+					a := actionOfSize(t, int32(i), 700<<10)
+					st := a.GetScheduleTask()
+					st.Input = wrapperspb.String(strings.Repeat(string(letter), len(st.GetInput().GetValue())))
+					acts = append(acts, a)
+				}
+				r := response(acts...)
+				r.InstanceId = inst
+				r.CompletionToken = toks[letter]
+				if _, err := s.Complete(context.Background(), r); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if n := applied.Load(); n != workers*each {
+		t.Fatalf("%d completions applied, want %d", n, workers*each)
+	}
+	if b := borrowed.Load(); b != workers*each {
+		t.Errorf("%d of %d completions borrowed their payloads", b, workers*each)
+	}
+	if len(bad) > 0 {
+		t.Fatalf("%d actions reached OnApplied altered, e.g. %s", len(bad), bad[0])
+	}
+}
