@@ -130,7 +130,11 @@
 //	    forgotten (Sidecar.ForgottenCompletions). With OnApplied set none is
 //	    kept: each applied completion is handed to it once and is garbage
 //	    after; Sidecar.Applied counts them either way. amdahl sidecar and
-//	    the runtime's in-process sidecar count and keep nothing.
+//	    the runtime's in-process sidecar count and keep nothing. With
+//	    BorrowPayloads too, the payloads are only lent to OnApplied: they
+//	    share the memory of the messages they arrived in, which the
+//	    sidecar reuses once OnApplied has returned (amdahl's sidecars
+//	    borrow).
 //	StreamWorkers, 8 (at most MaxStreamWorkers, 8192): goroutines kept to
 //	    run calls on, each holding its grown stack while idle; a call that
 //	    finds them all busy runs on a goroutine of its own. The runtime's

@@ -7,6 +7,7 @@ import (
 	"sort"
 	"strconv"
 	"sync"
+	"unsafe"
 )
 
 // Item is one unit of work drawn from a Scenario.
@@ -211,7 +212,8 @@ func newText(seed uint64, n int) string {
 			x >>= 6
 		}
 	}
-	return string(b)
+	// b is not written again: the string takes its memory, not a copy.
+	return unsafe.String(unsafe.SliceData(b), n)
 }
 
 // environment builds a task workload's environment: entries of random value
