@@ -154,8 +154,13 @@ func TestProfileCommand(t *testing.T) {
 		if !ok {
 			t.Fatalf("no execute phase in %+v", p.Phases)
 		}
-		if f, ok := funcIn(ex, "github.com/amdahl-rt/amdahl/runtime.hashTask"); !ok || f.Cum < ex.Total/2 {
-			t.Errorf("execute: runtime.hashTask %+v, want at least half of the phase's %d ns", f, ex.Total)
+		// A third, not half: the phase also holds the host's span and
+		// label work (and under -race the detector's), and its few dozen
+		// samples move the share by about 15 points from run to run
+		// (seen at 48.6 % under load). A profile that books the hashing
+		// elsewhere gives 0.
+		if f, ok := funcIn(ex, "github.com/amdahl-rt/amdahl/runtime.hashTask"); !ok || f.Cum < ex.Total/3 {
+			t.Errorf("execute: runtime.hashTask %+v, want at least a third of the phase's %d ns", f, ex.Total)
 		}
 		top := ex.Funcs[:min(5, len(ex.Funcs))]
 		sha := false
