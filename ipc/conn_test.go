@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
-	"net"
 	"slices"
 	"strings"
 	"sync"
@@ -504,21 +503,11 @@ func countedPair(t *testing.T, pipes bool, parentOpts []Option) (*Conn, *Conn, *
 		tok, transport = p.token, TransportPipe
 		accept = func() (*Conn, error) { return openPipes(ctx, p.childR, p.childW, p.token, false, nil) }
 	} else {
-		p, err := NewPair()
-		if err != nil {
-			t.Fatal(err)
-		}
-		fc, err := net.FileConn(p.ChildFile())
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := p.CloseChild(); err != nil {
-			t.Fatal(err)
-		}
+		p, fc := rawPair(t)
 		w = &writeCounter{stream: p.parent}
 		setBuffer = func(n int, _ *slog.Logger) (int, error) { return applySendBuffer(p.parent, n) }
 		tok, transport = p.token, TransportSocketpair
-		accept = func() (*Conn, error) { return Accept(ctx, fc.(*net.UnixConn), p.token) }
+		accept = func() (*Conn, error) { return Accept(ctx, fc, p.token) }
 	}
 	type res struct {
 		c   *Conn
