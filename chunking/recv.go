@@ -3,6 +3,7 @@ package chunking
 import (
 	"math/bits"
 	"sync"
+	"sync/atomic"
 	"unicode/utf8"
 	"unsafe"
 
@@ -32,6 +33,10 @@ import (
 type recvBuf struct {
 	b     []byte
 	class int // index into recvPools; -1: not pooled
+	// refs counts the holders of b (the call, each handler call's
+	// message, a token's buffer, a completion): release returns b to its
+	// pool when the last lets go.
+	refs atomic.Int32
 }
 
 // recvPools hold buffers of 2^(minRecvClass+i) bytes.
@@ -47,17 +52,21 @@ func getRecvBuf(n int) *recvBuf {
 	if c >= len(recvPools) {
 		return &recvBuf{b: make([]byte, n), class: -1}
 	}
-	if rb, ok := recvPools[c].Get().(*recvBuf); ok {
+	rb, ok := recvPools[c].Get().(*recvBuf)
+	if ok {
 		rb.b = rb.b[:n]
-		return rb
+	} else {
+		rb = &recvBuf{b: make([]byte, n, 1<<(minRecvClass+c)), class: c}
 	}
-	return &recvBuf{b: make([]byte, n, 1<<(minRecvClass+c)), class: c}
+	rb.refs.Store(1)
+	return rb
 }
 
-// release makes rb's buffer available to a later message: nothing may
-// read a string decoded from it afterwards.
+// release lets go of one reference to rb; the last makes its buffer
+// available to a later message: nothing may read a string decoded from it
+// afterwards.
 func (rb *recvBuf) release() {
-	if rb == nil || rb.class < 0 {
+	if rb == nil || rb.class < 0 || rb.refs.Add(-1) > 0 {
 		return
 	}
 	recvPools[rb.class].Put(rb)

@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/mem"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -182,7 +183,54 @@ func TestBorrowPayloadsNeedsOnApplied(t *testing.T) {
 // sent: a buffer reused while a chunk kept in a token's buffer, or the
 // completion being applied, still aliases it shows as another
 // completion's letters.
-func TestBorrowPayloads(t *testing.T) {
+func TestBorrowPayloads(t *testing.T) { testBorrowPayloads(t) }
+
+// TestBorrowPayloadsHandlerTwice is TestBorrowPayloads with an interceptor
+// that calls the handler a second time once the first has succeeded: the
+// second call of a chunk the first kept is a duplicate, and must not hand
+// back the buffer the kept chunk aliases.
+func TestBorrowPayloadsHandlerTwice(t *testing.T) {
+	testBorrowPayloads(t, func(ctx context.Context, req any, _ *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+		if r, err := h(ctx, req); err != nil {
+			return r, err
+		}
+		return h(ctx, req)
+	})
+}
+
+// TestBorrowPayloadsHandlerLate calls the handler after the call has
+// returned, as an interceptor running it on another goroutine might: it
+// must fail, not read a buffer that a later message may be reusing.
+func TestBorrowPayloadsHandlerLate(t *testing.T) {
+	var late func() error
+	rg := startRig(t, SidecarConfig{BorrowPayloads: true, OnApplied: func(Completion) {},
+		ServerOptions: []grpc.ServerOption{grpc.UnaryInterceptor(func(ctx context.Context, req any, _ *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+			if late == nil {
+				late = func() error { _, err := h(ctx, req); return err }
+			}
+			return h(ctx, req)
+		})}})
+	ctx := context.Background()
+	st, err := dtpb.GetWorkItems(ctx, rg.conn, &dtpb.GetWorkItemsRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rg.sc.Submit(&dtpb.OrchestratorRequest{InstanceId: "late"})
+	wi, err := st.Recv()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := response(actionOfSize(t, 0, 10<<10))
+	r.InstanceId, r.CompletionToken = "late", wi.GetCompletionToken()
+	if err := rg.conn.Invoke(ctx, dtpb.MethodCompleteOrchestratorTask, r, &dtpb.CompleteTaskResponse{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := late(); status.Code(err) != codes.Internal {
+		t.Fatalf("handler called after the call returned: %v, want an Internal error", err)
+	}
+}
+
+func testBorrowPayloads(t *testing.T, icps ...grpc.UnaryServerInterceptor) {
 	const workers, each, chunks = 4, 3, 4
 	var applied, borrowed atomic.Int64
 	var mu sync.Mutex
@@ -190,7 +238,7 @@ func TestBorrowPayloads(t *testing.T) {
 	// Replies lost: the first calls of chunks 1 and 3 are applied, then
 	// fail, and the sender sends them again.
 	f := &faults{calls: map[int32]int{}, after: map[int32]codes.Code{1: codes.Unknown, 3: codes.Unavailable}}
-	rg := startRig(t, SidecarConfig{BorrowPayloads: true, ServerOptions: []grpc.ServerOption{grpc.UnaryInterceptor(f.intercept)},
+	rg := startRig(t, SidecarConfig{BorrowPayloads: true, ServerOptions: []grpc.ServerOption{grpc.ChainUnaryInterceptor(append([]grpc.UnaryServerInterceptor{f.intercept}, icps...)...)},
 		OnApplied: func(c Completion) {
 			applied.Add(1)
 			if len(c.bufs) > 0 {

@@ -3,6 +3,7 @@ package chunking
 import (
 	"context"
 	"fmt"
+	"sync"
 
 	"go.opentelemetry.io/otel/attribute"
 	"google.golang.org/grpc"
@@ -157,23 +158,42 @@ func (ss *sidecarService) CompleteOrchestratorTask(ctx context.Context, req *dtp
 
 // borrowingComplete is the CompleteOrchestratorTask handler of a sidecar
 // with BorrowPayloads: the message is decoded by serverCodec, its
-// payloads aliasing a buffer of the sidecar's, and the buffers no longer
-// aliased are released once the handler and every interceptor have
-// returned.
+// payloads aliasing a buffer of the sidecar's. The call holds a reference
+// to the buffer until the handler and every interceptor have returned;
+// each handler call takes one of its own, which the sidecar keeps with
+// the message (buffered or applied) or lets go of. So an interceptor that
+// calls the handler twice cannot release a buffer a kept chunk aliases,
+// and a handler called after the call has returned fails instead of
+// reading a buffer that may be reused.
 func (s *Sidecar) borrowingComplete(srv any, ctx context.Context, dec func(any) error, icp grpc.UnaryServerInterceptor) (any, error) {
 	br := &borrowedResponse{}
 	if err := dec(br); err != nil {
 		return nil, err
 	}
-	free := []*recvBuf{br.buf} // until the handler says otherwise
+	var mu sync.Mutex
+	returned := false
 	defer func() {
+		mu.Lock()
+		returned = true
+		mu.Unlock()
+		br.buf.release()
+	}()
+	call := func(ctx context.Context, req any) (any, error) {
+		if br.buf != nil {
+			mu.Lock()
+			if returned {
+				mu.Unlock()
+				return nil, status.Errorf(codes.Internal, "%s: the handler was called after its call had returned "+
+					"(an interceptor must call it synchronously when SidecarConfig.BorrowPayloads is set)",
+					dtpb.MethodCompleteOrchestratorTask)
+			}
+			br.buf.refs.Add(1)
+			mu.Unlock()
+		}
+		r, free, err := s.completeTask(ctx, req.(*dtpb.OrchestratorResponse), br.buf)
 		for _, b := range free {
 			b.release()
 		}
-	}()
-	call := func(ctx context.Context, req any) (any, error) {
-		r, fr, err := s.completeTask(ctx, req.(*dtpb.OrchestratorResponse), br.buf)
-		free = fr
 		return r, err
 	}
 	if icp == nil {
