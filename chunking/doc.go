@@ -134,7 +134,11 @@
 //	    BorrowPayloads too, the payloads are only lent to OnApplied: they
 //	    share the memory of the messages they arrived in, which the
 //	    sidecar reuses once OnApplied has returned (amdahl's sidecars
-//	    borrow).
+//	    borrow). Interceptors and stats handlers in ServerOptions then see
+//	    the lent request: they must not keep it past their return, an
+//	    interceptor must call the handler once and synchronously, and
+//	    ServerOptions must not force a server codec (every completion
+//	    would fail).
 //	StreamWorkers, 8 (at most MaxStreamWorkers, 8192): goroutines kept to
 //	    run calls on, each holding its grown stack while idle; a call that
 //	    finds them all busy runs on a goroutine of its own. The runtime's

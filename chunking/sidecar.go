@@ -23,7 +23,11 @@ import (
 )
 
 // Completion is one applied orchestrator completion, reassembled if it came
-// in chunks.
+// in chunks. With SidecarConfig.BorrowPayloads, the Completion handed to
+// OnApplied lends its StringValue payloads (the actions' inputs, results,
+// details and versions, and CustomStatus): they are valid only until
+// OnApplied returns, and what it keeps it must copy (strings.Clone,
+// proto.Clone).
 type Completion struct {
 	InstanceID      string
 	CompletionToken string

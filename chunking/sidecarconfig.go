@@ -101,6 +101,17 @@ type SidecarConfig struct {
 	// the sidecar's garbage. The instance id, completion token and task
 	// names are the completion's own either way. Without OnApplied it is
 	// refused.
+	//
+	// The request an interceptor or stats handler among ServerOptions
+	// sees is lent too: it must not keep the request, or any string in
+	// it, past its return (no asynchronous logger or audit queue without
+	// a proto.Clone), and an interceptor must call the handler once, on
+	// its own goroutine, before it returns (a handler called after the
+	// call has returned fails with Internal). A stats handler's
+	// InPayload.Payload is then not a proto.Message. ServerOptions must
+	// not force a server codec (grpc.ForceServerCodec,
+	// grpc.ForceServerCodecV2): it replaces the one that lends the
+	// payloads, and every CompleteOrchestratorTask fails with Internal.
 	BorrowPayloads bool
 	// MaxKeptCompletions caps the completions kept for Completions and
 	// DrainCompletions when OnApplied is nil (default 4096): over it the
