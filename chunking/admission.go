@@ -76,13 +76,15 @@ const callAllowance = 64 << 10
 
 // DecodedActionBytes is what a decoded action holds beside its payload
 // (the structs of the action, its case message and its wrappers): a
-// buffered chunk counts its serialized size and this much per action
+// buffered chunk counts its serialized size (or its buffer's capacity,
+// with BorrowPayloads) and this much per action
 // toward SidecarConfig.MaxTotalBufferedBytes, so that chunks of many
 // small actions are not counted at a fraction of their memory.
 const DecodedActionBytes = 256
 
-// heldBytes is what a buffered chunk of n serialized bytes and the given
-// actions counts toward MaxTotalBufferedBytes.
+// heldBytes is what a buffered chunk of n serialized bytes (or, when its
+// payloads alias a buffer, that buffer's capacity: recvBuf.held) and the
+// given actions counts toward MaxTotalBufferedBytes.
 func heldBytes(n, actions int) int { return n + DecodedActionBytes*actions }
 
 // messageCost is what a message of n bytes reserves: the frames it

@@ -99,8 +99,9 @@
 //	    call ends. One message is let in over the bound when nothing else is
 //	    reserved, so that a final chunk can always arrive and free the
 //	    partial completion it ends. A buffered chunk counts what it holds
-//	    decoded: its serialized size and DecodedActionBytes (256) per action
-//	    (Sidecar.BufferedBytes). A partial chunk that would take the buffers
+//	    decoded: its serialized size (with BorrowPayloads, the capacity of
+//	    the buffer its payloads alias: a power of two, 4 KiB at least) and
+//	    DecodedActionBytes (256) per action (Sidecar.BufferedBytes). A partial chunk that would take the buffers
 //	    over the bound is refused with ResourceExhausted before it is
 //	    buffered, counted in amdahl.sidecar.rejections
 //	    (total_buffered_bytes); the token's buffer is left as it was, so the

@@ -62,6 +62,16 @@ func getRecvBuf(n int) *recvBuf {
 	return rb
 }
 
+// held is the memory a kept message of n serialized bytes decoded from
+// rb holds: the whole buffer, or n when rb is nil (the message owns its
+// payloads).
+func (rb *recvBuf) held(n int) int {
+	if rb == nil {
+		return n
+	}
+	return max(n, cap(rb.b))
+}
+
 // release lets go of one reference to rb; the last makes its buffer
 // available to a later message: nothing may read a string decoded from it
 // afterwards.

@@ -354,3 +354,27 @@ func BenchmarkDecodeCompletion(b *testing.B) {
 	b.ReportMetric(borrowed, "borrowed-B/msg")
 	b.ReportMetric(borrowed/plain, "borrowed/proto")
 }
+
+// TestBorrowPayloadsBufferedBytes: a buffered chunk whose payloads alias
+// a buffer of the sidecar's holds the whole buffer (4 KiB at least), and
+// counts it toward MaxTotalBufferedBytes, not its serialized size.
+func TestBorrowPayloadsBufferedBytes(t *testing.T) {
+	rg := startRig(t, SidecarConfig{BorrowPayloads: true, OnApplied: func(Completion) {}})
+	tok := rg.leaseN(t, 1)[0]
+	c0 := chunk(tok, 0, true, 0)
+	if n := proto.Size(c0); n >= 1<<minRecvClass {
+		t.Fatalf("chunk of %d bytes, want one under a buffer of %d", n, 1<<minRecvClass)
+	}
+	if err := raw(t, rg, c0); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := rg.sc.BufferedBytes(), heldBytes(1<<minRecvClass, 1); got != want {
+		t.Errorf("%d bytes buffered, want %d (the chunk's 4 KiB buffer and one action)", got, want)
+	}
+	if err := raw(t, rg, chunk(tok, 1, false, 1)); err != nil {
+		t.Fatal(err)
+	}
+	if got := rg.sc.BufferedBytes(); got != 0 {
+		t.Errorf("%d bytes buffered after the final chunk, want 0", got)
+	}
+}

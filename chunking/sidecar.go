@@ -359,7 +359,8 @@ func (s *Sidecar) BufferedTokens() int {
 }
 
 // BufferedBytes returns how many bytes the partial completions hold
-// (their serialized size and DecodedActionBytes per action), counted
+// (their serialized size, or with BorrowPayloads the capacity of the
+// buffers their payloads alias, and DecodedActionBytes per action), counted
 // toward MaxTotalBufferedBytes.
 func (s *Sidecar) BufferedBytes() int {
 	s.mu.Lock()

@@ -342,7 +342,7 @@ func (s *Sidecar) partialLocked(ctx context.Context, tok string, idx int32, buf 
 		}
 	}
 	n := proto.Size(req)
-	h := heldBytes(n, len(req.GetActions()))
+	h := heldBytes(rb.held(n), len(req.GetActions()))
 	if err := s.admitLocked(ctx, tok, buf, idx, n, h, true); err != nil {
 		return false, err
 	}
@@ -396,7 +396,7 @@ func (s *Sidecar) finalLocked(ctx context.Context, tok string, idx int32, buf *b
 		return nil, s.reject(ctx, ReasonGap, codes.FailedPrecondition, "final chunk %d of token %q, expected %d", idx, tok, buf.next())
 	default:
 		n := proto.Size(req)
-		h := heldBytes(n, len(req.GetActions()))
+		h := heldBytes(rb.held(n), len(req.GetActions()))
 		if err := s.admitLocked(ctx, tok, buf, idx, n, h, false); err != nil {
 			return nil, err
 		}
