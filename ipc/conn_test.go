@@ -509,26 +509,11 @@ func countedPair(t *testing.T, pipes bool, parentOpts []Option) (*Conn, *Conn, *
 		tok, transport = p.token, TransportSocketpair
 		accept = func() (*Conn, error) { return Accept(ctx, fc, p.token) }
 	}
-	type res struct {
-		c   *Conn
-		err error
-	}
-	ch := make(chan res, 1)
-	go func() {
-		c, err := accept()
-		ch <- res{c, err}
-	}()
-	parent, perr := openStream(ctx, w, setBuffer, tok, true, transport, parentOpts)
-	r := <-ch
-	if perr != nil || r.err != nil {
-		t.Fatalf("handshake: parent %v, child %v", perr, r.err)
-	}
-	t.Cleanup(func() {
-		_ = parent.Close()
-		_ = r.c.Close()
-	})
+	parent, child := handshakeBoth(t,
+		func() (*Conn, error) { return openStream(ctx, w, setBuffer, tok, true, transport, parentOpts) },
+		accept)
 	w.take() // the handshake's
-	return parent, r.c, w
+	return parent, child, w
 }
 
 // stampedConfig returns a task configuration whose frame, stamped by

@@ -45,16 +45,25 @@ func inProcessPair(t testing.TB, parentOpts, childOpts []Option) (*Conn, *Conn) 
 		t.Fatal(err)
 	}
 	ctx := context.Background()
+	return handshakeBoth(t,
+		func() (*Conn, error) { return p.Connect(ctx, parentOpts...) },
+		func() (*Conn, error) { return Accept(ctx, fc.(*net.UnixConn), p.token, childOpts...) })
+}
+
+// handshakeBoth runs the child's end (accept) beside the parent's
+// (connect), fails t unless both succeed, and closes both when t ends.
+func handshakeBoth(t testing.TB, connect, accept func() (*Conn, error)) (*Conn, *Conn) {
+	t.Helper()
 	type res struct {
 		c   *Conn
 		err error
 	}
 	ch := make(chan res, 1)
 	go func() {
-		c, err := Accept(ctx, fc.(*net.UnixConn), p.token, childOpts...)
+		c, err := accept()
 		ch <- res{c, err}
 	}()
-	parent, perr := p.Connect(ctx, parentOpts...)
+	parent, perr := connect()
 	r := <-ch
 	if perr != nil || r.err != nil {
 		t.Fatalf("handshake: parent %v, child %v", perr, r.err)

@@ -18,22 +18,9 @@ func inProcessPipes(t *testing.T, parentOpts, childOpts []Option) (*Conn, *Conn)
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	type res struct {
-		c   *Conn
-		err error
-	}
-	ch := make(chan res, 1)
-	go func() {
-		c, err := openPipes(ctx, p.childR, p.childW, p.token, false, childOpts)
-		ch <- res{c, err}
-	}()
-	parent, perr := p.Connect(ctx, parentOpts...)
-	r := <-ch
-	if perr != nil || r.err != nil {
-		t.Fatalf("handshake: parent %v, child %v", perr, r.err)
-	}
-	t.Cleanup(func() { _ = parent.Close(); _ = r.c.Close() })
-	return parent, r.c
+	return handshakeBoth(t,
+		func() (*Conn, error) { return p.Connect(ctx, parentOpts...) },
+		func() (*Conn, error) { return openPipes(ctx, p.childR, p.childW, p.token, false, childOpts) })
 }
 
 func TestPipeRoundTrip(t *testing.T) {
