@@ -179,10 +179,7 @@ func decodeResponse(b []byte) (m *dtpb.OrchestratorResponse, ok bool) {
 			}
 			m.Actions = append(m.Actions, a)
 		case num == 3 && typ == protowire.BytesType:
-			if m.CustomStatus != nil {
-				return nil, false
-			}
-			if m.CustomStatus, ok = decodeStringValue(val); !ok {
+			if !setStringValue(&m.CustomStatus, val) {
 				return nil, false
 			}
 		case num == 4 && typ == protowire.BytesType:
@@ -253,17 +250,11 @@ func decodeScheduleTask(b []byte) (*dtpb.ScheduleTaskAction, bool) {
 			}
 			t.Name = string(val)
 		case num == 2 && typ == protowire.BytesType:
-			if t.Version != nil {
-				return nil, false
-			}
-			if t.Version, ok = decodeStringValue(val); !ok {
+			if !setStringValue(&t.Version, val) {
 				return nil, false
 			}
 		case num == 3 && typ == protowire.BytesType:
-			if t.Input != nil {
-				return nil, false
-			}
-			if t.Input, ok = decodeStringValue(val); !ok {
+			if !setStringValue(&t.Input, val) {
 				return nil, false
 			}
 		default:
@@ -297,14 +288,23 @@ func decodeCompleteOrchestration(b []byte) (*dtpb.CompleteOrchestrationAction, b
 			other = append(other, raw...)
 			continue
 		}
-		if *sv != nil {
-			return nil, false
-		}
-		if *sv, ok = decodeStringValue(val); !ok {
+		if !setStringValue(sv, val) {
 			return nil, false
 		}
 	}
 	return c, mergeOther(other, c)
+}
+
+// setStringValue decodes b into *dst, its value aliasing b. It reports
+// false when *dst is already set (a second occurrence is protobuf-go's to
+// merge) or b is not a StringValue this decoder takes.
+func setStringValue(dst **wrapperspb.StringValue, b []byte) bool {
+	if *dst != nil {
+		return false
+	}
+	v, ok := decodeStringValue(b)
+	*dst = v
+	return ok
 }
 
 // decodeStringValue decodes a StringValue whose value aliases b.
