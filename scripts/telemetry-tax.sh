@@ -78,10 +78,8 @@
 #
 # Arguments after -- go to every amdahl run: -- --scenario-file F runs the
 # scenario in F instead of -s's, e.g. one workload of a mixed scenario
-# alone, to see which workload carries its tax (until December 5 mixed's
-# tasks were orchestrated, and its e2e p50 tax was theirs, diluted in its
-# throughput by the fanout units' time: docs/measurements/telemetry-cost.md, "December 5,
-# later"; -s orchestrated runs those units alone).
+# alone, to see which workload carries its tax (-s orchestrated runs the
+# orchestrated task units alone).
 #
 # With -b VAR=VALUE[,VAR=VALUE...] the off arm runs with telemetry on and
 # that environment instead of OTEL_SDK_DISABLED=true: a baseline other than

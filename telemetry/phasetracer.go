@@ -114,8 +114,8 @@ func (offTracer) RecordPhaseSpan(context.Context, string, string, Phase, Directi
 func (offTracer) PhaseAttributes() bool { return false }
 
 // SamplesOut: the off tracer starts no span, so a Component need not look
-// for a sampled-out parent before each phase (the look-up was 0.5 µs of
-// a taskhost unit with OTEL_SDK_DISABLED=true, in perf of a whole run).
+// for a sampled-out parent before each phase (a look-up on every phase
+// of a run with telemetry off: docs/measurements/telemetry-cost.md).
 // Under such a parent StartPhaseSpan returns it, as under any other
 // parent that does not record.
 func (offTracer) SamplesOut() bool { return false }
