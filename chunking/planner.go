@@ -168,12 +168,12 @@ func (p *Planner) Plan(ctx context.Context, r *dtpb.OrchestratorResponse) (*Plan
 		return nil, fmt.Errorf("chunking: plan: nil response")
 	}
 	// A leaf of the unit's tree: no span starts under serialize, so its
-	// span is made when it ends (StartLeaf), with no span object and no
+	// span is made when it ends (Leaf), with no span object and no
 	// context through the runtime's own tracer.
-	ph := p.comp.StartLeaf(ctx, telemetry.Serialize, telemetry.Request)
+	_, ph := p.comp.Start(ctx, telemetry.Serialize, telemetry.Request, telemetry.Leaf())
 	pl := p.plan(r, ph, p.steps)
 	ph.Step(p.steps, stepNone)
-	ph.EndWith(p.record(ctx, r, pl)...)
+	ph.End(telemetry.WithAttributes(p.record(ctx, r, pl)...))
 	return pl, nil
 }
 
@@ -187,7 +187,7 @@ func (p *Planner) plan(r *dtpb.OrchestratorResponse, ph telemetry.PhaseSpan, st 
 }
 
 // record records the plan's metrics and returns the attributes of its
-// serialize phase, for the phase's EndWith: nil when nothing reads them
+// serialize phase, for the phase's End (WithAttributes): nil when nothing reads them
 // (Component.SpanAttributes): building them allocates, since their
 // slice escapes into the interface call.
 func (p *Planner) record(ctx context.Context, r *dtpb.OrchestratorResponse, pl *Plan) []attribute.KeyValue {

@@ -115,8 +115,8 @@ func (s *Sender) Complete(ctx context.Context, r *dtpb.OrchestratorResponse) (Re
 	}
 	// Serialize = plan + the encoding of the chunks up to encodeAhead
 	// bytes (every chunk of all but the largest completions): a leaf
-	// (StartLeaf), no span starts under it.
-	ph := s.comp.StartLeaf(ctx, telemetry.Serialize, telemetry.Request)
+	// (Leaf), no span starts under it.
+	_, ph := s.comp.Start(ctx, telemetry.Serialize, telemetry.Request, telemetry.Leaf())
 	pl := s.planner.plan(r, ph, s.steps)
 	res := Result{Plan: pl}
 	ph.Step(s.steps, stepEncode)
@@ -125,16 +125,16 @@ func (s *Sender) Complete(ctx context.Context, r *dtpb.OrchestratorResponse) (Re
 	for ahead < len(enc) && (ahead == 0 || encoded < encodeAhead) {
 		var err error
 		if enc[ahead], err = s.encode(pl, ahead); err != nil {
-			ph.Fail(err)
+			ph.End(telemetry.WithError(err))
 			return res, err
 		}
 		encoded += len(enc[ahead].Bytes)
 		ahead++
 	}
 	ph.Step(s.steps, stepNone)
-	ph.EndWith(s.planner.record(ctx, r, pl)...)
+	ph.End(telemetry.WithAttributes(s.planner.record(ctx, r, pl)...))
 
-	sctx, sp := s.comp.StartPhase(ctx, telemetry.Send, telemetry.Request)
+	sctx, sp := s.comp.Start(ctx, telemetry.Send, telemetry.Request)
 	for i := range enc {
 		var err error
 		if i >= ahead {
@@ -165,7 +165,7 @@ func (s *Sender) Complete(ctx context.Context, r *dtpb.OrchestratorResponse) (Re
 					res.Abandoned = true
 				}
 			}
-			sp.Fail(err)
+			sp.End(telemetry.WithError(err))
 			return res, err
 		}
 		res.Sent++

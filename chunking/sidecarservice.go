@@ -210,11 +210,11 @@ func (s *Sidecar) borrowingComplete(srv any, ctx context.Context, dec func(any) 
 //nolint:staticcheck // SA1019
 func (s *Sidecar) completeTask(ctx context.Context, req *dtpb.OrchestratorResponse, rb *recvBuf) (*dtpb.CompleteTaskResponse, []*recvBuf, error) {
 	var free []*recvBuf
-	// Deserialize and execute are leaves (StartLeaf), siblings under the
+	// Deserialize and execute are leaves (Leaf), siblings under the
 	// call's span: no span starts under either, and execute begins when
 	// deserialize has ended. (Started under deserialize, execute lay
 	// outside its parent, and attribution cut it to nothing.)
-	ph := s.comp.StartLeaf(ctx, telemetry.Deserialize, telemetry.Request)
+	_, ph := s.comp.Start(ctx, telemetry.Deserialize, telemetry.Request, telemetry.Leaf())
 	done, kept, err := s.complete(ctx, req, rb)
 	if !kept && rb != nil {
 		free = append(free, rb)
@@ -229,17 +229,17 @@ func (s *Sidecar) completeTask(ctx context.Context, req *dtpb.OrchestratorRespon
 			attribute.Int(AttrActions, len(req.GetActions()))}
 	}
 	if err != nil {
-		ph.FailWith(err, attrs...)
+		ph.End(telemetry.WithError(err), telemetry.WithAttributes(attrs...))
 		return nil, free, err
 	}
-	ph.EndWith(attrs...)
+	ph.End(telemetry.WithAttributes(attrs...))
 	if done != nil {
-		ex := s.comp.StartLeaf(ctx, telemetry.Execute, telemetry.None)
+		_, ex := s.comp.Start(ctx, telemetry.Execute, telemetry.None, telemetry.Leaf())
 		if s.cfg.OnApplied != nil {
 			s.cfg.OnApplied(*done)
 		}
 		if read {
-			ex.EndWith(attribute.Int(AttrActions, len(done.Actions)), attribute.Int(AttrChunks, done.Chunks))
+			ex.End(telemetry.WithAttributes(attribute.Int(AttrActions, len(done.Actions)), attribute.Int(AttrChunks, done.Chunks)))
 		} else {
 			ex.End()
 		}

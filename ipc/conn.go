@@ -304,11 +304,11 @@ func (c *Conn) putBuf(b *[]byte) {
 func (c *Conn) serialize(ctx context.Context, t Type, m proto.Message) (*item, error) {
 	// A leaf: no span starts under serialize or send (the codec's work
 	// is theirs), so their spans are made when they end.
-	ph := c.phases(t).StartLeaf(ctx, telemetry.Serialize, c.role)
+	_, ph := c.phases(t).Start(ctx, telemetry.Serialize, c.role, telemetry.Leaf())
 	buf := c.getBuf()
 	frame, stamp, err := appendFrame(ctx, *buf, c.codec, t, m, c.cfg.maxPacket)
 	if err != nil {
-		ph.Fail(err)
+		ph.End(telemetry.WithError(err))
 		c.m.protocolError(ctx, "encode")
 		c.putBuf(buf)
 		return nil, err
@@ -317,9 +317,9 @@ func (c *Conn) serialize(ctx context.Context, t Type, m proto.Message) (*item, e
 	// One clock read for the phase's end and the item's time.
 	end := time.Now()
 	if c.phases(t).SpanAttributes() {
-		ph.EndAt(end, telemetry.AttrBytes.Int(len(frame)-HeaderSize))
+		ph.End(telemetry.EndedAt(end), telemetry.WithAttributes(telemetry.AttrBytes.Int(len(frame)-HeaderSize)))
 	} else {
-		ph.EndAt(end) // nothing reads the attributes: building them allocates
+		ph.End(telemetry.EndedAt(end)) // nothing reads the attributes: building them allocates
 	}
 	return &item{frame: frame, buf: buf, t: t, parent: trace.SpanFromContext(ctx), ctx: ctx, at: end, stamp: stamp}, nil
 }

@@ -53,7 +53,7 @@ func (c *Conn) write(ctx context.Context, it *item) error {
 	// The send phase and the blocked time share their clock reads: the
 	// phase's start (when it reads one) and, for an unstamped frame, the
 	// write's end.
-	ph := c.phases(it.t).StartLeaf(ctx, telemetry.Send, c.role)
+	_, ph := c.phases(it.t).Start(ctx, telemetry.Send, c.role, telemetry.Leaf())
 	start := ph.Start()
 	if start.IsZero() {
 		start = time.Now()
@@ -101,17 +101,17 @@ func (c *Conn) write(ctx context.Context, it *item) error {
 	c.m.blocked.Record(ctx, wrote.Sub(start).Seconds(), c.m.blockedOpt[c.role])
 	if err != nil {
 		err = fmt.Errorf("ipc: write %s packet (%d bytes): %w", it.t, len(it.frame), err)
-		ph.Fail(err)
+		ph.End(telemetry.WithError(err))
 		return err
 	}
 	c.m.packet(ctx, opSend, c.role, len(it.frame))
 	switch {
 	case attrs && it.stamp > 0:
-		ph.EndAt(end, telemetry.AttrBytes.Int(len(it.frame)), AttrBuffer.Int(c.bufEf), AttrWriteDuration.Float64(wrote.Sub(end).Seconds()))
+		ph.End(telemetry.EndedAt(end), telemetry.WithAttributes(telemetry.AttrBytes.Int(len(it.frame)), AttrBuffer.Int(c.bufEf), AttrWriteDuration.Float64(wrote.Sub(end).Seconds())))
 	case attrs:
-		ph.EndAt(end, telemetry.AttrBytes.Int(len(it.frame)), AttrBuffer.Int(c.bufEf))
+		ph.End(telemetry.EndedAt(end), telemetry.WithAttributes(telemetry.AttrBytes.Int(len(it.frame)), AttrBuffer.Int(c.bufEf)))
 	default:
-		ph.EndAt(end)
+		ph.End(telemetry.EndedAt(end))
 	}
 	return nil
 }

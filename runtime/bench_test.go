@@ -364,7 +364,8 @@ func benchUnitRecord(r *Runtime) {
 	u.endDispatchAt(sendStart)
 	hctx, hs := u.rec.startHost(trace.ContextWithSpan(context.Background(), &u.rec.root), sendStart)
 	for _, p := range []telemetry.Phase{telemetry.Serialize, telemetry.Send} {
-		r.ipcComp.StartLeaf(hctx, p, telemetry.Request).EndAt(time.Now())
+		_, leaf1 := r.ipcComp.Start(hctx, p, telemetry.Request, telemetry.Leaf())
+		leaf1.End(telemetry.EndedAt(time.Now()))
 	}
 	timings, in := benchReply()
 	r.replyPhases(hctx, &in)
@@ -404,20 +405,20 @@ func benchUnitSpans(r *Runtime, c *spans.Collector) {
 	}
 	u.start = u.work.Start()
 	c.Track(u.work.Span(), u)
-	dctx, disp := u.comp.StartDetachedAt(wctx, telemetry.Dispatch, telemetry.None, u.start)
+	dctx, disp := u.comp.Start(wctx, telemetry.Dispatch, telemetry.None, telemetry.Detached(), telemetry.StartedAt(u.start))
 	u.disp = disp
-	u.queued = u.comp.StartDetachedLeafAt(dctx, telemetry.Queue, telemetry.None, u.start)
+	_, u.queued = u.comp.Start(dctx, telemetry.Queue, telemetry.None, telemetry.Leaf(), telemetry.Detached(), telemetry.StartedAt(u.start))
 	ctx := trace.ContextWithSpan(context.Background(), u.work.Span())
 	r.endQueue(u)
 	sendStart := time.Now()
-	u.disp.EndAt(sendStart)
+	u.disp.End(telemetry.EndedAt(sendStart))
 	hctx, hs := r.startHostSpan(ctx, 1, 2, sendStart)
 	for _, p := range []telemetry.Phase{telemetry.Serialize, telemetry.Send} {
-		ph := r.ipcComp.StartLeaf(hctx, p, telemetry.Request)
+		_, ph := r.ipcComp.Start(hctx, p, telemetry.Request, telemetry.Leaf())
 		if r.ipcComp.SpanAttributes() {
-			ph.EndAt(time.Now(), telemetry.AttrBytes.Int(100))
+			ph.End(telemetry.EndedAt(time.Now()), telemetry.WithAttributes(telemetry.AttrBytes.Int(100)))
 		} else {
-			ph.EndAt(time.Now())
+			ph.End(telemetry.EndedAt(time.Now()))
 		}
 	}
 	timings, in := benchReply()

@@ -278,7 +278,7 @@ func TestHostTelemetry(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			_, ph := c.StartPhase(ctx, telemetry.Execute, telemetry.None)
+			_, ph := c.Start(ctx, telemetry.Execute, telemetry.None)
 			ph.End()
 			if err := tel.Shutdown(ctx); err != nil {
 				t.Fatal(err)

@@ -103,9 +103,9 @@ func (g *recordRig) taskUnit(rec *unitRecord, extra bool) (context.Context, trac
 	}}
 	g.r.childSpans(hctx, &unit{rec: rec}, res, at(300), at(700))
 	if extra {
-		xctx, x := g.etc.StartDetachedAt(hctx, telemetry.Execute, telemetry.None, at(610))
+		xctx, x := g.etc.Start(hctx, telemetry.Execute, telemetry.None, telemetry.Detached(), telemetry.StartedAt(at(610)))
 		g.etc.RecordSpan(xctx, telemetry.Serialize, telemetry.Request, at(620), at(640))
-		x.EndAt(at(650))
+		x.End(telemetry.EndedAt(at(650)))
 		g.ipc.RecordSpan(hctx, telemetry.Send, telemetry.Reply, at(655), at(660), telemetry.AttrBytes.Int(7))
 	}
 	leaf(telemetry.Receive, telemetry.Reply, 700, 720)
@@ -195,8 +195,8 @@ func TestRecordLateAndDropped(t *testing.T) {
 	g := newRecordRig(t)
 	hctx, _ := g.taskUnit(new(unitRecord), false)
 	g.ipc.RecordSpan(hctx, telemetry.Send, telemetry.Reply, at(900), at(950))
-	_, late := g.etc.StartDetachedAt(hctx, telemetry.Execute, telemetry.None, at(900))
-	late.EndAt(at(990))
+	_, late := g.etc.Start(hctx, telemetry.Execute, telemetry.None, telemetry.Detached(), telemetry.StartedAt(at(900)))
+	late.End(telemetry.EndedAt(at(990)))
 	if late.Span().IsRecording() {
 		t.Error("a span of a unit handed off records")
 	}

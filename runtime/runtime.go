@@ -160,7 +160,7 @@ func (u *unit) endDispatchAt(end time.Time) {
 		u.rec.disp.endAt(end)
 		return
 	}
-	u.disp.EndAt(end)
+	u.disp.End(telemetry.EndedAt(end))
 }
 
 // unit is one unit of work in flight.
@@ -383,11 +383,11 @@ func (r *Runtime) startUnit(u *unit) {
 	// to account when the root ends.
 	r.col.Track(u.work.Span(), u)
 	// Dispatch and the queue wait begin when the unit does: one clock read.
-	dctx, disp := u.comp.StartDetachedAt(wctx, telemetry.Dispatch, telemetry.None, u.start)
+	dctx, disp := u.comp.Start(wctx, telemetry.Dispatch, telemetry.None, telemetry.Detached(), telemetry.StartedAt(u.start))
 	u.disp = disp
 	// The wait for a worker (Submit blocked on a full queue, then queued)
 	// is its own row: load, not code.
-	u.queued = u.comp.StartDetachedLeafAt(dctx, telemetry.Queue, telemetry.None, u.start)
+	_, u.queued = u.comp.Start(dctx, telemetry.Queue, telemetry.None, telemetry.Leaf(), telemetry.Detached(), telemetry.StartedAt(u.start))
 }
 
 // dropUnit keeps a unit that was not submitted from being accounted.

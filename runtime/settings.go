@@ -87,7 +87,7 @@ type Settings struct {
 }
 
 // perturbable are the phases perturb.<component>.<phase> can lengthen:
-// those measured by a telemetry.Component (StartPhase … End), which
+// those measured by a telemetry.Component (Start … End), which
 // sleeps in End.
 var perturbable = [...]struct {
 	component string

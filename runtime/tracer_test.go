@@ -126,7 +126,7 @@ func TestAccountingTracerSpans(t *testing.T) {
 
 	// A phase through the PhaseTracer path, a span through the OTel API
 	// with its own timestamps, and a phase recorded after the fact.
-	pctx, ph := comp.StartPhase(ctx, telemetry.Send, telemetry.Request)
+	pctx, ph := comp.Start(ctx, telemetry.Send, telemetry.Request)
 	if sc := trace.SpanContextFromContext(pctx); sc.TraceID() != root.TraceID() || sc.SpanID() == root.SpanID() || !sc.IsSampled() {
 		t.Errorf("phase context %+v: want a new sampled span of the root's trace", sc)
 	}
@@ -350,7 +350,7 @@ func TestHostComponentSpans(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			_, ph := comp.StartPhase(ctx, telemetry.Execute, telemetry.None)
+			_, ph := comp.Start(ctx, telemetry.Execute, telemetry.None)
 			if got := ph.Span().IsRecording(); got != tc.want {
 				t.Errorf("the host's execute span recording %v, want %v", got, tc.want)
 			}
@@ -663,21 +663,24 @@ func TestExportingSpanMatchesSDK(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		pctx, ph := comp.StartPhase(ctx, telemetry.Serialize, telemetry.Request)
-		comp.StartLeaf(pctx, telemetry.Send, telemetry.Request).EndWith(telemetry.AttrBytes.Int(10), attribute.String("x", "y"), attribute.String("x", "z"))
-		comp.StartLeaf(pctx, telemetry.Send, telemetry.None).EndWith(attribute.KeyValue{}, attribute.Int("n", 1))
-		comp.StartLeaf(pctx, telemetry.Deserialize, telemetry.Request).EndWith(telemetry.AttrPhase.String("leaf"))
+		pctx, ph := comp.Start(ctx, telemetry.Serialize, telemetry.Request)
+		_, leaf1 := comp.Start(pctx, telemetry.Send, telemetry.Request, telemetry.Leaf())
+		leaf1.End(telemetry.WithAttributes(telemetry.AttrBytes.Int(10), attribute.String("x", "y"), attribute.String("x", "z")))
+		_, leaf2 := comp.Start(pctx, telemetry.Send, telemetry.None, telemetry.Leaf())
+		leaf2.End(telemetry.WithAttributes(attribute.KeyValue{}, attribute.Int("n", 1)))
+		_, leaf3 := comp.Start(pctx, telemetry.Deserialize, telemetry.Request, telemetry.Leaf())
+		leaf3.End(telemetry.WithAttributes(telemetry.AttrPhase.String("leaf")))
 		comp.RecordSpan(pctx, telemetry.Receive, telemetry.Reply, time.Unix(1, 0), time.Unix(2, 0), telemetry.AttrBytes.Int(5))
 		// Set again: a shared key takes its new value where it stands.
 		ph.Span().SetAttributes(attribute.Int("before", 1), telemetry.AttrPhase.String("again"), attribute.Int("after", 2))
 		ph.End()
 		// Past 128 with the phase's three: the later ones are dropped.
-		_, wph := comp.StartPhase(ctx, telemetry.Deserialize, telemetry.Reply)
+		_, wph := comp.Start(ctx, telemetry.Deserialize, telemetry.Reply)
 		for i := range 130 {
 			wph.Span().SetAttributes(attribute.Int(fmt.Sprint("p", i), i))
 		}
 		wph.End()
-		_, dph := comp.StartPhase(ctx, telemetry.Execute, telemetry.None)
+		_, dph := comp.Start(ctx, telemetry.Execute, telemetry.None)
 		dph.Span().SetAttributes(attribute.Int("p", 1), attribute.Int("p", 2))
 		dph.End()
 	}
@@ -839,12 +842,12 @@ func TestSpanOutlivesUnit(t *testing.T) {
 		return ctx, work
 	}
 	ctx1, work1 := start()
-	_, late := ipcComp.StartPhase(ctx1, telemetry.Send, telemetry.Request)
+	_, late := ipcComp.Start(ctx1, telemetry.Send, telemetry.Request)
 	work1.End(telemetry.OK, nil)
 	ctx2, work2 := start()
 	late.End()                                                                           // unit 1's, after its root
 	ipcComp.RecordSpan(ctx1, telemetry.Receive, telemetry.Reply, time.Now(), time.Now()) // so is this one
-	_, ph := ipcComp.StartPhase(ctx2, telemetry.Serialize, telemetry.Request)
+	_, ph := ipcComp.Start(ctx2, telemetry.Serialize, telemetry.Request)
 	ph.End()
 	work2.End(telemetry.OK, nil)
 	if err := col.Flush(context.Background()); err != nil {
@@ -883,12 +886,13 @@ func TestUnsampledUnit(t *testing.T) {
 	}
 	col.Track(work.Span(), nil) // not sampled: not tracked
 	phases := func() {
-		pctx, ph := comp.StartPhase(ctx, telemetry.Send, telemetry.Request)
+		pctx, ph := comp.Start(ctx, telemetry.Send, telemetry.Request)
 		if trace.SpanFromContext(pctx) != work.Span() || ph.Span() != work.Span() {
 			t.Fatal("a phase under an unsampled root is not the root's span")
 		}
 		ph.End()
-		comp.StartLeaf(ctx, telemetry.Serialize, telemetry.Request).End()
+		_, leaf4 := comp.Start(ctx, telemetry.Serialize, telemetry.Request, telemetry.Leaf())
+		leaf4.End()
 		comp.RecordSpan(ctx, telemetry.Receive, telemetry.Reply, time.Unix(1, 0), time.Unix(2, 0))
 		_, s := rt.Tracer().Start(ctx, "other")
 		s.End()
@@ -914,7 +918,7 @@ func TestUnsampledUnit(t *testing.T) {
 	if !comp.Records(ctx) {
 		t.Error("Records under a sampled root: false, want true")
 	}
-	_, ph := comp.StartPhase(ctx, telemetry.Send, telemetry.Request)
+	_, ph := comp.Start(ctx, telemetry.Send, telemetry.Request)
 	ph.End()
 	work.End(telemetry.OK, nil)
 	if err := col.Flush(context.Background()); err != nil {

@@ -25,7 +25,7 @@ func (discardExporter) Shutdown(context.Context) error                          
 //go:noinline
 func emptyPhase(ctx context.Context) context.Context { return ctx }
 
-// BenchmarkPhase measures one StartPhase+End in each mode; "empty" is the
+// BenchmarkPhase measures one Start+End in each mode; "empty" is the
 // baseline an "off" phase is compared with (benchstat the two).
 func BenchmarkPhase(b *testing.B) {
 	ctx := context.Background()
@@ -41,7 +41,7 @@ func BenchmarkPhase(b *testing.B) {
 		// A b.N loop, not b.Loop: b.Loop keeps calls in its body from being
 		// inlined, and the disabled check is meant to inline into callers.
 		for i := 0; i < b.N; i++ {
-			_, ph := c.StartPhase(ctx, Serialize, Request)
+			_, ph := c.Start(ctx, Serialize, Request)
 			ph.End()
 		}
 	})
@@ -69,7 +69,7 @@ func BenchmarkPhase(b *testing.B) {
 			}
 			b.ReportAllocs()
 			for b.Loop() {
-				_, ph := c.StartPhase(ctx, Serialize, Request)
+				_, ph := c.Start(ctx, Serialize, Request)
 				ph.End()
 			}
 		})
@@ -97,7 +97,7 @@ func BenchmarkPhase(b *testing.B) {
 	})
 }
 
-// BenchmarkPhaseVsSDK measures one StartPhase+End (spans, metrics and
+// BenchmarkPhaseVsSDK measures one Start+End (spans, metrics and
 // pprof labels all on, as amdahl runs) against the SDK's own equivalent
 // (one span and one histogram record with the same five attributes), and
 // a disabled phase, in the same loop: each iteration runs a batch of 64 of
@@ -136,7 +136,7 @@ func BenchmarkPhaseVsSDK(b *testing.B) {
 	arms := [4]func(){
 		func() {
 			for range batch {
-				_, ph := c.StartPhase(pctx, Serialize, Request)
+				_, ph := c.Start(pctx, Serialize, Request)
 				ph.End()
 			}
 		},
@@ -149,7 +149,7 @@ func BenchmarkPhaseVsSDK(b *testing.B) {
 		},
 		func() {
 			for range batch {
-				_, ph := off.StartPhase(pctx, Serialize, Request)
+				_, ph := off.Start(pctx, Serialize, Request)
 				ph.End()
 			}
 		},
@@ -217,7 +217,7 @@ func BenchmarkPerturbOff(b *testing.B) {
 	run := func(c *Component) time.Duration {
 		start := time.Now()
 		for range batch {
-			_, ph := c.StartPhase(ctx, Serialize, Request)
+			_, ph := c.Start(ctx, Serialize, Request)
 			ph.End()
 		}
 		return time.Since(start)

@@ -9,6 +9,22 @@
 // dashboards, attribution and users build on the names below, and tests
 // assert them.
 //
+// # Phases
+//
+// A component measures each phase with one verb and its options:
+//
+//	ctx, ph := comp.Start(ctx, telemetry.Send, telemetry.Request)
+//	err := send(ctx, msg)
+//	ph.End(telemetry.WithError(err))
+//
+// A leaf, under which no span starts, is made whole when it ends; a phase
+// that ends on another goroutine is Detached; StartedAt and EndedAt take
+// instants the caller already read from the clock:
+//
+//	_, ph := comp.Start(ctx, telemetry.Serialize, telemetry.Request, telemetry.Leaf())
+//	frame := encode(msg)
+//	ph.End(telemetry.WithAttributes(telemetry.AttrBytes.Int(len(frame))))
+//
 // # Spans
 //
 //	amdahl.work            root of one unit of work, submission to result delivered
@@ -118,7 +134,7 @@
 // trace reaches a span processor, the trace file, OTLP or the in-memory
 // recorder. Under such a root a Component's phase that records nothing
 // else (no metrics, labels or delay) is skipped whole, its tracer not
-// called and no clock read: StartPhase, StartLeaf and RecordSpan alike;
+// called and no clock read: Start (with or without Leaf) and RecordSpan alike;
 // Component.Records tells a caller that would prepare phases to hand it
 // (the runtime builds no host phases from the reply of a unit sampled
 // out). The runtime's attribution (a spans.Collector) therefore
@@ -178,8 +194,10 @@
 //
 // # Cost
 //
-// A nil *Component is disabled: StartPhase/End read no clock and allocate
-// nothing. Enabled, the phase API adds no allocation to what the SDK itself
+// A nil *Component is disabled: Start/End read no clock and allocate
+// nothing. Start's and End's options (Leaf, Detached, StartedAt;
+// WithError, WithAttributes, EndedAt) are plain values, not the OTel API's
+// interfaces: passing them allocates nothing (BenchmarkPhase/options). Enabled, the phase API adds no allocation to what the SDK itself
 // does for one span and one histogram record with the same attributes
 // (BenchmarkPhase). With a no-op MeterProvider (otelsetup's when nothing
 // reads the metrics) it makes no record at all.
@@ -189,8 +207,8 @@
 // OTel API's span options. The runtime's tracer (spans.TracerProvider),
 // which feeds its attribution when nothing exports the spans, is one: through it a phase
 // is a compact record, not an SDK span. A phase under which no span
-// starts can say so (StartLeaf, StartDetachedLeaf; attributes at EndWith
-// or FailWith): its span is made whole when it ends, the same span
+// starts can say so (Start with Leaf; attributes at End, WithAttributes):
+// its span is made whole when it ends, the same span
 // through the SDK, and through a PhaseTracer no span object or context at
 // all. ipc's serialize and send, the runtime's queue wait, chunking's
 // serialize and the sidecar's deserialize and execute are leaves.

@@ -29,9 +29,9 @@ func Example() {
 		return
 	}
 	wctx, work := ipc.StartWork(ctx)
-	_, ph := ipc.StartPhase(wctx, telemetry.Serialize, telemetry.Request)
+	_, ph := ipc.Start(wctx, telemetry.Serialize, telemetry.Request)
 	ph.End()
-	_, ph = ipc.StartPhase(wctx, telemetry.Send, telemetry.Request)
+	_, ph = ipc.Start(wctx, telemetry.Send, telemetry.Request)
 	ph.End()
 	work.End(telemetry.OK, nil)
 

@@ -20,7 +20,7 @@ import (
 // taskhost, sidecar) with a fixed set of low-cardinality attributes
 // (transport, scenario, variant). Every span name, attribute set, metric
 // option and pprof label set is built once in the constructor, so that
-// StartPhase and End add no allocation of their own beyond what the OTel SDK
+// Start and End add no allocation of their own beyond what the OTel SDK
 // does.
 //
 // A nil *Component (otelsetup hands one out for a nil *Telemetry) is
@@ -253,7 +253,7 @@ func (c *Component) Records(ctx context.Context) bool {
 }
 
 // SpanAttributes reports whether anything may read the attributes of the
-// spans a caller starts with Tracer, or gives a phase (EndWith, EndAt,
+// spans a caller starts with Tracer, or gives a phase (WithAttributes,
 // RecordSpan): false when the component is disabled
 // or its TracerProvider is a PhaseTracer that exports nothing (the no-op
 // provider's, or the runtime's when only the attribution reads its
@@ -271,7 +271,7 @@ func (c *Component) Tracer() trace.Tracer {
 	return c.tracer
 }
 
-// PhaseSpan is one running phase, returned by StartPhase. It is a small
+// PhaseSpan is one running phase, returned by Start. It is a small
 // value: copy it freely, end it once. The zero value (from a disabled
 // component) is valid and its End does nothing.
 type PhaseSpan struct {
@@ -287,34 +287,84 @@ type PhaseSpan struct {
 	// added to; base is that context.
 	inherit bool
 	base    context.Context
-	// leaf: started by StartLeaf, no span yet; End records it.
+	// leaf: started with Leaf, no span yet; End records it.
 	leaf bool
 }
 
-// StartPhase starts the phase p (direction d) of the component: the span
-// "<component>.<phase>" as a child of the span in ctx, with the amdahl.phase,
-// amdahl.direction and amdahl.component attributes, and (if enabled) the pprof
-// label phase=<name> on the calling goroutine until End. It returns the
-// context carrying the new span, for propagation into the phase body.
+// StartOption configures Start. Options are small values, not interfaces
+// (the OTel API's are, and each one passed allocates): a call with options
+// allocates nothing for them.
+type StartOption struct {
+	leaf, detached bool
+	at             time.Time
+}
+
+// Leaf starts a leaf of the unit's tree: a phase under which no span
+// starts (ipc's serialize and send, a unit's queue wait). Start returns
+// the caller's context unchanged, and the phase's span is made when it
+// ends, from its start and end times, as RecordSpan makes one: through the
+// SDK the same span a phase without Leaf makes; through a PhaseTracer (the
+// runtime's own tracer) no span object and no context at all. Until then
+// PhaseSpan.Span is a no-op: give the span's attributes to End
+// (WithAttributes).
+func Leaf() StartOption { return StartOption{leaf: true} }
+
+// Detached starts a phase that ends on another goroutine than the one that
+// started it (a unit's queue wait and dispatch, which span the submitting
+// goroutine and a worker): it sets no pprof label, and its End may be
+// called from any goroutine, once.
+func Detached() StartOption { return StartOption{detached: true} }
+
+// StartedAt starts the phase at t, an instant the caller read from the
+// clock for something else (a unit's dispatch begins when the unit does):
+// the phase reads no clock to start. A zero t is now.
+func StartedAt(t time.Time) StartOption { return StartOption{at: t} }
+
+// Start starts the phase p (direction d) of the component: the span
+// "<component>.<phase>" as a child of the span in ctx, with the
+// amdahl.phase, amdahl.direction and amdahl.component attributes, and (if
+// enabled, and not Detached) the pprof label phase=<name> on the calling
+// goroutine until End. It returns the context carrying the new span, for
+// propagation into the phase body (ctx itself for a Leaf).
 //
 // Phases on one goroutine are meant to be sequential; a nested phase replaces
 // the label and its End restores the labels carried by its parent context,
 // like pprof.Do. An invalid phase panics: it is a programming error.
-func (c *Component) StartPhase(ctx context.Context, p Phase, d Direction) (context.Context, PhaseSpan) {
+//
+//	ctx, ph := comp.Start(ctx, telemetry.Execute, telemetry.None)
+//	err := run(ctx)
+//	ph.End(telemetry.WithError(err))
+//
+//	ph := comp.Start(ctx, telemetry.Serialize, telemetry.Request, telemetry.Leaf())
+//	frame := encode(msg)
+//	ph.End(telemetry.WithAttributes(telemetry.AttrBytes.Int(len(frame))))
+func (c *Component) Start(ctx context.Context, p Phase, d Direction, opts ...StartOption) (context.Context, PhaseSpan) {
 	if c == nil {
 		return ctx, PhaseSpan{}
 	}
-	return c.startPhase(ctx, p, d)
+	return c.startPhase(ctx, p, d, opts)
 }
 
-// startPhase is StartPhase's enabled path, kept out of line so the disabled
+// startPhase is Start's enabled path, kept out of line so the disabled
 // check inlines into callers.
-func (c *Component) startPhase(ctx context.Context, p Phase, d Direction) (context.Context, PhaseSpan) {
+func (c *Component) startPhase(ctx context.Context, p Phase, d Direction, opts []StartOption) (context.Context, PhaseSpan) {
 	if !p.Valid() || d > Reply {
-		panic(fmt.Sprintf("telemetry: StartPhase(%v, %v): invalid phase or direction", p, d))
+		panic(fmt.Sprintf("telemetry: Start(%v, %v): invalid phase or direction", p, d))
 	}
-	ctx, ps := c.start(ctx, p, d, time.Time{})
-	if c.labels {
+	var o StartOption
+	for _, x := range opts {
+		o.leaf = o.leaf || x.leaf
+		o.detached = o.detached || x.detached
+		if !x.at.IsZero() {
+			o.at = x.at
+		}
+	}
+	labels := c.labels && !o.detached
+	if o.leaf {
+		return ctx, c.startLeaf(ctx, p, d, labels, o.at)
+	}
+	ctx, ps := c.startSpan(ctx, p, d, o.at)
+	if labels {
 		return ps.setLabels(ctx)
 	}
 	return ctx, ps
@@ -339,43 +389,8 @@ func (ps PhaseSpan) setLabels(ctx context.Context) (context.Context, PhaseSpan) 
 	return ctx, ps
 }
 
-// StartLeaf starts phase p like StartPhase, for a leaf of the unit's tree:
-// a phase under which no span starts (ipc's serialize and send). It
-// returns no context, and makes the phase's span when it ends, from its
-// start and end times, as RecordSpan does: through the SDK the same span
-// StartPhase would make; through a PhaseTracer (the runtime's own tracer)
-// no span object and no context at all. Until then Span is a no-op: give
-// the span's attributes to EndWith.
-func (c *Component) StartLeaf(ctx context.Context, p Phase, d Direction) PhaseSpan {
-	if c == nil {
-		return PhaseSpan{}
-	}
-	return c.startLeaf(ctx, p, d, c.labels, time.Time{})
-}
-
-// StartDetachedLeaf is StartLeaf for a phase that ends on another
-// goroutine than the one that started it: it sets no pprof label (a
-// unit's queue wait).
-func (c *Component) StartDetachedLeaf(ctx context.Context, p Phase, d Direction) PhaseSpan {
-	return c.StartDetachedLeafAt(ctx, p, d, time.Time{})
-}
-
-// StartDetachedLeafAt is StartDetachedLeaf for a phase that started at
-// start, an instant the caller read from the clock for something else
-// (a unit's queue wait begins when the unit does): the phase reads no
-// clock to start. A zero start is now.
-func (c *Component) StartDetachedLeafAt(ctx context.Context, p Phase, d Direction, start time.Time) PhaseSpan {
-	if c == nil {
-		return PhaseSpan{}
-	}
-	return c.startLeaf(ctx, p, d, false, start)
-}
-
 // startLeaf starts a leaf at start (zero: now).
 func (c *Component) startLeaf(ctx context.Context, p Phase, d Direction, labels bool, start time.Time) PhaseSpan {
-	if !p.Valid() || d > Reply {
-		panic(fmt.Sprintf("telemetry: StartLeaf(%v, %v): invalid phase or direction", p, d))
-	}
 	if c.off {
 		return PhaseSpan{}
 	}
@@ -392,31 +407,9 @@ func (c *Component) startLeaf(ctx context.Context, p Phase, d Direction, labels 
 	return ps
 }
 
-// StartDetached starts phase p like StartPhase, but sets no pprof label:
-// it is for a phase that ends on another goroutine than the one that
-// started it (a unit's queue wait and dispatch, which span the submitting
-// goroutine and a worker). Its End may be called from any goroutine, once.
-func (c *Component) StartDetached(ctx context.Context, p Phase, d Direction) (context.Context, PhaseSpan) {
-	return c.StartDetachedAt(ctx, p, d, time.Time{})
-}
-
-// StartDetachedAt is StartDetached for a phase that started at start, an
-// instant the caller read from the clock for something else (a unit's
-// dispatch begins when the unit does): the phase reads no clock to
-// start. A zero start is now.
-func (c *Component) StartDetachedAt(ctx context.Context, p Phase, d Direction, start time.Time) (context.Context, PhaseSpan) {
-	if c == nil {
-		return ctx, PhaseSpan{}
-	}
-	if !p.Valid() || d > Reply {
-		panic(fmt.Sprintf("telemetry: StartDetached(%v, %v): invalid phase or direction", p, d))
-	}
-	return c.start(ctx, p, d, start)
-}
-
-// start starts the span of phase p (direction d) as a child of the span
-// in ctx, at start (zero: now).
-func (c *Component) start(ctx context.Context, p Phase, d Direction, start time.Time) (context.Context, PhaseSpan) {
+// startSpan starts the span of phase p (direction d) as a child of the
+// span in ctx, at start (zero: now).
+func (c *Component) startSpan(ctx context.Context, p Phase, d Direction, start time.Time) (context.Context, PhaseSpan) {
 	parent := ctx
 	if c.off {
 		// The span the no-op tracer would give, for the context; no
@@ -485,49 +478,59 @@ func (ps PhaseSpan) Phase() Phase { return ps.phase }
 // Direction returns the direction of the phase being measured.
 func (ps PhaseSpan) Direction() Direction { return ps.dir }
 
+// EndOption configures End. Like StartOption, a small value: passing
+// one allocates nothing of its own.
+type EndOption struct {
+	err   error
+	attrs []attribute.KeyValue
+	at    time.Time
+}
+
+// WithError ends a phase that failed (err not nil): the span's status is
+// set to Error with err's message and err is recorded as an event. A nil
+// err is a phase that did not fail.
+func WithError(err error) EndOption { return EndOption{err: err} }
+
+// WithAttributes adds attributes to the phase's span (sizes, counts):
+// the way to give them to a Leaf. Only the span gets them, not the
+// metrics. Skip building them when nothing reads them
+// (Component.SpanAttributes).
+func WithAttributes(kv ...attribute.KeyValue) EndOption { return EndOption{attrs: kv} }
+
+// EndedAt ends the phase at t, an instant the caller read from the clock
+// for its own timing (a write's blocked time): the phase reads no clock
+// to end. A zero t is now, and so is the end of a phase perturbed by a
+// delay (perturb.*), which the phase must include; an end before the
+// phase's start is its start (the phase is empty).
+func EndedAt(t time.Time) EndOption { return EndOption{at: t} }
+
 // End ends the span, records amdahl.phase.duration, restores the goroutine's
 // pprof labels and returns the phase's duration. A disabled phase reads no
 // clock and returns 0: callers that must report timings with telemetry off
 // measure them themselves.
-// End must be called once, on the goroutine that started the phase.
-func (ps PhaseSpan) End() time.Duration {
+// End must be called once, on the goroutine that started the phase (any
+// goroutine for a Detached phase).
+func (ps PhaseSpan) End(opts ...EndOption) time.Duration {
 	if ps.c == nil {
 		return 0
 	}
-	return ps.end(time.Time{}, nil, nil)
-}
-
-// EndWith is End with attributes for the phase's span (sizes, counts):
-// the way to give them to a phase started by StartLeaf.
-func (ps PhaseSpan) EndWith(attrs ...attribute.KeyValue) time.Duration {
-	if ps.c == nil {
-		return 0
+	var at time.Time
+	var err error
+	var attrs []attribute.KeyValue
+	for _, o := range opts {
+		if o.err != nil {
+			err = o.err
+		}
+		if !o.at.IsZero() {
+			at = o.at
+		}
+		if len(attrs) == 0 {
+			attrs = o.attrs
+		} else if len(o.attrs) > 0 {
+			attrs = append(attrs[:len(attrs):len(attrs)], o.attrs...)
+		}
 	}
-	return ps.end(time.Time{}, nil, attrs)
-}
-
-// EndAt is EndWith for a phase that ended at end, an instant the caller
-// read from the clock for its own timing (a write's blocked time): the
-// phase reads no clock to end. A zero end is now, and so is the end of a
-// phase perturbed by a delay (perturb.*), which the phase must include;
-// an end before the phase's start is its start (the phase is empty).
-func (ps PhaseSpan) EndAt(end time.Time, attrs ...attribute.KeyValue) time.Duration {
-	if ps.c == nil {
-		return 0
-	}
-	return ps.end(end, nil, attrs)
-}
-
-// Fail is End for a phase that failed: the span's status is set to Error with
-// err's message and err is recorded as an event.
-func (ps PhaseSpan) Fail(err error) time.Duration {
-	return ps.end(time.Time{}, err, nil)
-}
-
-// FailWith is Fail with attributes for the phase's span, as EndWith: the
-// way to give them to a failed phase started by StartLeaf.
-func (ps PhaseSpan) FailWith(err error, attrs ...attribute.KeyValue) time.Duration {
-	return ps.end(time.Time{}, err, attrs)
+	return ps.end(at, err, attrs)
 }
 
 // end ends the phase at now (zero: read the clock).
@@ -565,7 +568,7 @@ func (ps PhaseSpan) end(now time.Time, err error, attrs []attribute.KeyValue) ti
 
 // endSpan ends span at now (through the PhaseTracer, if there is one),
 // with err as its error status if not nil. Through the OTel API the span
-// reads its own clock, unless now was given (EndAt).
+// reads its own clock, unless now was given (EndedAt).
 func (c *Component) endSpan(span trace.Span, now time.Time, given bool, err error) {
 	if err != nil {
 		span.RecordError(err)

@@ -55,9 +55,9 @@ func TestPhaseSpansAndMetrics(t *testing.T) {
 		{Send, Request, errors.New("broken pipe")},
 		{Deserialize, Reply, nil},
 	} {
-		_, ph := c.StartPhase(ctx, tc.phase, tc.dir)
+		_, ph := c.Start(ctx, tc.phase, tc.dir)
 		if tc.fail != nil {
-			ph.Fail(tc.fail)
+			ph.End(WithError(tc.fail))
 		} else if d := ph.End(); d <= 0 {
 			t.Errorf("%v: End returned %v, want > 0", tc.phase, d)
 		}
@@ -150,7 +150,7 @@ func TestPhaseSpansAndMetrics(t *testing.T) {
 func TestDisabledComponent(t *testing.T) {
 	var c *Component
 	ctx := context.Background()
-	got, ph := c.StartPhase(ctx, Execute, None)
+	got, ph := c.Start(ctx, Execute, None)
 	if got != ctx {
 		t.Error("disabled StartPhase changed the context")
 	}
@@ -198,7 +198,7 @@ func TestNilProvidersMeanGlobals(t *testing.T) {
 	if err != nil || c == nil {
 		t.Fatalf("NewComponent without providers = %v, %v; want a component on the globals", c, err)
 	}
-	_, ph := c.StartPhase(context.Background(), Serialize, Reply)
+	_, ph := c.Start(context.Background(), Serialize, Reply)
 	ph.End()
 	if got := sr.Ended(); len(got) != 1 || got[0].Name() != "chunking.serialize" {
 		t.Fatalf("global provider got %d spans, want chunking.serialize", len(got))
@@ -229,9 +229,9 @@ func TestParseNames(t *testing.T) {
 func TestInvalidPhasePanics(t *testing.T) {
 	c, _, _ := newTestComponent(t, "ipc")
 	for name, start := range map[string]func(){
-		"StartPhase(0)":              func() { c.StartPhase(context.Background(), 0, None) },
-		"StartLeaf(0)":               func() { c.StartLeaf(context.Background(), 0, None) },
-		"StartDetachedLeaf(send, 9)": func() { c.StartDetachedLeaf(context.Background(), Send, 9) },
+		"StartPhase(0)":              func() { c.Start(context.Background(), 0, None) },
+		"StartLeaf(0)":               func() { c.Start(context.Background(), 0, None, Leaf()) },
+		"StartDetachedLeaf(send, 9)": func() { c.Start(context.Background(), Send, 9, Leaf(), Detached()) },
 	} {
 		func() {
 			defer func() {
@@ -305,7 +305,7 @@ func TestRecordSpanMeasuredElsewhere(t *testing.T) {
 // recorded as a phase's.
 func TestStartDetached(t *testing.T) {
 	c, sr, reader := newTestComponent(t, "runtime")
-	ctx, ph := c.StartDetached(context.Background(), Dispatch, None)
+	ctx, ph := c.Start(context.Background(), Dispatch, None, Detached())
 	if !trace.SpanFromContext(ctx).SpanContext().IsValid() {
 		t.Fatal("StartDetached returned no span in ctx")
 	}
@@ -335,7 +335,7 @@ func TestStartDetached(t *testing.T) {
 		t.Errorf("%s has %d points, want 1", MetricPhaseDuration, n)
 	}
 	var nilComp *Component
-	if _, ph := nilComp.StartDetached(context.Background(), Queue, None); ph.End() != 0 || ph.Span().IsRecording() {
+	if _, ph := nilComp.Start(context.Background(), Queue, None, Detached()); ph.End() != 0 || ph.Span().IsRecording() {
 		t.Error("a disabled component's detached phase records")
 	}
 }
@@ -367,7 +367,7 @@ func TestPhaseKeepsSpanLabels(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, ph := c.StartPhase(context.Background(), Execute, None)
+	ctx, ph := c.Start(context.Background(), Execute, None)
 	want := ph.Span().SpanContext().SpanID().String()
 	if v, _ := pprof.Label(ctx, "span_id"); v != want {
 		t.Errorf("span_id label %q, want %q", v, want)
@@ -378,28 +378,28 @@ func TestPhaseKeepsSpanLabels(t *testing.T) {
 	ph.End()
 }
 
-// TestLeafSpanLikePhase: a leaf (StartLeaf, EndWith or FailWith) makes the
-// span StartPhase would have made: name, parent, attributes plus those
+// TestLeafSpanLikePhase: a leaf (Leaf; End with WithAttributes or WithError) makes the
+// span Start without Leaf would have made: name, parent, attributes plus those
 // given at the end, error status, times; it records the phase metric
 // once, and holds the phase's pprof label while it runs.
 func TestLeafSpanLikePhase(t *testing.T) {
 	c, sr, reader := newTestComponent(t, "ipc", AttrTransport.String("ipc"))
 	ctx, work := c.StartWork(context.Background())
-	_, ph := c.StartPhase(ctx, Send, Request)
+	_, ph := c.Start(ctx, Send, Request)
 	ph.Span().SetAttributes(AttrBytes.Int(10))
 	ph.End()
 	before := time.Now()
-	leaf := c.StartLeaf(ctx, Send, Request)
+	_, leaf := c.Start(ctx, Send, Request, Leaf())
 	const fn = "telemetry.TestLeafSpanLikePhase"
 	if got := goroutineLabels(t, fn); !strings.Contains(got, `"phase":"send"`) {
 		t.Errorf("goroutine labels during a leaf %s, want phase send", got)
 	}
-	d := leaf.EndWith(AttrBytes.Int(10))
+	d := leaf.End(WithAttributes(AttrBytes.Int(10)))
 	if got := goroutineLabels(t, fn); strings.Contains(got, "phase") {
 		t.Errorf("goroutine labels after the leaf ended %s, want no phase", got)
 	}
-	failed := c.StartLeaf(ctx, Send, Request)
-	failed.FailWith(errors.New("broken pipe"), AttrBytes.Int(7))
+	_, failed := c.Start(ctx, Send, Request, Leaf())
+	failed.End(WithError(errors.New("broken pipe")), WithAttributes(AttrBytes.Int(7)))
 	work.End(OK, nil)
 
 	spans := sr.Ended()
@@ -485,7 +485,7 @@ func TestWorkDurationMarksUnsampledUnits(t *testing.T) {
 	}
 }
 
-// TestPhaseAtGivenTimes: StartDetachedAt, StartDetachedLeafAt and EndAt
+// TestPhaseAtGivenTimes: StartedAt (of a phase and a leaf) and EndedAt
 // take the instants the caller read instead of reading the clock, through
 // the OTel API and through a PhaseTracer; a perturbed phase's EndAt still
 // includes its delay; a zero instant is now; a disabled component reads
@@ -495,15 +495,15 @@ func TestPhaseAtGivenTimes(t *testing.T) {
 	end := start.Add(3 * time.Millisecond)
 
 	c, sr, _ := newTestComponent(t, "runtime")
-	ctx, ph := c.StartDetachedAt(context.Background(), Dispatch, None, start)
-	leaf := c.StartDetachedLeafAt(ctx, Queue, None, start)
+	ctx, ph := c.Start(context.Background(), Dispatch, None, Detached(), StartedAt(start))
+	_, leaf := c.Start(ctx, Queue, None, Leaf(), Detached(), StartedAt(start))
 	if ph.Start() != start || leaf.Start() != start {
 		t.Fatalf("Start = %v and %v, want %v", ph.Start(), leaf.Start(), start)
 	}
-	if d := leaf.EndAt(end.Add(-time.Millisecond)); d != 2*time.Millisecond {
+	if d := leaf.End(EndedAt(end.Add(-time.Millisecond))); d != 2*time.Millisecond {
 		t.Errorf("leaf EndAt = %v, want 2ms", d)
 	}
-	if d := ph.EndAt(end, attribute.Int("n", 1)); d != 3*time.Millisecond {
+	if d := ph.End(EndedAt(end), WithAttributes(attribute.Int("n", 1))); d != 3*time.Millisecond {
 		t.Errorf("EndAt = %v, want 3ms", d)
 	}
 	got := map[string][2]time.Time{}
@@ -524,10 +524,10 @@ func TestPhaseAtGivenTimes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, fph := fc.StartDetachedAt(context.Background(), Dispatch, None, start)
-	fph.EndAt(end)
-	fleaf := fc.StartDetachedLeafAt(context.Background(), Queue, None, start)
-	fleaf.EndAt(end)
+	_, fph := fc.Start(context.Background(), Dispatch, None, Detached(), StartedAt(start))
+	fph.End(EndedAt(end))
+	_, fleaf := fc.Start(context.Background(), Queue, None, Leaf(), Detached(), StartedAt(start))
+	fleaf.End(EndedAt(end))
 	if len(f.ended) != 1 || !f.ended[0].Equal(end) {
 		t.Errorf("PhaseTracer ended at %v, want [%v]", f.ended, end)
 	}
@@ -537,8 +537,8 @@ func TestPhaseAtGivenTimes(t *testing.T) {
 
 	// An end before the start is the start: an empty phase, not a
 	// negative one.
-	_, bph := c.StartDetachedAt(context.Background(), Dispatch, None, end)
-	if d := bph.EndAt(start); d != 0 {
+	_, bph := c.Start(context.Background(), Dispatch, None, Detached(), StartedAt(end))
+	if d := bph.End(EndedAt(start)); d != 0 {
 		t.Errorf("EndAt before the start = %v, want 0", d)
 	}
 	if got := sr.Ended(); got[len(got)-1].EndTime() != end {
@@ -547,11 +547,11 @@ func TestPhaseAtGivenTimes(t *testing.T) {
 
 	// A zero instant is now.
 	before := time.Now()
-	_, zph := c.StartDetachedAt(context.Background(), Dispatch, None, time.Time{})
+	_, zph := c.Start(context.Background(), Dispatch, None, Detached(), StartedAt(time.Time{}))
 	if zph.Start().Before(before) {
 		t.Errorf("StartDetachedAt(zero) started at %v, before the call at %v", zph.Start(), before)
 	}
-	if d := zph.EndAt(time.Time{}); d < 0 {
+	if d := zph.End(EndedAt(time.Time{})); d < 0 {
 		t.Errorf("EndAt(zero) = %v", d)
 	}
 
@@ -561,16 +561,63 @@ func TestPhaseAtGivenTimes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sp := pc.StartLeaf(context.Background(), Send, Request)
-	if d := sp.EndAt(sp.Start()); d < 2*time.Millisecond {
+	_, sp := pc.Start(context.Background(), Send, Request, Leaf())
+	if d := sp.End(EndedAt(sp.Start())); d < 2*time.Millisecond {
 		t.Errorf("perturbed EndAt = %v, want at least the 2ms delay", d)
 	}
 
 	var off *Component
-	if _, oph := off.StartDetachedAt(context.Background(), Dispatch, None, start); oph.EndAt(end) != 0 || !oph.Start().IsZero() {
+	if _, oph := off.Start(context.Background(), Dispatch, None, Detached(), StartedAt(start)); oph.End(EndedAt(end)) != 0 || !oph.Start().IsZero() {
 		t.Error("a disabled component's phase at given times records")
 	}
-	if off.StartDetachedLeafAt(context.Background(), Queue, None, start).EndAt(end) != 0 {
+	if _, oleaf := off.Start(context.Background(), Queue, None, Leaf(), Detached(), StartedAt(start)); oleaf.End(EndedAt(end)) != 0 {
 		t.Error("a disabled component's leaf at given times records")
+	}
+}
+
+// TestOptions: End's options combine (attributes of several WithAttributes
+// all reach the span; the last EndedAt and the last non-nil error win; a
+// nil WithError is no failure), and neither Start's nor End's options
+// allocate: a phase started Detached at a given instant and ended at
+// another, with an error, allocates nothing through a PhaseTracer.
+func TestOptions(t *testing.T) {
+	c, sr, _ := newTestComponent(t, "ipc")
+	start := time.Now().Add(-time.Minute).Truncate(time.Microsecond)
+	_, leaf := c.Start(context.Background(), Send, Request, Leaf(), StartedAt(start))
+	boom := errors.New("boom")
+	d := leaf.End(WithAttributes(AttrBytes.Int(1)), EndedAt(start.Add(time.Second)), WithError(boom),
+		WithAttributes(AttrRemote.Bool(true)), EndedAt(start.Add(2*time.Second)), WithError(nil))
+	_, ok := c.Start(context.Background(), Send, Request, Leaf())
+	ok.End(WithError(nil))
+	spans := sr.Ended()
+	if len(spans) != 2 {
+		t.Fatalf("%d spans, want 2", len(spans))
+	}
+	got := spans[0]
+	if g := attrMap(got.Attributes()); g[AttrBytes] != "1" || g[AttrRemote] != "true" {
+		t.Errorf("attributes %v, want both WithAttributes' (%s=1, %s=true)", g, AttrBytes, AttrRemote)
+	}
+	if d != 2*time.Second || !got.StartTime().Equal(start) || !got.EndTime().Equal(start.Add(2*time.Second)) {
+		t.Errorf("span %v–%v, End = %v: want %v–%v (the last EndedAt)", got.StartTime(), got.EndTime(), d, start, start.Add(2*time.Second))
+	}
+	if got.Status().Code.String() != "Error" || got.Status().Description != "boom" {
+		t.Errorf("status %+v, want Error boom (a later WithError(nil) is no change)", got.Status())
+	}
+	if s := spans[1].Status().Code.String(); s != "Unset" {
+		t.Errorf("WithError(nil): status %s, want Unset", s)
+	}
+
+	nc, err := NewComponent("ipc", ComponentConfig{TracerProvider: nullPhaseTracer{}, MeterProvider: metricnoop.NewMeterProvider()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if n := testing.AllocsPerRun(100, func() {
+		_, ph := nc.Start(ctx, Dispatch, None, Detached(), StartedAt(start))
+		_, lf := nc.Start(ctx, Queue, None, Leaf(), Detached(), StartedAt(start))
+		lf.End(EndedAt(start.Add(time.Millisecond)))
+		ph.End(EndedAt(start.Add(time.Second)), WithError(boom))
+	}); n != 0 {
+		t.Errorf("phases with options allocate %v times, want 0", n)
 	}
 }

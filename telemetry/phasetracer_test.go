@@ -55,14 +55,14 @@ func TestPhaseTracerPath(t *testing.T) {
 		t.Error("RecordsMetrics with a no-op meter provider")
 	}
 	ctx, w := c.StartWork(context.Background(), AttrWorkID.String("u"))
-	_, ph := c.StartPhase(ctx, Serialize, Request)
+	_, ph := c.Start(ctx, Serialize, Request)
 	d := ph.End()
-	_, q := c.StartDetached(ctx, Queue, None)
+	_, q := c.Start(ctx, Queue, None, Detached())
 	q.End()
 	t0 := time.Unix(100, 0)
 	c.RecordSpan(ctx, Receive, Reply, t0, t0.Add(time.Millisecond), AttrRemote.Bool(true))
-	lf := c.StartLeaf(ctx, Send, Request)
-	lf.EndWith(AttrBytes.Int(5))
+	_, lf := c.Start(ctx, Send, Request, Leaf())
+	lf.End(WithAttributes(AttrBytes.Int(5)))
 	e2e := w.End(OK, nil)
 
 	wantStarted := []string{"amdahl.work  phase(0) ", "ipc.serialize ipc serialize request", "ipc.queue ipc queue "}
@@ -141,7 +141,7 @@ func TestNoMetricsNoAllocation(t *testing.T) {
 	ctx := context.Background()
 	t0 := time.Unix(100, 0)
 	if n := testing.AllocsPerRun(100, func() {
-		_, ph := c.StartPhase(ctx, Send, Request)
+		_, ph := c.Start(ctx, Send, Request)
 		ph.End()
 		c.RecordSpan(ctx, Receive, Reply, t0, t0)
 		c.RecordCritical(ctx, Send, Request, time.Millisecond)
@@ -185,8 +185,10 @@ func TestPhaseTracerExports(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx, w := c.StartWork(context.Background(), AttrWorkID.String("u"))
-	c.StartLeaf(ctx, Send, Request).EndWith(AttrBytes.Int(5))
-	c.StartLeaf(ctx, Serialize, Request).Fail(errors.New("boom"))
+	_, leaf1 := c.Start(ctx, Send, Request, Leaf())
+	leaf1.End(WithAttributes(AttrBytes.Int(5)))
+	_, leaf2 := c.Start(ctx, Serialize, Request, Leaf())
+	leaf2.End(WithError(errors.New("boom")))
 	w.End(OK, nil)
 
 	if !slices.Equal(f.recorded, []string{"ipc.send"}) {
@@ -259,12 +261,12 @@ func TestOffTracer(t *testing.T) {
 					t.Errorf("%s: span %v recording %v, the no-op tracer's %v", what, span.SpanContext(), span.IsRecording(), wantSpan.SpanContext())
 				}
 			}
-			ctx, ph := c.StartPhase(tc.ctx, Send, Request)
+			ctx, ph := c.Start(tc.ctx, Send, Request)
 			check("StartPhase", ctx, ph.Span())
 			ph.End()
-			ctx, ph = c.StartDetached(tc.ctx, Dispatch, None)
+			ctx, ph = c.Start(tc.ctx, Dispatch, None, Detached())
 			check("StartDetached", ctx, ph.Span())
-			ph.Fail(errors.New("boom"))
+			ph.End(WithError(errors.New("boom")))
 			ctx, w := c.StartWork(tc.ctx, AttrWorkID.String("u1"))
 			check("StartWork", ctx, w.Span())
 			w.End(Failed, errors.New("boom"))
@@ -279,10 +281,10 @@ func TestOffTracer(t *testing.T) {
 	if c.Enabled() {
 		t.Error("a Component on the no-op providers says it records")
 	}
-	if _, ph := c.StartPhase(remote, Send, Request); ph.End() != 0 || !ph.Start().IsZero() {
+	if _, ph := c.Start(remote, Send, Request); ph.End() != 0 || !ph.Start().IsZero() {
 		t.Error("a phase on the no-op providers read the clock")
 	}
-	if ph := c.StartLeaf(remote, Serialize, Request); ph.End() != 0 || !ph.Start().IsZero() {
+	if _, ph := c.Start(remote, Serialize, Request, Leaf()); ph.End() != 0 || !ph.Start().IsZero() {
 		t.Error("a leaf on the no-op providers read the clock")
 	}
 	for _, cfg := range []ComponentConfig{{PhaseLabels: true}, {Delay: map[Phase]time.Duration{Send: time.Nanosecond}}, {}} {
@@ -297,7 +299,7 @@ func TestOffTracer(t *testing.T) {
 		if !oc.Enabled() {
 			t.Errorf("labels %v, delay %v, metrics %v: Enabled false, want true", cfg.PhaseLabels, cfg.Delay, cfg.MeterProvider == nil)
 		}
-		_, ph := oc.StartPhase(remote, Send, Request)
+		_, ph := oc.Start(remote, Send, Request)
 		if ph.End() <= 0 && ph.Start().IsZero() {
 			t.Errorf("labels %v, delay %v: the phase read no clock", cfg.PhaseLabels, cfg.Delay)
 		}
@@ -308,9 +310,9 @@ func TestOffTracer(t *testing.T) {
 	t0 := time.Unix(100, 0)
 	if n := testing.AllocsPerRun(100, func() {
 		wctx, w := c.StartWork(ctx)
-		dctx, disp := c.StartDetached(wctx, Dispatch, None)
-		pctx, ph := c.StartPhase(dctx, Send, Request)
-		leaf := c.StartLeaf(pctx, Serialize, Request)
+		dctx, disp := c.Start(wctx, Dispatch, None, Detached())
+		pctx, ph := c.Start(dctx, Send, Request)
+		_, leaf := c.Start(pctx, Serialize, Request, Leaf())
 		leaf.End()
 		ph.End()
 		c.RecordSpan(pctx, Receive, Reply, t0, t0)
@@ -321,8 +323,8 @@ func TestOffTracer(t *testing.T) {
 	}
 	// Span-only attributes: only the caller's variadic slice, one a call.
 	if n := testing.AllocsPerRun(100, func() {
-		leaf := c.StartLeaf(ctx, Serialize, Request)
-		leaf.EndWith(AttrBytes.Int(100))
+		_, leaf := c.Start(ctx, Serialize, Request, Leaf())
+		leaf.End(WithAttributes(AttrBytes.Int(100)))
 		c.RecordSpan(ctx, Receive, Reply, t0, t0, AttrRemote.Bool(true))
 	}); n > 2 {
 		t.Errorf("two phases with an attribute each allocate %v times with the no-op provider, want at most 2", n)
@@ -364,9 +366,9 @@ func TestSampledOutPhases(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			_, ph := c.StartPhase(tc.ctx, Serialize, Request)
+			_, ph := c.Start(tc.ctx, Serialize, Request)
 			d := ph.End()
-			lf := c.StartLeaf(tc.ctx, Send, Request)
+			_, lf := c.Start(tc.ctx, Send, Request, Leaf())
 			lf.End()
 			handed := len(f.started)+len(f.recorded) > 0
 			if handed != tc.handed {

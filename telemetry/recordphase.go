@@ -84,11 +84,11 @@ func (c *Component) RecordPhase(ctx context.Context, p Phase, d Direction, dur t
 // RecordSpan records a phase measured elsewhere, by another goroutine or
 // another process (a child's timings returned in its reply): the span
 // "<component>.<phase>" from start to end, as a child of the span in ctx,
-// with the attributes StartPhase gives plus attrs (span-only: amdahl.bytes,
+// with the attributes Start gives plus attrs (span-only: amdahl.bytes,
 // amdahl.remote), and its duration in amdahl.phase.duration. It is the one
 // way phase spans are built after the fact; an invalid phase or direction
 // (which may come from another process) records nothing, and so does a
-// phase StartPhase would skip under the span in ctx, a sampled-out one
+// phase Start would skip under the span in ctx, a sampled-out one
 // (Records).
 func (c *Component) RecordSpan(ctx context.Context, p Phase, d Direction, start, end time.Time, attrs ...attribute.KeyValue) {
 	if c == nil || c.off || !p.Valid() || d > Reply {

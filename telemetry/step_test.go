@@ -56,7 +56,7 @@ func TestStepLabels(t *testing.T) {
 		}
 	}
 
-	_, ph := c.StartPhase(context.Background(), Serialize, Request)
+	_, ph := c.Start(context.Background(), Serialize, Request)
 	check("phase", `{"component":"chunking", "direction":"request", "phase":"serialize"}`)
 	ph.Step(st, 0)
 	check("step 0", `{"component":"chunking", "direction":"request", "phase":"serialize", "step":"size"}`)
@@ -75,7 +75,7 @@ func TestStepLabels(t *testing.T) {
 	// Labels of the parent context are kept, and restored by End.
 	parent := pprof.WithLabels(context.Background(), pprof.Labels("span_id", "abc"))
 	pprof.SetGoroutineLabels(parent)
-	_, ph = c.StartPhase(parent, Serialize, Request)
+	_, ph = c.Start(parent, Serialize, Request)
 	ph.Step(st, 0)
 	check("step under parent labels", `{"component":"chunking", "direction":"request", "phase":"serialize", "span_id":"abc", "step":"size"}`)
 	ph.Step(st, -1)
@@ -89,7 +89,7 @@ func TestStepLabels(t *testing.T) {
 		if s := off.Steps(Serialize, "size"); s != nil {
 			t.Errorf("Steps of a component without labels = %v, want nil", s)
 		}
-		_, ph := off.StartPhase(context.Background(), Serialize, Request)
+		_, ph := off.Start(context.Background(), Serialize, Request)
 		ph.Step(st, 0) // st of another component: still nothing, the phase has no labels
 		check("labels off", "")
 		ph.End()
@@ -107,7 +107,7 @@ func TestStepKeepsSpanLabels(t *testing.T) {
 		t.Fatal(err)
 	}
 	st := c.Steps(Serialize, "size")
-	_, ph := c.StartPhase(context.Background(), Serialize, Request)
+	_, ph := c.Start(context.Background(), Serialize, Request)
 	ph.Step(st, 0)
 	got := goroutineLabels(t, "TestStepKeepsSpanLabels")
 	ph.End()

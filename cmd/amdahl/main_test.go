@@ -30,7 +30,7 @@ func writeTrace(t *testing.T, phases []telemetry.Phase) string {
 	for i := 0; i < 3; i++ {
 		wctx, w := c.StartWork(ctx)
 		for _, p := range phases {
-			_, ph := c.StartPhase(wctx, p, telemetry.Request)
+			_, ph := c.Start(wctx, p, telemetry.Request)
 			ph.End()
 		}
 		w.End(telemetry.OK, nil)

@@ -148,7 +148,7 @@ func (p pipeline) process(ctx context.Context, unit int) (total float64, err err
 // serialize encodes each part in its own phase span and hands it to send.
 func (p pipeline) serialize(ctx context.Context, unit int, parts chan<- []byte) error {
 	for part := range p.parts {
-		_, ph := p.tel.StartPhase(ctx, telemetry.Serialize, telemetry.Request)
+		_, ph := p.tel.Start(ctx, telemetry.Serialize, telemetry.Request)
 		orders := make([]order, p.ordersPerPart)
 		for i := range orders {
 			id := (unit*p.parts+part)*p.ordersPerPart + i
@@ -157,7 +157,7 @@ func (p pipeline) serialize(ctx context.Context, unit int, parts chan<- []byte) 
 		}
 		b, err := json.Marshal(orders)
 		if err != nil {
-			ph.Fail(err)
+			ph.End(telemetry.WithError(err))
 			return fmt.Errorf("serialize part %d: %w", part, err)
 		}
 		ph.Span().SetAttributes(telemetry.AttrBytes.Int(len(b)))
@@ -178,10 +178,10 @@ func (p pipeline) send(ctx context.Context, parts <-chan []byte, w io.Writer) er
 		if err != nil {
 			continue
 		}
-		_, ph := p.tel.StartPhase(ctx, telemetry.Send, telemetry.Request)
+		_, ph := p.tel.Start(ctx, telemetry.Send, telemetry.Request)
 		ph.Span().SetAttributes(telemetry.AttrBytes.Int(len(b)))
 		if _, err = fmt.Fprintf(w, "%d\n%s", len(b), b); err != nil {
-			ph.Fail(err)
+			ph.End(telemetry.WithError(err))
 			continue
 		}
 		pace := time.NewTimer(time.Duration(float64(len(b)) / p.rate * float64(time.Second)))
@@ -191,7 +191,7 @@ func (p pipeline) send(ctx context.Context, parts <-chan []byte, w io.Writer) er
 		case <-ctx.Done():
 			pace.Stop()
 			err = ctx.Err()
-			ph.Fail(err)
+			ph.End(telemetry.WithError(err))
 		}
 	}
 	return err
@@ -199,19 +199,19 @@ func (p pipeline) send(ctx context.Context, parts <-chan []byte, w io.Writer) er
 
 // execute decodes every part that arrived and totals the orders.
 func (p pipeline) execute(ctx context.Context, wire *bytes.Buffer) (float64, error) {
-	_, ph := p.tel.StartPhase(ctx, telemetry.Execute, telemetry.None)
+	_, ph := p.tel.Start(ctx, telemetry.Execute, telemetry.None)
 	var total float64
 	for part := 0; wire.Len() > 0; part++ {
 		var n int
 		if _, err := fmt.Fscanf(wire, "%d\n", &n); err != nil || n < 0 || n > wire.Len() {
 			err = fmt.Errorf("execute: part %d: bad length prefix (%d bytes left): %v", part, wire.Len(), err)
-			ph.Fail(err)
+			ph.End(telemetry.WithError(err))
 			return 0, err
 		}
 		var orders []order
 		if err := json.Unmarshal(wire.Next(n), &orders); err != nil {
 			err = fmt.Errorf("execute: part %d: %w", part, err)
-			ph.Fail(err)
+			ph.End(telemetry.WithError(err))
 			return 0, err
 		}
 		for _, o := range orders {

@@ -213,7 +213,7 @@ func runTask(ctx context.Context, comp *telemetry.Component, tasks map[string]Ta
 	}
 	// With telemetry the task body runs under the phase label when the
 	// host profiles itself; without, nothing in the host would read one.
-	ectx, ph := comp.StartPhase(ctx, telemetry.Execute, telemetry.None)
+	ectx, ph := comp.Start(ctx, telemetry.Execute, telemetry.None)
 	out, err := f(ectx, m)
 	if delay > 0 {
 		time.Sleep(delay) // perturb.taskhost.execute: a causal experiment

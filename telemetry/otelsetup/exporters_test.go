@@ -105,7 +105,7 @@ func record(t *testing.T, tel *Telemetry) {
 		t.Fatal(err)
 	}
 	wctx, w := c.StartWork(ctx)
-	_, ph := c.StartPhase(wctx, telemetry.Dispatch, telemetry.None)
+	_, ph := c.Start(wctx, telemetry.Dispatch, telemetry.None)
 	ph.End()
 	w.End(telemetry.OK, nil)
 	c.RecordCritical(ctx, telemetry.Dispatch, telemetry.None, 3*time.Millisecond)

@@ -118,7 +118,7 @@ func TestOTLPGRPCExport(t *testing.T) {
 		t.Fatal(err)
 	}
 	wctx, w := c.StartWork(ctx)
-	_, ph := c.StartPhase(wctx, telemetry.Dispatch, telemetry.None)
+	_, ph := c.Start(wctx, telemetry.Dispatch, telemetry.None)
 	ph.End()
 	w.End(telemetry.OK, nil)
 	if err := tel.Shutdown(ctx); err != nil {
@@ -174,10 +174,10 @@ func TestTraceFileRoundTrip(t *testing.T) {
 	}
 	c, _ := tel.Component("chunking", telemetry.AttrTransport.String("chunking"))
 	wctx, w := c.StartWork(ctx, telemetry.AttrWorkID.Int(1))
-	_, ph := c.StartPhase(wctx, telemetry.Serialize, telemetry.Request)
+	_, ph := c.Start(wctx, telemetry.Serialize, telemetry.Request)
 	ph.Span().SetAttributes(telemetry.AttrBytes.Int(4096))
 	ph.End()
-	_, ph = c.StartPhase(wctx, telemetry.Send, telemetry.Request)
+	_, ph = c.Start(wctx, telemetry.Send, telemetry.Request)
 	ph.End()
 	w.End(telemetry.OK, nil)
 	if err := tel.Shutdown(ctx); err != nil {
@@ -250,7 +250,7 @@ func TestMetricsEndpoint(t *testing.T) {
 	}
 	defer tel.Shutdown(ctx)
 	c, _ := tel.Component("ipc", telemetry.AttrTransport.String("ipc"), telemetry.AttrScenario.String("taskhost"), telemetry.AttrVariant.String("baseline"))
-	_, ph := c.StartPhase(ctx, telemetry.Send, telemetry.Request)
+	_, ph := c.Start(ctx, telemetry.Send, telemetry.Request)
 	ph.End()
 	c.RecordCritical(ctx, telemetry.Send, telemetry.Request, time.Millisecond)
 
@@ -297,7 +297,7 @@ func TestMetricsEndpointExemplars(t *testing.T) {
 	defer tel.Shutdown(ctx)
 	c, _ := tel.Component("ipc", telemetry.AttrScenario.String("taskhost"), telemetry.AttrVariant.String("baseline"))
 	wctx, w := c.StartWork(ctx)
-	_, ph := c.StartPhase(wctx, telemetry.Send, telemetry.Request)
+	_, ph := c.Start(wctx, telemetry.Send, telemetry.Request)
 	ph.End()
 	w.End(telemetry.OK, nil)
 	traceID := trace.SpanContextFromContext(wctx).TraceID().String()
@@ -390,7 +390,7 @@ func TestPyroscopeUploadHasPhaseLabels(t *testing.T) {
 	c, _ := tel.Component("taskhost")
 	// Burn CPU inside a phase until the profile has samples: 100 Hz means
 	// ~10 ms per sample; 400 ms gives dozens. Measured by CPU work, not sleep.
-	_, ph := c.StartPhase(ctx, telemetry.Execute, telemetry.None)
+	_, ph := c.Start(ctx, telemetry.Execute, telemetry.None)
 	deadline := time.Now().Add(400 * time.Millisecond)
 	x := 1.0
 	for time.Now().Before(deadline) {
@@ -561,7 +561,7 @@ func TestSDKDisabled(t *testing.T) {
 		t.Fatalf("Component: got %v, %v; want a component", c, err)
 	}
 	wctx, w := c.StartWork(ctx)
-	_, ph := c.StartPhase(wctx, telemetry.Dispatch, telemetry.None)
+	_, ph := c.Start(wctx, telemetry.Dispatch, telemetry.None)
 	if ph.Span().IsRecording() {
 		t.Error("phase span is recording")
 	}

@@ -369,7 +369,7 @@ func TestTraceFileAttribution(t *testing.T) {
 	for i := range 20 {
 		wctx, w := c.StartWork(ctx, telemetry.AttrWorkID.Int(i))
 		for _, p := range []telemetry.Phase{telemetry.Serialize, telemetry.Send, telemetry.Receive} {
-			_, ph := c.StartPhase(wctx, p, telemetry.Request)
+			_, ph := c.Start(wctx, p, telemetry.Request)
 			ph.Span().SetAttributes(telemetry.AttrBytes.Int(100 * i))
 			ph.End()
 		}
@@ -483,7 +483,7 @@ func benchSpans(b *testing.B, n int) []sdktrace.ReadOnlySpan {
 	for i := 0; i < n/(len(phases)+1); i++ {
 		wctx, w := c.StartWork(ctx, telemetry.AttrWorkID.Int(i))
 		for _, ph := range phases {
-			_, s := c.StartPhase(wctx, ph.p, ph.d)
+			_, s := c.Start(wctx, ph.p, ph.d)
 			s.Span().SetAttributes(telemetry.AttrBytes.Int(4096))
 			s.End()
 		}
