@@ -539,7 +539,7 @@ func (r *Runtime) onWork(w attribution.Work, owner any) {
 			u.comp.RecordCriticalGap(ctx, s.Key.Component, s.Key.Op, s.Critical)
 			continue
 		}
-		u.comp.RecordCriticalOf(ctx, s.Key.Component, s.Key.Phase, s.Key.Direction, s.Critical)
+		u.comp.RecordCritical(ctx, s.Key.Component, s.Key.Phase, s.Key.Direction, s.Critical)
 	}
 }
 

@@ -162,7 +162,7 @@ func TestDisabledComponent(t *testing.T) {
 	}
 	_, w := c.StartWork(ctx)
 	w.End(Failed, errors.New("x"))
-	c.RecordCritical(ctx, Send, Request, 1)
+	c.RecordCritical(ctx, c.Name(), Send, Request, 1)
 }
 
 // RunAttributes hands a library the component's scenario and variant,

@@ -144,7 +144,7 @@ func TestNoMetricsNoAllocation(t *testing.T) {
 		_, ph := c.Start(ctx, Send, Request)
 		ph.End()
 		c.RecordSpan(ctx, Receive, Reply, t0, t0)
-		c.RecordCritical(ctx, Send, Request, time.Millisecond)
+		c.RecordCritical(ctx, c.Name(), Send, Request, time.Millisecond)
 		c.RecordPhase(ctx, Send, Request, time.Millisecond)
 	}); n != 0 {
 		t.Errorf("a phase allocates %v times with no metrics, want 0", n)

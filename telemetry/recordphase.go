@@ -10,21 +10,13 @@ import (
 	"go.opentelemetry.io/otel/trace"
 )
 
-// RecordCritical records d as phase p's exclusive time on the critical path of
-// one unit of work (amdahl.phase.critical). The attribution code calls it once
-// per phase per unit of work.
-func (c *Component) RecordCritical(ctx context.Context, p Phase, d Direction, dur time.Duration) {
-	if c == nil || !c.metrics || !p.Valid() || d > Reply {
-		return
-	}
-	c.criticalHist.Record(ctx, dur.Seconds(), c.metricOpt[p][d])
-}
-
-// RecordCriticalOf is RecordCritical for a row of another component (the
-// critical path of a unit crosses components: ipc, taskhost, chunking):
-// amdahl.component is component, the other attributes are c's. The
-// attribute sets are built once per row and cached.
-func (c *Component) RecordCriticalOf(ctx context.Context, component string, p Phase, d Direction, dur time.Duration) {
+// RecordCritical records dur as the exclusive time of component's phase p
+// (direction d) on the critical path of one unit of work
+// (amdahl.phase.critical). The attribution calls it once per row per
+// unit; the critical path crosses components (ipc, taskhost, chunking), so
+// amdahl.component is component and the other attributes are c's. The
+// attribute sets of other components' rows are built once and cached.
+func (c *Component) RecordCritical(ctx context.Context, component string, p Phase, d Direction, dur time.Duration) {
 	if c == nil || !c.metrics || !p.Valid() || d > Reply {
 		return
 	}

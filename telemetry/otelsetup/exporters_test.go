@@ -108,7 +108,7 @@ func record(t *testing.T, tel *Telemetry) {
 	_, ph := c.Start(wctx, telemetry.Dispatch, telemetry.None)
 	ph.End()
 	w.End(telemetry.OK, nil)
-	c.RecordCritical(ctx, telemetry.Dispatch, telemetry.None, 3*time.Millisecond)
+	c.RecordCritical(ctx, c.Name(), telemetry.Dispatch, telemetry.None, 3*time.Millisecond)
 }
 
 // TestOTLPMetricsExport: with an OTLP metrics exporter selected, Shutdown

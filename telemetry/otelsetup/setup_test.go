@@ -252,7 +252,7 @@ func TestMetricsEndpoint(t *testing.T) {
 	c, _ := tel.Component("ipc", telemetry.AttrTransport.String("ipc"), telemetry.AttrScenario.String("taskhost"), telemetry.AttrVariant.String("baseline"))
 	_, ph := c.Start(ctx, telemetry.Send, telemetry.Request)
 	ph.End()
-	c.RecordCritical(ctx, telemetry.Send, telemetry.Request, time.Millisecond)
+	c.RecordCritical(ctx, c.Name(), telemetry.Send, telemetry.Request, time.Millisecond)
 
 	resp, err := http.Get("http://" + tel.MetricsAddr() + "/metrics")
 	if err != nil {
@@ -567,7 +567,7 @@ func TestSDKDisabled(t *testing.T) {
 	}
 	ph.End()
 	w.End(telemetry.OK, nil)
-	c.RecordCritical(ctx, telemetry.Dispatch, telemetry.None, time.Millisecond)
+	c.RecordCritical(ctx, c.Name(), telemetry.Dispatch, telemetry.None, time.Millisecond)
 	tel.UnregisterSpanProcessor(registered)
 	if err := tel.ForceFlush(ctx); err != nil {
 		t.Errorf("ForceFlush: %v", err)
