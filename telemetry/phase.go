@@ -351,6 +351,18 @@ func (c *Component) startPhase(ctx context.Context, p Phase, d Direction, opts [
 	if !p.Valid() || d > Reply {
 		panic(fmt.Sprintf("telemetry: Start(%v, %v): invalid phase or direction", p, d))
 	}
+	if len(opts) > 0 {
+		return c.startWith(ctx, p, d, opts)
+	}
+	ctx, ps := c.startSpan(ctx, p, d, time.Time{})
+	if c.labels {
+		return ps.setLabels(ctx)
+	}
+	return ctx, ps
+}
+
+// startWith is startPhase with options.
+func (c *Component) startWith(ctx context.Context, p Phase, d Direction, opts []StartOption) (context.Context, PhaseSpan) {
 	var o StartOption
 	for _, x := range opts {
 		o.leaf = o.leaf || x.leaf
@@ -514,7 +526,12 @@ func (ps PhaseSpan) End(opts ...EndOption) time.Duration {
 	if ps.c == nil {
 		return 0
 	}
-	var at time.Time
+	return ps.end(opts)
+}
+
+// end is End's enabled path, kept out of line so that End inlines.
+func (ps PhaseSpan) end(opts []EndOption) time.Duration {
+	var now time.Time
 	var err error
 	var attrs []attribute.KeyValue
 	for _, o := range opts {
@@ -522,21 +539,13 @@ func (ps PhaseSpan) End(opts ...EndOption) time.Duration {
 			err = o.err
 		}
 		if !o.at.IsZero() {
-			at = o.at
+			now = o.at
 		}
 		if len(attrs) == 0 {
 			attrs = o.attrs
 		} else if len(o.attrs) > 0 {
 			attrs = append(attrs[:len(attrs):len(attrs)], o.attrs...)
 		}
-	}
-	return ps.end(at, err, attrs)
-}
-
-// end ends the phase at now (zero: read the clock).
-func (ps PhaseSpan) end(now time.Time, err error, attrs []attribute.KeyValue) time.Duration {
-	if ps.c == nil {
-		return 0
 	}
 	if dl := ps.c.delay[ps.phase]; dl > 0 {
 		time.Sleep(dl)
