@@ -94,9 +94,6 @@ func NewPlanner(cfg PlannerConfig) (*Planner, error) {
 		steps: serializeSteps(cfg.Component), metrics: m}, nil
 }
 
-// MaxChunkBytes returns the planner's limit.
-func (p *Planner) MaxChunkBytes() int { return p.max }
-
 // Plan is the result of planning one response.
 type Plan struct {
 	// Chunks are the messages to send, in order. For a direct send Chunks[0]

@@ -334,6 +334,3 @@ func sidecarClass(class string, err error) string {
 // instancePrefix starts the orchestration instance id of every unit of
 // this Runtime: other runs may share an external sidecar.
 func (r *Runtime) instancePrefix() string { return "amdahl-" + r.runID + "-" }
-
-// SidecarAddr returns the address of the sidecar the runtime completes to.
-func (r *Runtime) SidecarAddr() string { return r.cc.Target() }

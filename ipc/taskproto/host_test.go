@@ -1,14 +1,17 @@
 package taskproto
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"log/slog"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/amdahl-rt/amdahl/ipc"
 	"github.com/amdahl-rt/amdahl/ipc/ipcpb"
+	"google.golang.org/protobuf/proto"
 )
 
 // childServeHost is envChild's value that makes the test binary a task
@@ -90,6 +93,29 @@ func TestServeHost(t *testing.T) {
 	}
 	if err := cmd.Wait(); err != nil {
 		t.Fatalf("child: %v (stderr: %s)", err, stderr)
+	}
+}
+
+// TestHostLogger: a host logs what it ignores (a packet it does not
+// expect) to the logger WithHostLogger gives it, not to slog's default.
+func TestHostLogger(t *testing.T) {
+	ctx := context.Background()
+	var logged bytes.Buffer
+	cfg := hostConfig{logger: slog.Default()}
+	WithHostLogger(slog.New(slog.NewJSONHandler(&logged, nil)))(&cfg)
+	parent, child := pair(t, []ipc.Option{WithCodec()}, []ipc.Option{WithCodec()})
+	done := make(chan error, 1)
+	go func() { done <- serve(ctx, child, nil, cfg, 0) }()
+	for _, m := range []proto.Message{&ipcpb.LogMessage{TaskId: 1, Text: "hi"}, &ipcpb.Shutdown{}} {
+		if err := parent.Send(ctx, m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("serve: %v", err)
+	}
+	if got := logged.String(); !strings.Contains(got, `"msg":"taskhost: ignoring unexpected packet"`) {
+		t.Errorf("the host's logger got %q, want its warning about the log message", got)
 	}
 }
 

@@ -45,7 +45,10 @@ func WithSDKDisabled(disabled bool) Option { return func(c *config) { c.disabled
 // overrides the default, this option overrides both).
 func WithServiceName(name string) Option { return func(c *config) { c.serviceName = name } }
 
-// WithResourceAttributes adds attributes to the resource.
+// WithResourceAttributes adds attributes to the resource of every span
+// and metric (deployment.environment.name, host.index, …). For a key
+// given more than once the later wins: the defaults, then these, then
+// OTEL_RESOURCE_ATTRIBUTES and OTEL_SERVICE_NAME, then WithServiceName.
 func WithResourceAttributes(kv ...attribute.KeyValue) Option {
 	return func(c *config) { c.resourceAttrs = append(c.resourceAttrs, kv...) }
 }

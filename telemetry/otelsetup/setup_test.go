@@ -26,6 +26,7 @@ import (
 	"github.com/grafana/pyroscope-go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
+	"go.opentelemetry.io/otel/attribute"
 	metricnoop "go.opentelemetry.io/otel/metric/noop"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
@@ -526,6 +527,31 @@ func TestOptionBeatsEnv(t *testing.T) {
 		t.Fatalf("option should override a bad env value: %v", err)
 	}
 	tel.Shutdown(ctx)
+}
+
+// TestResourceAttributes: WithResourceAttributes puts its attributes on
+// the resource of every span, beside service.name, and WithServiceName
+// still names the service.
+func TestResourceAttributes(t *testing.T) {
+	ctx := context.Background()
+	tel, err := Setup(ctx, WithLookupEnv(envOf(nil)), WithRecorder(), WithServiceName("worker"),
+		WithResourceAttributes(attribute.String("deployment.environment.name", "test"), attribute.Int("host.index", 3)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tel.Shutdown(ctx)
+	_, span := tel.TracerProvider().Tracer("t").Start(ctx, "x")
+	span.End()
+	got := tel.Recorder().Spans()
+	if len(got) != 1 {
+		t.Fatalf("%d spans recorded, want 1", len(got))
+	}
+	res := got[0].Resource()
+	for k, want := range map[attribute.Key]string{"deployment.environment.name": "test", "host.index": "3", "service.name": "worker"} {
+		if v, ok := res.Set().Value(k); !ok || v.Emit() != want {
+			t.Errorf("resource %s = %q (set %v), want %q", k, v.Emit(), ok, want)
+		}
+	}
 }
 
 func TestSDKDisabled(t *testing.T) {

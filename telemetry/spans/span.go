@@ -122,7 +122,7 @@ func ParseSpanKind(s string) (SpanKind, error) {
 }
 
 const (
-	// flagSemconv: the row was set by the semconv rules (SemconvRow).
+	// flagSemconv: the row was set by the semconv rules (MarkSemconvRow).
 	flagSemconv uint8 = 1 << iota
 	// flagBeyond: a time was past what int64 nanoseconds hold (year
 	// 2262).
@@ -133,18 +133,14 @@ const (
 // int64 nanoseconds hold (year 2262): Start or End is then not the time.
 func (s *Span) Beyond() bool { return s.flags&flagBeyond != 0 }
 
-// SemconvRow reports whether s's row was set by the semantic conventions'
-// rules because the span had no amdahl attribute (MarkSemconvRow): in a
-// trace of amdahl's (one with amdahl's attributes) such a span is no row
-// (ClearSemconvRow).
-func (s *Span) SemconvRow() bool { return s.flags&flagSemconv != 0 }
-
 // MarkSemconvRow records that s's row was set by the semantic
-// conventions' rules on a span with no amdahl attribute (SemconvRow).
+// conventions' rules because the span had no amdahl attribute: in a trace
+// of amdahl's (one with amdahl's attributes) such a span is no row
+// (ClearSemconvRow).
 func (s *Span) MarkSemconvRow() { s.flags |= flagSemconv }
 
 // ClearSemconvRow makes a span whose row the semantic conventions' rules
-// set (SemconvRow) no row.
+// set (MarkSemconvRow) no row.
 func (s *Span) ClearSemconvRow() {
 	if s.flags&flagSemconv != 0 {
 		s.Component, s.Phase, s.Direction, s.Op = "", 0, telemetry.None, ""
