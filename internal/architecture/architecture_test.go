@@ -25,8 +25,8 @@ const module = "github.com/amdahl-rt/amdahl/"
 // rendered.
 var rooms = []room{
 	{"foundation", "what every room may use, importing nothing of the module: `internal/<name>`, and the generated protobuf",
-		[]string{"internal/bytesize", "internal/outfile", "internal/features", "internal/grpctrace", "internal/proccpu", "internal/testcert", "internal/protogen", "ipc/ipcpb", "chunking/dtpb"},
-		"one size grammar (`1.5MiB`, `128KiB`, `4089446`); output files created without following a link at their name; feature waves; the W3C trace context across gRPC calls where nothing reads otelgrpc's spans or metrics; the process's CPU time; a self-signed loopback certificate for tests; the protobuf generator's pins; generated protobuf of the wire and of Durable Task"},
+		[]string{"internal/bytesize", "internal/outfile", "internal/yamldoc", "internal/features", "internal/grpctrace", "internal/proccpu", "internal/testcert", "internal/protogen", "ipc/ipcpb", "chunking/dtpb"},
+		"one size grammar (`1.5MiB`, `128KiB`, `4089446`); output files created without following a link at their name; one YAML document read for a decoder that walks its nodes (size bound, syntax errors at their line and column); feature waves; the W3C trace context across gRPC calls where nothing reads otelgrpc's spans or metrics; the process's CPU time; a self-signed loopback certificate for tests; the protobuf generator's pins; generated protobuf of the wire and of Durable Task"},
 	{"telemetry API", "",
 		[]string{"telemetry", "telemetry/spans"},
 		"phase and direction names, attribute keys, metric names, pprof labels, `Component` on given providers (the otel globals by default), `RecordSpan` for a phase measured elsewhere; the one span model (`spans.Span`, and `spans.Record` for export), its tracer (`spans.TracerProvider`), the per-unit collector (`spans.Collector`) and its OTLP JSON codec (the trace file's reader and writer), with no SDK"},
@@ -76,6 +76,7 @@ var allowed = map[string][]string{
 	"internal/features":  nil,
 	"internal/bytesize":  nil,
 	"internal/outfile":   nil,
+	"internal/yamldoc":   nil,
 	"internal/grpctrace": nil,
 	"internal/proccpu":   nil,
 	"internal/testcert":  nil,
@@ -93,7 +94,7 @@ var allowed = map[string][]string{
 
 	// Telemetry beside the libraries: the SDK wiring, and attribution.
 	"telemetry/otelsetup":    {"telemetry", "telemetry/spans", "internal/outfile", "internal/proccpu"},
-	"telemetry/attribution":  {"telemetry", "telemetry/spans"},
+	"telemetry/attribution":  {"telemetry", "telemetry/spans", "internal/yamldoc"},
 	"internal/telemetrytest": {"telemetry"},
 
 	// The report page: the run's profiles, and report.html of attribution's
@@ -102,7 +103,7 @@ var allowed = map[string][]string{
 	"internal/report/htmlreport": {"telemetry", "telemetry/attribution", "telemetry/spans", "internal/outfile"},
 
 	// The host that ties it together.
-	"runtime/scenario": {"internal/bytesize"},
+	"runtime/scenario": {"internal/bytesize", "internal/yamldoc"},
 	// A/B experiments on the runtime (amdahl ab's engine).
 	"runtime/ab": {"runtime", "runtime/scenario", "telemetry/attribution", "telemetry/otelsetup", "internal/outfile"},
 	"runtime": {"chunking", "chunking/dtpb", "internal/bytesize", "internal/features", "internal/grpctrace", "internal/proccpu", "ipc", "ipc/ipcpb", "ipc/taskproto",

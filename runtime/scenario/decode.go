@@ -1,21 +1,17 @@
 package scenario
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
-	"io"
 	"math"
-	"os"
 	"path/filepath"
-	"regexp"
 	"slices"
-	"strconv"
 	"strings"
 
 	"go.yaml.in/yaml/v3"
 
 	"github.com/amdahl-rt/amdahl/internal/bytesize"
+	"github.com/amdahl-rt/amdahl/internal/yamldoc"
 )
 
 // Keys accepted at each level of a scenario file, in documentation order.
@@ -31,21 +27,16 @@ var (
 // larger than 1 MiB is an *Error; Load tells from its size when it can, and
 // otherwise reads no more than one byte past the limit.
 func Load(path string) (*Scenario, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, fmt.Errorf("load scenario: %w", err)
-	}
-	defer f.Close()
-	if fi, err := f.Stat(); err == nil && fi.Mode().IsRegular() && fi.Size() > maxFileBytes {
-		return nil, tooLarge(path, bytesize.Format(int(min(fi.Size(), math.MaxInt))))
-	}
-	data, err := io.ReadAll(io.LimitReader(f, maxFileBytes+1))
-	if err != nil {
-		return nil, fmt.Errorf("load scenario: %w", err)
-	}
-	if len(data) > maxFileBytes {
+	data, err := yamldoc.ReadFile(path, maxFileBytes)
+	var tl *yamldoc.TooLargeError
+	switch {
+	case errors.As(err, &tl) && tl.Size >= 0:
+		return nil, tooLarge(path, bytesize.Format(int(min(tl.Size, math.MaxInt))))
+	case errors.As(err, &tl):
 		// Not a regular file, or one that grew: its size is unknown.
 		return nil, tooLarge(path, "more than "+bytesize.Format(maxFileBytes))
+	case err != nil:
+		return nil, fmt.Errorf("load scenario: %w", err)
 	}
 	return Parse(path, data)
 }
@@ -140,117 +131,19 @@ func (d *decoder) parse(data []byte) (*yaml.Node, error) {
 		return nil, &Error{File: d.file, Line: line, Column: col,
 			Msg: fmt.Sprintf("more than %d YAML nodes (valid: at most %d per scenario file)", maxNodes, maxNodes)}
 	}
-	docs, err := parseDocuments(data, 2)
-	switch {
-	case err != nil:
-		return nil, d.syntaxError(data, err)
-	case len(docs) == 0:
+	root, perr := yamldoc.Parse(data)
+	if perr != nil {
+		e := &Error{File: d.file, Line: perr.Line, Column: perr.Column, Msg: perr.Msg}
+		if errors.Is(perr, yamldoc.ErrMoreDocuments) {
+			e.Msg += " (want one scenario per file)"
+		}
+		return nil, e
+	}
+	if root == nil {
 		return nil, d.errorf(nil, "", "empty scenario")
-	case len(docs) > 1:
-		return nil, d.errorf(docs[1], "", "more than one YAML document (want one scenario per file)")
 	}
-	doc := docs[0]
-	if doc.Kind != yaml.DocumentNode || len(doc.Content) != 1 {
-		return nil, d.errorf(doc, "", "empty scenario")
-	}
-	root := doc.Content[0]
 	d.pos[""] = root
 	return root, nil
-}
-
-// parseDocuments parses up to max documents of data.
-func parseDocuments(data []byte, max int) ([]*yaml.Node, error) {
-	dec := yaml.NewDecoder(bytes.NewReader(data))
-	var docs []*yaml.Node
-	for len(docs) < max {
-		doc := new(yaml.Node)
-		if err := dec.Decode(doc); err != nil {
-			if errors.Is(err, io.EOF) {
-				break
-			}
-			return docs, err
-		}
-		docs = append(docs, doc)
-	}
-	return docs, nil
-}
-
-var yamlLine = regexp.MustCompile(`(?s)^yaml: (?:line ([0-9]+): )?(.*)$`)
-
-// syntaxError turns a YAML parser error into an *Error with the line and
-// column of the problem.
-func (d *decoder) syntaxError(data []byte, err error) *Error {
-	e := &Error{File: d.file, Msg: "invalid YAML: " + err.Error()}
-	m := yamlLine.FindStringSubmatch(err.Error())
-	if m == nil {
-		return e
-	}
-	e.Msg = "invalid YAML: " + m[2]
-	e.Line, _ = strconv.Atoi(m[1])
-	if line, col := syntaxPosition(data, m[2]); line > 0 {
-		e.Line, e.Column = line, col
-	}
-	return e
-}
-
-// unknownAnchor is yaml.v3's message for an alias of no anchor.
-var unknownAnchor = regexp.MustCompile(`^unknown anchor '(.*)' referenced$`)
-
-// syntaxPosition returns the 1-based line and column at which a syntax
-// error with message msg first appears, or 0, 0 if it cannot tell. yaml.v3
-// reports some errors at the line where the enclosing construct began,
-// 0-based, others (an unknown alias) with no line at all, and none with a
-// column; the first line whose prefix of the document fails with the same
-// message is where the problem is, and within it the shortest prefix that
-// fails so ends at the column (for an unknown alias: the "*name" on that
-// line). The search is quadratic, so it gives up once it has re-parsed
-// maxParsed bytes: every line and column of a file of a few KB, a
-// fraction of a second for the slowest YAML (10,000 levels of nesting)
-// rather than seconds.
-func syntaxPosition(data []byte, msg string) (line, col int) {
-	const maxParsed = 256 << 10
-	parsed := 0
-	fails := func(end int) (bool, bool) {
-		if parsed += end; parsed > maxParsed {
-			return false, false
-		}
-		_, err := parseDocuments(data[:end], math.MaxInt)
-		if err == nil {
-			return false, true
-		}
-		m := yamlLine.FindStringSubmatch(err.Error())
-		return m != nil && m[2] == msg, true
-	}
-	start := 0 // of the line
-	for i := 0; i <= len(data); i++ {
-		if i < len(data) && data[i] != '\n' {
-			continue
-		}
-		line++
-		failed, ok := fails(i)
-		if !ok {
-			return 0, 0
-		}
-		if failed {
-			if m := unknownAnchor.FindStringSubmatch(msg); m != nil {
-				if c := bytes.Index(data[start:i], []byte("*"+m[1])); c >= 0 {
-					return line, c + 1
-				}
-			}
-			for j := start + 1; j <= i; j++ {
-				failed, ok := fails(j)
-				if !ok {
-					return line, 0
-				}
-				if failed {
-					return line, j - start
-				}
-			}
-			return line, 0
-		}
-		start = i + 1
-	}
-	return 0, 0
 }
 
 func resolve(n *yaml.Node) *yaml.Node {

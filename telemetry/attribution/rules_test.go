@@ -71,7 +71,8 @@ func TestRulesFileErrors(t *testing.T) {
 		{"rules:\n  - mtch: {}\n", `r.yaml:2:5: rules[0]: unknown key "mtch" (valid: match, row)`},
 		{"rules:\n  - match: &m {name: x}\n    row: {op: y}\n", `r.yaml:2:12: rules[0]: match: anchors and aliases are not supported`},
 		{"rules:\n  - row: {op: \"{name\"}\n", `r.yaml:2:15: rules[0].row.op: unbalanced braces`},
-		{"rules: [\n", `r.yaml:`},
+		{"rules: [\n", `r.yaml:1:8: invalid YAML: did not find expected node content`},
+		{"rules: []\n---\nrules: []\n", `r.yaml:2:1: more than one YAML document`},
 		{"", `r.yaml: empty`},
 		{"rules:\n  - row: {op: " + strings.Repeat("x", 300) + "}\n", `r.yaml:2:15: rules[0].row.op: 300 bytes, want at most 256`},
 	} {

@@ -1,16 +1,14 @@
 package attribution
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
-	"io"
-	"os"
 	"slices"
 	"strings"
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/amdahl-rt/amdahl/internal/yamldoc"
 	"github.com/amdahl-rt/amdahl/telemetry"
 	"github.com/amdahl-rt/amdahl/telemetry/spans"
 )
@@ -39,16 +37,19 @@ func (e *RulesError) Error() string {
 
 // LoadRules reads the rules file at path (at most 1 MiB) as ParseRules.
 func LoadRules(path string) (*Rows, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, fmt.Errorf("rules file: %w", err)
+	data, err := yamldoc.ReadFile(path, maxRulesBytes)
+	var tl *yamldoc.TooLargeError
+	if errors.As(err, &tl) {
+		return nil, rulesTooLarge(path)
 	}
-	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, maxRulesBytes+1))
 	if err != nil {
 		return nil, fmt.Errorf("rules file: %w", err)
 	}
 	return ParseRules(path, data)
+}
+
+func rulesTooLarge(file string) error {
+	return &RulesError{File: file, Msg: fmt.Sprintf("more than %d bytes (the bound of a rules file)", maxRulesBytes)}
 }
 
 // ParseRules parses a rules file (YAML; name is used in errors):
@@ -68,22 +69,21 @@ func LoadRules(path string) (*Rows, error) {
 //
 // A row needs a phase or an op. Every error is a *RulesError naming the
 // line and column: an unknown key, a bad value, more than 1,000 rules, a
-// string over 256 bytes, anchors and aliases (not supported).
+// string over 256 bytes, anchors and aliases (not supported), invalid
+// YAML, more than one document.
 func ParseRules(name string, data []byte) (*Rows, error) {
 	if len(data) > maxRulesBytes {
-		return nil, &RulesError{File: name, Msg: fmt.Sprintf("more than %d bytes (the bound of a rules file)", maxRulesBytes)}
+		return nil, rulesTooLarge(name)
 	}
-	var doc yaml.Node
-	dec := yaml.NewDecoder(bytes.NewReader(data))
-	if err := dec.Decode(&doc); err != nil {
-		if errors.Is(err, io.EOF) {
-			return nil, &RulesError{File: name, Msg: "empty: want a mapping with rules"}
-		}
-		return nil, &RulesError{File: name, Msg: strings.TrimPrefix(err.Error(), "yaml: ")}
+	root, perr := yamldoc.Parse(data)
+	if perr != nil {
+		return nil, &RulesError{File: name, Line: perr.Line, Col: perr.Column, Msg: perr.Msg}
+	}
+	if root == nil {
+		return nil, &RulesError{File: name, Msg: "empty: want a mapping with rules"}
 	}
 	p := rulesParser{file: name}
 	rows := &Rows{Source: RowsFile, Fallback: RowsSemconv, File: name}
-	root := doc.Content[0]
 	err := p.mapping(root, "", []string{"fallback", "rules"}, func(key string, k, v *yaml.Node) error {
 		switch key {
 		case "fallback":
