@@ -335,7 +335,7 @@ func StartedAt(t time.Time) StartOption { return StartOption{at: t} }
 //	err := run(ctx)
 //	ph.End(telemetry.WithError(err))
 //
-//	ph := comp.Start(ctx, telemetry.Serialize, telemetry.Request, telemetry.Leaf())
+//	_, ph := comp.Start(ctx, telemetry.Serialize, telemetry.Request, telemetry.Leaf())
 //	frame := encode(msg)
 //	ph.End(telemetry.WithAttributes(telemetry.AttrBytes.Int(len(frame))))
 func (c *Component) Start(ctx context.Context, p Phase, d Direction, opts ...StartOption) (context.Context, PhaseSpan) {

@@ -17,7 +17,11 @@ import (
 // it; through any other provider they are the same spans made with the
 // OTel API, with the same names and attributes. spans.TracerProvider, the
 // runtime's tracer when nothing but its attribution and at most the trace
-// file read the spans, is one.
+// file read the spans, is one. Through its OTel API the same phases would
+// allocate their span options and start config on every span
+// (BenchmarkComponentUnit, ./telemetry/spans/, measures both ways), and a
+// leaf would reach a spans.Holder (the runtime's record) as a whole span
+// rather than as the times it keeps.
 //
 // A PhaseTracer may also have a method SamplesOut() bool, reporting
 // whether it may start a span sampled out (its sampler can drop a root);
