@@ -330,14 +330,7 @@ func StartedAt(t time.Time) StartOption { return StartOption{at: t} }
 // Phases on one goroutine are meant to be sequential; a nested phase replaces
 // the label and its End restores the labels carried by its parent context,
 // like pprof.Do. An invalid phase panics: it is a programming error.
-//
-//	ctx, ph := comp.Start(ctx, telemetry.Execute, telemetry.None)
-//	err := run(ctx)
-//	ph.End(telemetry.WithError(err))
-//
-//	_, ph := comp.Start(ctx, telemetry.Serialize, telemetry.Request, telemetry.Leaf())
-//	frame := encode(msg)
-//	ph.End(telemetry.WithAttributes(telemetry.AttrBytes.Int(len(frame))))
+// ExampleComponent_Start shows the options.
 func (c *Component) Start(ctx context.Context, p Phase, d Direction, opts ...StartOption) (context.Context, PhaseSpan) {
 	if c == nil {
 		return ctx, PhaseSpan{}

@@ -1,9 +1,9 @@
-// Package yamldoc reads a YAML file for a decoder that walks its nodes by
-// hand so that every error names a line and column, as amdahl's scenario
-// files and attribution rules files are decoded: the file's size bounded
-// before it is read, exactly one document, and a syntax error placed at
-// the line and column where it first appears (yaml.v3 gives some with the
-// line of the enclosing construct, some with no line, none with a column).
+// Package yamldoc parses a YAML document for a decoder that walks its
+// nodes by hand so that every error names a line and column, as amdahl's
+// scenario files and attribution rules files are decoded: exactly one
+// document, and a syntax error placed at the line and column where it
+// first appears (yaml.v3 gives some with the line of the enclosing
+// construct, some with no line, none with a column).
 package yamldoc
 
 import (
@@ -12,7 +12,6 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"os"
 	"regexp"
 	"strconv"
 
@@ -31,51 +30,7 @@ var ErrMoreDocuments = errors.New("more than one YAML document")
 
 func (e *Error) Unwrap() error { return e.err }
 
-func (e *Error) Error() string {
-	switch {
-	case e.Line == 0:
-		return e.Msg
-	case e.Column == 0:
-		return fmt.Sprintf("%d: %s", e.Line, e.Msg)
-	}
-	return fmt.Sprintf("%d:%d: %s", e.Line, e.Column, e.Msg)
-}
-
-// TooLargeError is a file over ReadFile's bound.
-type TooLargeError struct {
-	// Size is the file's size, or -1 when it is not a regular file (or
-	// grew while read): then it is only known to be over the bound.
-	Size int64
-}
-
-func (e *TooLargeError) Error() string {
-	if e.Size < 0 {
-		return "larger than the bound"
-	}
-	return fmt.Sprintf("%d bytes, larger than the bound", e.Size)
-}
-
-// ReadFile reads the file at path, or returns a *TooLargeError when it is
-// larger than max bytes: from its size when it has one, before reading
-// it, and otherwise after reading no more than one byte past max.
-func ReadFile(path string, max int) ([]byte, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	if fi, err := f.Stat(); err == nil && fi.Mode().IsRegular() && fi.Size() > int64(max) {
-		return nil, &TooLargeError{Size: fi.Size()}
-	}
-	data, err := io.ReadAll(io.LimitReader(f, int64(max)+1))
-	if err != nil {
-		return nil, err
-	}
-	if len(data) > max {
-		return nil, &TooLargeError{Size: -1}
-	}
-	return data, nil
-}
+func (e *Error) Error() string { return fmt.Sprintf("%d:%d: %s", e.Line, e.Column, e.Msg) }
 
 // Parse parses data as one YAML document and returns its root node, nil
 // when the document is empty (nothing, or only comments). A second

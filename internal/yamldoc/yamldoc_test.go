@@ -2,8 +2,6 @@ package yamldoc
 
 import (
 	"errors"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -36,25 +34,5 @@ func TestParse(t *testing.T) {
 		if got != tc.want {
 			t.Errorf("%q: got %q, want %q", tc.in, got, tc.want)
 		}
-	}
-}
-
-// TestReadFile: a file within the bound is read whole; one over it is a
-// *TooLargeError with its size, found before reading it.
-func TestReadFile(t *testing.T) {
-	dir := t.TempDir()
-	path := filepath.Join(dir, "f.yaml")
-	if err := os.WriteFile(path, []byte(strings.Repeat("#", 10)), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if data, err := ReadFile(path, 10); err != nil || len(data) != 10 {
-		t.Errorf("a file at the bound: %d bytes, %v", len(data), err)
-	}
-	var tl *TooLargeError
-	if _, err := ReadFile(path, 9); !errors.As(err, &tl) || tl.Size != 10 {
-		t.Errorf("a file over the bound: %v, want a *TooLargeError of 10 bytes", err)
-	}
-	if _, err := ReadFile(filepath.Join(dir, "none"), 9); !errors.Is(err, os.ErrNotExist) {
-		t.Errorf("a missing file: %v", err)
 	}
 }

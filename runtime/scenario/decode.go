@@ -3,7 +3,9 @@ package scenario
 import (
 	"errors"
 	"fmt"
+	"io"
 	"math"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -27,16 +29,21 @@ var (
 // larger than 1 MiB is an *Error; Load tells from its size when it can, and
 // otherwise reads no more than one byte past the limit.
 func Load(path string) (*Scenario, error) {
-	data, err := yamldoc.ReadFile(path, maxFileBytes)
-	var tl *yamldoc.TooLargeError
-	switch {
-	case errors.As(err, &tl) && tl.Size >= 0:
-		return nil, tooLarge(path, bytesize.Format(int(min(tl.Size, math.MaxInt))))
-	case errors.As(err, &tl):
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("load scenario: %w", err)
+	}
+	defer f.Close()
+	if fi, err := f.Stat(); err == nil && fi.Mode().IsRegular() && fi.Size() > maxFileBytes {
+		return nil, tooLarge(path, bytesize.Format(int(min(fi.Size(), math.MaxInt))))
+	}
+	data, err := io.ReadAll(io.LimitReader(f, maxFileBytes+1))
+	if err != nil {
+		return nil, fmt.Errorf("load scenario: %w", err)
+	}
+	if len(data) > maxFileBytes {
 		// Not a regular file, or one that grew: its size is unknown.
 		return nil, tooLarge(path, "more than "+bytesize.Format(maxFileBytes))
-	case err != nil:
-		return nil, fmt.Errorf("load scenario: %w", err)
 	}
 	return Parse(path, data)
 }

@@ -1,8 +1,9 @@
 package attribution
 
 import (
-	"errors"
 	"fmt"
+	"io"
+	"os"
 	"slices"
 	"strings"
 
@@ -37,19 +38,16 @@ func (e *RulesError) Error() string {
 
 // LoadRules reads the rules file at path (at most 1 MiB) as ParseRules.
 func LoadRules(path string) (*Rows, error) {
-	data, err := yamldoc.ReadFile(path, maxRulesBytes)
-	var tl *yamldoc.TooLargeError
-	if errors.As(err, &tl) {
-		return nil, rulesTooLarge(path)
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("rules file: %w", err)
 	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, maxRulesBytes+1))
 	if err != nil {
 		return nil, fmt.Errorf("rules file: %w", err)
 	}
 	return ParseRules(path, data)
-}
-
-func rulesTooLarge(file string) error {
-	return &RulesError{File: file, Msg: fmt.Sprintf("more than %d bytes (the bound of a rules file)", maxRulesBytes)}
 }
 
 // ParseRules parses a rules file (YAML; name is used in errors):
@@ -73,7 +71,7 @@ func rulesTooLarge(file string) error {
 // YAML, more than one document.
 func ParseRules(name string, data []byte) (*Rows, error) {
 	if len(data) > maxRulesBytes {
-		return nil, rulesTooLarge(name)
+		return nil, &RulesError{File: name, Msg: fmt.Sprintf("more than %d bytes (the bound of a rules file)", maxRulesBytes)}
 	}
 	root, perr := yamldoc.Parse(data)
 	if perr != nil {
