@@ -1,6 +1,7 @@
 package scenario
 
 import (
+	"encoding/binary"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -202,19 +203,39 @@ func (s *Scenario) NewGenerator() *Generator {
 	return g
 }
 
+// newText returns n bytes of pseudo-random text over textAlphabet, from
+// seed's text stream: byte i is textAlphabet[(x>>(6*(i%8)))&63], x being
+// the stream's (i/8)th value, so each byte carries 6 random bits,
+// independent of every other byte's. Eight bytes are made at once from
+// one value, two at a time through textPairs.
 func newText(seed uint64, n int) string {
-	r := rand.New(rand.NewPCG(seed, textStream))
+	r := rand.NewPCG(seed, textStream)
 	b := make([]byte, n)
-	for i := 0; i < n; i += 8 {
+	i := 0
+	for ; i+8 <= n; i += 8 {
 		x := r.Uint64()
-		for j := i; j < min(i+8, n); j++ {
-			b[j] = textAlphabet[x&63]
+		binary.LittleEndian.PutUint64(b[i:], uint64(textPairs[x&0xFFF])|uint64(textPairs[x>>12&0xFFF])<<16|
+			uint64(textPairs[x>>24&0xFFF])<<32|uint64(textPairs[x>>36&0xFFF])<<48)
+	}
+	if i < n {
+		x := r.Uint64()
+		for ; i < n; i++ {
+			b[i] = textAlphabet[x&63]
 			x >>= 6
 		}
 	}
 	// b is not written again: the string takes its memory, not a copy.
 	return unsafe.String(unsafe.SliceData(b), n)
 }
+
+// textPairs maps 12 bits to two bytes of text (little-endian): the low 6
+// bits' letter, then the high 6 bits'.
+var textPairs = func() (t [1 << 12]uint16) {
+	for v := range t {
+		t[v] = uint16(textAlphabet[v&63]) | uint16(textAlphabet[v>>6])<<8
+	}
+	return t
+}()
 
 // environment builds a task workload's environment: entries of random value
 // lengths until size bytes of keys and values are used.

@@ -2,6 +2,7 @@ package scenario
 
 import (
 	"math"
+	"math/rand/v2"
 	"reflect"
 	"slices"
 	"strconv"
@@ -258,6 +259,54 @@ func TestGeneratorText(t *testing.T) {
 			g.Text(n, 0)
 		}()
 	}
+}
+
+// textByByte is newText one byte at a time: byte i is
+// textAlphabet[(x>>(6*(i%8)))&63], x the text stream's (i/8)th value.
+func textByByte(seed uint64, n int) string {
+	r := rand.NewPCG(seed, textStream)
+	b := make([]byte, n)
+	for i := 0; i < n; i += 8 {
+		x := r.Uint64()
+		for j := i; j < min(i+8, n); j++ {
+			b[j] = textAlphabet[x&63]
+			x >>= 6
+		}
+	}
+	return string(b)
+}
+
+// TestNewText checks that newText's eight bytes at a time give the text
+// byte by byte gives, for every length's remainder mod 8.
+func TestNewText(t *testing.T) {
+	for _, seed := range []uint64{0, 1, 7, 1 << 63} {
+		for _, n := range []int{0, 1, 7, 8, 9, 15, 16, 17, 1000, 4093, minTextBytes + 5} {
+			if got, want := newText(seed, n), textByByte(seed, n); got != want {
+				i := 0
+				for got[i] == want[i] {
+					i++
+				}
+				t.Fatalf("newText(%d, %d): byte %d is %q, want %q", seed, n, i, got[i], want[i])
+			}
+		}
+	}
+}
+
+// BenchmarkNewText measures building the default 8 MiB text, eight bytes
+// at a time (newText) and byte by byte (textByByte), in one run.
+func BenchmarkNewText(b *testing.B) {
+	b.Run("words", func(b *testing.B) {
+		b.SetBytes(minTextBytes)
+		for b.Loop() {
+			newText(1, minTextBytes)
+		}
+	})
+	b.Run("bytes", func(b *testing.B) {
+		b.SetBytes(minTextBytes)
+		for b.Loop() {
+			textByByte(1, minTextBytes)
+		}
+	})
 }
 
 // TestGeneratorLargeParameters checks that the text grows to fit a task
