@@ -6,9 +6,11 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"hash"
 	"os"
 	"sort"
 	"strconv"
+	"unsafe"
 
 	"go.opentelemetry.io/otel/attribute"
 	tracenoop "go.opentelemetry.io/otel/trace/noop"
@@ -67,14 +69,22 @@ func hashTask(ctx context.Context, task *ipcpb.TaskConfiguration) (map[string]st
 		h.Write(sum[:])
 		for _, k := range keys {
 			v := task.GetParameters()[k]
-			h.Write([]byte(k))
-			h.Write([]byte(v))
+			writeString(h, k)
+			writeString(h, v)
 			n += len(v)
 		}
 		h.Write(task.GetPayload())
 		h.Sum(sum[:0])
 	}
 	return map[string]string{"digest": hex.EncodeToString(sum[:]), "bytes": strconv.Itoa(n)}, nil
+}
+
+// writeString writes s to h without a copy: []byte(s) would allocate
+// and copy every value each pass (h is an interface, so the conversion
+// escapes), most of what a task host allocates. An io.Writer, h.Write
+// among them, must not modify p nor keep it.
+func writeString(h hash.Hash, s string) {
+	h.Write(unsafe.Slice(unsafe.StringData(s), len(s)))
 }
 
 // EnvHostProfileDir, when set by the parent, makes a task host write its
