@@ -42,6 +42,10 @@ type recvBuf struct {
 // recvPools hold buffers of 2^(minRecvClass+i) bytes.
 var recvPools [28]sync.Pool
 
+// recvReused counts the messages decoded into a buffer an earlier message
+// released (a pool hit), for tests to tell that buffers are reused.
+var recvReused atomic.Int64
+
 const minRecvClass = 12 // 4 KiB
 
 func getRecvBuf(n int) *recvBuf {
@@ -55,6 +59,7 @@ func getRecvBuf(n int) *recvBuf {
 	rb, ok := recvPools[c].Get().(*recvBuf)
 	if ok {
 		rb.b = rb.b[:n]
+		recvReused.Add(1)
 	} else {
 		rb = &recvBuf{b: make([]byte, n, 1<<(minRecvClass+c)), class: c}
 	}
@@ -194,8 +199,14 @@ func decodeResponse(b []byte) (m *dtpb.OrchestratorResponse, ok bool) {
 	return m, mergeOther(other, m)
 }
 
-// decodeAction decodes an action; one of a case it does not know is
-// decoded whole by protobuf-go.
+// The field numbers of OrchestratorAction's oneof (orchestratorActionType:
+// scheduleTask 2 … rewindOrchestration 9 in dtpb), checked against
+// dtpb's descriptor by TestActionOneofRange. A case is one of these; any
+// other field (id, an unknown one) is merged in order around it.
+const actionCaseFirst, actionCaseLast = 2, 9
+
+// decodeAction decodes an action; one of a case it does not know, or a
+// second case, is decoded whole by protobuf-go.
 func decodeAction(b []byte) (*dtpb.OrchestratorAction, bool) {
 	a := new(dtpb.OrchestratorAction)
 	whole := b
@@ -223,7 +234,7 @@ func decodeAction(b []byte) (*dtpb.OrchestratorAction, bool) {
 				}
 				a.OrchestratorActionType = &dtpb.OrchestratorAction_CompleteOrchestration{CompleteOrchestration: c}
 			}
-		case num >= 2 && num <= 9:
+		case num >= actionCaseFirst && num <= actionCaseLast:
 			// Another case, or a second one: protobuf-go's.
 			a = new(dtpb.OrchestratorAction)
 			return a, proto.Unmarshal(whole, a) == nil
