@@ -395,19 +395,9 @@ func benchReply() ([taskproto.NumTimings]taskproto.Timing, ipc.Incoming) {
 // ipc make them (r holds the runtime's Components and tracer) and ends
 // its root, which hands it to c.
 func benchUnitSpans(r *Runtime, c *spans.Collector) {
-	root := trace.ContextWithSpanContext(context.Background(), trace.SpanContext{})
-	u := &unit{comp: r.rt}
-	var wctx context.Context
-	if u.comp.SpanAttributes() {
-		wctx, u.work = u.comp.StartWork(root, telemetry.AttrWorkID.String("w1"), AttrKind.String("task"), AttrShape.String("small"))
-	} else {
-		wctx, u.work = u.comp.StartWork(root)
-	}
-	u.start = u.work.Start()
-	c.Track(u.work.Span(), u)
-	dctx, disp := u.comp.Start(wctx, telemetry.Dispatch, telemetry.None, telemetry.Detached(), telemetry.StartedAt(u.start))
-	u.disp = disp
-	_, u.queued = u.comp.Start(dctx, telemetry.Queue, telemetry.None, telemetry.Leaf(), telemetry.Detached(), telemetry.StartedAt(u.start))
+	r.col = c
+	u := &unit{comp: r.rt, id: "w1", item: scenario.Item{Kind: scenario.KindTask, Shape: "small"}}
+	r.startUnit(u)
 	ctx := trace.ContextWithSpan(context.Background(), u.work.Span())
 	r.endQueue(u)
 	sendStart := time.Now()

@@ -369,9 +369,9 @@ func (r *Runtime) Submit(ctx context.Context, it scenario.Item) error {
 
 // startUnit starts unit u's root, dispatch and queue wait.
 func (r *Runtime) startUnit(u *unit) {
-	// Every unit is a root of its own trace; its attributes are set only
-	// where something reads them.
-	root := trace.ContextWithSpanContext(context.Background(), trace.SpanContext{})
+	// Every unit is a root of its own trace (no span in its context); its
+	// attributes are set only where something reads them.
+	root := context.Background()
 	var wctx context.Context
 	if u.comp.SpanAttributes() {
 		wctx, u.work = u.comp.StartWork(root, telemetry.AttrWorkID.String(u.id), AttrKind.String(u.item.Kind.String()), AttrShape.String(u.item.Shape))

@@ -70,11 +70,16 @@ type unit struct {
 	root  SpanID
 	n     atomic.Int32 // arena's spans taken
 	arena [unitSpans]tracerSpan
+	// filed are the arena's spans ended, by bit: they stay in the arena,
+	// where the unit's Spans are made from at hand-off (appendSpans).
+	filed uint8
 
-	mu     sync.Mutex
-	spans  []Span
-	owner  any // what Track was given, handed to account with the unit
-	handed bool
+	mu      sync.Mutex
+	spans   []Span
+	leaves  []leaf // its leaves, kept compactly (leaf.go); in leafBuf while they fit
+	leafBuf [unitLeaves]leaf
+	owner   any // what Track was given, handed to account with the unit
+	handed  bool
 }
 
 // unitSpans is how many spans a unit allocates with itself: a task
@@ -86,7 +91,9 @@ const unitSpans = 3
 func (u *unit) newSpan() *tracerSpan {
 	if u != nil {
 		if i := u.n.Add(1); i <= unitSpans {
-			return &u.arena[i-1]
+			s := &u.arena[i-1]
+			s.arena = int8(i)
+			return s
 		}
 	}
 	return new(tracerSpan)
@@ -95,9 +102,14 @@ func (u *unit) newSpan() *tracerSpan {
 // handoff is a unit ended and not accounted yet: its spans and owner,
 // or what makes its spans (HandOff).
 type handoff struct {
-	spans []Span
+	spans []Span // whole
 	owner any
 	fill  Appender
+	// unit, if not nil, holds more of its spans: its arena's filed and
+	// its leaves, made Spans of on the accounting goroutine.
+	unit   *unit
+	filed  uint8
+	leaves []leaf
 }
 
 // An Appender appends the spans of a unit, which it kept (a Holder), to
@@ -162,26 +174,20 @@ func (c *Collector) Track(root trace.Span, owner any) {
 		return
 	}
 	s, ours := root.(*tracerSpan)
+	id := TraceID(sc.TraceID())
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, ok := c.traces[id]; ok {
+		return // a unit nested in another's trace: its spans are that unit's
+	}
 	var u *unit
 	if ours && s.unit != nil && s.unit.id == (TraceID{}) {
 		u = s.unit // allocated with it
 	} else {
 		u = new(unit)
 	}
-	u.id, u.root, u.owner = TraceID(sc.TraceID()), SpanID(sc.SpanID()), owner
-	c.mu.Lock()
-	if _, ok := c.traces[u.id]; ok {
-		c.mu.Unlock()
-		return // a unit nested in another's trace: its spans are that unit's
-	}
-	if n := len(c.free); n > 0 {
-		u.spans, c.free = c.free[n-1], c.free[:n-1]
-		c.freeN -= cap(u.spans)
-	} else {
-		u.spans = make([]Span, 0, spansPerUnit)
-	}
-	c.traces[u.id] = u
-	c.mu.Unlock()
+	u.id, u.root, u.owner = id, SpanID(sc.SpanID()), owner
+	c.traces[id] = u
 	if ours {
 		s.unit = u
 	}
@@ -200,7 +206,7 @@ func (c *Collector) Forget(root trace.Span) {
 	}
 	u.mu.Lock()
 	spans := u.spans
-	u.spans, u.owner, u.handed = nil, nil, true
+	u.spans, u.leaves, u.owner, u.handed = nil, nil, nil, true
 	u.mu.Unlock()
 	c.recycle(spans)
 }
@@ -228,19 +234,64 @@ func (c *Collector) ended(u *unit, sp *Span) {
 		u.mu.Unlock()
 		return // the span outlived its unit
 	}
+	if u.spans == nil {
+		u.spans = c.newSpans()
+	}
 	u.spans = append(u.spans, *sp)
 	if sp.SpanID != u.root {
 		u.mu.Unlock()
 		return
 	}
+	c.handOffLocked(u)
+}
+
+// endedOwn files s, a span of u's arena, ended (sp, its Span, which stays
+// in s), and hands the unit off when s is its root.
+func (c *Collector) endedOwn(u *unit, s *tracerSpan, sp *Span) {
+	if u.id == (TraceID{}) {
+		c.ended(nil, sp) // not tracked: looked up by trace
+		return
+	}
+	u.mu.Lock()
+	if u.handed {
+		u.mu.Unlock()
+		return // the span outlived its unit
+	}
+	u.filed |= 1 << (s.arena - 1)
+	if sp.SpanID != u.root {
+		u.mu.Unlock()
+		return
+	}
+	c.handOffLocked(u)
+}
+
+// handOffLocked hands unit u, whose root ended, to the accounting; u.mu
+// is held, and unlocked.
+func (c *Collector) handOffLocked(u *unit) {
 	u.handed = true
 	h := handoff{spans: u.spans, owner: u.owner}
-	u.spans, u.owner = nil, nil
+	if u.filed != 0 || len(u.leaves) > 0 {
+		h.unit, h.filed, h.leaves = u, u.filed, u.leaves
+	}
+	u.spans, u.leaves, u.owner = nil, nil, nil
 	u.mu.Unlock()
 	c.mu.Lock()
 	delete(c.traces, u.id)
 	c.mu.Unlock()
 	c.handOff(h)
+}
+
+// newSpans returns an emptied span slice to reuse, or a new one.
+func (c *Collector) newSpans() []Span {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if n := len(c.free); n > 0 {
+		spans := c.free[n-1]
+		c.free = c.free[:n-1]
+		c.freeN -= cap(spans)
+		return spans
+	}
+	return make([]Span, 0, spansPerUnit)
 }
 
 // HandOff hands a unit ended whose spans a Holder kept to the accounting:
@@ -377,7 +428,13 @@ func (c *Collector) accountUnit(scratch []Span, h handoff) []Span {
 		clear(scratch) // drop the strings the spans hold
 		return scratch
 	}
-	c.account(h.spans, h.owner)
+	if h.unit != nil {
+		scratch = h.unit.appendSpans(scratch[:0], h.filed, h.leaves, h.spans)
+		c.account(scratch, h.owner)
+		clear(scratch)
+	} else {
+		c.account(h.spans, h.owner)
+	}
 	clear(h.spans)
 	c.recycle(h.spans)
 	return scratch

@@ -305,11 +305,15 @@ func TestCollectorKeepsSlicesBounded(t *testing.T) {
 		t.Fatalf("after %d slices of %d: %d kept holding %d spans, want %d holding %d", 2*maxQueuedUnits, spansPerUnit, n, held, maxQueuedUnits, maxFreeSpans)
 	}
 	c.Track(rootSpan(trace.TraceID{1}, SpanID{1}), nil)
+	if n, held := kept(); n != maxQueuedUnits || held != maxFreeSpans {
+		t.Errorf("a unit tracked took a slice before it had a span: %d kept holding %d spans", n, held)
+	}
+	c.Ended(Span{TraceID: TraceID{1}, SpanID: SpanID{2}, ParentID: SpanID{1}})
 	c.mu.Lock()
 	buf := c.traces[TraceID{1}]
 	c.mu.Unlock()
-	if len(buf.spans) != 0 || cap(buf.spans) != spansPerUnit {
-		t.Errorf("a tracked unit's slice: len %d cap %d, want an emptied one of %d", len(buf.spans), cap(buf.spans), spansPerUnit)
+	if len(buf.spans) != 1 || cap(buf.spans) != spansPerUnit {
+		t.Errorf("a tracked unit's slice: len %d cap %d, want an emptied one of %d with its span", len(buf.spans), cap(buf.spans), spansPerUnit)
 	}
 	if n, held := kept(); n != maxQueuedUnits-1 || held != maxFreeSpans-spansPerUnit {
 		t.Errorf("after a unit took one: %d kept holding %d spans, want %d holding %d", n, held, maxQueuedUnits-1, maxFreeSpans-spansPerUnit)

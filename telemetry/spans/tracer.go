@@ -40,6 +40,7 @@ type TracerProvider struct {
 	cfg    TracerConfig
 	export *export // nil without cfg.Export
 	phase  *Tracer // the tracer of the Components' scope: phase spans
+	leaves leafKinds
 
 	mu      sync.Mutex
 	tracers map[Scope]*Tracer
@@ -197,7 +198,7 @@ func (t *Tracer) startPhase(ctx context.Context, name, component string, ph tele
 	if t.p.export != nil && !s.ended {
 		s.rec = &exportRecord{parent: parent, kind: trace.SpanKindInternal, lead: t.p.export.phaseLead(component, ph, d)}
 	}
-	return trace.ContextWithSpan(ctx, s), s
+	return s.contextWith(ctx), s
 }
 
 // recordPhase records a phase span whole, with attrs besides its phase's.
@@ -205,6 +206,15 @@ func (t *Tracer) recordPhase(ctx context.Context, name, component string, ph tel
 	p := parentOf(ctx)
 	if p.direct && p.holder.HoldLeaf(name, component, ph, d, start, end, attrs) {
 		return
+	}
+	if u := p.unit; u != nil && p.holder == nil && u.id != (TraceID{}) && p.sc.IsSampled() {
+		// A leaf of a tracked unit: kept compactly in it (leaf.go).
+		if remote, ok := leafRemote(attrs); ok {
+			if k := t.p.leafKind(name, component, ph, d, remote); k != nil {
+				t.recordLeaf(u, p.sc, k, start, end, attrs)
+				return
+			}
+		}
 	}
 	parent := p.sc
 	sp, sampled := t.child(ctx, parent, name)
@@ -217,15 +227,7 @@ func (t *Tracer) recordPhase(ctx context.Context, name, component string, ph tel
 	}
 	t.file(&p, &sp)
 	if t.p.export != nil {
-		r := exportRecord{parent: parent, kind: trace.SpanKindInternal, lead: t.p.export.phaseLead(component, ph, d)}
-		if r.canBorrow(attrs) {
-			r.attrs = attrs // an Exporter keeps nothing of the record past Export
-		} else {
-			r.addAttrs(attrs)
-		}
-		sc := trace.NewSpanContext(trace.SpanContextConfig{TraceID: trace.TraceID(sp.TraceID), SpanID: trace.SpanID(sp.SpanID),
-			TraceFlags: trace.FlagsSampled, TraceState: parent.TraceState()})
-		t.p.export.exp.Export(r.record(t, sc, &sp))
+		t.exportPhase(parent, trace.TraceID(sp.TraceID), sp.SpanID, t.p.export.phaseLead(component, ph, d), &sp, attrs)
 	}
 }
 
@@ -261,7 +263,7 @@ func (t *Tracer) Start(ctx context.Context, name string, opts ...trace.SpanStart
 			s.rec.addLink(l)
 		}
 	}
-	return trace.ContextWithSpan(ctx, s), s
+	return s.contextWith(ctx), s
 }
 
 // unsampled returns the span of a child of parent, the span context of

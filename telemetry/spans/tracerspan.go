@@ -27,6 +27,11 @@ type tracerSpan struct {
 	// replyLeft: ipc leaves the receive and deserialize of replies to
 	// requests sent under this span to the span's owner (LeaveReplyPhases).
 	replyLeft bool
+	// arena is the span's place in its unit's arena, from 1 (0: not
+	// in one).
+	arena int8
+	// ctx is the context the span's children start in (contextWith).
+	ctx spanCtx
 
 	mu    sync.Mutex
 	sp    Span
@@ -59,7 +64,11 @@ func (s *tracerSpan) endAt(end time.Time) {
 	s.sp.End = end.UnixNano()
 	sp := s.sp
 	s.mu.Unlock()
-	s.tracer.file(&under{unit: s.unit, holder: s.holder}, &sp)
+	if u := s.unit; s.holder == nil && s.arena > 0 && &u.arena[s.arena-1] == s && s.tracer.p.cfg.Collector != nil {
+		s.tracer.p.cfg.Collector.endedOwn(u, s, &sp)
+	} else {
+		s.tracer.file(&under{unit: s.unit, holder: s.holder}, &sp)
+	}
 	if s.rec != nil {
 		s.tracer.p.export.exp.Export(s.rec.record(s.tracer, s.sc, &sp))
 	}

@@ -1,0 +1,236 @@
+package spans
+
+import (
+	"context"
+	"encoding/binary"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/amdahl-rt/amdahl/telemetry"
+)
+
+// A unit's leaves (phases recorded whole under one of its spans, such as
+// ipc's serialize and send or a task host's phases) are kept compactly in
+// the unit: a pointer to what the leaves of one phase of one component
+// share (leafKind, interned by the provider), their times and ids. Their
+// Spans are made when the unit is handed off, on the accounting
+// goroutine (unit.appendLeaves), so the goroutine being measured files a
+// leaf with one lock and no span object, and nothing of it that the
+// attribution does not read is copied.
+
+// leafKind is what the leaves of one phase of one component have in
+// common: the Span fields a leaf takes from it, and with an Exporter the
+// phase's lead attributes.
+type leafKind struct {
+	name, component string
+	ph              telemetry.Phase
+	d               telemetry.Direction
+	remote          bool
+	lead            *SharedAttributes // nil without an Exporter
+}
+
+// leaf is a leaf of a unit: its kind, times (Unix ns) and parent. Its
+// span id is made at hand-off (leafID); an exported leaf's Record has a
+// random one of its own, as ids matter only within what reads them.
+type leaf struct {
+	kind       *leafKind
+	start, end int64
+	parent     SpanID
+}
+
+// unitLeaves is how many leaves a unit keeps with itself: a task unit's
+// queue, ipc's four and the task host's five.
+const unitLeaves = 10
+
+// leafKinds interns a provider's leafKinds: by phase, direction and
+// remote, the first component and name seen with them, and the others in
+// more. Bounded by the Components' names, phases and directions.
+type leafKinds struct {
+	first [telemetry.NumPhases + 1][telemetry.NumDirections][2]atomic.Pointer[leafKind]
+	more  sync.Map // leafKey → *leafKind
+}
+
+// leafKey names a leafKind.
+type leafKey struct {
+	name, component string
+	ph              telemetry.Phase
+	d               telemetry.Direction
+	remote          bool
+}
+
+// kind returns the leafKind of its arguments, nil for a phase or
+// direction out of range (which a Component never passes). The names are
+// compared as strings: a Component passes the same strings every time.
+func (p *TracerProvider) leafKind(name, component string, ph telemetry.Phase, d telemetry.Direction, remote bool) *leafKind {
+	if int(ph) > telemetry.NumPhases || int(d) >= telemetry.NumDirections {
+		return nil
+	}
+	r := 0
+	if remote {
+		r = 1
+	}
+	slot := &p.leaves.first[ph][d][r]
+	if k := slot.Load(); k != nil && k.name == name && k.component == component {
+		return k
+	}
+	key := leafKey{name, component, ph, d, remote}
+	if k, ok := p.leaves.more.Load(key); ok {
+		return k.(*leafKind)
+	}
+	k := &leafKind{name: name, component: component, ph: ph, d: d, remote: remote}
+	if p.export != nil {
+		k.lead = p.export.phaseLead(component, ph, d)
+	}
+	v, _ := p.leaves.more.LoadOrStore(key, k)
+	k = v.(*leafKind)
+	slot.CompareAndSwap(nil, k)
+	return k
+}
+
+// leafRemote returns amdahl.remote among attrs, and false if a Span would
+// take more of them than that (SetAttribute): such a leaf is kept whole.
+func leafRemote(attrs []attribute.KeyValue) (remote, ok bool) {
+	for _, kv := range attrs {
+		switch {
+		case kv.Key == telemetry.AttrRemote:
+			remote = kv.Value.AsBool()
+		case ReadsAttribute(kv.Key):
+			return false, false
+		}
+	}
+	return remote, true
+}
+
+// recordLeaf records a leaf of kind k under parent, a span of the tracked
+// unit u, from start to end, with attrs (exported only), and exports it
+// if the provider exports.
+func (t *Tracer) recordLeaf(u *unit, parent trace.SpanContext, k *leafKind, start, end time.Time, attrs []attribute.KeyValue) {
+	l := leaf{kind: k, start: start.UnixNano(), end: end.UnixNano(), parent: SpanID(parent.SpanID())}
+	u.addLeaves(l)
+	if t.p.export == nil {
+		return
+	}
+	sp := Span{Name: k.name, Start: l.start, End: l.end}
+	t.exportPhase(parent, trace.TraceID(parent.TraceID()), NewSpanID(), k.lead, &sp, attrs)
+}
+
+// exportPhase exports the phase span sp (its name and times), of trace
+// id and span id under parent, with lead and attrs.
+func (t *Tracer) exportPhase(parent trace.SpanContext, tid trace.TraceID, id SpanID, lead *SharedAttributes, sp *Span, attrs []attribute.KeyValue) {
+	r := exportRecord{parent: parent, kind: trace.SpanKindInternal, lead: lead}
+	if r.canBorrow(attrs) {
+		r.attrs = attrs // an Exporter keeps nothing of the record past Export
+	} else {
+		r.addAttrs(attrs)
+	}
+	sc := trace.NewSpanContext(trace.SpanContextConfig{TraceID: tid, SpanID: trace.SpanID(id),
+		TraceFlags: trace.FlagsSampled, TraceState: parent.TraceState()})
+	t.p.export.exp.Export(r.record(t, sc, sp))
+}
+
+// addLeaves keeps leaves, unless the unit was handed off (they outlived
+// it).
+func (u *unit) addLeaves(leaves ...leaf) {
+	u.mu.Lock()
+	if !u.handed {
+		if u.leaves == nil {
+			u.leaves = u.leafBuf[:0]
+		}
+		u.leaves = append(u.leaves, leaves...)
+	}
+	u.mu.Unlock()
+}
+
+// A Leaf is a phase measured elsewhere (a task host's, from its reply),
+// for RecordLeaves: its span's name, phase, direction and times.
+type Leaf struct {
+	Name       string
+	Phase      telemetry.Phase
+	Direction  telemetry.Direction
+	Start, End time.Time
+}
+
+// maxLeaves is how many leaves RecordLeaves files at once.
+const maxLeaves = 8
+
+// RecordLeaves records leaves, phases of component, under the span in
+// ctx, each with attrs, as RecordPhaseSpan records one: under a span of a
+// tracked unit, all of them under one lock.
+func (p *TracerProvider) RecordLeaves(ctx context.Context, component string, leaves []Leaf, attrs []attribute.KeyValue) {
+	t, under := p.phase, parentOf(ctx)
+	remote, ok := leafRemote(attrs)
+	u := under.unit
+	if !ok || u == nil || under.holder != nil || u.id == (TraceID{}) || !under.sc.IsSampled() || len(leaves) > maxLeaves {
+		for _, l := range leaves {
+			t.recordPhase(ctx, l.Name, component, l.Phase, l.Direction, l.Start, l.End, attrs)
+		}
+		return
+	}
+	var buf [maxLeaves]leaf
+	n := 0
+	for _, l := range leaves {
+		k := p.leafKind(l.Name, component, l.Phase, l.Direction, remote)
+		if k == nil {
+			t.recordPhase(ctx, l.Name, component, l.Phase, l.Direction, l.Start, l.End, attrs)
+			continue
+		}
+		buf[n] = leaf{kind: k, start: l.Start.UnixNano(), end: l.End.UnixNano(), parent: SpanID(under.sc.SpanID())}
+		n++
+	}
+	u.addLeaves(buf[:n]...)
+	if p.export == nil {
+		return
+	}
+	for i := range buf[:n] {
+		l := &buf[i]
+		sp := Span{Name: l.kind.name, Start: l.start, End: l.end}
+		t.exportPhase(under.sc, trace.TraceID(under.sc.TraceID()), NewSpanID(), l.kind.lead, &sp, attrs)
+	}
+}
+
+// appendSpans appends the Spans of unit u to dst, u handed off: its
+// arena's spans filed, its leaves and its spans kept whole, the root
+// last (it ended last).
+func (u *unit) appendSpans(dst []Span, filed uint8, leaves []leaf, spans []Span) []Span {
+	var root *Span
+	for i := range unitSpans {
+		if filed&(1<<i) == 0 {
+			continue
+		}
+		if sp := &u.arena[i].sp; sp.SpanID != u.root {
+			dst = append(dst, *sp)
+		} else {
+			root = sp
+		}
+	}
+	dst = appendLeaves(dst, u.id, leaves)
+	dst = append(dst, spans...)
+	if root != nil {
+		dst = append(dst, *root)
+	}
+	return dst
+}
+
+// appendLeaves appends the Spans of leaves, of the trace id, to dst.
+func appendLeaves(dst []Span, id TraceID, leaves []leaf) []Span {
+	for i := range leaves {
+		l := &leaves[i]
+		k := l.kind
+		dst = append(dst, Span{TraceID: id, SpanID: leafID(i), ParentID: l.parent, Name: k.name, Component: k.component,
+			Start: l.start, End: l.end, Phase: k.ph, Direction: k.d, Remote: k.remote})
+	}
+	return dst
+}
+
+// leafID is the id of a unit's leaf i when nothing exports it: leaf ids
+// leave the process nowhere and only have to differ from the unit's
+// other spans' (random: they meet one with a probability of about 2⁻⁶⁴).
+func leafID(i int) SpanID {
+	id := SpanID{0xa4, 0xda, 0x41, 0x5e}
+	binary.BigEndian.PutUint32(id[4:], uint32(i)+1)
+	return id
+}
