@@ -381,7 +381,13 @@ func (r *Runtime) startUnit(u *unit) {
 	u.start = u.work.Start()
 	// A sampled root's unit is attributed: the collector hands its spans
 	// to account when the root ends.
-	r.col.Track(u.work.Span(), u)
+	if u.item.Kind == scenario.KindTask && !u.item.Task.Orchestration {
+		// A task sent straight to a host: every span of its trace in this
+		// process starts under its root (the host's come in its reply).
+		r.col.TrackDirect(u.work.Span(), u)
+	} else {
+		r.col.Track(u.work.Span(), u)
+	}
 	// Dispatch and the queue wait begin when the unit does: one clock read.
 	dctx, disp := u.comp.Start(wctx, telemetry.Dispatch, telemetry.None, telemetry.Detached(), telemetry.StartedAt(u.start))
 	u.disp = disp

@@ -161,8 +161,18 @@ func TestAccountingTracerSpans(t *testing.T) {
 	if u := units(); len(u) != 1 || len(u[0]) != 4 {
 		t.Fatalf("the collector handed off %d units (%v), want 1 of 4 spans", len(u), u)
 	}
-	got := units()[0][:3] // in the order they ended, the root last
-	send, rec, hs := got[0], got[1], got[2]
+	got := units()[0][:3] // the root last
+	var send, rec, hs spans.Span
+	for _, s := range got {
+		switch s.Name {
+		case "ipc.send":
+			send = s
+		case "ipc.receive":
+			rec = s
+		default:
+			hs = s
+		}
+	}
 	if send.Name != "ipc.send" || send.Component != "ipc" || send.Phase != telemetry.Send || send.Direction != telemetry.Request ||
 		send.ParentID != spans.SpanID(root.SpanID()) || send.End < send.Start || send.Remote {
 		t.Errorf("phase span %+v: want ipc.send/request under the root", send)

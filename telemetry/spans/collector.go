@@ -80,6 +80,7 @@ type unit struct {
 	leafBuf [unitLeaves]leaf
 	owner   any // what Track was given, handed to account with the unit
 	handed  bool
+	direct  bool // tracked with TrackDirect: not in Collector.traces
 }
 
 // unitSpans is how many spans a unit allocates with itself: a task
@@ -193,14 +194,37 @@ func (c *Collector) Track(root trace.Span, owner any) {
 	}
 }
 
+// TrackDirect is Track for a unit whose spans all start under its root
+// through the TracerProvider with the Collector: none comes from a Source
+// or starts under a parent from elsewhere (a span context that crossed a
+// process), as with a task sent to a task host, whose phases come back
+// in its reply. Such a unit is not filed by its trace, which spares its
+// tracking the lookup's upkeep; a root that is not the TracerProvider's
+// is tracked as by Track.
+func (c *Collector) TrackDirect(root trace.Span, owner any) {
+	s, ours := root.(*tracerSpan)
+	sc := root.SpanContext()
+	if !ours || s.unit == nil || s.unit.id != (TraceID{}) || !sc.IsSampled() {
+		c.Track(root, owner)
+		return
+	}
+	u := s.unit // allocated with it
+	u.id, u.root, u.owner, u.direct = TraceID(sc.TraceID()), SpanID(sc.SpanID()), owner, true
+}
+
 // Forget stops collecting the unit of root, which Track was given: it
 // will not be accounted.
 func (c *Collector) Forget(root trace.Span) {
-	id := TraceID(root.SpanContext().TraceID())
-	c.mu.Lock()
-	u := c.traces[id]
-	delete(c.traces, id)
-	c.mu.Unlock()
+	var u *unit
+	if s, ok := root.(*tracerSpan); ok && s.unit != nil && s.unit.direct {
+		u = s.unit
+	} else {
+		id := TraceID(root.SpanContext().TraceID())
+		c.mu.Lock()
+		u = c.traces[id]
+		delete(c.traces, id)
+		c.mu.Unlock()
+	}
 	if u == nil {
 		return
 	}
@@ -275,9 +299,11 @@ func (c *Collector) handOffLocked(u *unit) {
 	}
 	u.spans, u.leaves, u.owner = nil, nil, nil
 	u.mu.Unlock()
-	c.mu.Lock()
-	delete(c.traces, u.id)
-	c.mu.Unlock()
+	if !u.direct {
+		c.mu.Lock()
+		delete(c.traces, u.id)
+		c.mu.Unlock()
+	}
 	c.handOff(h)
 }
 
