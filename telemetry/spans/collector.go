@@ -61,26 +61,27 @@ type Collector struct {
 
 // unit is the spans of one unit in flight. A tracer's spans carry their
 // unit (tracerSpan.unit): a tracer's root is allocated in a unit of its
-// own, with the first spans started under it, which Track makes the
-// unit's (until then, id zero, spans filed to it are looked up by trace).
-// A unit is never reused: a span that outlives it finds it handed off
-// and is dropped.
+// own, with the first spans started under it (its arena) and room for
+// its leaves, which Track makes the unit's (until then, id zero, spans
+// filed to it are looked up by trace). Its arena's spans stay where they
+// are when they end, its leaves are kept compactly (leaf.go), and only
+// other spans are copied whole into spans; the unit's Spans are made at
+// hand-off, on the accounting goroutine (appendSpans). A unit is never
+// reused: a span that outlives it finds it handed off and is dropped.
 type unit struct {
-	id    TraceID
-	root  SpanID
-	n     atomic.Int32 // arena's spans taken
-	arena [unitSpans]tracerSpan
-	// filed are the arena's spans ended, by bit: they stay in the arena,
-	// where the unit's Spans are made from at hand-off (appendSpans).
-	filed uint8
+	id     TraceID
+	root   SpanID
+	direct bool         // tracked with TrackDirect: not in Collector.traces
+	n      atomic.Int32 // arena's spans taken
+	arena  [unitSpans]tracerSpan
 
 	mu      sync.Mutex
-	spans   []Span
-	leaves  []leaf // its leaves, kept compactly (leaf.go); in leafBuf while they fit
+	filed   uint8  // the arena's spans ended, by bit
+	spans   []Span // the other spans ended, whole
+	leaves  []leaf // in leafBuf while they fit
 	leafBuf [unitLeaves]leaf
 	owner   any // what Track was given, handed to account with the unit
 	handed  bool
-	direct  bool // tracked with TrackDirect: not in Collector.traces
 }
 
 // unitSpans is how many spans a unit allocates with itself: a task
