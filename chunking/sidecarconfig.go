@@ -186,25 +186,30 @@ func (cfg SidecarConfig) withDefaults() (SidecarConfig, error) {
 		return cfg, fmt.Errorf("chunking: sidecar: SidecarConfig.BufferTTL is %v, want ≥ 0 (0 takes the default %v)", cfg.BufferTTL, DefaultBufferTTL)
 	}
 	for _, f := range []struct {
-		name    string
-		v, dflt int
+		name string
+		p    *int
+		dflt int
 	}{
-		{"MaxBufferedBytes", cfg.MaxBufferedBytes, DefaultMaxBufferedBytes},
-		{"MaxBufferedChunks", cfg.MaxBufferedChunks, DefaultMaxBufferedChunks},
-		{"MaxTotalBufferedBytes", cfg.MaxTotalBufferedBytes, DefaultMaxTotalBufferedBytes},
-		{"MaxPendingInstances", cfg.MaxPendingInstances, DefaultMaxPendingInstances},
-		{"MaxInstanceIDBytes", cfg.MaxInstanceIDBytes, DefaultMaxInstanceIDBytes},
-		{"MaxRecvMsgSize", cfg.MaxRecvMsgSize, DefaultMaxRecvMsgSize},
-		{"MaxKeptCompletions", cfg.MaxKeptCompletions, DefaultMaxKeptCompletions},
-		{"StreamWorkers", cfg.StreamWorkers, DefaultStreamWorkers},
-		{"MaxConnections", cfg.MaxConnections, DefaultMaxConnections},
-		{"MaxStreamsPerConnection", cfg.MaxStreamsPerConnection, DefaultMaxStreamsPerConnection},
-		{"MaxCalls", cfg.MaxCalls, DefaultMaxCalls},
+		{"MaxBufferedBytes", &cfg.MaxBufferedBytes, DefaultMaxBufferedBytes},
+		{"MaxBufferedChunks", &cfg.MaxBufferedChunks, DefaultMaxBufferedChunks},
+		{"MaxTotalBufferedBytes", &cfg.MaxTotalBufferedBytes, DefaultMaxTotalBufferedBytes},
+		{"MaxPendingInstances", &cfg.MaxPendingInstances, DefaultMaxPendingInstances},
+		{"MaxInstanceIDBytes", &cfg.MaxInstanceIDBytes, DefaultMaxInstanceIDBytes},
+		{"MaxKeptCompletions", &cfg.MaxKeptCompletions, DefaultMaxKeptCompletions},
+		{"StreamWorkers", &cfg.StreamWorkers, DefaultStreamWorkers},
+		{"MaxConnections", &cfg.MaxConnections, DefaultMaxConnections},
+		{"MaxStreamsPerConnection", &cfg.MaxStreamsPerConnection, DefaultMaxStreamsPerConnection},
+		{"MaxCalls", &cfg.MaxCalls, DefaultMaxCalls},
 	} {
-		if f.v < 0 {
-			return cfg, fmt.Errorf("chunking: sidecar: SidecarConfig.%s is %d, want ≥ 0 (0 takes the default %d)", f.name, f.v, f.dflt)
+		if *f.p < 0 {
+			return cfg, fmt.Errorf("chunking: sidecar: SidecarConfig.%s is %d, want ≥ 0 (0 takes the default %d)", f.name, *f.p, f.dflt)
 		}
+		*f.p = cmp.Or(*f.p, f.dflt)
 	}
+	if cfg.MaxRecvMsgSize < 0 {
+		return cfg, fmt.Errorf("chunking: sidecar: SidecarConfig.MaxRecvMsgSize is %d, want ≥ 0 (0 takes the default %d)", cfg.MaxRecvMsgSize, DefaultMaxRecvMsgSize)
+	}
+	cfg.MaxRecvMsgSize = cmp.Or(cfg.MaxRecvMsgSize, max(1, min(DefaultMaxRecvMsgSize, cfg.MaxTotalBufferedBytes/8)))
 	if cfg.StreamWorkers > MaxStreamWorkers {
 		return cfg, fmt.Errorf("chunking: sidecar: SidecarConfig.StreamWorkers is %d, want at most %d (0 takes the default %d)", cfg.StreamWorkers, MaxStreamWorkers, DefaultStreamWorkers)
 	}
@@ -217,21 +222,10 @@ func (cfg SidecarConfig) withDefaults() (SidecarConfig, error) {
 		}
 	}
 	cfg.BufferTTL = cmp.Or(cfg.BufferTTL, DefaultBufferTTL)
-	cfg.MaxBufferedBytes = cmp.Or(cfg.MaxBufferedBytes, DefaultMaxBufferedBytes)
-	cfg.MaxBufferedChunks = cmp.Or(cfg.MaxBufferedChunks, DefaultMaxBufferedChunks)
-	cfg.MaxTotalBufferedBytes = cmp.Or(cfg.MaxTotalBufferedBytes, DefaultMaxTotalBufferedBytes)
-	cfg.MaxPendingInstances = cmp.Or(cfg.MaxPendingInstances, DefaultMaxPendingInstances)
-	cfg.MaxInstanceIDBytes = cmp.Or(cfg.MaxInstanceIDBytes, DefaultMaxInstanceIDBytes)
-	cfg.MaxRecvMsgSize = cmp.Or(cfg.MaxRecvMsgSize, max(1, min(DefaultMaxRecvMsgSize, cfg.MaxTotalBufferedBytes/8)))
 	if cfg.MaxRecvMsgSize > cfg.MaxTotalBufferedBytes {
 		return cfg, fmt.Errorf("chunking: sidecar: SidecarConfig.MaxRecvMsgSize is %d, over MaxTotalBufferedBytes = %d: "+
 			"a message being received counts toward the total, so one that large could never be let in", cfg.MaxRecvMsgSize, cfg.MaxTotalBufferedBytes)
 	}
-	cfg.MaxKeptCompletions = cmp.Or(cfg.MaxKeptCompletions, DefaultMaxKeptCompletions)
-	cfg.StreamWorkers = cmp.Or(cfg.StreamWorkers, DefaultStreamWorkers)
-	cfg.MaxConnections = cmp.Or(cfg.MaxConnections, DefaultMaxConnections)
-	cfg.MaxStreamsPerConnection = cmp.Or(cfg.MaxStreamsPerConnection, DefaultMaxStreamsPerConnection)
-	cfg.MaxCalls = cmp.Or(cfg.MaxCalls, DefaultMaxCalls)
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}

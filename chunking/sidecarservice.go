@@ -365,25 +365,17 @@ func (s *Sidecar) finalLocked(ctx context.Context, tok string, idx int32, buf *b
 		CustomStatus: req.GetCustomStatus(), RequiresHistory: req.GetRequiresHistory(),
 	}
 	switch {
-	case buf == nil:
-		// An ordinary completion; chunkIndex=0 with isPartial=false is the
-		// older .NET form of the same thing.
-		if idx > 0 {
-			return nil, s.reject(ctx, ReasonNoBuffer, codes.FailedPrecondition, "final chunk %d of token %q without buffered chunks", idx, tok)
+	case buf == nil && idx > 0:
+		return nil, s.reject(ctx, ReasonNoBuffer, codes.FailedPrecondition, "final chunk %d of token %q without buffered chunks", idx, tok)
+	case buf == nil || idx < 0:
+		// An ordinary completion (chunkIndex=0 with isPartial=false is the
+		// older .NET form of the same thing), or a standalone final message
+		// over a buffer: the worker replaced the completion (for example by
+		// a failure completion after chunk k failed externalization), and
+		// the buffered chunks are discarded (their buffers left to the GC).
+		if buf != nil {
+			s.dropLocked(tok)
 		}
-		c.Actions = req.GetActions()
-		c.NumEventsProcessed = req.GetNumEventsProcessed()
-		c.OrchestrationTraceContext = req.GetOrchestrationTraceContext()
-		c.Chunks = 1
-		if rb != nil {
-			c.bufs = []*recvBuf{rb}
-		}
-	case idx < 0:
-		// A standalone final message over a buffer: the worker replaced the
-		// completion (for example by a failure completion after chunk k
-		// failed externalization). The buffered chunks are discarded (their
-		// buffers left to the GC).
-		s.dropLocked(tok)
 		c.Actions = req.GetActions()
 		c.NumEventsProcessed = req.GetNumEventsProcessed()
 		c.OrchestrationTraceContext = req.GetOrchestrationTraceContext()

@@ -208,9 +208,6 @@ func newConn(nc stream, cfg config, m *metrics, parent bool, eff int) *Conn {
 // of this end.
 func (c *Conn) BufferSize() (requested, effective int) { return c.bufRq, c.bufEf }
 
-// Mode returns the send mode.
-func (c *Conn) Mode() Mode { return *c.cfg.mode }
-
 // UsesSpans reports whether anything the Conn records reads the span in
 // a Send's context: its phase spans (WithTelemetry with an enabled
 // Component) or its metrics (WithMeterProvider with one that records,
