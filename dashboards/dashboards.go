@@ -197,8 +197,7 @@ func quantile(q, name, by string) string {
 func variables(b *dashboard.DashboardBuilder, single bool) *dashboard.DashboardBuilder {
 	for _, v := range dsVars {
 		b = b.WithVariable(dashboard.NewDatasourceVariableBuilder(v.name).Label(v.label + " datasource").Type(v.typ).
-			Current(dashboard.VariableOption{Text: dashboard.StringOrArrayOfString{String: cog.ToPtr(v.uid)},
-				Value: dashboard.StringOrArrayOfString{String: cog.ToPtr(v.uid)}}))
+			Current(current(v.uid, v.uid)))
 	}
 	query := func(name, label, q string) *dashboard.QueryVariableBuilder {
 		return dashboard.NewQueryVariableBuilder(name).Label(label).Datasource(promDS).
@@ -208,22 +207,30 @@ func variables(b *dashboard.DashboardBuilder, single bool) *dashboard.DashboardB
 	service := query("service_name", "service", `label_values(target_info, service_name)`)
 	if single {
 		// Pyroscope and Jaeger take one service name, not a regex.
-		service = dashboard.NewQueryVariableBuilder("service_name").Label("service").Datasource(promDS).
-			Query(dashboard.StringOrMap{String: cog.ToPtr(`label_values(target_info, service_name)`)}).
-			Refresh(dashboard.VariableRefreshOnTimeRangeChanged).
-			Current(dashboard.VariableOption{Text: dashboard.StringOrArrayOfString{String: cog.ToPtr("amdahl")},
-				Value: dashboard.StringOrArrayOfString{String: cog.ToPtr("amdahl")}})
+		service = queryOne("service_name", "service", `label_values(target_info, service_name)`, "amdahl")
 	}
 	source := dashboard.NewCustomVariableBuilder("source").Label("source").
 		Description("the runtime's own series, or the amdahl connector's in the OpenTelemetry Collector (docs/collector.md)").
 		Values(dashboard.StringOrMap{String: cog.ToPtr("runtime : " + SourceRuntime + ", collector : " + SourceCollector)}).
-		Current(dashboard.VariableOption{Text: dashboard.StringOrArrayOfString{String: cog.ToPtr("runtime")},
-			Value: dashboard.StringOrArrayOfString{String: cog.ToPtr(SourceRuntime)}})
+		Current(current("runtime", SourceRuntime))
 	return b.
 		WithVariable(source).
 		WithVariable(service).
 		WithVariable(query("scenario", "scenario", `label_values(amdahl_work_duration_seconds_count, amdahl_scenario)`)).
 		WithVariable(query("variant", "variant", `label_values(amdahl_work_duration_seconds_count, amdahl_variant)`))
+}
+
+// queryOne is a single-valued query variable whose value starts as def.
+func queryOne(name, label, q, def string) *dashboard.QueryVariableBuilder {
+	return dashboard.NewQueryVariableBuilder(name).Label(label).Datasource(promDS).
+		Query(dashboard.StringOrMap{String: cog.ToPtr(q)}).
+		Refresh(dashboard.VariableRefreshOnTimeRangeChanged).Current(current(def, def))
+}
+
+// current is a variable's current value, shown as text.
+func current(text, value string) dashboard.VariableOption {
+	return dashboard.VariableOption{Text: dashboard.StringOrArrayOfString{String: cog.ToPtr(text)},
+		Value: dashboard.StringOrArrayOfString{String: cog.ToPtr(value)}}
 }
 
 func newDashboard(title, uid string) *dashboard.DashboardBuilder {
@@ -257,16 +264,10 @@ func series(id uint32, title, unit string) *timeseries.PanelBuilder {
 // goes (q, naive share) and what an A/B comparison predicts (q·r) against
 // what it measured.
 func Attribution() (dashboard.Dashboard, error) {
-	pick := func(name, label, def string) *dashboard.QueryVariableBuilder {
-		return dashboard.NewQueryVariableBuilder(name).Label(label).Datasource(promDS).
-			Query(dashboard.StringOrMap{String: cog.ToPtr(`label_values(amdahl_work_duration_seconds_count, amdahl_variant)`)}).
-			Refresh(dashboard.VariableRefreshOnTimeRangeChanged).
-			Current(dashboard.VariableOption{Text: dashboard.StringOrArrayOfString{String: cog.ToPtr(def)},
-				Value: dashboard.StringOrArrayOfString{String: cog.ToPtr(def)}})
-	}
+	const variants = `label_values(amdahl_work_duration_seconds_count, amdahl_variant)`
 	b := newDashboard("amdahl — attribution", "amdahl-attribution").
-		WithVariable(pick("baseline", "baseline variant", "baseline")).
-		WithVariable(pick("candidate", "candidate variant", "candidate")).
+		WithVariable(queryOne("baseline", "baseline variant", variants, "baseline")).
+		WithVariable(queryOne("candidate", "candidate variant", variants, "candidate")).
 		WithRow(dashboard.NewRowBuilder("Where the time goes: $variant")).
 		WithPanel(bargauge.NewPanelBuilder().Id(1).Title("Critical-path share q per row (time range)").Unit("percentunit").
 			Orientation(common.VizOrientationHorizontal).Datasource(promDS).Min(0).Max(1).
@@ -460,12 +461,10 @@ func Profiles() (dashboard.Dashboard, error) {
 			Values(dashboard.StringOrMap{String: cog.ToPtr(steps)}).Multi(true).IncludeAll(true)).
 		WithVariable(dashboard.NewTextBoxVariableBuilder("host_service_name").Label("task host service").
 			DefaultValue(dashboard.StringOrMap{String: cog.ToPtr("amdahl-taskhost")}).
-			Current(dashboard.VariableOption{Text: dashboard.StringOrArrayOfString{String: cog.ToPtr("amdahl-taskhost")},
-				Value: dashboard.StringOrArrayOfString{String: cog.ToPtr("amdahl-taskhost")}})).
+			Current(current("amdahl-taskhost", "amdahl-taskhost"))).
 		WithVariable(dashboard.NewTextBoxVariableBuilder("min_duration").Label("slow unit: at least").
 			DefaultValue(dashboard.StringOrMap{String: cog.ToPtr("10ms")}).
-			Current(dashboard.VariableOption{Text: dashboard.StringOrArrayOfString{String: cog.ToPtr("10ms")},
-				Value: dashboard.StringOrArrayOfString{String: cog.ToPtr("10ms")}})).
+			Current(current("10ms", "10ms"))).
 		WithRow(dashboard.NewRowBuilder("CPU share by phase (pprof labels)")).
 		WithPanel(share(8, "Parent CPU by phase", "$service_name")).
 		WithPanel(share(9, "Task host CPU by phase", "$host_service_name")).

@@ -123,17 +123,8 @@ const oneWriteMax = 16 << 10
 // oneWriteLimit returns the largest stamped frame the writer writes in one
 // write(2), stamped just before it, on a connection whose send buffer
 // (SO_SNDBUF as read back, or the pipe's capacity) is eff bytes: a
-// quarter of it, and at most 16 KiB (oneWriteMax).
-//
-// Such a write fits in the buffer, and so does not wait for the reader,
-// unless the reader has left most of the buffer unread (a socket charges
-// each buffer's overhead against SO_SNDBUF, a pipe counts whole pages; a
-// quarter leaves room for both). The send it stamps ends when the write
-// is issued, and the write (the kernel's copy and the reader's wake-up,
-// BenchmarkOneWrite; a wait for the reader, when the buffer was mostly
-// full) falls after the send's end: in the span's AttrWriteDuration and
-// in amdahl.ipc.send.blocked, not in the span. A larger frame's write can
-// wait for the reader, a wait its send should hold: it goes in two
-// writes, all but the stamp and then the stamp, so that the send covers
-// the first. The task host's stamped replies are a few hundred bytes.
+// quarter of it, and at most 16 KiB (oneWriteMax). Why one write for a
+// small frame and two for a larger one is SendStamper's rule; a quarter
+// leaves room for the buffer's overhead (a socket charges it against
+// SO_SNDBUF, a pipe counts whole pages). BenchmarkOneWrite measures it.
 func oneWriteLimit(eff int) int { return min(oneWriteMax, max(eff, 0)/4) }
