@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -139,10 +140,6 @@ func runAB(ctx context.Context, cmd *cobra.Command, f abFlags) error {
 	if derived {
 		target = ab.Targets(differ)
 	}
-	units := sc.Count
-	if sides[0].Settings.Count > 0 {
-		units = sides[0].Settings.Count
-	}
 	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	bar := newRunProgress(stderr, 2*f.runs, f.progress)
 	cfg := ab.Config{Scenario: sc, Sides: sides, Runs: f.runs, Warmup: f.warmup, InFlight: f.inFlight, Block: f.block,
@@ -158,12 +155,12 @@ func runAB(ctx context.Context, cmd *cobra.Command, f abFlags) error {
 		return fmt.Errorf("ab: interrupted before two runs of each side finished")
 	}
 	opt := attribution.CompareOptions{Target: target, IgnoreUnmatched: derived, ByPhase: f.by == "phase", Seed: f.seed, Paired: true}
-	cmp, err := attribution.Compare(base, cand, opt)
+	comparison, err := attribution.Compare(base, cand, opt)
 	if err != nil {
 		return usageError{err}
 	}
 	res := abResult{SchemaVersion: runtime.SchemaVersion, Scenario: sc.Name, Baseline: sides[0].Settings.Map(), Candidate: sides[1].Settings.Map(), Differ: differ,
-		Runs: runs, UnitsPerRun: units, Warmup: f.warmup, Block: cfg.UnitsPerTurn(sides[0].Settings), Comparison: cmp, Interrupted: interrupted,
+		Runs: runs, UnitsPerRun: cmp.Or(sides[0].Settings.Count, sc.Count), Warmup: f.warmup, Block: cfg.UnitsPerTurn(sides[0].Settings), Comparison: comparison, Interrupted: interrupted,
 		WallGain: attribution.MeanGain(bWall, cWall, opt)}
 	// Throughput gain: the candidate's throughput over the baseline's, - 1.
 	thr := attribution.MeanGain(cThr, bThr, opt) // 1 - mean(b)/mean(c)

@@ -106,6 +106,7 @@ type workloadJSON struct {
 	Fanout *fanoutJSON `json:"fanout,omitempty"`
 }
 
+// taskJSON and shapeJSON are scenario.TaskSpec and FanoutShape with JSON names.
 type taskJSON struct {
 	ConfigMeanBytes  int     `json:"config_mean_bytes"`
 	ConfigSigma      float64 `json:"config_sigma"`
@@ -138,14 +139,13 @@ func scenarioView(s *scenario.Scenario) scenarioJSON {
 			if w.Task != nil {
 				t = *w.Task
 			}
-			wj.Task = &taskJSON{ConfigMeanBytes: t.ConfigMeanBytes, ConfigSigma: t.ConfigSigma, ConfigCapBytes: t.ConfigCapBytes,
-				ConfigMinBytes: t.ConfigMinBytes, EnvironmentBytes: t.EnvironmentBytes, Parameters: t.Parameters, ExecutePasses: t.ExecutePasses}
+			tj := taskJSON(t)
+			wj.Task = &tj
 		case scenario.KindFanout:
 			wj.Fanout = &fanoutJSON{Shapes: []shapeJSON{}}
 			if w.Fanout != nil {
 				for _, sh := range w.Fanout.Shapes {
-					wj.Fanout.Shapes = append(wj.Fanout.Shapes, shapeJSON{Name: sh.Name, Weight: sh.Weight, Actions: sh.Actions,
-						ActionBytes: sh.ActionBytes, FirstActionBytes: sh.FirstActionBytes})
+					wj.Fanout.Shapes = append(wj.Fanout.Shapes, shapeJSON(sh))
 				}
 			}
 		}

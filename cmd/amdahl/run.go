@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -147,11 +148,7 @@ func runRun(ctx context.Context, cmd *cobra.Command, f runFlags) error {
 		cfg.OnWork = flame.Add
 	}
 
-	total := sc.Count
-	if set.Count > 0 {
-		total = set.Count
-	}
-	bar := newProgress(stderr, total, f.progress)
+	bar := newProgress(stderr, cmp.Or(set.Count, sc.Count), f.progress) // scenario.count 0: the scenario's own
 	cfg.OnResult = bar.add
 	bar.start()
 	sum, runErr := runtime.Run(ctx, cfg, sc)
@@ -334,10 +331,8 @@ func writeSummary(w io.Writer, s runtime.Summary, out, wrote string) error {
 	if note := untracedNote(s); note != "" {
 		fmt.Fprintln(w, note)
 	}
-	if len(s.Failures) > 0 {
-		for _, c := range slices.Sorted(maps.Keys(s.Failures)) {
-			fmt.Fprintf(w, "  %-18s %5d  e.g. %s\n", c, s.Failures[c], oneLine(s.Examples[c], 160))
-		}
+	for _, c := range slices.Sorted(maps.Keys(s.Failures)) {
+		fmt.Fprintf(w, "  %-18s %5d  e.g. %s\n", c, s.Failures[c], oneLine(s.Examples[c], 160))
 	}
 	fmt.Fprintln(w)
 	if err := s.Attribution.WriteText(w); err != nil {

@@ -208,7 +208,7 @@ func Compare(base, cand Side, opt CompareOptions) (Comparison, error) {
 	if paired {
 		out.Resampled = "pairs of runs"
 	}
-	// Point estimates from all units, then the bootstrap.
+	// Point estimates from all units, then the intervals.
 	est := estimate(b, c, ones(b), ones(c), keys, target, hasTarget)
 	if paired {
 		// Every figure per pair, then Student's t over the pairs.
@@ -217,35 +217,33 @@ func Compare(base, cand Side, opt CompareOptions) (Comparison, error) {
 			perPair[r] = estimate(b, c, onlyRun(b, r), onlyRun(c, r), keys, target, hasTarget)
 		}
 		fillPaired(&out, perPair, est, b, c, keys, target, opt.Level)
-		out.Consistent = hasTarget && out.Measured.Contains(out.Replay.Value)
-		out.Verdict = verdict(out)
-		return out, nil
-	}
-	draws := bootstrapDraws(b, c, keys, target, hasTarget, opt, byRuns)
-	// The independent clusters the bootstrap resamples: pairs of runs,
-	// runs (the smaller side), or units.
-	clusters := min(b.units(), c.units())
-	if byRuns {
-		clusters = min(len(base.Runs), len(cand.Runs))
-	}
-	ci := func(j int) Interval {
-		v := est[j]
-		if math.IsNaN(v) {
-			return undefined
+	} else {
+		draws := bootstrapDraws(b, c, keys, target, hasTarget, opt, byRuns)
+		// The independent clusters the bootstrap resamples: runs (the
+		// smaller side), or units.
+		clusters := min(b.units(), c.units())
+		if byRuns {
+			clusters = min(len(base.Runs), len(cand.Runs))
 		}
-		vals := make([]float64, 0, len(draws))
-		for _, d := range draws {
-			if !math.IsNaN(d[j]) {
-				vals = append(vals, d[j])
+		ci := func(j int) Interval {
+			v := est[j]
+			if math.IsNaN(v) {
+				return undefined
 			}
+			vals := make([]float64, 0, len(draws))
+			for _, d := range draws {
+				if !math.IsNaN(d[j]) {
+					vals = append(vals, d[j])
+				}
+			}
+			lo, hi := percentileInterval(vals, opt.Level, clusters)
+			return Interval{v, lo, hi}
 		}
-		lo, hi := percentileInterval(vals, opt.Level, clusters)
-		return Interval{v, lo, hi}
+		// Layout of an estimate vector: measured, first order, replay, then
+		// per key q, r, q·r, shift.
+		out.Measured, out.FirstOrder, out.Replay = ci(0), ci(1), ci(2)
+		fillRows(&out, b, c, keys, target, ci)
 	}
-	// Layout of an estimate vector: measured, first order, replay, then per
-	// key q, r, q·r, shift.
-	out.Measured, out.FirstOrder, out.Replay = ci(0), ci(1), ci(2)
-	fillRows(&out, b, c, keys, target, ci)
 	slices.SortFunc(out.Rows, func(x, y CompareRow) int { return compareKeys(x.Key, y.Key) })
 	out.Consistent = hasTarget && out.Measured.Contains(out.Replay.Value)
 	out.Verdict = verdict(out)
@@ -375,7 +373,6 @@ func fillPaired(out *Comparison, perPair [][]float64, est []float64, b, c *side,
 		}
 		return ci(j)
 	})
-	slices.SortFunc(out.Rows, func(x, y CompareRow) int { return compareKeys(x.Key, y.Key) })
 }
 
 // fillRows sets the rows of a comparison from the pooled sides and ci(j),

@@ -320,7 +320,6 @@ func (t *Telemetry) setupTraces(ctx context.Context, c *config, res *resource.Re
 		// Attribution reads the file back, so it must hold every span: a
 		// span end waits for room in a full queue (the exporter is local
 		// and fast) instead of being dropped, the SDK's default.
-		t.traceFile = true
 		t.traceFileSink = spans.NewFileSink(fw)
 		tpOpts = append(tpOpts, sdktrace.WithSpanProcessor(ExporterProcessor(t.traceFileSink)))
 	}

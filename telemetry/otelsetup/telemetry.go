@@ -37,8 +37,7 @@ type Telemetry struct {
 	recorder       *Recorder
 	phaseLabels    bool
 	otlpCounts     *spanCounter       // nil without OTLP
-	traceFile      bool               // spans go to a trace file
-	traceFileSink  *spans.FileSink    // the trace file's writer, registered on sdkTP (ExporterProcessor)
+	traceFileSink  *spans.FileSink    // the trace file's writer, registered on sdkTP (ExporterProcessor); nil without one
 	resource       *resource.Resource // sdkTP's
 	remoteWanted   bool               // something set up here gets amdahl.remote=true spans
 	sampler        sdktrace.Sampler   // OTEL_TRACES_SAMPLER's, for a runtime's own tracer (Sampler)
@@ -238,7 +237,7 @@ func serviceName(res *resource.Resource) string {
 // (files or Pyroscope). A task host with nothing to export records nothing
 // (runtime.ServeHost). False for a nil Telemetry or with the SDK disabled.
 func (t *Telemetry) Exporting() bool {
-	return t != nil && t.sdkTP != nil && (t.otlpCounts != nil || t.traceFile || t.profiles != nil)
+	return t != nil && t.sdkTP != nil && (t.otlpCounts != nil || t.traceFileSink != nil || t.profiles != nil)
 }
 
 // RemoteSpansWanted reports whether anything set up here would get the
