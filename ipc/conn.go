@@ -176,7 +176,7 @@ func newConn(nc stream, cfg config, m *metrics, parent bool, eff int) *Conn {
 		cfg:      cfg,
 		codec:    protoCodec{},
 		m:        m,
-		bufRq:    *cfg.buffer,
+		bufRq:    cfg.buffer,
 		bufEf:    eff,
 		oneWrite: oneWriteLimit(eff),
 		role:     telemetry.Request,
@@ -235,7 +235,7 @@ func (c *Conn) Send(ctx context.Context, m proto.Message) error {
 		return err
 	}
 	var done chan error
-	if *c.cfg.mode == Sync {
+	if c.cfg.mode == Sync {
 		done = make(chan error, 1)
 	}
 	c.sendMu.Lock()

@@ -20,8 +20,8 @@ type config struct {
 	newCodec         func() Codec
 	mp               metric.MeterProvider
 	logger           *slog.Logger
-	mode             *Mode
-	buffer           *int
+	mode             Mode
+	buffer           int
 	maxPacket        int
 	queueBytes       int
 	queuePackets     int
@@ -54,11 +54,11 @@ func WithMeterProvider(mp metric.MeterProvider) Option { return func(o *config) 
 func WithLogger(l *slog.Logger) Option { return func(o *config) { o.logger = l } }
 
 // WithMode sets the send mode (setting ipc.send; default Sync).
-func WithMode(m Mode) Option { return func(o *config) { o.mode = &m } }
+func WithMode(m Mode) Option { return func(o *config) { o.mode = m } }
 
 // WithBufferSize sets the requested SO_SNDBUF of this end, in bytes
 // (setting ipc.buffer; default DefaultBufferSize).
-func WithBufferSize(n int) Option { return func(o *config) { o.buffer = &n } }
+func WithBufferSize(n int) Option { return func(o *config) { o.buffer = n } }
 
 // WithMaxPacketSize sets the largest frame body sent or accepted
 // (default DefaultMaxPacketSize).
@@ -82,26 +82,21 @@ func resolve(transport string, opts []Option) (config, error) {
 		queuePackets:     1024,
 		handshakeTimeout: 10 * time.Second,
 		stall:            time.Minute,
+		mode:             Sync,
+		buffer:           DefaultBufferSize,
 		transport:        transport,
 	}
-	mode, buffer := Sync, DefaultBufferSize
 	for _, o := range opts {
 		o(&c)
-	}
-	if c.mode == nil {
-		c.mode = &mode
-	}
-	if c.buffer == nil {
-		c.buffer = &buffer
 	}
 	if c.logger == nil {
 		c.logger = slog.Default()
 	}
 	switch {
-	case *c.mode != Sync && *c.mode != Async:
-		return c, fmt.Errorf("invalid ipc.send %d: want Sync or Async", *c.mode)
-	case *c.buffer <= 0 || *c.buffer > MaxBufferSize:
-		return c, fmt.Errorf("invalid ipc.buffer %d: want 1 to %d bytes", *c.buffer, MaxBufferSize)
+	case c.mode != Sync && c.mode != Async:
+		return c, fmt.Errorf("invalid ipc.send %d: want Sync or Async", c.mode)
+	case c.buffer <= 0 || c.buffer > MaxBufferSize:
+		return c, fmt.Errorf("invalid ipc.buffer %d: want 1 to %d bytes", c.buffer, MaxBufferSize)
 	case c.maxPacket <= 0 || c.maxPacket > 1<<31-1:
 		return c, fmt.Errorf("invalid max packet size %d: want 1 to %d bytes", c.maxPacket, 1<<31-1)
 	case c.queueBytes <= 0 || c.queuePackets <= 0:

@@ -77,15 +77,15 @@ func TestBufferResolution(t *testing.T) {
 			cfg, err := resolve("test", tt.opts)
 			if tt.wantErr {
 				if err == nil || !strings.Contains(err.Error(), "ipc.buffer") {
-					t.Fatalf("resolve = buffer %d, %v; want an error naming ipc.buffer", *cfg.buffer, err)
+					t.Fatalf("resolve = buffer %d, %v; want an error naming ipc.buffer", cfg.buffer, err)
 				}
 				return
 			}
 			if err != nil {
 				t.Fatal(err)
 			}
-			if *cfg.buffer != tt.want {
-				t.Fatalf("buffer = %d, want %d", *cfg.buffer, tt.want)
+			if cfg.buffer != tt.want {
+				t.Fatalf("buffer = %d, want %d", cfg.buffer, tt.want)
 			}
 		})
 	}
@@ -97,15 +97,15 @@ func TestModeSetting(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if *cfg.mode != Sync {
-		t.Fatalf("default mode %v, want sync (the environment is not read)", *cfg.mode)
+	if cfg.mode != Sync {
+		t.Fatalf("default mode %v, want sync (the environment is not read)", cfg.mode)
 	}
 	cfg, err = resolve("test", []Option{WithMode(Async)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if *cfg.mode != Async {
-		t.Fatalf("mode %v with WithMode(Async), want async", *cfg.mode)
+	if cfg.mode != Async {
+		t.Fatalf("mode %v with WithMode(Async), want async", cfg.mode)
 	}
 	if _, err := resolve("test", []Option{WithMode(Mode(7))}); err == nil || !strings.Contains(err.Error(), "ipc.send") {
 		t.Fatalf("resolve with mode 7: got %v, want an error naming ipc.send", err)

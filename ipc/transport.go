@@ -214,14 +214,14 @@ func openStream(ctx context.Context, nc stream, setBuffer func(int, *slog.Logger
 		return nil, err
 	}
 	m.handshake(ctx, nil)
-	eff, err := setBuffer(*cfg.buffer, cfg.logger)
+	eff, err := setBuffer(cfg.buffer, cfg.logger)
 	if err != nil {
 		_ = nc.Close()
 		return nil, err
 	}
-	m.bufReq.Record(ctx, int64(*cfg.buffer), m.plainRec)
+	m.bufReq.Record(ctx, int64(cfg.buffer), m.plainRec)
 	m.bufEff.Record(ctx, int64(eff), m.plainRec)
-	logBuffer(cfg, *cfg.buffer, eff)
+	logBuffer(cfg, cfg.buffer, eff)
 	return newConn(nc, cfg, m, parent, eff), nil
 }
 

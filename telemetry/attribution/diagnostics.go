@@ -39,9 +39,7 @@ type Diagnostics struct {
 	// clocks (an in-process gRPC server span that ends after its client's,
 	// the wall clock stepped, a far-side group longer than its window, an
 	// orphan attached to its unit); a count near the number of units says
-	// a span is started in the wrong place: the sidecar's execute, under
-	// its deserialize after that had ended, counted here once a unit
-	// (and nothing in its row) before December 5.
+	// a span is started in the wrong place (under a parent that has ended).
 	Outside int `json:"outside_parent"`
 	// Spans with hostile timestamps, left out (a unit whose root is one,
 	// whole: BadUnits): NoTime a missing or zero start or end, Reversed

@@ -70,12 +70,13 @@ func RecordOf(s sdktrace.ReadOnlySpan) spans.Record {
 	if s == nil {
 		return spans.Record{}
 	}
+	sc := s.InstrumentationScope()
 	r := spans.Record{
 		Name: s.Name(), SpanContext: s.SpanContext(), Parent: s.Parent(), Kind: s.SpanKind(),
 		Start: s.StartTime().UnixNano(), End: s.EndTime().UnixNano(), Attributes: s.Attributes(),
 		Status:            spans.Status{Code: s.Status().Code, Description: s.Status().Description},
 		DroppedAttributes: s.DroppedAttributes(), DroppedEvents: s.DroppedEvents(), DroppedLinks: s.DroppedLinks(),
-		Resource: ResourceOf(s.Resource()), Scope: ScopeOf(s.InstrumentationScope()),
+		Resource: ResourceOf(s.Resource()), Scope: spans.Scope{Name: sc.Name, Version: sc.Version, SchemaURL: sc.SchemaURL, Attributes: sc.Attributes},
 	}
 	if evs := s.Events(); len(evs) > 0 {
 		r.Events = make([]spans.Event, len(evs))
@@ -90,11 +91,6 @@ func RecordOf(s sdktrace.ReadOnlySpan) spans.Record {
 		}
 	}
 	return r
-}
-
-// ScopeOf returns the SDK's instrumentation scope as a spans.Scope.
-func ScopeOf(s instrumentation.Scope) spans.Scope {
-	return spans.Scope{Name: s.Name, Version: s.Version, SchemaURL: s.SchemaURL, Attributes: s.Attributes}
 }
 
 // resources maps the SDK's resources to spans.Resources, so that the
