@@ -163,9 +163,6 @@ func (m *metrics) retried(ctx context.Context, c codes.Code) {
 	m.retries.Add(ctx, 1, metric.WithAttributeSet(withRun(m.run, attribute.String(AttrCode, c.String()))))
 }
 
-// retryableCodes are the codes retryable accepts, for the zero series.
-var retryableCodes = []codes.Code{codes.Unavailable, codes.Unknown, codes.DeadlineExceeded, codes.Internal}
-
 // zeroRetries starts amdahl.chunking.retries at zero for each retryable
 // code (the sender's; the planner records no retries).
 func (m *metrics) zeroRetries() {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"time"
 
@@ -81,14 +82,10 @@ func NewSender(cc grpc.ClientConnInterface, cfg SenderConfig) (*Sender, error) {
 	return &Sender{cc: cc, planner: pl, retry: rp, comp: cfg.Component, steps: serializeSteps(cfg.Component), metrics: m, breaker: cfg.Breaker}, nil
 }
 
-// retryable are the codes durabletask-dotnet retries.
-func retryable(c codes.Code) bool {
-	switch c {
-	case codes.Unavailable, codes.Unknown, codes.DeadlineExceeded, codes.Internal:
-		return true
-	}
-	return false
-}
+// retryableCodes are the codes durabletask-dotnet retries.
+var retryableCodes = []codes.Code{codes.Unavailable, codes.Unknown, codes.DeadlineExceeded, codes.Internal}
+
+func retryable(c codes.Code) bool { return slices.Contains(retryableCodes, c) }
 
 // Result reports what Complete did.
 type Result struct {
