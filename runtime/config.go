@@ -177,7 +177,9 @@ type TelemetryConfig struct {
 	// that only the attribution would read: four fewer spans per task.
 	// Set it only when nothing else on TracerProvider wants those spans;
 	// UseTelemetry sets it when the telemetry's exporters, trace file and
-	// recorder would leave them out (otelsetup's RemoteSpansWanted).
+	// recorder would leave them out (otelsetup's RemoteSpansWanted). It
+	// applies with a TracerProvider only: the runtime's own tracer keeps
+	// those phases compactly with their unit anyway.
 	AccountRemoteDirectly bool
 }
 

@@ -239,7 +239,7 @@ func (r *Runtime) runFanout(ctx context.Context, u *unit) (string, error) {
 // ctx, placed in the parent's clock within [sendStart, replyStart]
 // (package taskproto decodes and places them), and their durations. Under
 // the host span of u's record they fill its slots (the record is kept
-// only when no metric is recorded). With
+// only when no metric is recorded). With a TracerProvider and
 // Config.Telemetry.AccountRemoteDirectly they go to the collector as the
 // spans attribution would have read from the SDK's, and to
 // amdahl.phase.duration, without SDK spans.
