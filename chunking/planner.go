@@ -225,9 +225,11 @@ func framed(s int) int { return 1 + protowire.SizeBytes(s) }
 
 func msgField(m proto.Message) int { return 1 + protowire.SizeBytes(proto.Size(m)) }
 
-// envelopeSize is the serialized size of r without its actions.
-func envelopeSize(r *dtpb.OrchestratorResponse) int {
-	n := len(r.ProtoReflect().GetUnknown())
+// sharedEnvelopeSize is the size of the fields of r that every chunk
+// carries as r does: instanceId, customStatus, completionToken and
+// requiresHistory.
+func sharedEnvelopeSize(r *dtpb.OrchestratorResponse) int {
+	n := 0
 	if l := len(r.GetInstanceId()); l > 0 {
 		n += 1 + protowire.SizeBytes(l)
 	}
@@ -237,14 +239,20 @@ func envelopeSize(r *dtpb.OrchestratorResponse) int {
 	if l := len(r.GetCompletionToken()); l > 0 {
 		n += 1 + protowire.SizeBytes(l)
 	}
+	if r.RequiresHistory {
+		n += 2
+	}
+	return n
+}
+
+// envelopeSize is the serialized size of r without its actions.
+func envelopeSize(r *dtpb.OrchestratorResponse) int {
+	n := len(r.ProtoReflect().GetUnknown()) + sharedEnvelopeSize(r)
 	if r.NumEventsProcessed != nil {
 		n += msgField(r.NumEventsProcessed)
 	}
 	if r.OrchestrationTraceContext != nil {
 		n += msgField(r.OrchestrationTraceContext)
-	}
-	if r.RequiresHistory {
-		n += 2
 	}
 	//nolint:staticcheck // SA1019: the deprecated chunk fields are the protocol.
 	if r.IsPartial {
@@ -260,19 +268,7 @@ func envelopeSize(r *dtpb.OrchestratorResponse) int {
 // chunkEnvelopeBound is the largest envelope chunk idx can have: it counts
 // isPartial and chunkIndex as present, whether or not they end up set.
 func chunkEnvelopeBound(r *dtpb.OrchestratorResponse, idx int32) int {
-	n := 0
-	if l := len(r.GetInstanceId()); l > 0 {
-		n += 1 + protowire.SizeBytes(l)
-	}
-	if r.CustomStatus != nil {
-		n += msgField(r.CustomStatus)
-	}
-	if l := len(r.GetCompletionToken()); l > 0 {
-		n += 1 + protowire.SizeBytes(l)
-	}
-	if r.RequiresHistory {
-		n += 2
-	}
+	n := sharedEnvelopeSize(r)
 	if idx == 0 {
 		if r.OrchestrationTraceContext != nil {
 			n += msgField(r.OrchestrationTraceContext)

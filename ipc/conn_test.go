@@ -173,7 +173,7 @@ func TestCodecHook(t *testing.T) {
 }
 
 func TestSendBufferReadBack(t *testing.T) {
-	wmax := wmemMax()
+	wmax := procInt("/proc/sys/net/core/wmem_max")
 	if wmax <= 0 {
 		t.Skip("net.core.wmem_max not readable")
 	}

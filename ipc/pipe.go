@@ -131,6 +131,7 @@ func setPipeSize(w *os.File, n int, log *slog.Logger) (int, error) {
 	return eff, nil
 }
 
+// procInt reads the number in a /proc file, -1 when it cannot.
 func procInt(path string) int {
 	b, err := os.ReadFile(path)
 	if err != nil {

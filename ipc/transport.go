@@ -197,26 +197,27 @@ func open(ctx context.Context, nc *net.UnixConn, tok Token, parent bool, transpo
 
 // openStream resolves the options, runs the handshake, sizes the buffer
 // with setBuffer and starts the Conn. On error nc is closed.
-func openStream(ctx context.Context, nc stream, setBuffer func(int, *slog.Logger) (int, error), tok Token, parent bool, transport string, opts []Option) (*Conn, error) {
+func openStream(ctx context.Context, nc stream, setBuffer func(int, *slog.Logger) (int, error), tok Token, parent bool, transport string, opts []Option) (_ *Conn, err error) {
+	defer func() {
+		if err != nil {
+			_ = nc.Close()
+		}
+	}()
 	cfg, err := resolve(transport, opts)
 	if err != nil {
-		_ = nc.Close()
 		return nil, err
 	}
 	m, err := newMetrics(cfg.mp, cfg.transport, cfg.comp)
 	if err != nil {
-		_ = nc.Close()
 		return nil, err
 	}
-	if err := handshake(ctx, nc, tok, parent, cfg.handshakeTimeout, cfg.hello); err != nil {
-		m.handshake(ctx, err)
-		_ = nc.Close()
+	err = handshake(ctx, nc, tok, parent, cfg.handshakeTimeout, cfg.hello)
+	m.handshake(ctx, err)
+	if err != nil {
 		return nil, err
 	}
-	m.handshake(ctx, nil)
 	eff, err := setBuffer(cfg.buffer, cfg.logger)
 	if err != nil {
-		_ = nc.Close()
 		return nil, err
 	}
 	m.bufReq.Record(ctx, int64(cfg.buffer), m.plainRec)
@@ -253,20 +254,8 @@ func sendBuffer(nc syscall.Conn) (int, error) {
 	return v, nil
 }
 
-func wmemMax() int {
-	b, err := os.ReadFile("/proc/sys/net/core/wmem_max")
-	if err != nil {
-		return -1
-	}
-	n, err := strconv.Atoi(strings.TrimSpace(string(b)))
-	if err != nil {
-		return -1
-	}
-	return n
-}
-
 func logBuffer(cfg config, requested, effective int) {
-	args := []any{"requested", requested, "effective", effective, "wmem_max", wmemMax(), "transport", cfg.transport}
+	args := []any{"requested", requested, "effective", effective, "wmem_max", procInt("/proc/sys/net/core/wmem_max"), "transport", cfg.transport}
 	want := 2 * requested // the kernel doubles SO_SNDBUF
 	if cfg.transport == TransportPipe {
 		want = requested // F_SETPIPE_SZ rounds up to a power-of-two number of pages
