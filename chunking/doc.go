@@ -162,8 +162,8 @@
 // otherwise, which is fit for loopback only: anyone who reaches the port
 // can start instances, lease work items and complete them.
 //
-// TLS is a server option: SidecarConfig.ServerOptions with
-// grpc.Creds(credentials.NewTLS(cfg)). A bearer token is
+// TLS is SidecarConfig.TLS (not grpc.Creds in ServerOptions, which
+// would leave the admission out: see "Sidecar bounds"). A bearer token is
 // SidecarConfig.Token: every call, unary or stream, must carry the gRPC
 // metadata "authorization: Bearer <token>" (the scheme in any case,
 // exactly one value, at most MaxTokenBytes of token). The check runs on

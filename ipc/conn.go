@@ -113,8 +113,7 @@ type Conn struct {
 	m     *metrics
 	role  telemetry.Direction // direction of packets this end sends
 	peer  telemetry.Direction // direction of packets this end receives
-	bufRq int
-	bufEf int
+	bufEf int                 // effective send buffer; the requested one is cfg.buffer
 	// oneWrite is the largest stamped frame the writer writes in one
 	// write(2): oneWriteLimit of bufEf.
 	oneWrite int
@@ -176,7 +175,6 @@ func newConn(nc stream, cfg config, m *metrics, parent bool, eff int) *Conn {
 		cfg:      cfg,
 		codec:    protoCodec{},
 		m:        m,
-		bufRq:    cfg.buffer,
 		bufEf:    eff,
 		oneWrite: oneWriteLimit(eff),
 		role:     telemetry.Request,
@@ -206,7 +204,7 @@ func newConn(nc stream, cfg config, m *metrics, parent bool, eff int) *Conn {
 
 // BufferSize returns the requested and the effective (read back) SO_SNDBUF
 // of this end.
-func (c *Conn) BufferSize() (requested, effective int) { return c.bufRq, c.bufEf }
+func (c *Conn) BufferSize() (requested, effective int) { return c.cfg.buffer, c.bufEf }
 
 // UsesSpans reports whether anything the Conn records reads the span in
 // a Send's context: its phase spans (WithTelemetry with an enabled

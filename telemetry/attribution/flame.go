@@ -107,9 +107,6 @@ func (f *Flame) Add(w Work) {
 				}
 			}
 		}
-		if fr == nil {
-			return nil
-		}
 		at[i] = fr
 		return fr
 	}
