@@ -3,6 +3,7 @@ package attribution
 import (
 	"math"
 	"math/rand/v2"
+	"slices"
 )
 
 // resample draws a bootstrap sample of s as a count per unit: the given
@@ -76,13 +77,7 @@ func replaySum(s *side, counts []int32, factor []float64) float64 {
 }
 
 // ones weighs every unit once: the point estimate.
-func ones(s *side) []int32 {
-	c := make([]int32, s.units())
-	for i := range c {
-		c[i] = 1
-	}
-	return c
-}
+func ones(s *side) []int32 { return slices.Repeat([]int32{1}, s.units()) }
 
 func totals(s *side, counts []int32, nk int) sums {
 	t := sums{critical: make([]float64, nk), naive: make([]float64, nk), span: make([]float64, nk)}

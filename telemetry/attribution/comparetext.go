@@ -1,6 +1,7 @@
 package attribution
 
 import (
+	"cmp"
 	"fmt"
 	"io"
 	"math"
@@ -63,7 +64,7 @@ func verdict(c Comparison) []string {
 		}
 	}
 	slices.SortFunc(moved, func(a, b CompareRow) int {
-		return -cmpFloat(math.Abs(a.Shift.Value), math.Abs(b.Shift.Value))
+		return cmp.Compare(math.Abs(b.Shift.Value), math.Abs(a.Shift.Value))
 	})
 	if len(moved) > 0 && (len(tq) == 0 || !c.Consistent) {
 		var parts []string
@@ -84,16 +85,6 @@ func direction(c Comparison) string {
 		return "the change gained more than its target rows explain"
 	}
 	return "the change gained less than its target rows predict"
-}
-
-func cmpFloat(a, b float64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 func pctSigned(f float64) string {

@@ -1,11 +1,11 @@
 package attribution
 
 import (
+	"cmp"
 	"fmt"
 	"io"
 	"math"
 	"slices"
-	"sort"
 	"strings"
 	"sync"
 	"text/tabwriter"
@@ -94,7 +94,7 @@ const (
 // SetAccounted sets Accounted from InRows and Elsewhere.
 func (c *CPU) SetAccounted() {
 	c.Accounted = c.InRows
-	for _, p := range append(append([]CPUPart(nil), c.Elsewhere...), c.Unprofiled...) {
+	for _, p := range slices.Concat(c.Elsewhere, c.Unprofiled) {
 		if p.Kind == CPURow || p.Kind == CPUBucket {
 			c.Accounted += p.CPU
 		}
@@ -417,10 +417,7 @@ func (a *Accumulator) Report(byPhase bool) Report {
 	}
 	slices.SortFunc(r.Rows, func(x, y Row) int { return compareKeys(x.Key, y.Key) })
 	slices.SortFunc(r.Gaps, func(x, y Row) int { // the largest first
-		if x.Q != y.Q {
-			return cmpFloat(y.Q, x.Q)
-		}
-		return compareKeys(x.Key, y.Key)
+		return cmp.Or(cmp.Compare(y.Q, x.Q), compareKeys(x.Key, y.Key))
 	})
 	return r
 }
@@ -509,14 +506,8 @@ type CPUPart struct {
 // by CPU, largest first, then by name.
 func SortCPUParts(parts []CPUPart) {
 	order := map[string]int{CPURow: 0, CPUBucket: 1, CPUOther: 2, CPUUnprofiled: 3}
-	sort.Slice(parts, func(i, j int) bool {
-		if a, b := order[parts[i].Kind], order[parts[j].Kind]; a != b {
-			return a < b
-		}
-		if parts[i].CPU != parts[j].CPU {
-			return parts[i].CPU > parts[j].CPU
-		}
-		return parts[i].Name < parts[j].Name
+	slices.SortFunc(parts, func(a, b CPUPart) int {
+		return cmp.Or(cmp.Compare(order[a.Kind], order[b.Kind]), cmp.Compare(b.CPU, a.CPU), strings.Compare(a.Name, b.Name))
 	})
 }
 
@@ -525,7 +516,7 @@ func SortCPUParts(parts []CPUPart) {
 // buckets, the rest, what no profile holds, and the processes' total.
 func (c *CPU) writeParts(tw io.Writer, works int) {
 	per := func(d time.Duration) time.Duration { return d / time.Duration(works) }
-	for _, p := range append(append([]CPUPart(nil), c.Elsewhere...), c.Unprofiled...) {
+	for _, p := range slices.Concat(c.Elsewhere, c.Unprofiled) {
 		name := p.Name
 		if p.Kind == CPURow {
 			name += " (no span)"

@@ -69,10 +69,7 @@ func Replay(s Side, factors map[string]float64, opt CompareOptions) (WhatIf, err
 		s = foldSide(s)
 	}
 	keyIndex, keys := rowKeys(s)
-	factor := make([]float64, len(keys))
-	for i := range factor {
-		factor[i] = 1
-	}
+	factor := slices.Repeat([]float64{1}, len(keys))
 	var out WhatIf
 	for _, sel := range slices.Sorted(maps.Keys(factors)) {
 		found := false
