@@ -69,14 +69,7 @@ func CausalWeight(base, cand Side, sel string, opt CompareOptions) (Causal, erro
 		// draws).
 		ws := make([]float64, 0, len(base.Runs))
 		for r := range len(base.Runs) {
-			bs, cs := make([]int32, b.units()), make([]int32, c.units())
-			for u := b.runStart[r]; u < b.runStart[r+1]; u++ {
-				bs[u] = 1
-			}
-			for u := c.runStart[r]; u < c.runStart[r+1]; u++ {
-				cs[u] = 1
-			}
-			if v, _, _ := est(bs, cs); !math.IsNaN(v) && !math.IsInf(v, 0) {
+			if v, _, _ := est(onlyRun(b, r), onlyRun(c, r)); !math.IsNaN(v) && !math.IsInf(v, 0) {
 				ws = append(ws, v)
 			}
 		}

@@ -358,14 +358,11 @@ func fillPaired(out *Comparison, perPair [][]float64, est []float64, b, c *side,
 		if math.IsNaN(est[j]) {
 			return undefined
 		}
-		vals := make([]float64, 0, len(perPair))
-		for _, p := range perPair {
-			if x := math.Log(1 - p[j]); !math.IsNaN(x) && !math.IsInf(x, 0) {
-				vals = append(vals, x)
-			}
+		logs := make([]float64, len(perPair))
+		for i, p := range perPair {
+			logs[i] = math.Log(1 - p[j])
 		}
-		t := meanT(vals, level)
-		return Interval{Value: 1 - math.Exp(t.Value), Lo: 1 - math.Exp(t.Hi), Hi: 1 - math.Exp(t.Lo)}
+		return logGain(logs, level)
 	}
 	fillRows(out, b, c, keys, target, func(j int) Interval {
 		if j >= 3 && (j-3)%4 == 1 {
@@ -421,15 +418,18 @@ func pairedGain(b, c *side, level float64) Interval {
 // with Student's t interval; pairs where either value is not positive (a
 // run with no units) are left out; undefined with fewer than two pairs.
 func logRatioGain(base, cand []float64, level float64) Interval {
-	d := make([]float64, 0, len(base))
+	logs := make([]float64, len(base))
 	for i := range base {
-		x := math.Log(cand[i] / base[i])
-		if math.IsNaN(x) || math.IsInf(x, 0) {
-			continue
-		}
-		d = append(d, x)
+		logs[i] = math.Log(cand[i] / base[i])
 	}
-	t := meanT(d, level)
+	return logGain(logs, level)
+}
+
+// logGain is 1 - e^d, d the mean of the finite values of logs (which it
+// overwrites), with Student's t interval.
+func logGain(logs []float64, level float64) Interval {
+	logs = slices.DeleteFunc(logs, func(x float64) bool { return math.IsNaN(x) || math.IsInf(x, 0) })
+	t := meanT(logs, level)
 	return Interval{Value: 1 - math.Exp(t.Value), Lo: 1 - math.Exp(t.Hi), Hi: 1 - math.Exp(t.Lo)}
 }
 

@@ -373,23 +373,20 @@ func (a *Accumulator) Report(byPhase bool) Report {
 	r.E2EP50 = a.e2e.Quantile(0.50)
 	r.E2EP99 = a.e2e.Quantile(0.99)
 	rows := map[Key]*rowSum{}
+	sum := func(k Key) *rowSum {
+		if rows[k] == nil {
+			rows[k] = &rowSum{}
+		}
+		return rows[k]
+	}
 	for k, v := range a.rows {
 		if byPhase {
 			k = k.ByPhase()
 		}
 		if k.Gap { // "other" is the sum of its gaps
-			o := rows[Key{}]
-			if o == nil {
-				o = &rowSum{}
-				rows[Key{}] = o
-			}
-			o.critical += v.critical
+			sum(Key{}).critical += v.critical
 		}
-		m := rows[k]
-		if m == nil {
-			m = &rowSum{}
-			rows[k] = m
-		}
+		m := sum(k)
 		m.critical += v.critical
 		m.naive += v.naive
 		m.count += v.count
