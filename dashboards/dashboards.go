@@ -233,13 +233,9 @@ func current(text, value string) dashboard.VariableOption {
 		Value: dashboard.StringOrArrayOfString{String: cog.ToPtr(value)}}
 }
 
-func newDashboard(title, uid string) *dashboard.DashboardBuilder {
-	return newDashboardService(title, uid, false)
-}
-
-// newDashboardService is newDashboard with service_name single-valued
-// when single.
-func newDashboardService(title, uid string, single bool) *dashboard.DashboardBuilder {
+// newDashboard is a dashboard with the variables every dashboard has,
+// service_name single-valued when single.
+func newDashboard(title, uid string, single bool) *dashboard.DashboardBuilder {
 	return variables(dashboard.NewDashboardBuilder(title).
 		Uid(uid).
 		Tags([]string{"amdahl"}).
@@ -265,7 +261,7 @@ func series(id uint32, title, unit string) *timeseries.PanelBuilder {
 // what it measured.
 func Attribution() (dashboard.Dashboard, error) {
 	const variants = `label_values(amdahl_work_duration_seconds_count, amdahl_variant)`
-	b := newDashboard("amdahl — attribution", "amdahl-attribution").
+	b := newDashboard("amdahl — attribution", "amdahl-attribution", false).
 		WithVariable(queryOne("baseline", "baseline variant", variants, "baseline")).
 		WithVariable(queryOne("candidate", "candidate variant", variants, "candidate")).
 		WithRow(dashboard.NewRowBuilder("Where the time goes: $variant")).
@@ -305,7 +301,7 @@ func Attribution() (dashboard.Dashboard, error) {
 func Phases() (dashboard.Dashboard, error) {
 	e2e := "amdahl_work_duration_seconds"
 	ph := "amdahl_phase_duration_seconds"
-	b := newDashboard("amdahl — phases", "amdahl-phases").
+	b := newDashboard("amdahl — phases", "amdahl-phases", false).
 		WithRow(dashboard.NewRowBuilder("End to end")).
 		WithPanel(series(1, "End-to-end latency p50 / p95 / p99 (exemplars link to traces)", "s").
 			WithTarget(promQuery("A", quantile("0.50", e2e, ", amdahl_variant"), "p50 {{amdahl_variant}}").Exemplar(true)).
@@ -332,7 +328,7 @@ func Phases() (dashboard.Dashboard, error) {
 // IPC builds "amdahl — ipc": the pipe endpoint's backpressure and volume.
 func IPC() (dashboard.Dashboard, error) {
 	const byOp = `amdahl_ipc_op, amdahl_direction, amdahl_transport`
-	b := newDashboard("amdahl — ipc", "amdahl-ipc").
+	b := newDashboard("amdahl — ipc", "amdahl-ipc", false).
 		WithRow(dashboard.NewRowBuilder("Backpressure")).
 		WithPanel(series(1, "Send blocked: seconds blocked per second, by direction", "percentunit").
 			WithTarget(promQuery("A", `sum by (amdahl_direction, amdahl_transport) `+rate("amdahl_ipc_send_blocked_seconds_sum", ""), "{{amdahl_direction}} {{amdahl_transport}}"))).
@@ -359,7 +355,7 @@ func IPC() (dashboard.Dashboard, error) {
 // Chunking builds "amdahl — chunking": completion planning, retries and
 // the sidecar's reassembly.
 func Chunking() (dashboard.Dashboard, error) {
-	b := newDashboard("amdahl — chunking", "amdahl-chunking").
+	b := newDashboard("amdahl — chunking", "amdahl-chunking", false).
 		WithRow(dashboard.NewRowBuilder("Planning")).
 		WithPanel(series(1, "Chunks per completion (mean)", "short").
 			WithTarget(promQuery("A", `sum by (amdahl_variant) `+rate("amdahl_chunking_chunks_sum", "")+
@@ -433,12 +429,16 @@ func (b built[T]) Build() (T, error) { return b.v, nil }
 // traces-to-profiles link (provisioning).
 func Profiles() (dashboard.Dashboard, error) {
 	phases := "queue,dispatch,serialize,send,receive,deserialize,execute"
-	flame := func(id uint32, title, unit, profile, service string) *dashboard.PanelBuilder {
-		return dashboard.NewPanelBuilder().Id(id).Type("flamegraph").Title(title).Unit(unit).Datasource(pyroDS).
-			Repeat("phase").RepeatDirection(dashboard.PanelRepeatDirectionH).MaxPerRow(4).
+	// flame is a flame graph of the profiles selector selects; with
+	// repeat, one panel per value of that variable.
+	flame := func(id uint32, title, unit, profile, selector, repeat string) *dashboard.PanelBuilder {
+		p := dashboard.NewPanelBuilder().Id(id).Type("flamegraph").Title(title).Unit(unit).Datasource(pyroDS).
 			WithTarget(grafanapyroscope.NewDataqueryBuilder().RefId("A").QueryType("profile").
-				ProfileTypeId(profile).
-				LabelSelector(`{service_name="` + service + `", phase=~"$phase"}`).GroupBy([]string{}))
+				ProfileTypeId(profile).LabelSelector(selector).GroupBy([]string{}))
+		if repeat != "" {
+			p = p.Repeat(repeat).RepeatDirection(dashboard.PanelRepeatDirectionH).MaxPerRow(4)
+		}
+		return p
 	}
 	// share: the CPU of a service by pprof label phase, over the time
 	// range (a Pyroscope metrics query per label value): the samples
@@ -454,7 +454,7 @@ func Profiles() (dashboard.Dashboard, error) {
 				LabelSelector(`{service_name="` + service + `"}`).GroupBy([]string{"phase"}))
 	}
 	steps := strings.Join(chunking.SerializeSteps(), ",")
-	b := newDashboardService("amdahl — profiles and traces", "amdahl-profiles", true).
+	b := newDashboard("amdahl — profiles and traces", "amdahl-profiles", true).
 		WithVariable(dashboard.NewCustomVariableBuilder("phase").Label("phase (pprof label)").
 			Values(dashboard.StringOrMap{String: cog.ToPtr(phases)}).Multi(true).IncludeAll(true)).
 		WithVariable(dashboard.NewCustomVariableBuilder("step").Label("chunking serialize step (pprof label)").
@@ -469,21 +469,15 @@ func Profiles() (dashboard.Dashboard, error) {
 		WithPanel(share(8, "Parent CPU by phase", "$service_name")).
 		WithPanel(share(9, "Task host CPU by phase", "$host_service_name")).
 		WithRow(dashboard.NewRowBuilder("Parent: CPU by phase")).
-		WithPanel(flame(1, "Parent CPU, phase $phase", "ns", ProfileCPU, "$service_name")).
+		WithPanel(flame(1, "Parent CPU, phase $phase", "ns", ProfileCPU, `{service_name="$service_name", phase=~"$phase"}`, "phase")).
 		WithRow(dashboard.NewRowBuilder("Task hosts: CPU by phase")).
-		WithPanel(flame(2, "Task host CPU, phase $phase", "ns", ProfileCPU, "$host_service_name")).
+		WithPanel(flame(2, "Task host CPU, phase $phase", "ns", ProfileCPU, `{service_name="$host_service_name", phase=~"$phase"}`, "phase")).
 		WithRow(dashboard.NewRowBuilder("Parent: chunking serialize by step")).
-		WithPanel(dashboard.NewPanelBuilder().Id(7).Type("flamegraph").Title("Parent CPU, serialize step $step").Unit("ns").Datasource(pyroDS).
-			Repeat("step").RepeatDirection(dashboard.PanelRepeatDirectionH).MaxPerRow(4).
-			WithTarget(grafanapyroscope.NewDataqueryBuilder().RefId("A").QueryType("profile").ProfileTypeId(ProfileCPU).
-				LabelSelector(`{service_name="$service_name", phase="serialize", step=~"$step"}`).GroupBy([]string{}))).
+		WithPanel(flame(7, "Parent CPU, serialize step $step", "ns", ProfileCPU,
+			`{service_name="$service_name", phase="serialize", step=~"$step"}`, "step")).
 		WithRow(dashboard.NewRowBuilder("Allocations")).
-		WithPanel(dashboard.NewPanelBuilder().Id(3).Type("flamegraph").Title("Parent allocated bytes").Unit("bytes").Datasource(pyroDS).
-			WithTarget(grafanapyroscope.NewDataqueryBuilder().RefId("A").QueryType("profile").ProfileTypeId(ProfileAlloc).
-				LabelSelector(`{service_name="$service_name"}`).GroupBy([]string{}))).
-		WithPanel(dashboard.NewPanelBuilder().Id(4).Type("flamegraph").Title("Task host allocated bytes").Unit("bytes").Datasource(pyroDS).
-			WithTarget(grafanapyroscope.NewDataqueryBuilder().RefId("A").QueryType("profile").ProfileTypeId(ProfileAlloc).
-				LabelSelector(`{service_name="$host_service_name"}`).GroupBy([]string{}))).
+		WithPanel(flame(3, "Parent allocated bytes", "bytes", ProfileAlloc, `{service_name="$service_name"}`, "")).
+		WithPanel(flame(4, "Task host allocated bytes", "bytes", ProfileAlloc, `{service_name="$host_service_name"}`, "")).
 		WithRow(dashboard.NewRowBuilder("Traces")).
 		WithPanel(table.NewPanelBuilder().Id(5).Title("Slow units (Tempo, TraceQL): open a trace, then its profile").Unit("ms").Datasource(tempoDS).
 			Footer(common.NewTableFooterOptionsBuilder().Show(false).Reducer([]string{"sum"})).
