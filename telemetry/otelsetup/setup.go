@@ -1,6 +1,7 @@
 package otelsetup
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"net"
@@ -146,14 +147,11 @@ func (c *config) fromEnv() error {
 	}
 	c.readSignalEnv(&c.traces, EnvTracesExporter, EnvOTLPTracesEndpoint, EnvOTLPTracesProtocol)
 	c.readSignalEnv(&c.metrics, EnvMetricsExporter, EnvOTLPMetricsEndpoint, EnvOTLPMetricsProtocol)
-	if v, ok := c.env(EnvTraceFile); ok {
-		c.traceFile = v
-	}
-	if v, ok := c.env(EnvMetricsAddr); ok {
-		c.metricsAddr = v
-	}
-	if v, ok := c.env(EnvProfileDir); ok {
-		c.profileDir = v
+	for name, setting := range map[string]*string{EnvTraceFile: &c.traceFile, EnvMetricsAddr: &c.metricsAddr, EnvProfileDir: &c.profileDir,
+		EnvPyroscopeAddress: &c.pyroscope.ServerAddress, EnvPyroscopeAppName: &c.pyroscope.ApplicationName} {
+		if v, ok := c.env(name); ok {
+			*setting = v
+		}
 	}
 	if v, ok := c.env(EnvPhaseLabels); ok {
 		switch strings.ToLower(v) {
@@ -182,28 +180,16 @@ func (c *config) fromEnv() error {
 		}
 		c.propagator = p
 	}
-	if v, ok := c.env(EnvPyroscopeAddress); ok {
-		c.pyroscope.ServerAddress = v
-	}
-	if v, ok := c.env(EnvPyroscopeAppName); ok {
-		c.pyroscope.ApplicationName = v
-	}
 	return nil
 }
 
 func (c *config) validate() error {
 	if c.otlpEndpoint != "" {
-		switch c.otlpProtocol {
-		case "":
-			c.otlpProtocol = "grpc"
-		case "grpc", "http/protobuf":
-		default:
-			return &ConfigError{Setting: EnvOTLPProtocol, Value: c.otlpProtocol,
-				Reason: "unsupported protocol (valid: grpc, http/protobuf)"}
-		}
-		if !isHTTPURL(c.otlpEndpoint) {
-			return &ConfigError{Setting: EnvOTLPEndpoint, Value: c.otlpEndpoint,
-				Reason: "want a URL such as http://127.0.0.1:4317"}
+		c.otlpProtocol = cmp.Or(c.otlpProtocol, "grpc")
+		withOTLP := signalEnv{endpoint: c.otlpEndpoint, endpointSetting: EnvOTLPEndpoint,
+			protocol: c.otlpProtocol, protocolSetting: EnvOTLPProtocol}
+		if err := withOTLP.validateOTLP(); err != nil {
+			return err
 		}
 	}
 	if err := c.selectTraces(); err != nil {
