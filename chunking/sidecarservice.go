@@ -296,13 +296,7 @@ func (s *Sidecar) complete(ctx context.Context, req *dtpb.OrchestratorResponse, 
 // final message, or a partial chunk before it, sent again after its reply
 // was lost is a duplicate (nil); anything else is refused.
 func (s *Sidecar) resentLocked(ctx context.Context, tok string, d done, idx int32, partial bool) error {
-	last := d.last
-	// The reply to the final message was lost and it was sent again.
-	if !partial && idx == last {
-		s.metrics.dups.Add(ctx, 1, s.metrics.plain)
-		return nil
-	}
-	if partial && idx >= 0 && idx < last {
+	if !partial && idx == d.last || partial && idx >= 0 && idx < d.last {
 		s.metrics.dups.Add(ctx, 1, s.metrics.plain)
 		return nil
 	}
