@@ -115,18 +115,14 @@ func abChart(c attribution.Comparison) *chart {
 	if len(c.Rows) == 0 {
 		return nil
 	}
-	get := []func(attribution.CompareRow) attribution.Interval{
-		func(r attribution.CompareRow) attribution.Interval { return r.Q },
-		func(r attribution.CompareRow) attribution.Interval { return r.R },
-		func(r attribution.CompareRow) attribution.Interval { return r.QR },
-	}
 	names := []string{"q", "r", "q·r"}
+	ivs := func(r attribution.CompareRow) [3]attribution.Interval { return [3]attribution.Interval{r.Q, r.R, r.QR} }
 	ch := &chart{Width: labelW + 3*(colW+colGap) + 40}
 	ch.Height = headH + len(c.Rows)*rowH + 20
-	for i, f := range get {
+	for i := range names {
 		lo, hi := 0.0, 0.0
 		for _, r := range c.Rows {
-			iv := f(r)
+			iv := ivs(r)[i]
 			for _, v := range []float64{iv.Value, iv.Lo, iv.Hi} {
 				if !math.IsNaN(v) && !math.IsInf(v, 0) {
 					lo, hi = min(lo, v), max(hi, v)
@@ -140,8 +136,7 @@ func abChart(c attribution.Comparison) *chart {
 	for j, r := range c.Rows {
 		cr := chartRow{Name: r.Name, Target: r.Target, Y: headH + j*rowH}
 		cr.TextY = cr.Y + rowH/2 + 4
-		for i, f := range get {
-			iv := f(r)
+		for i, iv := range ivs(r) {
 			if !iv.Defined() {
 				continue
 			}
@@ -276,10 +271,7 @@ func flame(g attribution.FlameGraph) *flameChart {
 	// The widest frames first; a parent is never narrower than a child,
 	// and comes before it on a tie (shallower).
 	slices.SortStableFunc(all, func(a, b item) int {
-		if c := cmp.Compare(b.fr.Critical, a.fr.Critical); c != 0 {
-			return c
-		}
-		return cmp.Compare(a.depth, b.depth)
+		return cmp.Or(cmp.Compare(b.fr.Critical, a.fr.Critical), cmp.Compare(a.depth, b.depth))
 	})
 	if len(all) > MaxFlameFrames {
 		fc.Left = len(all) - MaxFlameFrames
