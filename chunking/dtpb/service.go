@@ -37,11 +37,6 @@ type SidecarServer interface {
 	StartInstance(ctx context.Context, req *CreateInstanceRequest) (*CreateInstanceResponse, error)
 }
 
-// RegisterSidecarServer registers srv on s under ServiceName.
-func RegisterSidecarServer(s grpc.ServiceRegistrar, srv SidecarServer) {
-	s.RegisterService(&SidecarServiceDesc, srv)
-}
-
 func completeHandler(srv any, ctx context.Context, dec func(any) error, icp grpc.UnaryServerInterceptor) (any, error) {
 	in := new(OrchestratorResponse)
 	if err := dec(in); err != nil {
