@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -185,10 +186,8 @@ func runAB(ctx context.Context, cmd *cobra.Command, f abFlags) error {
 func abSides(f abFlags) ([2]ab.Side, error) {
 	sides := [2]ab.Side{{Name: "baseline"}, {Name: "candidate"}}
 	for i, own := range [][]string{f.base, f.cand} {
-		sets := append([]string(nil), f.sets...)
-		sets = append(sets, own...)
-		sets = append(sets, "variant="+sides[i].Name)
 		var err error
+		sets := slices.Concat(f.sets, own, []string{"variant=" + sides[i].Name})
 		if sides[i].Settings, err = runtime.ResolveSettings(sets, nil); err != nil {
 			return sides, usageError{fmt.Errorf("--%s: %w", sides[i].Name, err)}
 		}

@@ -364,27 +364,21 @@ invalid.`,
 }
 
 func describeWorkloads(s *scenario.Scenario) string {
-	out := ""
+	parts := make([]string, len(s.Workloads))
 	for i, w := range s.Workloads {
-		if i > 0 {
-			out += "; "
-		}
 		switch w.Kind {
 		case scenario.KindTask:
-			out += fmt.Sprintf("taskhost×%g (config mean %s cap %s, env %s)", w.Weight,
+			parts[i] = fmt.Sprintf("taskhost×%g (config mean %s cap %s, env %s)", w.Weight,
 				bytesize.Format(w.Task.ConfigMeanBytes), bytesize.Format(w.Task.ConfigCapBytes), bytesize.Format(w.Task.EnvironmentBytes))
 		case scenario.KindFanout:
-			out += fmt.Sprintf("fanout×%g (", w.Weight)
+			names := make([]string, len(w.Fanout.Shapes))
 			for j, sh := range w.Fanout.Shapes {
-				if j > 0 {
-					out += ", "
-				}
-				out += sh.Name
+				names[j] = sh.Name
 			}
-			out += ")"
+			parts[i] = fmt.Sprintf("fanout×%g (%s)", w.Weight, strings.Join(names, ", "))
 		}
 	}
-	return out
+	return strings.Join(parts, "; ")
 }
 
 // sidecarTracing returns the tracer provider of amdahl sidecar's gRPC

@@ -43,10 +43,6 @@ func profileTops(dir string) ([]htmlreport.PhaseFuncs, error) {
 // attribution (the numbers of summary.json), the e2e distribution and the
 // critical paths of the units fl saw.
 func writeRunPage(dir string, s runtime.Summary, fl *attribution.Flame, byPhase bool) error {
-	sidecar := "external"
-	if s.SidecarApplied >= 0 {
-		sidecar = fmt.Sprintf("%d completions applied", s.SidecarApplied)
-	}
 	// A profile that cannot be read leaves its section out of the page and
 	// fails the run's exit status; the page is still written.
 	tops, profErr := profileTops(dir)
@@ -57,7 +53,7 @@ func writeRunPage(dir string, s runtime.Summary, fl *attribution.Flame, byPhase 
 				s.Settings["ipc.buffer"], s.Settings["chunking.algorithm"], s.Settings["chunking.accounting"])},
 			{Name: "units", Value: fmt.Sprintf("%d: ok %d, failed %d, cancelled %d", s.Submitted, s.OK, s.Failed, s.Cancelled)},
 			{Name: "elapsed", Value: fmt.Sprintf("%v, throughput %.1f/s", s.Elapsed.Round(time.Millisecond), s.Throughput)},
-			{Name: "task hosts", Value: fmt.Sprintf("%d spawned, %d replaced; sidecar: %s", s.HostsSpawned, s.HostsReplaced, sidecar)},
+			{Name: "task hosts", Value: fmt.Sprintf("%d spawned, %d replaced; sidecar: %s", s.HostsSpawned, s.HostsReplaced, sidecarText(s))},
 		},
 		Report:   &s.Attribution,
 		Profiles: tops,

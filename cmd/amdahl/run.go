@@ -301,19 +301,23 @@ func untracedNote(s runtime.Summary) string {
 		": the sidecar's phases (chunking.deserialize, chunking.execute) are in no unit's trace, nor in the table"
 }
 
+// sidecarText is what the run's sidecar applied, or "external".
+func sidecarText(s runtime.Summary) string {
+	if s.SidecarApplied < 0 {
+		return "external"
+	}
+	return fmt.Sprintf("%d completions applied", s.SidecarApplied)
+}
+
 // writeSummary prints the run's table.
 func writeSummary(w io.Writer, s runtime.Summary, out, wrote string) error {
-	sidecar := "external"
-	if s.SidecarApplied >= 0 {
-		sidecar = fmt.Sprintf("%d completions applied", s.SidecarApplied)
-	}
 	fmt.Fprintf(w, "scenario %s  variant %s  transport %s  send %s  buffer %s  chunking %s/%s\n",
 		s.Scenario, s.Variant, s.Settings["ipc.transport"], s.Settings["ipc.send"], s.Settings["ipc.buffer"],
 		s.Settings["chunking.algorithm"], s.Settings["chunking.accounting"])
 	fmt.Fprintf(w, "units %d: ok %d, failed %d, cancelled %d   elapsed %v   throughput %.1f/s   e2e p50 %v  p99 %v\n",
 		s.Submitted, s.OK, s.Failed, s.Cancelled, s.Elapsed.Round(time.Millisecond), s.Throughput,
 		s.E2EP50.Round(time.Microsecond), s.E2EP99.Round(time.Microsecond))
-	fmt.Fprintf(w, "task hosts: %d spawned, %d replaced   sidecar: %s", s.HostsSpawned, s.HostsReplaced, sidecar)
+	fmt.Fprintf(w, "task hosts: %d spawned, %d replaced   sidecar: %s", s.HostsSpawned, s.HostsReplaced, sidecarText(s))
 	if s.ProcessCPU > 0 && s.Submitted > 0 {
 		fmt.Fprintf(w, "   runtime CPU %v (%v per unit)", attribution.RoundDuration(s.ProcessCPU),
 			attribution.RoundDuration(s.ProcessCPU/time.Duration(s.Submitted)))
