@@ -251,7 +251,7 @@ func (c *amdahlConnector) attribute(due []*traceState) {
 		units++
 	}
 	for _, t := range due {
-		if t.amdahl && autoRows(c.rows) {
+		if t.amdahl && c.rows.UsesAuto() {
 			// amdahl's trace: amdahl's rows, not the conventions' (as
 			// amdahl report reads a file of amdahl's).
 			for i := range t.spans {
@@ -311,12 +311,6 @@ func (c *amdahlConnector) builder(mode attribution.UnitMode) *attribution.Builde
 		c.builders[mode] = b
 	}
 	return b
-}
-
-// autoRows reports whether rows leaves a span's rule set to its input
-// (auto, or a rules file falling back to auto).
-func autoRows(rows *attribution.Rows) bool {
-	return rows.Source == attribution.RowsAuto || rows.Source == attribution.RowsFile && rows.Fallback == attribution.RowsAuto
 }
 
 // flush sends every series downstream.

@@ -131,7 +131,7 @@ func (inp Input) read(r io.Reader, name string, in *spans.Interner, fn func(Work
 	if err != nil {
 		return Diagnostics{}, err
 	}
-	if rules.amdahl > 0 && usesAuto(rows) {
+	if rules.amdahl > 0 && rows.UsesAuto() {
 		// amdahl's own trace: amdahl's rows, not the conventions'.
 		for i := range all {
 			all[i].ClearSemconvRow()
@@ -184,8 +184,10 @@ func (r *countingRules) Apply(s *spans.Span, span, res []string, hasAmdahl bool)
 	r.SpanRules.Apply(s, span, res, hasAmdahl)
 }
 
-// usesAuto reports whether rows leaves any span's rule set to the input.
-func usesAuto(rows *Rows) bool {
+// UsesAuto reports whether rows leaves any span's rule set to the input
+// (RowsAuto, or a rules file that falls back to it): a reader then gives
+// the spans of amdahl's own traces amdahl's rows (Span.ClearSemconvRow).
+func (rows *Rows) UsesAuto() bool {
 	return rows.Source == RowsAuto || rows.Source == RowsFile && rows.Fallback == RowsAuto
 }
 
