@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"sort"
 	"strconv"
 	"sync"
@@ -188,10 +189,7 @@ func (s *Scenario) NewGenerator() *Generator {
 			gw.actions = make([][]int, len(w.Fanout.Shapes))
 			for j, sh := range w.Fanout.Shapes {
 				sw[j] = sh.Weight
-				a := make([]int, sh.Actions)
-				for k := range a {
-					a[k] = sh.ActionBytes
-				}
+				a := slices.Repeat([]int{sh.ActionBytes}, sh.Actions)
 				if sh.FirstActionBytes > 0 {
 					a[0] = sh.FirstActionBytes
 				}
