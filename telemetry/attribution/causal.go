@@ -26,12 +26,7 @@ type Causal struct {
 // (opt.Paired), the mean of the pairs' own weights with Student's t
 // interval.
 func CausalWeight(base, cand Side, sel string, opt CompareOptions) (Causal, error) {
-	if opt.Iterations <= 0 {
-		opt.Iterations = 400
-	}
-	if opt.Level <= 0 || opt.Level >= 1 {
-		opt.Level = 0.95
-	}
+	opt = opt.orDefaults()
 	keyIndex, keys := rowKeys(base, cand)
 	var match []int
 	var names []string

@@ -1,7 +1,6 @@
 package attribution
 
 import (
-	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -251,7 +250,7 @@ func Compare(base, cand Side, opt CompareOptions) (Comparison, error) {
 }
 
 // withDefaults checks opt's iterations and level, and fills in their
-// defaults (400, 0.95).
+// defaults (orDefaults).
 func (opt CompareOptions) withDefaults() (CompareOptions, error) {
 	if opt.Iterations < 0 || opt.Iterations > MaxIterations {
 		return opt, fmt.Errorf("compare: %d bootstrap iterations: want 1 to %d (0 for 400)", opt.Iterations, MaxIterations)
@@ -259,9 +258,19 @@ func (opt CompareOptions) withDefaults() (CompareOptions, error) {
 	if opt.Level < 0 || opt.Level >= 1 {
 		return opt, fmt.Errorf("compare: interval level %v: want between 0 and 1 (0 for 0.95)", opt.Level)
 	}
-	opt.Iterations = cmp.Or(opt.Iterations, 400)
-	opt.Level = cmp.Or(opt.Level, 0.95)
-	return opt, nil
+	return opt.orDefaults(), nil
+}
+
+// orDefaults is opt with the default iterations (400) where opt's are not
+// positive, and the default level (0.95) where opt's is not in (0, 1).
+func (opt CompareOptions) orDefaults() CompareOptions {
+	if opt.Iterations <= 0 {
+		opt.Iterations = 400
+	}
+	if opt.Level <= 0 || opt.Level >= 1 {
+		opt.Level = 0.95
+	}
+	return opt
 }
 
 // targetRows marks the rows among keys that opt.Target selects, and
@@ -557,12 +566,7 @@ func MeanGain(base, cand []float64, opt CompareOptions) Interval {
 	if len(base) == 0 || len(cand) == 0 || opt.Paired && len(base) != len(cand) {
 		return undefined
 	}
-	if opt.Iterations <= 0 {
-		opt.Iterations = 400
-	}
-	if opt.Level <= 0 || opt.Level >= 1 {
-		opt.Level = 0.95
-	}
+	opt = opt.orDefaults()
 	if opt.Paired {
 		return logRatioGain(base, cand, opt.Level)
 	}

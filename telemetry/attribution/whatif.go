@@ -1,7 +1,6 @@
 package attribution
 
 import (
-	"cmp"
 	"errors"
 	"fmt"
 	"maps"
@@ -61,10 +60,7 @@ func Replay(s Side, factors map[string]float64, opt CompareOptions) (WhatIf, err
 	if opt.Iterations < 0 || opt.Iterations > MaxIterations {
 		return WhatIf{}, fmt.Errorf("what-if: %d bootstrap iterations: want 1 to %d (0 for 400)", opt.Iterations, MaxIterations)
 	}
-	opt.Iterations = cmp.Or(opt.Iterations, 400)
-	if opt.Level <= 0 || opt.Level >= 1 {
-		opt.Level = 0.95
-	}
+	opt = opt.orDefaults()
 	if opt.ByPhase {
 		s = foldSide(s)
 	}
