@@ -50,13 +50,9 @@ func Read(path string) ([]ptrace.Traces, error) {
 // four bytes), so that recorded traces replayed again are new traces to
 // the connector, not late spans of the ones it has seen.
 func Retrace(td ptrace.Traces, gen uint32) {
-	rss := td.ResourceSpans()
-	for i := 0; i < rss.Len(); i++ {
-		sss := rss.At(i).ScopeSpans()
-		for j := 0; j < sss.Len(); j++ {
-			ss := sss.At(j).Spans()
-			for k := 0; k < ss.Len(); k++ {
-				s := ss.At(k)
+	for _, rs := range td.ResourceSpans().All() {
+		for _, ss := range rs.ScopeSpans().All() {
+			for _, s := range ss.Spans().All() {
 				id := s.TraceID()
 				id[12], id[13], id[14], id[15] = byte(gen>>24), byte(gen>>16), byte(gen>>8), byte(gen)
 				s.SetTraceID(id)
