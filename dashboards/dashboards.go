@@ -534,17 +534,25 @@ func WriteJSON(dir string) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, fmt.Errorf("write dashboards: %w", err)
-	}
-	var paths []string
-	for _, name := range slices.Sorted(maps.Keys(all)) {
-		b, err := Marshal(all[name])
-		if err != nil {
+	files := map[string][]byte{}
+	for name, d := range all {
+		if files[name], err = Marshal(d); err != nil {
 			return nil, err
 		}
-		p := filepath.Join(dir, name)
-		if err := os.WriteFile(p, b, 0o644); err != nil {
+	}
+	return writeFiles(dir, files)
+}
+
+// writeFiles writes files (contents by slash-separated path) under dir,
+// creating directories as needed, and returns the paths written, sorted.
+func writeFiles(dir string, files map[string][]byte) ([]string, error) {
+	var paths []string
+	for _, name := range slices.Sorted(maps.Keys(files)) {
+		p := filepath.Join(dir, filepath.FromSlash(name))
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			return nil, fmt.Errorf("write dashboards: %w", err)
+		}
+		if err := os.WriteFile(p, files[name], 0o644); err != nil {
 			return nil, fmt.Errorf("write dashboards: %w", err)
 		}
 		paths = append(paths, p)

@@ -2,10 +2,7 @@ package dashboards
 
 import (
 	"fmt"
-	"maps"
-	"os"
 	"path/filepath"
-	"slices"
 )
 
 // Images of the compose file, pinned. The compose file is for users with
@@ -237,16 +234,9 @@ func Write(dir string) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	files := Files()
-	for _, name := range slices.Sorted(maps.Keys(files)) {
-		p := filepath.Join(dir, filepath.FromSlash(name))
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			return nil, fmt.Errorf("write dashboards: %w", err)
-		}
-		if err := os.WriteFile(p, files[name], 0o644); err != nil {
-			return nil, fmt.Errorf("write dashboards: %w", err)
-		}
-		paths = append(paths, p)
+	more, err := writeFiles(dir, Files())
+	if err != nil {
+		return nil, err
 	}
-	return paths, nil
+	return append(paths, more...), nil
 }
