@@ -266,10 +266,7 @@ func checkABFlags(f abFlags) error {
 	if err := checkChoice("by", f.by, "component", "phase"); err != nil {
 		return err
 	}
-	if err := checkChoice("progress", f.progress, "auto", "always", "never"); err != nil {
-		return err
-	}
-	return nil
+	return checkChoice("progress", f.progress, "auto", "always", "never")
 }
 
 // writeAB prints the result as --json, --markdown or text: the header,
