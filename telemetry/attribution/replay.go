@@ -51,10 +51,7 @@ func newReplayPlan(w Work, keyIndex map[Key]int) *replayPlan {
 		}
 		kids := p.kids[p.first[i]:p.first[i+1]]
 		slices.SortStableFunc(kids, func(a, b int32) int {
-			if c := cmp.Compare(nodes[a].Start, nodes[b].Start); c != 0 {
-				return c
-			}
-			return cmp.Compare(nodes[a].End, nodes[b].End)
+			return cmp.Or(cmp.Compare(nodes[a].Start, nodes[b].Start), cmp.Compare(nodes[a].End, nodes[b].End))
 		})
 		p.last[i] = -1
 		if len(kids) == 0 {
