@@ -94,6 +94,10 @@ const (
 	// accounting, not from samples: the Go runtime's system monitor
 	// thread, on which the profiler arms no timer.
 	cpuSysmon = "(go runtime: sysmon)"
+	// cpuWriting is a bucket measured by each process around its CPU
+	// profile's stop: the CPU of writing cpu.pprof out once sampling has
+	// stopped (runtime/pprof's last read, symbolization, compression).
+	cpuWriting = "(writing cpu.pprof)"
 )
 
 // unprofiled accounts for the processes' CPU that the profiles of an do
@@ -105,12 +109,16 @@ const (
 // the system's per-thread accounting by each process (proccpu.SysmonUsed)
 // and is a bucket of its own, (go runtime: sysmon), when every window has
 // it; (not sampled) is then what is left: the sampling error of each
-// thread (the kernel checks a thread's CPU timer on its clock tick, so a
-// thread that runs in short bursts loses the periods that end between two
-// checks), and the threads whose timer the runtime has not yet armed
-// (it arms it when the thread next runs a goroutine). Without a window
-// for every profile it is one part; without processes only what the
-// windows tell. (not sampled) can come out a little below zero: a
+// thread (the kernel checks a thread's CPU timer only on a clock tick
+// that finds the thread running, so a thread that runs in short bursts
+// can pass more than one period between two checks, and the runtime
+// counts one sample for them), and the threads whose timer the runtime
+// has not yet armed (it arms it when the thread next runs a goroutine).
+// Of what came after, the CPU each process used writing its stopped CPU
+// profile out is measured by the process (proccpu.Window.Written) and is
+// the bucket (writing cpu.pprof) when every window has it. Without a
+// window for every profile it is one part; without processes only what
+// the windows tell. (not sampled) can come out a little below zero: a
 // sampled thread's count can exceed its CPU by up to one period, most
 // visibly in a small, mostly idle task host; it is shown as it is, so
 // that the parts still add up to the processes' CPU.
@@ -129,8 +137,13 @@ func unprofiled(an *profiles.Analysis, processes time.Duration) []attribution.CP
 			notSampled -= an.Sysmon
 		}
 		add(cpuNotSampled, notSampled)
+		after := processes - an.Window.Stop
+		if an.Writings == an.Windows {
+			parts = append(parts, attribution.CPUPart{Name: cpuWriting, Kind: attribution.CPUBucket, CPU: an.Writing})
+			after -= an.Writing
+		}
 		if processes > 0 {
-			add(cpuAfter, processes-an.Window.Stop)
+			add(cpuAfter, after)
 		}
 		return parts
 	}

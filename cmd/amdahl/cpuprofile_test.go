@@ -257,7 +257,7 @@ func checkCPUAccount(t *testing.T, c *attribution.CPU) {
 			accounted += p.CPU
 		}
 	}
-	var sysmon *attribution.CPUPart
+	var sysmon, writing *attribution.CPUPart
 	for i, p := range c.Unprofiled {
 		unprofiled += p.CPU
 		switch {
@@ -266,12 +266,19 @@ func checkCPUAccount(t *testing.T, c *attribution.CPU) {
 			// accounting, not from samples nor as a remainder.
 			sysmon = &c.Unprofiled[i]
 			accounted += p.CPU
+		case p.Name == cpuWriting && p.Kind == attribution.CPUBucket:
+			// Measured by each process around its profile's stop.
+			writing = &c.Unprofiled[i]
+			accounted += p.CPU
 		case p.Kind != attribution.CPUUnprofiled:
 			t.Errorf("unprofiled part %s: kind %q", p.Name, p.Kind)
 		}
 	}
 	if _, err := proccpu.SysmonUsed(); err == nil && (sysmon == nil || sysmon.CPU <= 0) {
 		t.Errorf("no %s part with CPU, though this system tells sysmon's CPU; unprofiled %v", cpuSysmon, c.Unprofiled)
+	}
+	if writing == nil || writing.CPU <= 0 {
+		t.Errorf("no %s part with CPU; unprofiled %v", cpuWriting, c.Unprofiled)
 	}
 	if c.InRows+elsewhere != c.Total {
 		t.Errorf("cpu: in rows %v + elsewhere %v != total %v", c.InRows, elsewhere, c.Total)
@@ -289,7 +296,7 @@ func checkCPUAccount(t *testing.T, c *attribution.CPU) {
 		t.Errorf("chunking.receive/request: kind %q, want %q (a row of CPU only); elsewhere %v", k, attribution.CPURow, c.Elsewhere)
 	}
 	if accounted != c.Accounted {
-		t.Errorf("cpu.accounted_ns %v, want %v (rows, rows of CPU only, buckets, sysmon)", c.Accounted, accounted)
+		t.Errorf("cpu.accounted_ns %v, want %v (rows, rows of CPU only, buckets, sysmon, writing cpu.pprof)", c.Accounted, accounted)
 	}
 	share := float64(accounted) / float64(c.Processes)
 	t.Logf("CPU: processes %v; profiles %v; rows %v, accounted %v (%.1f %%); elsewhere %v; unprofiled %v",

@@ -19,6 +19,8 @@ func TestReadWindow(t *testing.T) {
 	}{
 		{"ok", `{"cpu_at_start_ns":7854000,"cpu_at_stop_ns":1128343000}`, Window{Start: 7854 * time.Microsecond, Stop: 1128343 * time.Microsecond}, ""},
 		{"sysmon", `{"cpu_at_start_ns":100,"cpu_at_stop_ns":2000,"sysmon_cpu_ns":1500}`, Window{Start: 100, Stop: 2000, Sysmon: ptr(1500)}, ""},
+		{"written", `{"cpu_at_start_ns":100,"cpu_at_stop_ns":2000,"cpu_at_written_ns":2500}`, Window{Start: 100, Stop: 2000, Written: 2500}, ""},
+		{"written before stop", `{"cpu_at_start_ns":100,"cpu_at_stop_ns":2000,"cpu_at_written_ns":1999}`, Window{}, "runs backwards"},
 		{"sysmon over the window", `{"cpu_at_start_ns":100,"cpu_at_stop_ns":2000,"sysmon_cpu_ns":20000}`, Window{}, "not within the window"},
 		{"sysmon negative", `{"cpu_at_start_ns":100,"cpu_at_stop_ns":2000,"sysmon_cpu_ns":-1}`, Window{}, "not within the window"},
 		{"backwards", `{"cpu_at_start_ns":9,"cpu_at_stop_ns":8}`, Window{}, "runs backwards"},

@@ -100,8 +100,10 @@ func startProfiles(dir string, pc PyroscopeConfig, service string) (*profiles, e
 			return nil, &ConfigError{Setting: EnvProfileDir, Value: dir, Reason: err.Error()}
 		}
 		w := &firstErrWriter{w: f}
-		p.cpuStart = proccpu.Used()
+		// The window's readings are taken right before sampling starts
+		// and right before it stops, in this goroutine (see stop).
 		p.sysmonStart, p.sysmonErr = proccpu.SysmonUsed()
+		p.cpuStart = proccpu.Used()
 		if err := pprof.StartCPUProfile(w); err != nil {
 			f.Close()
 			_ = p.stop()
@@ -147,14 +149,20 @@ func (p *profiles) restoreRates() {
 	}
 }
 
+// stopCPUProfile stops sampling and writes the CPU profile out (a
+// variable so that a test can see where the window's readings fall).
+var stopCPUProfile = pprof.StopCPUProfile
+
 // stop ends the profiles. The heap profile is written, and its forced GC
 // done, while the CPU profile still runs, so that their CPU is in it; the
 // CPU profile stops last, and its window (proccpu.WindowFile) is written.
+// The window ends right before sampling stops: StopCPUProfile then reads
+// the last samples, symbolizes, compresses and writes the file with no
+// sample taken, so that work's CPU is read apart (Window.Written).
 func (p *profiles) stop() error {
 	var errs []error
 	if p.cpuFile != nil {
 		errs = append(errs, writeHeap(filepath.Join(p.dir, "heap.pprof")))
-		pprof.StopCPUProfile()
 		win := proccpu.Window{Start: p.cpuStart}
 		if p.sysmonErr == nil {
 			// sysmon's CPU is read inside the process's, so that it is a
@@ -165,6 +173,8 @@ func (p *profiles) stop() error {
 			}
 		}
 		win.Stop = proccpu.Used()
+		stopCPUProfile()
+		win.Written = max(proccpu.Used(), win.Stop)
 		if p.cpuW.err != nil {
 			errs = append(errs, fmt.Errorf("write cpu profile %s: %w", p.cpuFile.Name(), p.cpuW.err))
 		}

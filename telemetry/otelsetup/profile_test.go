@@ -73,3 +73,38 @@ func TestProfileWindow(t *testing.T) {
 		}
 	}
 }
+
+// TestProfileWindowEndsWithSampling: the window ends where sampling ends.
+// Writing the CPU profile out (here StopCPUProfile followed by 30 ms of
+// CPU, as symbolizing and compressing a large profile takes) happens with
+// no sample taken, so it must fall after Stop, in Written − Stop, not in
+// the window, where it would read as CPU the samples missed.
+func TestProfileWindowEndsWithSampling(t *testing.T) {
+	dir := t.TempDir()
+	prev := stopCPUProfile
+	t.Cleanup(func() { stopCPUProfile = prev })
+	var atStop time.Duration
+	stopCPUProfile = func() {
+		atStop = proccpu.Used()
+		prev()
+		for start := proccpu.Used(); proccpu.Used()-start < 30*time.Millisecond; {
+		}
+	}
+	p, err := startProfiles(dir, PyroscopeConfig{}, "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.stop(); err != nil {
+		t.Fatal(err)
+	}
+	w, err := proccpu.ReadWindow(filepath.Join(dir, proccpu.WindowFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w.Stop > atStop {
+		t.Errorf("window stops at %v of CPU, after sampling stopped at %v: the profile's writing is in the window", w.Stop, atStop)
+	}
+	if w.Written-w.Stop < 30*time.Millisecond {
+		t.Errorf("written at %v, stopped at %v: want the 30ms spent writing the profile between them", w.Written, w.Stop)
+	}
+}

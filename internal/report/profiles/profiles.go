@@ -91,6 +91,11 @@ type Analysis struct {
 	// how many of the windows had it.
 	Sysmon  time.Duration `json:"sysmon_ns"`
 	Sysmons int           `json:"sysmons"`
+	// Writing is the CPU the processes used writing their CPU profiles
+	// out once sampling had stopped (proccpu.Window.Written − Stop),
+	// Writings how many of the windows had it.
+	Writing  time.Duration `json:"writing_ns"`
+	Writings int           `json:"writings"`
 }
 
 // NoPhase is the phase of a sample that has no stack to book it by.
@@ -145,7 +150,7 @@ func Analyze(dir string, alloc bool, n int) (*Analysis, error) {
 		if !alloc {
 			w, err := proccpu.ReadWindow(filepath.Join(filepath.Dir(f), proccpu.WindowFile))
 			switch {
-			case err == nil && w.Stop > math.MaxInt64-an.Window.Stop:
+			case err == nil && (w.Stop > math.MaxInt64-an.Window.Stop || w.Written > math.MaxInt64-an.Writing):
 				return nil, fmt.Errorf("profiles: %s: the CPU windows of the profiles add up past %v", f, time.Duration(math.MaxInt64))
 			case err == nil:
 				an.Window.Start += w.Start
@@ -154,6 +159,10 @@ func Analyze(dir string, alloc bool, n int) (*Analysis, error) {
 				if w.Sysmon != nil {
 					an.Sysmon += *w.Sysmon
 					an.Sysmons++
+				}
+				if w.Written != 0 {
+					an.Writing += w.Written - w.Stop
+					an.Writings++
 				}
 			case !errors.Is(err, os.ErrNotExist):
 				return nil, fmt.Errorf("profiles: %w", err)
