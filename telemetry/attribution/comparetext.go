@@ -104,6 +104,15 @@ func signedDur(d time.Duration) string {
 	return "-" + round(-d).String()
 }
 
+// perWork is a side's own time per unit of a row as the tables print it,
+// none where the side has no span of the row.
+func perWork(d time.Duration, spans int, none string) string {
+	if spans == 0 {
+		return none
+	}
+	return round(d).String()
+}
+
 // intervalsNote says how the intervals were made.
 func (c Comparison) intervalsNote() string {
 	if c.Resampled == "pairs of runs" {
@@ -117,18 +126,12 @@ func (c Comparison) WriteText(w io.Writer) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "row\tbaseline own/work\tcandidate own/work\tq\tr\tq·r\tcritical/work Δ\t")
 	cell := FormatInterval
-	dur := func(d time.Duration, n int) string {
-		if n == 0 {
-			return "-"
-		}
-		return round(d).String()
-	}
 	for _, r := range c.Rows {
 		name := r.Name
 		if r.Target {
 			name = "* " + name
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", name, dur(r.BaseOwn, r.BaseSpans), dur(r.CandOwn, r.CandSpans),
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", name, perWork(r.BaseOwn, r.BaseSpans, "-"), perWork(r.CandOwn, r.CandSpans, "-"),
 			cell(r.Q), cell(r.R), cell(r.QR), signedDur(r.CandCritical-r.BaseCritical))
 	}
 	fmt.Fprintf(tw, "\t\t\t\t\t\t\t\n")
@@ -158,12 +161,6 @@ func (c Comparison) WriteMarkdown(w io.Writer) error {
 		}
 		return fmt.Sprintf("%s ± %.1f", pctSigned(i.Value), 100*i.HalfWidth())
 	}
-	dur := func(d time.Duration, n int) string {
-		if n == 0 {
-			return "–"
-		}
-		return round(d).String()
-	}
 	var b strings.Builder
 	b.WriteString("| row | baseline own/work | candidate own/work | q | r | q·r | critical/work Δ |\n|---|---:|---:|---:|---:|---:|---:|\n")
 	for _, r := range c.Rows {
@@ -171,7 +168,7 @@ func (c Comparison) WriteMarkdown(w io.Writer) error {
 		if r.Target {
 			name = "**" + name + "**"
 		}
-		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s |\n", name, dur(r.BaseOwn, r.BaseSpans), dur(r.CandOwn, r.CandSpans),
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s |\n", name, perWork(r.BaseOwn, r.BaseSpans, "–"), perWork(r.CandOwn, r.CandSpans, "–"),
 			cell(r.Q), cell(r.R), cell(r.QR), signedDur(r.CandCritical-r.BaseCritical))
 	}
 	b.WriteString("\n| e2e gain | value |\n|---|---:|\n")
