@@ -1,7 +1,9 @@
 package amdahlconnector
 
 import (
-	"sort"
+	"cmp"
+	"maps"
+	"slices"
 	"time"
 
 	"go.opentelemetry.io/collector/pdata/pcommon"
@@ -288,11 +290,7 @@ func (a *aggregator) build(now time.Time, scopeName, scopeVersion string) pmetri
 	if len(series) == 0 {
 		return md
 	}
-	keys := make([]seriesKey, 0, len(series))
-	for k := range series {
-		keys = append(keys, k)
-	}
-	sort.Slice(keys, func(i, j int) bool { return lessSeries(keys[i], keys[j]) })
+	keys := slices.SortedFunc(maps.Keys(series), compareSeries)
 	ts := pcommon.NewTimestampFromTime(now)
 	var (
 		cur     resourceKey
@@ -370,35 +368,17 @@ func (a *aggregator) build(now time.Time, scopeName, scopeVersion string) pmetri
 	return md
 }
 
-func lessSeries(x, y seriesKey) bool {
-	if x.service != y.service {
-		return x.service < y.service
-	}
-	if x.namespace != y.namespace {
-		return x.namespace < y.namespace
-	}
-	if x.metric != y.metric {
-		return x.metric < y.metric
-	}
-	if x.row.Component != y.row.Component {
-		return x.row.Component < y.row.Component
-	}
-	if x.row.Phase != y.row.Phase {
-		return x.row.Phase < y.row.Phase
-	}
-	if x.row.Direction != y.row.Direction {
-		return x.row.Direction < y.row.Direction
-	}
-	if x.row.Op != y.row.Op {
-		return x.row.Op < y.row.Op
-	}
-	if x.row.Gap != y.row.Gap {
-		return !x.row.Gap
-	}
-	for _, p := range [...][2]string{{x.transport, y.transport}, {x.scenario, y.scenario}, {x.variant, y.variant}, {x.outcome, y.outcome}} {
-		if p[0] != p[1] {
-			return p[0] < p[1]
+// compareSeries orders series by resource, metric, row (a gap after the
+// row of the same names), then the unit's attributes.
+func compareSeries(x, y seriesKey) int {
+	gap := func(k seriesKey) int {
+		if k.row.Gap {
+			return 1
 		}
+		return 0
 	}
-	return false
+	return cmp.Or(cmp.Compare(x.service, y.service), cmp.Compare(x.namespace, y.namespace), cmp.Compare(x.metric, y.metric),
+		cmp.Compare(x.row.Component, y.row.Component), cmp.Compare(x.row.Phase, y.row.Phase), cmp.Compare(x.row.Direction, y.row.Direction),
+		cmp.Compare(x.row.Op, y.row.Op), cmp.Compare(gap(x), gap(y)),
+		cmp.Compare(x.transport, y.transport), cmp.Compare(x.scenario, y.scenario), cmp.Compare(x.variant, y.variant), cmp.Compare(x.outcome, y.outcome))
 }
