@@ -391,12 +391,16 @@ func benchReply() ([taskproto.NumTimings]taskproto.Timing, ipc.Incoming) {
 		ReceiveDuration: time.Microsecond, DeserializeDuration: time.Microsecond}
 }
 
+// benchUnitTask is the task of benchUnitSpans' units: sent straight to a
+// host, as taskhost's.
+var benchUnitTask scenario.TaskItem
+
 // benchUnitSpans makes the spans of one task unit as Submit, runTask and
 // ipc make them (r holds the runtime's Components and tracer) and ends
 // its root, which hands it to c.
 func benchUnitSpans(r *Runtime, c *spans.Collector) {
 	r.col = c
-	u := &unit{comp: r.rt, id: "w1", item: scenario.Item{Kind: scenario.KindTask, Shape: "small"}}
+	u := &unit{comp: r.rt, id: "w1", item: scenario.Item{Kind: scenario.KindTask, Shape: "small", Task: &benchUnitTask}}
 	r.startUnit(u)
 	ctx := trace.ContextWithSpan(context.Background(), u.work.Span())
 	r.endQueue(u)
