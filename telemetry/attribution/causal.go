@@ -29,18 +29,16 @@ func CausalWeight(base, cand Side, sel string, opt CompareOptions) (Causal, erro
 	opt = opt.orDefaults()
 	keyIndex, keys := rowKeys(base, cand)
 	var match []int
-	var names []string
 	for i, k := range keys {
 		if k.IsRow() && matchTarget(sel, k) {
 			match = append(match, i)
-			names = append(names, k.String())
 		}
 	}
 	if len(match) == 0 {
 		return Causal{}, fmt.Errorf("causal weight: %q matches no row", sel)
 	}
-	name := names[0] // the row's name; the selector's when it matched several
-	if len(names) > 1 {
+	name := keys[match[0]].String() // the row's name; the selector's when it matched several
+	if len(match) > 1 {
 		name = sel
 	}
 	b, c := flatten(base, keyIndex, false), flatten(cand, keyIndex, false)
