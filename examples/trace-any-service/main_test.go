@@ -36,8 +36,8 @@ func read(t *testing.T, path string) (attribution.Report, attribution.Side) {
 // with db twice as fast, alternating so that the machine's load drifts
 // alike on both sides: amdahl's reading of a run (units by trace roots,
 // rows by the semantic conventions) has the README's rows, and the
-// what-if on the db row of the first runs is inside the gain measured
-// between the pairs.
+// critical-path replay with the speedup db's spans show is inside the
+// gain measured between the pairs.
 func TestExample(t *testing.T) {
 	dir := t.TempDir()
 	var base, cand attribution.Side
@@ -89,8 +89,13 @@ func TestExample(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !c.Measured.Contains(w.Gain.Value) {
-		t.Errorf("what-if db.execute=2x: %s; measured with db twice as fast %s: not inside", w.Text(), attribution.FormatInterval(c.Measured))
+	// The replay scales db's spans by the speedup db's own spans show
+	// (under load a 4 ms sleep is not half of an 8 ms one: the wake-up's
+	// lateness is not halved), not by the 2x asked for; the gain measured
+	// end to end is read from the e2e of the pairs, which the replay never
+	// sees.
+	if !c.Measured.Contains(c.Replay.Value) {
+		t.Errorf("replay with db.execute's measured speedup predicts %s; measured with db at 4 ms %s: not inside", attribution.FormatInterval(c.Replay), attribution.FormatInterval(c.Measured))
 	}
-	t.Logf("%s\nmeasured over 3 pairs %s", w.Text(), attribution.FormatInterval(c.Measured))
+	t.Logf("%s\nreplay with db's measured speedup %s; measured over 3 pairs %s", w.Text(), attribution.FormatInterval(c.Replay), attribution.FormatInterval(c.Measured))
 }
