@@ -107,8 +107,8 @@ func (l *capListener) Accept() (net.Conn, error) {
 		}
 		if l.open.Add(1) > l.max {
 			l.open.Add(-1)
+			l.refused() // counted before the client can see the close
 			_ = c.Close()
-			l.refused()
 			continue
 		}
 		return &capConn{Conn: c, l: l}, nil

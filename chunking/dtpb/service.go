@@ -23,7 +23,8 @@ const (
 
 // SidecarServer is the part of TaskHubSidecarService that amdahl serves.
 // Implementations must be safe for concurrent use; errors should be gRPC
-// status errors.
+// status errors. Register one with a grpc.ServiceRegistrar's
+// RegisterService(&SidecarServiceDesc, srv).
 type SidecarServer interface {
 	// GetWorkItems streams work items until ctx of stream ends or the
 	// server stops.

@@ -255,7 +255,7 @@ func (opt CompareOptions) withDefaults() (CompareOptions, error) {
 	if opt.Iterations < 0 || opt.Iterations > MaxIterations {
 		return opt, fmt.Errorf("compare: %d bootstrap iterations: want 1 to %d (0 for 400)", opt.Iterations, MaxIterations)
 	}
-	if opt.Level < 0 || opt.Level >= 1 {
+	if !(opt.Level >= 0 && opt.Level < 1) { // NaN too
 		return opt, fmt.Errorf("compare: interval level %v: want between 0 and 1 (0 for 0.95)", opt.Level)
 	}
 	return opt.orDefaults(), nil
@@ -267,7 +267,7 @@ func (opt CompareOptions) orDefaults() CompareOptions {
 	if opt.Iterations <= 0 {
 		opt.Iterations = 400
 	}
-	if opt.Level <= 0 || opt.Level >= 1 {
+	if !(opt.Level > 0 && opt.Level < 1) {
 		opt.Level = 0.95
 	}
 	return opt

@@ -417,3 +417,37 @@ func TestPairedBootstrapCoverage(t *testing.T) {
 		}
 	}
 }
+
+// TestCompareOptionsRefused: iterations and a level out of range are
+// refused with the bound, a NaN level too (no comparison holds for it, so
+// it would pass a check written as "< 0 || >= 1"); zero takes the
+// defaults.
+func TestCompareOptionsRefused(t *testing.T) {
+	var base, cand []spans.Span
+	for i := range 20 {
+		base = append(base, serialUnit(fmt.Sprint("b", i), 10, 5, 40, 45)...)
+		cand = append(cand, serialUnit(fmt.Sprint("c", i), 10, 5, 20, 45)...)
+	}
+	b, c := sideOf(t, base), sideOf(t, cand)
+	for _, tc := range []struct {
+		opt  CompareOptions
+		want string
+	}{
+		{CompareOptions{Iterations: -1}, "bootstrap iterations"},
+		{CompareOptions{Iterations: MaxIterations + 1}, "bootstrap iterations"},
+		{CompareOptions{Level: -0.5}, "interval level"},
+		{CompareOptions{Level: 1}, "interval level"},
+		{CompareOptions{Level: math.NaN()}, "interval level"},
+	} {
+		if _, err := Compare(b, c, tc.opt); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("Compare with %+v: error %v, want one that says %q", tc.opt, err, tc.want)
+		}
+	}
+	got, err := Compare(b, c, CompareOptions{Iterations: 0, Level: 0, Seed: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Level != 0.95 || got.Iterations != 400 {
+		t.Errorf("defaults: level %v, iterations %d; want 0.95, 400", got.Level, got.Iterations)
+	}
+}
