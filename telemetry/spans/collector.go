@@ -177,16 +177,16 @@ func (c *Collector) Track(root trace.Span, owner any) {
 	}
 	s, ours := root.(*tracerSpan)
 	id := TraceID(sc.TraceID())
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if _, ok := c.traces[id]; ok {
-		return // a unit nested in another's trace: its spans are that unit's
-	}
 	var u *unit
 	if ours && s.unit != nil && s.unit.id == (TraceID{}) {
 		u = s.unit // allocated with it
 	} else {
-		u = new(unit)
+		u = new(unit) // before the lock, which every span's end by trace takes
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, ok := c.traces[id]; ok {
+		return // a unit nested in another's trace: its spans are that unit's
 	}
 	u.id, u.root, u.owner = id, SpanID(sc.SpanID()), owner
 	c.traces[id] = u
@@ -201,7 +201,11 @@ func (c *Collector) Track(root trace.Span, owner any) {
 // process), as with a task sent to a task host, whose phases come back
 // in its reply. Such a unit is not filed by its trace, which spares its
 // tracking the lookup's upkeep; a root that is not the TracerProvider's
-// is tracked as by Track.
+// is tracked as by Track. A span of the unit that reaches the Collector
+// by its trace instead (Ended, or a Source's) finds no unit and is not
+// accounted: the caller must know that none does (a task host's reply
+// names the span its request was sent under, so its phases are recorded
+// there).
 func (c *Collector) TrackDirect(root trace.Span, owner any) {
 	s, ours := root.(*tracerSpan)
 	sc := root.SpanContext()
