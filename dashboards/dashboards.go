@@ -102,14 +102,14 @@ const attributed = `, amdahl_sampled!="false"`
 // honor_labels, its series are matched by job.
 const svc = ` and on(job, instance) (target_info{service_name=~"$service_name"} or target_info{service_name="", job=~"(.+/)?($service_name)"})`
 
-// rate is the per-second rate of the series name{sel, extra} of the
-// selected services.
-func rate(name, extra string) string { return rateOver(name, extra, winSeries) }
-
-// rateOver is rate over the window win.
-func rateOver(name, extra, win string) string {
-	return `(rate(` + name + `{` + sel + extra + `}[` + win + `])` + svc + `)`
+// rateOf is the per-second rate over the window win of the series
+// name{labels} of the selected services.
+func rateOf(name, labels, win string) string {
+	return `(rate(` + name + `{` + labels + `}[` + win + `])` + svc + `)`
 }
+
+// rate is rateOf the series name{sel, extra} over winSeries.
+func rate(name, extra string) string { return rateOf(name, sel+extra, winSeries) }
 
 // gauge is the series name{sel} of the selected services.
 func gauge(name string) string { return `(` + name + `{` + sel + `}` + svc + `)` }
@@ -120,13 +120,10 @@ const (
 	rowLegend = `{{amdahl_component}}.{{amdahl_phase}} {{amdahl_direction}}`
 )
 
-// variantRate is the rate of name over the window win for one variant
-// ($baseline or $candidate) instead of the $variant selection.
-func variantRate(name, variant, win string) string { return variantRateOf(name, "", variant, win) }
-
-// variantRateOf is variantRate of the series name{…, extra}.
-func variantRateOf(name, extra, variant, win string) string {
-	return `(rate(` + name + `{amdahl_scenario=~"$scenario", amdahl_variant="` + variant + `"` + src + extra + `}[` + win + `])` + svc + `)`
+// variantSel is sel with one variant ($baseline or $candidate) instead of
+// the $variant selection.
+func variantSel(variant string) string {
+	return `amdahl_scenario=~"$scenario", amdahl_variant="` + variant + `"` + src
 }
 
 // Windows: $__rate_interval for time series; $__range for the A/B
@@ -140,22 +137,22 @@ const (
 // Attribution queries.
 var (
 	// QCritical is each row's critical-path share q over the time range.
-	QCritical = `sum by (` + row + `) ` + rateOver("amdahl_phase_critical_seconds_sum", "", winRange) +
-		` / ignoring(` + row + `) group_left sum(` + rateOver("amdahl_work_duration_seconds_sum", attributed, winRange) + `)`
+	QCritical = qOf(sel, winRange)
 	// QNaive is each row's naive share (span time / e2e time) over the
 	// time range.
-	QNaive = `sum by (` + row + `) ` + rateOver("amdahl_phase_duration_seconds_sum", "", winRange) +
-		` / ignoring(` + row + `) group_left sum(` + rateOver("amdahl_work_duration_seconds_sum", "", winRange) + `)`
+	QNaive = `sum by (` + row + `) ` + rateOf("amdahl_phase_duration_seconds_sum", sel, winRange) +
+		` / ignoring(` + row + `) group_left sum(` + rateOf("amdahl_work_duration_seconds_sum", sel, winRange) + `)`
 	// QCriticalPerWork is each row's mean critical time per unit of work,
 	// by variant, over the time range.
-	QCriticalPerWork = `sum by (` + row + `, amdahl_variant) ` + rateOver("amdahl_phase_critical_seconds_sum", "", winRange) +
-		` / ignoring(` + row + `) group_left sum by (amdahl_variant) ` + rateOver("amdahl_work_duration_seconds_count", attributed, winRange)
+	QCriticalPerWork = `sum by (` + row + `, amdahl_variant) ` + rateOf("amdahl_phase_critical_seconds_sum", sel, winRange) +
+		` / ignoring(` + row + `) group_left sum by (amdahl_variant) ` + rateOf("amdahl_work_duration_seconds_count", sel+attributed, winRange)
 )
 
-// qOf is q of one variant over win.
-func qOf(variant, win string) string {
-	return `sum by (` + row + `) ` + variantRate("amdahl_phase_critical_seconds_sum", variant, win) +
-		` / ignoring(` + row + `) group_left sum(` + variantRateOf("amdahl_work_duration_seconds_sum", attributed, variant, win) + `)`
+// qOf is each row's q over win, of the series the label filter labels
+// keeps (sel, or a variantSel).
+func qOf(labels, win string) string {
+	return `sum by (` + row + `) ` + rateOf("amdahl_phase_critical_seconds_sum", labels, win) +
+		` / ignoring(` + row + `) group_left sum(` + rateOf("amdahl_work_duration_seconds_sum", labels+attributed, win) + `)`
 }
 
 // rOf is each row's r = 1 − mean span duration in $candidate / in
@@ -165,7 +162,9 @@ func rOf(win string) string {
 }
 
 // qrOf is q·r per row, q of $baseline.
-func qrOf(win string) string { return `(` + qOf("$baseline", win) + `) * (` + rOf(win) + `)` }
+func qrOf(win string) string {
+	return `(` + qOf(variantSel("$baseline"), win) + `) * (` + rOf(win) + `)`
+}
 
 // predicted is Σ q·r over the rows: the predicted e2e gain.
 func predicted(win string) string { return `sum(` + qrOf(win) + `)` }
@@ -177,13 +176,13 @@ func measured(win string) string {
 }
 
 func meanRow(variant, win string) string {
-	return `sum by (` + row + `) ` + variantRate("amdahl_phase_duration_seconds_sum", variant, win) +
-		` / sum by (` + row + `) ` + variantRate("amdahl_phase_duration_seconds_count", variant, win)
+	return `sum by (` + row + `) ` + rateOf("amdahl_phase_duration_seconds_sum", variantSel(variant), win) +
+		` / sum by (` + row + `) ` + rateOf("amdahl_phase_duration_seconds_count", variantSel(variant), win)
 }
 
 func meanE2E(variant, win string) string {
-	return `sum(` + variantRate("amdahl_work_duration_seconds_sum", variant, win) + `) / sum(` +
-		variantRate("amdahl_work_duration_seconds_count", variant, win) + `)`
+	return `sum(` + rateOf("amdahl_work_duration_seconds_sum", variantSel(variant), win) + `) / sum(` +
+		rateOf("amdahl_work_duration_seconds_count", variantSel(variant), win) + `)`
 }
 
 // quantile is histogram_quantile(q) of the histogram name by the labels by.
@@ -200,9 +199,7 @@ func variables(b *dashboard.DashboardBuilder, single bool) *dashboard.DashboardB
 			Current(current(v.uid, v.uid)))
 	}
 	query := func(name, label, q string) *dashboard.QueryVariableBuilder {
-		return dashboard.NewQueryVariableBuilder(name).Label(label).Datasource(promDS).
-			Query(dashboard.StringOrMap{String: cog.ToPtr(q)}).
-			Refresh(dashboard.VariableRefreshOnTimeRangeChanged).IncludeAll(true).Multi(true).AllValue(".*")
+		return queryVar(name, label, q).IncludeAll(true).Multi(true).AllValue(".*")
 	}
 	service := query("service_name", "service", `label_values(target_info, service_name)`)
 	if single {
@@ -220,11 +217,16 @@ func variables(b *dashboard.DashboardBuilder, single bool) *dashboard.DashboardB
 		WithVariable(query("variant", "variant", `label_values(amdahl_work_duration_seconds_count, amdahl_variant)`))
 }
 
+// queryVar is a variable whose values the Prometheus query q gives,
+// refreshed when the time range changes.
+func queryVar(name, label, q string) *dashboard.QueryVariableBuilder {
+	return dashboard.NewQueryVariableBuilder(name).Label(label).Datasource(promDS).
+		Query(dashboard.StringOrMap{String: cog.ToPtr(q)}).Refresh(dashboard.VariableRefreshOnTimeRangeChanged)
+}
+
 // queryOne is a single-valued query variable whose value starts as def.
 func queryOne(name, label, q, def string) *dashboard.QueryVariableBuilder {
-	return dashboard.NewQueryVariableBuilder(name).Label(label).Datasource(promDS).
-		Query(dashboard.StringOrMap{String: cog.ToPtr(q)}).
-		Refresh(dashboard.VariableRefreshOnTimeRangeChanged).Current(current(def, def))
+	return queryVar(name, label, q).Current(current(def, def))
 }
 
 // current is a variable's current value, shown as text.
@@ -277,8 +279,7 @@ func Attribution() (dashboard.Dashboard, error) {
 			Footer(common.NewTableFooterOptionsBuilder().Show(false).Reducer([]string{"sum"})).
 			WithTarget(promQuery("A", QCriticalPerWork, "").Instant().Format(prometheus.PromQueryFormatTable))).
 		WithPanel(series(8, "Critical-path share q over time", "percentunit").
-			WithTarget(promQuery("A", `sum by (`+row+`) `+rate("amdahl_phase_critical_seconds_sum", "")+
-				` / ignoring(`+row+`) group_left sum(`+rate("amdahl_work_duration_seconds_sum", attributed)+`)`, rowLegend))).
+			WithTarget(promQuery("A", qOf(sel, winSeries), rowLegend))).
 		WithRow(dashboard.NewRowBuilder("A/B: $candidate against $baseline, over the time range")).
 		WithPanel(bargauge.NewPanelBuilder().Id(4).Title("r per row: 1 − mean span time in $candidate / in $baseline").Unit("percentunit").
 			Orientation(common.VizOrientationHorizontal).Datasource(promDS).
