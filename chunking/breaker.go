@@ -90,10 +90,6 @@ func (b *Breaker) Allow() error {
 	if !b.open {
 		return nil
 	}
-	return b.openError()
-}
-
-func (b *Breaker) openError() error {
 	return fmt.Errorf("%w: unreachable since %s (%v ago; circuit breaker open after %v, probing every %v): %w",
 		ErrSidecarUnavailable, b.since.Format(time.RFC3339Nano), time.Since(b.since).Round(time.Millisecond),
 		b.cfg.OpenAfter, b.cfg.ProbeInterval, b.last)
