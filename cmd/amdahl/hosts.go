@@ -145,7 +145,7 @@ func runSidecar(cmd *cobra.Command, f *sidecarCmdFlags) error {
 	if err != nil {
 		return err
 	}
-	setSidecarMemoryLimit(cfg)
+	setMemoryBudget(sidecarMemoryLimit(cfg), 0) // unless GOMEMLIMIT is set
 	// Listen on the address checked, not on the name again: what
 	// it resolves to may have changed.
 	lis, err := net.ListenTCP("tcp", ta)

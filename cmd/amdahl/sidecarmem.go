@@ -63,12 +63,6 @@ func setMemoryBudget(limit int64, gcPercent int) bool {
 	return true
 }
 
-// setSidecarMemoryLimit sets the process's memory limit from cfg's bounds,
-// unless GOMEMLIMIT is set (the operator's choice stands).
-func setSidecarMemoryLimit(cfg chunking.SidecarConfig) {
-	setMemoryBudget(sidecarMemoryLimit(cfg), 0)
-}
-
 // setRunMemoryBudget sets amdahl run's memory limit from its settings'
 // bounds and turns its GC percent off (runGCPercent), unless GOGC or
 // GOMEMLIMIT is set (the user's choice stands).
