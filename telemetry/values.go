@@ -2,6 +2,7 @@ package telemetry
 
 import (
 	"fmt"
+	"slices"
 
 	"go.opentelemetry.io/otel/attribute"
 )
@@ -47,10 +48,8 @@ func (p Phase) Valid() bool { return p >= Queue && p <= Execute }
 
 // ParsePhase returns the phase named s, or an error listing the valid names.
 func ParsePhase(s string) (Phase, error) {
-	for i := 1; i < len(phaseNames); i++ {
-		if phaseNames[i] == s {
-			return Phase(i), nil
-		}
+	if i := slices.Index(phaseNames[:], s); i > 0 { // phaseNames[0] is no phase
+		return Phase(i), nil
 	}
 	return 0, fmt.Errorf("unknown phase %q (valid: queue, dispatch, serialize, send, receive, deserialize, execute)", s)
 }
@@ -81,10 +80,8 @@ func (d Direction) String() string {
 
 // ParseDirection returns the direction named s ("" is None).
 func ParseDirection(s string) (Direction, error) {
-	for i, n := range directionNames {
-		if n == s {
-			return Direction(i), nil
-		}
+	if i := slices.Index(directionNames[:], s); i >= 0 {
+		return Direction(i), nil
 	}
 	return 0, fmt.Errorf("unknown direction %q (valid: request, reply, or empty)", s)
 }
