@@ -224,16 +224,8 @@ func reportInput(unit, rows string, maxSpan time.Duration) (attribution.Input, e
 		return inp, usageError{fmt.Errorf("--max-span-duration %v: want above 0 and at most %v", maxSpan, attribution.MaxMaxSpanDuration)}
 	}
 	inp.MaxSpanDuration = maxSpan
-	switch rows {
-	case "auto", "amdahl", "semconv":
-		src, _ := attribution.ParseRowSource(rows)
-		inp.Rows = &attribution.Rows{Source: src}
-	default:
-		r, err := attribution.LoadRules(rows)
-		if err != nil {
-			return inp, usageError{fmt.Errorf("--rows: %w", err)}
-		}
-		inp.Rows = r
+	if inp.Rows, err = attribution.LoadRows(rows); err != nil {
+		return inp, usageError{fmt.Errorf("--rows: %w", err)}
 	}
 	return inp, nil
 }

@@ -1,6 +1,7 @@
 package amdahlconnector
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"time"
@@ -10,18 +11,10 @@ import (
 	"github.com/amdahl-rt/amdahl/telemetry/attribution"
 )
 
-// loadRows returns the rule set named by rows: a built-in name, or a
-// rules file's path.
+// loadRows returns the rule set rows names, as amdahl report's --rows
+// (attribution.LoadRows); empty is auto.
 func loadRows(rows string) (*attribution.Rows, error) {
-	switch rows {
-	case "", "auto", "amdahl", "semconv":
-		src, err := attribution.ParseRowSource(rows)
-		if err != nil {
-			return nil, err
-		}
-		return &attribution.Rows{Source: src}, nil
-	}
-	return attribution.LoadRules(rows)
+	return attribution.LoadRows(cmp.Or(rows, "auto"))
 }
 
 // Config is the amdahl connector's configuration. Every field has a

@@ -91,4 +91,10 @@ func TestValidateNamesFields(t *testing.T) {
 	if err := createDefaultConfig().Validate(); err != nil {
 		t.Fatalf("default config: %v", err)
 	}
+	// An empty rule set is auto's, as amdahl report's --rows auto.
+	c = createDefaultConfig()
+	c.Rows = ""
+	if err := c.Validate(); err != nil {
+		t.Fatalf("rows empty: %v", err)
+	}
 }

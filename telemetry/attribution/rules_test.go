@@ -3,6 +3,8 @@ package attribution
 import (
 	"bytes"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -57,6 +59,28 @@ func TestRulesFile(t *testing.T) {
 	}
 	if names := rowNames(rep); len(names) != 2 || names[0] != "gap start → end" || names[1] != "other" {
 		t.Errorf("fallback none: rows %v, want only other (one gap, the whole unit)", names)
+	}
+}
+
+// TestLoadRows: --rows names a built-in rule set or a rules file; an
+// empty name is a file's, and fails.
+func TestLoadRows(t *testing.T) {
+	for name, want := range map[string]RowSource{"auto": RowsAuto, "amdahl": RowsAmdahl, "semconv": RowsSemconv} {
+		if rows, err := LoadRows(name); err != nil || rows.Source != want {
+			t.Errorf("LoadRows(%q) = %+v, %v; want source %v", name, rows, err, want)
+		}
+	}
+	path := filepath.Join(t.TempDir(), "rules.yaml")
+	if err := os.WriteFile(path, []byte(demoRules), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if rows, err := LoadRows(path); err != nil || rows.Source != RowsFile || len(rows.Rules) != 2 || rows.Fallback != RowsSemconv {
+		t.Errorf("LoadRows(%s) = %+v, %v; want the file's two rules, fallback semconv", path, rows, err)
+	}
+	for _, name := range []string{"", "Semconv", filepath.Join(t.TempDir(), "none.yaml")} {
+		if rows, err := LoadRows(name); err == nil || !strings.Contains(err.Error(), "rules file") {
+			t.Errorf("LoadRows(%q) = %+v, %v; want a rules file's error", name, rows, err)
+		}
 	}
 }
 

@@ -36,6 +36,18 @@ func (e *RulesError) Error() string {
 	return fmt.Sprintf("%s: %s", e.File, e.Msg)
 }
 
+// LoadRows returns the rule set amdahl report's --rows names: a built-in
+// one (auto, amdahl, semconv), else the rules file at that path
+// (LoadRules).
+func LoadRows(name string) (*Rows, error) {
+	switch name {
+	case "auto", "amdahl", "semconv":
+		src, err := ParseRowSource(name)
+		return &Rows{Source: src}, err
+	}
+	return LoadRules(name)
+}
+
 // LoadRules reads the rules file at path (at most 1 MiB) as ParseRules.
 func LoadRules(path string) (*Rows, error) {
 	f, err := os.Open(path)
