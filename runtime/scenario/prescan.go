@@ -313,11 +313,7 @@ func (s *scanner) skipLine() {
 // indicator.
 func (s *scanner) skipToken() {
 	s.i++
-	for s.i < len(s.data) {
-		switch s.data[s.i] {
-		case ' ', '\t', '\n', '\r', ',', '[', ']', '{', '}':
-			return
-		}
+	for s.i < len(s.data) && !isSpace(s.data[s.i]) && !flowIndicator(s.data[s.i]) {
 		s.i++
 	}
 }
