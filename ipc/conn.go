@@ -16,7 +16,6 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/amdahl-rt/amdahl/ipc/ipcpb"
 	"github.com/amdahl-rt/amdahl/telemetry"
 )
 
@@ -63,27 +62,13 @@ type Incoming struct {
 	ReceiveStart        time.Time
 	ReceiveDuration     time.Duration
 	DeserializeDuration time.Duration
-	// ReplyPhasesLeft is true for a task result whose request was sent
-	// under a span that records the result's receive and deserialize
-	// phases itself (ReplyPhaseRecorder): the Conn recorded neither
-	// (no span, no amdahl.phase.duration), and the receiver records
-	// them from ReceiveStart, the durations and Size.
-	ReplyPhasesLeft bool
+	// PhasesLeft is true for a packet whose receive and deserialize
+	// phases the Conn's Codec left to the receiver (PhasePolicy): the
+	// Conn recorded neither (no span, no amdahl.phase.duration), and the
+	// receiver records them from ReceiveStart, the durations and Size.
+	PhasesLeft bool
 
 	remote trace.SpanContext
-}
-
-// ReplyPhaseRecorder is implemented by a span that records the receive
-// and deserialize phases of the result of a task configuration sent
-// under it itself, from the result's Incoming, on the goroutine that
-// takes the result. When a result names the span its request was sent
-// under (taskproto.Reply echoes it) and that span's RecordsReplyPhases
-// reports true, the Conn's reader records neither phase and marks the
-// Incoming ReplyPhasesLeft. The runtime's task units do this: their
-// spans are kept in a record the worker owns, which the reader
-// goroutine would otherwise write from another core.
-type ReplyPhaseRecorder interface {
-	RecordsReplyPhases() bool
 }
 
 // SpanContext returns the span context the sender put in the packet's W3C
@@ -91,8 +76,8 @@ type ReplyPhaseRecorder interface {
 func (in *Incoming) SpanContext() trace.SpanContext { return in.remote }
 
 // Context returns parent carrying the span context the sender put in the
-// packet's W3C trace context (the trace_context field of a task
-// configuration or result; which span it names is the Codec's protocol), so
+// packet's W3C trace context (its trace_parent and trace_context fields,
+// if it has them; which span they name is the Codec's protocol), so
 // spans started from it join the sender's trace. Without one it returns
 // parent.
 func (in *Incoming) Context(parent context.Context) context.Context {
@@ -106,14 +91,16 @@ func (in *Incoming) Context(parent context.Context) context.Context {
 // reader goroutine and one writer goroutine own the socket. Send, Flush and
 // Recv are safe for concurrent use; packets are never interleaved.
 type Conn struct {
-	nc    stream
-	cfg   config
-	codec Codec
-	stamp SendStamper // codec, when it stamps packets; else nil
-	m     *metrics
-	role  telemetry.Direction // direction of packets this end sends
-	peer  telemetry.Direction // direction of packets this end receives
-	bufEf int                 // effective send buffer; the requested one is cfg.buffer
+	nc     stream
+	cfg    config
+	codec  Codec
+	stamp  SendStamper // codec, when it stamps packets; else nil
+	policy PhasePolicy // codec, when it has one; else nil
+	traced uint16      // bit t: packets of type t get phase spans
+	m      *metrics
+	role   telemetry.Direction // direction of packets this end sends
+	peer   telemetry.Direction // direction of packets this end receives
+	bufEf  int                 // effective send buffer; the requested one is cfg.buffer
 	// oneWrite is the largest stamped frame the writer writes in one
 	// write(2): oneWriteLimit of bufEf.
 	oneWrite int
@@ -127,9 +114,7 @@ type Conn struct {
 	readDone chan struct{}
 	readErr  error // set before readDone is closed
 
-	writeStart  atomic.Int64 // unix ns when the current write began; 0 when idle
-	outMu       sync.Mutex
-	outstanding map[uint64]sent // task configurations sent, awaiting their result
+	writeStart atomic.Int64 // unix ns when the current write began; 0 when idle
 
 	closing   chan struct{}
 	closeOnce sync.Once
@@ -142,29 +127,12 @@ type item struct {
 	buf   *[]byte
 	t     Type
 	// parent is the span the packet was sent under (the span in Send's
-	// context, a no-op one if none): the send span's parent. ctx is Send's
-	// context, which carries it, kept for a task's result (sent).
+	// context, a no-op one if none): the send span's parent.
 	parent trace.Span
-	ctx    context.Context
 	done   chan error // nil in async mode; flush markers have frame == nil
-	at     time.Time  // when it was serialized
 	// stamp is the size of the stamp that ends frame (SendStamper), which
 	// the writer fills in before it writes it (Conn.write). 0: none.
 	stamp int
-}
-
-// sent is a task configuration awaiting its result: when it was sent, and
-// the span it was sent under, which the result's trace context names
-// (taskproto.Reply echoes the request's), so the result's receive and
-// deserialize spans start under that span itself rather than under its
-// span context: the same parent, which a tracer can then recognise as
-// its own (the runtime's files such a span by its unit without looking
-// its trace up). ctx is the Send's context, which carries that span: the
-// result's spans are recorded in it, with no context made for them.
-type sent struct {
-	at     time.Time
-	parent trace.Span
-	ctx    context.Context
 }
 
 // newConn starts the Conn's goroutines on nc, whose effective send
@@ -190,8 +158,13 @@ func newConn(nc stream, cfg config, m *metrics, parent bool, eff int) *Conn {
 		c.codec = cfg.newCodec()
 	}
 	c.stamp, _ = c.codec.(SendStamper)
+	c.policy, _ = c.codec.(PhasePolicy)
+	for t := range Type(16) {
+		if t.valid() && (c.policy == nil || c.policy.Traces(t)) {
+			c.traced |= 1 << t
+		}
+	}
 	c.q.init(cfg.queueBytes, cfg.queuePackets, m)
-	c.outstanding = map[uint64]sent{}
 	c.wg.Add(2)
 	go c.readLoop()
 	go c.writeLoop()
@@ -210,7 +183,7 @@ func (c *Conn) BufferSize() (requested, effective int) { return c.cfg.buffer, c.
 // a Send's context: its phase spans (WithTelemetry with an enabled
 // Component) or its metrics (WithMeterProvider with one that records,
 // for exemplars). A task configuration carries its span's trace context
-// either way. When nothing does, the writer makes no context for the
+// either way (taskproto's codec puts it there). When nothing does, the writer makes no context for the
 // span, and a caller need make none (taskproto.Reply does not).
 func (c *Conn) UsesSpans() bool { return c.cfg.comp.Enabled() || c.m.live }
 
@@ -247,20 +220,7 @@ func (c *Conn) Send(ctx context.Context, m proto.Message) error {
 		return err
 	}
 	it.done = done
-	// A task is outstanding before it is queued: once queued, the writer
-	// may send it and the reader read its result before push returns.
-	cfg, isTask := m.(*ipcpb.TaskConfiguration)
-	if isTask {
-		c.outMu.Lock()
-		c.outstanding[cfg.Id] = sent{it.at, it.parent, it.ctx}
-		c.outMu.Unlock()
-	}
 	err = c.q.push(ctx, it, c.closing)
-	if isTask && err != nil {
-		c.outMu.Lock()
-		delete(c.outstanding, cfg.Id)
-		c.outMu.Unlock()
-	}
 	c.sendMu.Unlock()
 	if err != nil {
 		c.putBuf(it.buf)
@@ -309,14 +269,12 @@ func (c *Conn) serialize(ctx context.Context, t Type, m proto.Message) (*item, e
 		return nil, err
 	}
 	*buf = frame
-	// One clock read for the phase's end and the item's time.
-	end := time.Now()
 	if c.phases(t).SpanAttributes() {
-		ph.End(telemetry.EndedAt(end), telemetry.WithAttributes(telemetry.AttrBytes.Int(len(frame)-HeaderSize)))
+		ph.End(telemetry.WithAttributes(telemetry.AttrBytes.Int(len(frame) - HeaderSize)))
 	} else {
-		ph.End(telemetry.EndedAt(end)) // nothing reads the attributes: building them allocates
+		ph.End() // nothing reads the attributes: building them allocates
 	}
-	return &item{frame: frame, buf: buf, t: t, parent: trace.SpanFromContext(ctx), ctx: ctx, at: end, stamp: stamp}, nil
+	return &item{frame: frame, buf: buf, t: t, parent: trace.SpanFromContext(ctx), stamp: stamp}, nil
 }
 
 // Flush blocks until every packet queued before it has been written, and
@@ -382,11 +340,10 @@ func (c *Conn) Close() error {
 }
 
 // phases returns the component that records the phases of packets of type
-// t: task configurations and results are units of work; log, shutdown and
-// other control packets are not, and get no phase spans (they would be
-// traces of their own), only the byte and packet counters.
+// t, nil for a type the codec's PhasePolicy does not trace: those get the
+// byte and packet counters only.
 func (c *Conn) phases(t Type) *telemetry.Component {
-	if t == TypeTaskConfiguration || t == TypeTaskResult {
+	if c.traced>>t&1 != 0 {
 		return c.cfg.comp
 	}
 	return nil
@@ -497,41 +454,30 @@ func (c *Conn) readOne(ctx context.Context, rd *Reader, lbl readLabels) (*Incomi
 		return nil, err
 	}
 	in := &Incoming{Type: t, Msg: m, Size: n, ReceiveStart: start, ReceiveDuration: recvDone.Sub(start), DeserializeDuration: decDone.Sub(recvDone)}
-	var req sent
-	if p, ok := m.(*ipcpb.TaskResult); ok {
-		c.outMu.Lock()
-		req = c.outstanding[p.Id]
-		delete(c.outstanding, p.Id)
-		c.outMu.Unlock()
-	}
 	if p, ok := m.(traceCarrier); ok {
 		in.remote = remoteContext(ctx, p.GetTraceParent(), p.GetTraceContext())
 	}
+	var pctx context.Context
+	var left bool
+	if c.policy != nil {
+		pctx, left = c.policy.Received(in)
+	}
 	c.m.packet(ctx, opReceive, c.peer, n+HeaderSize)
 	if c.phases(t).Enabled() {
-		// The request's trace context is known only after decoding, so the
+		// The packet's trace context is known only after decoding, so the
 		// receive and deserialize spans are recorded after the fact: under
-		// the span the packet names, which for a result is the span its
-		// request was sent under, when that is still the one it names.
-		var pctx context.Context
-		if req.parent != nil && sameSpan(req.parent.SpanContext(), in.remote) {
-			if r, ok := req.parent.(ReplyPhaseRecorder); ok && r.RecordsReplyPhases() {
-				in.ReplyPhasesLeft = true
-				return in, nil
-			}
-			pctx = req.ctx
-		} else {
+		// the span the packet names, or where its codec says.
+		if left {
+			in.PhasesLeft = true
+			return in, nil
+		}
+		if pctx == nil {
 			pctx = in.Context(ctx)
 		}
 		c.pastPhase(pctx, telemetry.Receive, start, recvDone, n)
 		c.pastPhase(pctx, telemetry.Deserialize, recvDone, decDone, n)
 	}
 	return in, nil
-}
-
-// sameSpan reports whether a and b name the same span of the same trace.
-func sameSpan(a, b trace.SpanContext) bool {
-	return a.IsValid() && a.TraceID() == b.TraceID() && a.SpanID() == b.SpanID()
 }
 
 // remoteContext returns the span context a packet carries: its binary
@@ -559,15 +505,16 @@ func (c *Conn) pastPhase(ctx context.Context, p telemetry.Phase, start, end time
 	c.cfg.comp.RecordSpan(ctx, p, c.peer, start, end, telemetry.AttrBytes.Int(n))
 }
 
-// watchdog reports, once each, a write blocked or a result outstanding for
-// longer than the stall threshold. It only logs and counts.
+// watchdog reports, once each, a write blocked or a reply awaited (the
+// codec's PhasePolicy) for longer than the stall threshold. It only logs
+// and counts.
 func (c *Conn) watchdog() {
 	defer c.wg.Done()
 	ctx := context.Background()
 	tick := time.NewTicker(max(c.cfg.stall/4, time.Millisecond))
 	defer tick.Stop()
 	var reportedWrite int64
-	reported := map[uint64]bool{}
+	var awaited map[uint64]time.Time // when each awaited reply was first seen; zero once reported
 	report := func(kind string, args ...any) {
 		c.m.stalls.Add(ctx, 1, metric.WithAttributeSet(c.m.set(AttrKind.String(kind))))
 		c.cfg.logger.Warn("ipc: stall: "+kind+" outstanding longer than the stall threshold", append(args, "threshold", c.cfg.stall, "transport", c.cfg.transport)...)
@@ -584,23 +531,34 @@ func (c *Conn) watchdog() {
 				reportedWrite = ws
 				report("write", "blocked_for", now.Sub(time.Unix(0, ws)), "queued_packets", c.q.len())
 			}
-			c.outMu.Lock()
+			if c.policy == nil {
+				continue
+			}
 			var late []uint64
-			for id, o := range c.outstanding {
-				if !reported[id] && now.Sub(o.at) > c.cfg.stall {
-					reported[id] = true
-					late = append(late, id)
-				}
-			}
-			for id := range reported {
-				if _, ok := c.outstanding[id]; !ok {
-					delete(reported, id)
-				}
-			}
-			c.outMu.Unlock()
+			awaited, late = c.lateReplies(now, awaited)
 			for _, id := range late {
-				report("reply", "task_id", id)
+				report("reply", "id", id)
 			}
 		}
 	}
+}
+
+// lateReplies returns the replies awaited now (the codec's Awaiting), each
+// with when the watchdog first saw it awaited (seen: the last tick's), and
+// those awaited for longer than the stall threshold and not yet reported,
+// which it marks reported.
+func (c *Conn) lateReplies(now time.Time, seen map[uint64]time.Time) (map[uint64]time.Time, []uint64) {
+	next := make(map[uint64]time.Time, len(seen))
+	var late []uint64
+	c.policy.Awaiting(func(id uint64) {
+		first, ok := seen[id]
+		switch {
+		case !ok:
+			first = now
+		case !first.IsZero() && now.Sub(first) > c.cfg.stall:
+			late, first = append(late, id), time.Time{}
+		}
+		next[id] = first
+	})
+	return next, late
 }

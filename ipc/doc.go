@@ -84,12 +84,14 @@
 // whatever its protocol adds), and a codec may keep per-direction state
 // without locking. Each Conn gets its own codec from the constructor given
 // to WithCodec; Conn.Codec returns it. The Conn reads the W3C trace context
-// a packet carries (the trace_parent field of task configurations and
-// results, a binary traceparent: AppendTraceParent, ParseTraceParent; the
-// trace_context map holds a tracestate, or an older peer's text headers)
-// to parent its receive-side spans, and tracks task
-// configurations awaiting a result by id for the stall watchdog; what a
-// packet carries is the codec's protocol. A Codec that also implements
+// a packet carries (its trace_parent field, a binary traceparent:
+// AppendTraceParent, ParseTraceParent; its trace_context map holds a
+// tracestate, or an older peer's text headers) to parent its receive-side
+// spans; what a packet carries is the codec's protocol. A Codec that also
+// implements PhasePolicy says which packets get phase spans, under which
+// span a received packet's are recorded, and which requests await a reply
+// (for the stall watchdog): taskproto's pairs each task result with the
+// configuration it answers. A Codec that also implements
 // SendStamper can end a packet with a stamp of its own write, which the
 // writer fills in before the stamp's bytes leave: the times of the
 // ipc.send span, carried to the peer in the packet they measure
@@ -155,22 +157,27 @@
 // encode, or the Kind of a Codec's *ProtocolError, such as taskproto's
 // delta), stalls by kind. Every one carries amdahl.transport (the
 // connection's: socketpair, pipe, …) and the amdahl.scenario and
-// amdahl.variant of the WithTelemetry component. Only task configurations
-// and results get phase spans; log and shutdown packets are counted, not
-// traced.
+// amdahl.variant of the WithTelemetry component. Which packets get phase
+// spans is the codec's PhasePolicy's (taskproto's: task configurations
+// and results; log and shutdown packets are counted, not traced); without
+// one, every packet gets them.
 //
-// A result's receive and deserialize spans are recorded by the reader
-// goroutine, under the span its task was sent under, unless that span
-// records them itself (ReplyPhaseRecorder): then the Incoming is marked
-// ReplyPhasesLeft and its receiver records them from ReceiveStart, the
-// durations and Size, on its own goroutine (amdahl's runtime does, so
-// that the reader does not write a unit's record from another core). A
+// A received packet's receive and deserialize spans are recorded by the
+// reader goroutine, under the span its trace context names or in the
+// context its codec's PhasePolicy gives (taskproto's: a result's in the
+// context its configuration was sent with), unless the policy leaves them
+// to the receiver: then the Incoming is marked PhasesLeft and the
+// receiver records them from ReceiveStart, the durations and Size, on its
+// own goroutine (amdahl's runtime does, through
+// taskproto.ReplyPhaseRecorder, so that the reader does not write a
+// unit's record from another core). A
 // Conn whose phases and metrics record nothing (Conn.UsesSpans) makes no
 // context per packet for the span in a Send's context; a task
 // configuration still carries that span's trace context.
 //
 // There is no data-phase timeout. A stall watchdog (WithStallThreshold,
-// default 1 minute) logs and counts a write blocked, or a task
-// configuration without its result, for longer than the threshold, once
-// each; it never cancels anything.
+// default 1 minute) logs and counts a write blocked, or a request whose
+// reply its codec's PhasePolicy awaits (taskproto: a configuration without
+// its result), for longer than the threshold, once each; it never cancels
+// anything.
 package ipc

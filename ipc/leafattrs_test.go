@@ -5,7 +5,6 @@ import (
 	"testing"
 
 	metricnoop "go.opentelemetry.io/otel/metric/noop"
-	"go.opentelemetry.io/otel/trace"
 
 	"github.com/amdahl-rt/amdahl/internal/telemetrytest"
 	"github.com/amdahl-rt/amdahl/ipc/ipcpb"
@@ -55,73 +54,67 @@ func TestLeafAttributesOnlyWhenRead(t *testing.T) {
 	}
 }
 
-// replyRecorder is a span that may record its task's reply phases itself
-// (ReplyPhaseRecorder).
-type replyRecorder struct {
-	trace.Span // no-op
-	sc         trace.SpanContext
-	records    bool
+// leaveCodec is awaitCodec whose Received leaves every result's receive
+// and deserialize phases to the receiver.
+type leaveCodec struct{ awaitCodec }
+
+func (c *leaveCodec) Received(in *Incoming) (context.Context, bool) {
+	c.awaitCodec.Received(in)
+	_, isResult := in.Msg.(*ipcpb.TaskResult)
+	return nil, isResult
 }
 
-func (r *replyRecorder) SpanContext() trace.SpanContext { return r.sc }
-func (r *replyRecorder) RecordsReplyPhases() bool       { return r.records }
-
-// TestReplyPhasesLeftToTheRequestSpan: a result that names the span its
-// task was sent under gets no receive and deserialize leaves from the
-// Conn when that span records them itself (ReplyPhaseRecorder), and is
-// marked ReplyPhasesLeft with the times to record them from; when the
-// span does not, or the result names another span, the Conn records
-// them as before.
-func TestReplyPhasesLeftToTheRequestSpan(t *testing.T) {
-	sc := trace.NewSpanContext(trace.SpanContextConfig{TraceID: trace.TraceID{1}, SpanID: trace.SpanID{2}, TraceFlags: trace.FlagsSampled})
-	other := trace.NewSpanContext(trace.SpanContextConfig{TraceID: trace.TraceID{1}, SpanID: trace.SpanID{3}, TraceFlags: trace.FlagsSampled})
+// TestPhasePolicy: a Conn traces the packet types its codec's PhasePolicy
+// names (without one, every packet), and records no receive or
+// deserialize span for a packet the policy leaves to the receiver, which
+// it marks PhasesLeft.
+func TestPhasePolicy(t *testing.T) {
 	for _, tc := range []struct {
-		name    string
-		records bool
-		echo    trace.SpanContext // what the result names
-		left    bool
+		name     string
+		codec    func() Codec
+		logSpans int  // a log message's phase spans, both ends
+		left     bool // a result's receive phases are left
 	}{
-		{"recorder", true, sc, true},
-		{"not a recorder", false, sc, false},
-		{"another span", true, other, false},
+		{"none", nil, 4, false},
+		{"await", newAwaitCodec, 0, false},
+		{"leave", func() Codec { return &leaveCodec{awaitCodec{awaited: map[uint64]bool{}}} }, 0, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			at := &telemetrytest.Leaves{}
-			comp, err := telemetry.NewComponent("ipc", telemetry.ComponentConfig{TracerProvider: at, MeterProvider: metricnoop.NewMeterProvider()})
-			if err != nil {
+			ctx := context.Background()
+			ptel, ctel := newTel(t), newTel(t)
+			parent, child := inProcessPair(t, append(ptel.opts(), WithCodec(tc.codec)), append(ctel.opts(), WithCodec(tc.codec)))
+			if err := child.Send(ctx, &ipcpb.LogMessage{Text: "hello"}); err != nil {
 				t.Fatal(err)
 			}
-			parent, child := inProcessPair(t, []Option{WithTelemetry(comp)}, nil)
-			ctx := trace.ContextWithSpan(context.Background(), &replyRecorder{Span: trace.SpanFromContext(context.Background()), sc: sc, records: tc.records})
+			if _, err := parent.Recv(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if n := len(ptel.Spans.Ended()) + len(ctel.Spans.Ended()); n != tc.logSpans {
+				t.Fatalf("a log message got %d phase spans, want %d", n, tc.logSpans)
+			}
 			if err := parent.Send(ctx, taskConfig(1, nil)); err != nil {
 				t.Fatal(err)
 			}
-			if _, err := child.Recv(context.Background()); err != nil {
+			if _, err := child.Recv(ctx); err != nil {
 				t.Fatal(err)
 			}
-			res := &ipcpb.TaskResult{Id: 1, Status: ipcpb.Status_STATUS_SUCCESS, TraceParent: AppendTraceParent(nil, tc.echo)}
-			if err := child.Send(context.Background(), res); err != nil {
+			ptel.Spans.Reset()
+			if err := child.Send(ctx, &ipcpb.TaskResult{Id: 1}); err != nil {
 				t.Fatal(err)
 			}
-			in, err := parent.Recv(context.Background())
+			in, err := parent.Recv(ctx)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if in.ReplyPhasesLeft != tc.left {
-				t.Errorf("ReplyPhasesLeft = %v, want %v", in.ReplyPhasesLeft, tc.left)
+			if in.PhasesLeft != tc.left {
+				t.Errorf("PhasesLeft = %v, want %v", in.PhasesLeft, tc.left)
 			}
-			if in.ReceiveStart.IsZero() || in.Size == 0 {
-				t.Errorf("the result's times and size are missing: start %v, size %d", in.ReceiveStart, in.Size)
+			want := 2 // receive, deserialize
+			if tc.left {
+				want = 0
 			}
-			for _, name := range []string{"ipc.serialize", "ipc.send"} {
-				if _, ok := at.Get(name); !ok {
-					t.Errorf("no %s leaf recorded", name)
-				}
-			}
-			for _, name := range []string{"ipc.receive", "ipc.deserialize"} {
-				if _, ok := at.Get(name); ok == tc.left {
-					t.Errorf("%s recorded: %v, want %v", name, ok, !tc.left)
-				}
+			if n := len(ptel.Spans.Ended()); n != want {
+				t.Errorf("the result got %d receive-side spans on the parent, want %d", n, want)
 			}
 		})
 	}

@@ -34,8 +34,8 @@ type config struct {
 	hello   []byte // replaces this end's handshake hello
 }
 
-// WithStallThreshold sets how long a write may stay blocked, or a task
-// configuration may wait for its result, before the stall watchdog logs a
+// WithStallThreshold sets how long a write may stay blocked, or a request
+// may await its reply (PhasePolicy), before the stall watchdog logs a
 // warning and counts amdahl.ipc.stalls (default 1 minute; 0 disables). It
 // never cancels or kills anything: long tasks are normal.
 func WithStallThreshold(d time.Duration) Option { return func(o *config) { o.stall = d } }

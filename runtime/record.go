@@ -11,7 +11,6 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	"go.opentelemetry.io/otel/trace/embedded"
 
-	"github.com/amdahl-rt/amdahl/ipc"
 	"github.com/amdahl-rt/amdahl/ipc/taskproto"
 	"github.com/amdahl-rt/amdahl/telemetry"
 	"github.com/amdahl-rt/amdahl/telemetry/spans"
@@ -393,7 +392,7 @@ func (s *recSpan) SetName(name string) {
 // SpanContext returns the span's W3C context.
 func (s *recSpan) SpanContext() trace.SpanContext { return s.sc }
 
-// RecordsReplyPhases implements ipc.ReplyPhaseRecorder for the record's
+// RecordsReplyPhases implements taskproto.ReplyPhaseRecorder for the record's
 // host span: the worker that takes the task's result records its
 // receive and deserialize (replyPhases), so that ipc's reader goroutine
 // does not write to the record from another core: a record written on
@@ -401,7 +400,7 @@ func (s *recSpan) SpanContext() trace.SpanContext { return s.sc }
 // docs/measurements/telemetry-cost.md).
 func (s *recSpan) RecordsReplyPhases() bool { return s == &s.rec.host }
 
-var _ ipc.ReplyPhaseRecorder = (*recSpan)(nil)
+var _ taskproto.ReplyPhaseRecorder = (*recSpan)(nil)
 
 // TracerProvider returns the tracer that made the span.
 func (s *recSpan) TracerProvider() trace.TracerProvider { return s.rec.names.tp }

@@ -79,7 +79,7 @@ func (r *Runtime) runTask(ctx context.Context, u *unit) (string, error) {
 	}
 	res := in.Msg.(*ipcpb.TaskResult)
 	u.outputs = res.GetOutputs()
-	if in.ReplyPhasesLeft {
+	if in.PhasesLeft {
 		r.replyPhases(hctx, in)
 	}
 	r.childSpans(hctx, u, res, sendStart, in.ReceiveStart)
@@ -143,7 +143,7 @@ func (r *Runtime) endHostSpan(hs trace.Span) {
 }
 
 // replyPhases records the receive and deserialize of the task's result
-// in, which ipc left to the worker (in.ReplyPhasesLeft: the host span is
+// in, which ipc left to the worker (in.PhasesLeft: the host span is
 // the runtime's tracer's), as ipc records them: their spans under the
 // host span in ctx (amdahl.bytes on them when the spans' attributes are
 // read) and their durations. Recorded here, they are written on the

@@ -83,6 +83,82 @@ type codec struct {
 	// the reply's serialize timing, which AppendBody measures; and
 	// whether its send is stamped.
 	anchors map[*ipcpb.TaskResult]anchor
+	// awaited holds, by id, each configuration sent whose result has
+	// not arrived (Received takes it).
+	awaited map[uint64]request
+}
+
+// request is a task configuration awaiting its result: the span it was
+// sent under, which the result's trace context names (Reply echoes it),
+// and the Send's context, which carries that span. The result's receive
+// and deserialize spans are recorded in that context, under the span
+// itself rather than its span context: the same parent, which a tracer
+// can recognise as its own (the runtime's files such a span by its unit
+// without looking its trace up), with no context made for them.
+type request struct {
+	span trace.Span
+	ctx  context.Context
+}
+
+// ReplyPhaseRecorder is implemented by a span that records the receive
+// and deserialize phases of the result of a configuration sent under it
+// itself, from the result's ipc.Incoming, on the goroutine that takes
+// the result. When a result names the span its request was sent under
+// and that span's RecordsReplyPhases reports true, the codec leaves both
+// phases to the receiver (ipc.PhasePolicy): the Conn records neither and
+// marks the Incoming PhasesLeft. amdahl's runtime does this: a unit's
+// spans are kept by the worker that runs it, which the Conn's reader
+// goroutine would otherwise write from another core.
+type ReplyPhaseRecorder interface {
+	RecordsReplyPhases() bool
+}
+
+// Traces reports whether packets of type t get phase spans
+// (ipc.PhasePolicy): task configurations and results, the units of
+// work; log messages and shutdowns are only counted.
+func (c *codec) Traces(t ipc.Type) bool {
+	return t == ipc.TypeTaskConfiguration || t == ipc.TypeTaskResult
+}
+
+// Received pairs a result with the configuration it answers
+// (ipc.PhasePolicy): when the result names the span the configuration
+// was sent under, its receive and deserialize spans are recorded in the
+// Send's context, or left to the receiver when that span is a
+// ReplyPhaseRecorder that records them; otherwise, and for every other
+// packet, under the span the packet names.
+func (c *codec) Received(in *ipc.Incoming) (context.Context, bool) {
+	res, ok := in.Msg.(*ipcpb.TaskResult)
+	if !ok {
+		return nil, false
+	}
+	c.mu.Lock()
+	req, ok := c.awaited[res.GetId()]
+	delete(c.awaited, res.GetId())
+	c.mu.Unlock()
+	if sc := in.SpanContext(); !ok || !sameSpan(req.span.SpanContext(), sc) {
+		return nil, false
+	}
+	if r, ok := req.span.(ReplyPhaseRecorder); ok && r.RecordsReplyPhases() {
+		return nil, true
+	}
+	return req.ctx, false
+}
+
+// Awaiting calls f with the id of each configuration sent whose result
+// has not arrived (ipc.PhasePolicy), for the Conn's stall watchdog. A
+// configuration whose Send failed after it was encoded stays here: the
+// runtime replaces a host whose send failed.
+func (c *codec) Awaiting(f func(id uint64)) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for id := range c.awaited {
+		f(id)
+	}
+}
+
+// sameSpan reports whether a and b name the same span of the same trace.
+func sameSpan(a, b trace.SpanContext) bool {
+	return a.IsValid() && a.TraceID() == b.TraceID() && a.SpanID() == b.SpanID()
 }
 
 // anchor is what Reply tells the codec of a result it sends.
@@ -114,7 +190,7 @@ type baseline struct {
 
 // AppendBody encodes m: a configuration gets the W3C trace context of
 // ctx's span (TraceContext is left set) and its environment and global
-// properties delta-marked; a result its environment delta-marked and, when
+// properties delta-marked, and awaits its result (Received); a result its environment delta-marked and, when
 // Reply sends it, the reply's serialize timing appended. Every other packet
 // is plain protobuf. m's maps and modes are restored before it returns.
 func (c *codec) AppendBody(ctx context.Context, dst []byte, t ipc.Type, m proto.Message) ([]byte, error) {
@@ -150,7 +226,8 @@ func (c *codec) StampSend(stamp []byte, start, end time.Time) {
 }
 
 func (c *codec) appendConfiguration(ctx context.Context, dst []byte, p *ipcpb.TaskConfiguration) ([]byte, error) {
-	setTraceContext(&p.TraceParent, &p.TraceContext, trace.SpanContextFromContext(ctx))
+	span := trace.SpanFromContext(ctx)
+	setTraceContext(&p.TraceParent, &p.TraceContext, span.SpanContext())
 	env, envMode := p.Environment, p.EnvironmentMode
 	props, propsMode := p.GlobalProperties, p.GlobalPropertiesMode
 	p.EnvironmentMode, p.GlobalPropertiesMode = ipcpb.DeltaMode_DELTA_MODE_FULL, ipcpb.DeltaMode_DELTA_MODE_FULL
@@ -163,6 +240,16 @@ func (c *codec) appendConfiguration(ctx context.Context, dst []byte, p *ipcpb.Ta
 	dst, err := marshalAppend(dst, ipc.TypeTaskConfiguration, p)
 	p.Environment, p.EnvironmentMode = env, envMode
 	p.GlobalProperties, p.GlobalPropertiesMode = props, propsMode
+	if err == nil {
+		// Awaited before it is queued: once queued, the writer may send
+		// it and the reader read its result before Send returns.
+		c.mu.Lock()
+		if c.awaited == nil {
+			c.awaited = make(map[uint64]request, 1)
+		}
+		c.awaited[p.GetId()] = request{span, ctx}
+		c.mu.Unlock()
+	}
 	return dst, err
 }
 

@@ -76,7 +76,7 @@ func (s *tracerSpan) endAt(end time.Time) {
 
 // LeaveReplyPhases marks span, one of a TracerProvider's, as one whose
 // owner records the receive and deserialize of the replies to requests
-// sent under it (ipc.ReplyPhaseRecorder), on the goroutine that takes
+// sent under it (taskproto.ReplyPhaseRecorder), on the goroutine that takes
 // the reply; it returns false, and marks nothing, for any other span.
 // Call it before the span is shared.
 func LeaveReplyPhases(span trace.Span) bool {
@@ -87,7 +87,7 @@ func LeaveReplyPhases(span trace.Span) bool {
 	return ok
 }
 
-// RecordsReplyPhases implements ipc.ReplyPhaseRecorder (LeaveReplyPhases).
+// RecordsReplyPhases implements taskproto.ReplyPhaseRecorder (LeaveReplyPhases).
 func (s *tracerSpan) RecordsReplyPhases() bool { return s.replyLeft }
 
 // IsRecording reports whether the span has not ended yet.
