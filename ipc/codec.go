@@ -29,7 +29,10 @@ import (
 //     is a *ProtocolError. Either error fails the connection.
 //
 // The size limit (WithMaxPacketSize) applies to what AppendBody produced.
-// Both ends of a connection must use codecs that agree.
+// A Send that fails after AppendBody (that limit, a closed connection,
+// its ctx) sends nothing, and what the codec kept of the packet (a delta
+// baseline, a reply it awaits) stays. Both ends of a connection must use
+// codecs that agree.
 type Codec interface {
 	AppendBody(ctx context.Context, dst []byte, t Type, m proto.Message) ([]byte, error)
 	Decode(t Type, body []byte) (proto.Message, error)

@@ -182,9 +182,10 @@ func (c *Conn) BufferSize() (requested, effective int) { return c.cfg.buffer, c.
 // UsesSpans reports whether anything the Conn records reads the span in
 // a Send's context: its phase spans (WithTelemetry with an enabled
 // Component) or its metrics (WithMeterProvider with one that records,
-// for exemplars). A task configuration carries its span's trace context
-// either way (taskproto's codec puts it there). When nothing does, the writer makes no context for the
-// span, and a caller need make none (taskproto.Reply does not).
+// for exemplars). A codec may put that span's trace context in the
+// packet either way (taskproto's does). When nothing does, the writer
+// makes no context for the span, and a caller need make none
+// (taskproto.Reply does not).
 func (c *Conn) UsesSpans() bool { return c.cfg.comp.Enabled() || c.m.live }
 
 // Codec returns the connection's Codec (WithCodec), for protocol packages

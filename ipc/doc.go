@@ -170,10 +170,10 @@
 // receiver records them from ReceiveStart, the durations and Size, on its
 // own goroutine (amdahl's runtime does, through
 // taskproto.ReplyPhaseRecorder, so that the reader does not write a
-// unit's record from another core). A
-// Conn whose phases and metrics record nothing (Conn.UsesSpans) makes no
-// context per packet for the span in a Send's context; a task
-// configuration still carries that span's trace context.
+// unit's record from another core). A Conn whose phases and metrics
+// record nothing (Conn.UsesSpans) makes no context per packet for the
+// span in a Send's context; its codec may still put that span's trace
+// context in the packet (taskproto's does).
 //
 // There is no data-phase timeout. A stall watchdog (WithStallThreshold,
 // default 1 minute) logs and counts a write blocked, or a request whose

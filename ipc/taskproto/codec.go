@@ -88,13 +88,11 @@ type codec struct {
 	awaited map[uint64]request
 }
 
-// request is a task configuration awaiting its result: the span it was
-// sent under, which the result's trace context names (Reply echoes it),
-// and the Send's context, which carries that span. The result's receive
+// request is a configuration awaiting its result: the span it was sent
+// under and the Send's context, which carries it. The result's receive
 // and deserialize spans are recorded in that context, under the span
-// itself rather than its span context: the same parent, which a tracer
-// can recognise as its own (the runtime's files such a span by its unit
-// without looking its trace up), with no context made for them.
+// itself, which a tracer can recognise as its own (the runtime's files it
+// by its unit without looking its trace up), with no context made.
 type request struct {
 	span trace.Span
 	ctx  context.Context
@@ -113,19 +111,13 @@ type ReplyPhaseRecorder interface {
 	RecordsReplyPhases() bool
 }
 
-// Traces reports whether packets of type t get phase spans
-// (ipc.PhasePolicy): task configurations and results, the units of
-// work; log messages and shutdowns are only counted.
+// Traces implements ipc.PhasePolicy: configurations and results.
 func (c *codec) Traces(t ipc.Type) bool {
 	return t == ipc.TypeTaskConfiguration || t == ipc.TypeTaskResult
 }
 
-// Received pairs a result with the configuration it answers
-// (ipc.PhasePolicy): when the result names the span the configuration
-// was sent under, its receive and deserialize spans are recorded in the
-// Send's context, or left to the receiver when that span is a
-// ReplyPhaseRecorder that records them; otherwise, and for every other
-// packet, under the span the packet names.
+// Received implements ipc.PhasePolicy: it pairs a result with the
+// configuration it answers (see the package doc).
 func (c *codec) Received(in *ipc.Incoming) (context.Context, bool) {
 	res, ok := in.Msg.(*ipcpb.TaskResult)
 	if !ok {
@@ -144,10 +136,9 @@ func (c *codec) Received(in *ipc.Incoming) (context.Context, bool) {
 	return req.ctx, false
 }
 
-// Awaiting calls f with the id of each configuration sent whose result
-// has not arrived (ipc.PhasePolicy), for the Conn's stall watchdog. A
-// configuration whose Send failed after it was encoded stays here: the
-// runtime replaces a host whose send failed.
+// Awaiting implements ipc.PhasePolicy: the ids of the configurations
+// sent whose results have not arrived (one whose Send failed after it
+// was encoded stays: the runtime replaces a host whose send failed).
 func (c *codec) Awaiting(f func(id uint64)) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -190,9 +181,10 @@ type baseline struct {
 
 // AppendBody encodes m: a configuration gets the W3C trace context of
 // ctx's span (TraceContext is left set) and its environment and global
-// properties delta-marked, and awaits its result (Received); a result its environment delta-marked and, when
-// Reply sends it, the reply's serialize timing appended. Every other packet
-// is plain protobuf. m's maps and modes are restored before it returns.
+// properties delta-marked, and awaits its result (Received); a result its
+// environment delta-marked and, when Reply sends it, the reply's
+// serialize timing appended. Every other packet is plain protobuf. m's
+// maps and modes are restored before it returns.
 func (c *codec) AppendBody(ctx context.Context, dst []byte, t ipc.Type, m proto.Message) ([]byte, error) {
 	switch p := m.(type) {
 	case *ipcpb.TaskConfiguration:
