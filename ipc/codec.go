@@ -86,26 +86,23 @@ type SendStamper interface {
 	StampSend(stamp []byte, start, end time.Time)
 }
 
-// PhasePolicy is implemented by a Codec whose protocol decides which of
-// its packets get phase spans and under which span a received packet's
-// are recorded, as a request/reply protocol pairs a reply with its
-// request (package taskproto's codec does). Without one, every packet
-// gets phase spans, a received one's under the span its trace context
-// names (Incoming.Context), and the stall watchdog watches writes only.
-// The Conn calls it:
+// PhasePolicy is implemented by a Codec whose protocol decides which
+// packets get phase spans, and where a received packet's go, as a
+// request/reply protocol pairs a reply with its request (taskproto's
+// does). Without one, every packet is traced, a received one under the
+// span its trace context names (Incoming.Context), and the stall
+// watchdog watches writes only. The Conn calls:
 //
-//   - Traces, once per packet type when the Conn opens: whether packets
-//     of type t get phase spans and amdahl.phase.duration (packets that
-//     are not units of work, such as logs, are only counted).
-//   - Received, on the reader goroutine, for every packet once decoded,
-//     in arrival order, whether or not the Conn records phases: the
-//     context under which the packet's receive and deserialize spans are
-//     recorded (nil: Incoming.Context's), or left, when the receiver
-//     records them itself (Incoming.PhasesLeft). It must not block.
-//   - Awaiting, on the watchdog goroutine, once per tick: it calls f with
-//     the id of each request still awaiting its reply; the watchdog
-//     reports one awaited longer than the stall threshold once. f must
-//     not call back into the codec.
+//   - Traces once per packet type when it opens: whether packets of type
+//     t get phase spans and amdahl.phase.duration, or are only counted.
+//   - Received on the reader goroutine, for every packet once decoded,
+//     whether or not phases are recorded: the context to record its
+//     receive and deserialize spans in (nil: Incoming.Context's), or
+//     left, when the receiver records them (Incoming.PhasesLeft). It
+//     must not block.
+//   - Awaiting on the watchdog goroutine, once per tick: f with the id
+//     of each request awaiting its reply (one awaited longer than the
+//     stall threshold is reported once). f must not call back.
 type PhasePolicy interface {
 	Traces(t Type) bool
 	Received(in *Incoming) (ctx context.Context, left bool)

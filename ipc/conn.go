@@ -535,31 +535,22 @@ func (c *Conn) watchdog() {
 			if c.policy == nil {
 				continue
 			}
-			var late []uint64
-			awaited, late = c.lateReplies(now, awaited)
+			// Reported once Awaiting returns: f may run under the codec's lock.
+			next, late := make(map[uint64]time.Time, len(awaited)), []uint64(nil)
+			c.policy.Awaiting(func(id uint64) {
+				first, ok := awaited[id]
+				switch {
+				case !ok:
+					first = now
+				case !first.IsZero() && now.Sub(first) > c.cfg.stall:
+					late, first = append(late, id), time.Time{}
+				}
+				next[id] = first
+			})
+			awaited = next
 			for _, id := range late {
 				report("reply", "id", id)
 			}
 		}
 	}
-}
-
-// lateReplies returns the replies awaited now (the codec's Awaiting), each
-// with when the watchdog first saw it awaited (seen: the last tick's), and
-// those awaited for longer than the stall threshold and not yet reported,
-// which it marks reported.
-func (c *Conn) lateReplies(now time.Time, seen map[uint64]time.Time) (map[uint64]time.Time, []uint64) {
-	next := make(map[uint64]time.Time, len(seen))
-	var late []uint64
-	c.policy.Awaiting(func(id uint64) {
-		first, ok := seen[id]
-		switch {
-		case !ok:
-			first = now
-		case !first.IsZero() && now.Sub(first) > c.cfg.stall:
-			late, first = append(late, id), time.Time{}
-		}
-		next[id] = first
-	})
-	return next, late
 }

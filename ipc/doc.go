@@ -88,14 +88,12 @@
 // AppendTraceParent, ParseTraceParent; its trace_context map holds a
 // tracestate, or an older peer's text headers) to parent its receive-side
 // spans; what a packet carries is the codec's protocol. A Codec that also
-// implements PhasePolicy says which packets get phase spans, under which
-// span a received packet's are recorded, and which requests await a reply
-// (for the stall watchdog): taskproto's pairs each task result with the
-// configuration it answers. A Codec that also implements
-// SendStamper can end a packet with a stamp of its own write, which the
-// writer fills in before the stamp's bytes leave: the times of the
-// ipc.send span, carried to the peer in the packet they measure
-// (taskproto stamps a reply's send this way).
+// implements PhasePolicy decides which packets are traced and where a
+// received one's spans go (taskproto's pairs a result with its request).
+// A Codec that also implements SendStamper can end a packet with a stamp
+// of its own write, which the writer fills in before the stamp's bytes
+// leave: the times of the ipc.send span, carried to the peer in the
+// packet they measure (taskproto stamps a reply's send this way).
 //
 // # Settings
 //
@@ -164,13 +162,9 @@
 //
 // A received packet's receive and deserialize spans are recorded by the
 // reader goroutine, under the span its trace context names or in the
-// context its codec's PhasePolicy gives (taskproto's: a result's in the
-// context its configuration was sent with), unless the policy leaves them
-// to the receiver: then the Incoming is marked PhasesLeft and the
-// receiver records them from ReceiveStart, the durations and Size, on its
-// own goroutine (amdahl's runtime does, through
-// taskproto.ReplyPhaseRecorder, so that the reader does not write a
-// unit's record from another core). A Conn whose phases and metrics
+// context its codec's PhasePolicy gives, unless the policy leaves them to
+// the receiver (Incoming.PhasesLeft; taskproto.ReplyPhaseRecorder), which
+// records them from ReceiveStart, the durations and Size. A Conn whose phases and metrics
 // record nothing (Conn.UsesSpans) makes no context per packet for the
 // span in a Send's context; its codec may still put that span's trace
 // context in the packet (taskproto's does).

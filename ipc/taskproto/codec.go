@@ -98,15 +98,12 @@ type request struct {
 	ctx  context.Context
 }
 
-// ReplyPhaseRecorder is implemented by a span that records the receive
-// and deserialize phases of the result of a configuration sent under it
-// itself, from the result's ipc.Incoming, on the goroutine that takes
-// the result. When a result names the span its request was sent under
-// and that span's RecordsReplyPhases reports true, the codec leaves both
-// phases to the receiver (ipc.PhasePolicy): the Conn records neither and
-// marks the Incoming PhasesLeft. amdahl's runtime does this: a unit's
-// spans are kept by the worker that runs it, which the Conn's reader
-// goroutine would otherwise write from another core.
+// ReplyPhaseRecorder is implemented by a span whose owner records the
+// receive and deserialize phases of the results of configurations sent
+// under it, from the result's ipc.Incoming (PhasesLeft), on the goroutine
+// that takes the result, when RecordsReplyPhases reports true. amdahl's
+// runtime does: a unit's spans are kept by its worker, which the Conn's
+// reader goroutine would otherwise write from another core.
 type ReplyPhaseRecorder interface {
 	RecordsReplyPhases() bool
 }

@@ -18,15 +18,12 @@
 //     caller's message); a result carries the request's, so the host's
 //     spans and the parent's receive spans join the request's trace.
 //
-//   - Phase policy and correlation (the codec is an ipc.PhasePolicy).
-//     Configurations and results get the Conn's phase spans; log
-//     messages and shutdowns are only counted. A configuration awaits
-//     its result by id (the Conn's stall watchdog reports one awaited
-//     too long), and a result that names the span its configuration was
-//     sent under gets its receive and deserialize spans in that Send's
-//     context, under the span itself; when that span is a
-//     ReplyPhaseRecorder that records them, the Conn leaves them to the
-//     goroutine that takes the result (ipc.Incoming.PhasesLeft).
+//   - Phase policy (the codec is an ipc.PhasePolicy). Configurations and
+//     results get phase spans, logs and shutdowns are only counted. A
+//     configuration awaits its result by id (for the stall watchdog); a
+//     result that names the span its configuration was sent under gets
+//     its receive and deserialize spans in that Send's context, or none,
+//     left to the receiver, when that span is a ReplyPhaseRecorder.
 //
 //   - Reply timings. Reply fills TaskResult.timings with the host's
 //     receive, deserialize and execute phases as offsets from the moment it
