@@ -24,13 +24,14 @@
 package profiles
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
 	"math"
 	"os"
 	"path/filepath"
-	"sort"
+	"slices"
 	"strings"
 	"time"
 
@@ -176,27 +177,16 @@ func Analyze(dir string, alloc bool, n int) (*Analysis, error) {
 		for fn, v := range a.funcs {
 			pt.Funcs = append(pt.Funcs, Func{Name: fn, Flat: v.flat, Cum: v.cum})
 		}
-		sort.Slice(pt.Funcs, func(i, j int) bool {
-			a, b := pt.Funcs[i], pt.Funcs[j]
-			if a.Flat != b.Flat {
-				return a.Flat > b.Flat
-			}
-			if a.Cum != b.Cum {
-				return a.Cum > b.Cum
-			}
-			return a.Name < b.Name
+		slices.SortFunc(pt.Funcs, func(a, b Func) int {
+			return cmp.Or(cmp.Compare(b.Flat, a.Flat), cmp.Compare(b.Cum, a.Cum), strings.Compare(a.Name, b.Name))
 		})
 		if n > 0 && len(pt.Funcs) > n {
 			pt.Funcs = pt.Funcs[:n]
 		}
 		an.Phases = append(an.Phases, pt)
 	}
-	sort.Slice(an.Phases, func(i, j int) bool {
-		a, b := an.Phases[i], an.Phases[j]
-		if a.Total != b.Total {
-			return a.Total > b.Total
-		}
-		return a.Phase < b.Phase
+	slices.SortFunc(an.Phases, func(a, b PhaseTop) int {
+		return cmp.Or(cmp.Compare(b.Total, a.Total), strings.Compare(a.Phase, b.Phase))
 	})
 	return an, nil
 }
@@ -272,7 +262,7 @@ func readDirBounded(dir string, max int) ([]os.DirEntry, error) {
 	if len(ents) > max {
 		return nil, fmt.Errorf("profiles: %s has more than %d entries (the MaxHosts bound on the host directories read)", dir, max)
 	}
-	sort.Slice(ents, func(i, j int) bool { return ents[i].Name() < ents[j].Name() })
+	slices.SortFunc(ents, func(a, b os.DirEntry) int { return strings.Compare(a.Name(), b.Name()) })
 	return ents, nil
 }
 
