@@ -130,15 +130,6 @@ const (
 // Buckets lists the buckets in the order they are matched.
 var Buckets = []string{BucketGenerator, BucketAccounting, BucketRuntime, BucketRace, BucketProcess}
 
-func isBucket(name string) bool {
-	for _, b := range Buckets {
-		if b == name {
-			return true
-		}
-	}
-	return false
-}
-
 // Prefixes of the function names of each bucket.
 var (
 	generatorFuncs  = []string{mod + "runtime/scenario.", mod + "runtime.(*Runtime).runFanout"}

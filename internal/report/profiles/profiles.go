@@ -172,7 +172,7 @@ func Analyze(dir string, alloc bool, n int) (*Analysis, error) {
 	}
 	an.Phases = make([]PhaseTop, 0, len(agg))
 	for name, a := range agg {
-		pt := PhaseTop{Phase: name, Bucket: isBucket(name), Unit: an.Unit, Total: a.total, ByLabel: a.byLabel, ByStack: a.byStack,
+		pt := PhaseTop{Phase: name, Bucket: slices.Contains(Buckets, name), Unit: an.Unit, Total: a.total, ByLabel: a.byLabel, ByStack: a.byStack,
 			Funcs: make([]Func, 0, len(a.funcs))}
 		for fn, v := range a.funcs {
 			pt.Funcs = append(pt.Funcs, Func{Name: fn, Flat: v.flat, Cum: v.cum})
