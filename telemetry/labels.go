@@ -26,20 +26,6 @@ func phaseLabelArgs(name string, p Phase, d Direction) []string {
 	return args
 }
 
-func phaseLabels(name string, p Phase, d Direction) pprof.LabelSet {
-	return pprof.Labels(phaseLabelArgs(name, p, d)...)
-}
-
-// withLabel is set with one more label.
-func withLabel(set pprof.LabelSet, key, value string) pprof.LabelSet {
-	var args []string
-	pprof.ForLabels(pprof.WithLabels(context.Background(), set), func(k, v string) bool {
-		args = append(args, k, v)
-		return true
-	})
-	return pprof.Labels(append(args, key, value)...)
-}
-
 // LabelContext returns a context that carries the pprof labels of phase p
 // (direction d) of the component, and nothing else, built once; nil when
 // the component is disabled or sets no labels (ComponentConfig.PhaseLabels).

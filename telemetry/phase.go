@@ -159,7 +159,7 @@ func NewComponent(name string, cfg ComponentConfig) (*Component, error) {
 	base := append([]attribute.KeyValue{AttrComponent.String(name)}, cfg.Attributes...)
 	for p := Queue; p <= Execute; p++ {
 		for d := None; d <= Reply; d++ {
-			c.phaseLbl[p][d] = phaseLabels(name, p, d)
+			c.phaseLbl[p][d] = pprof.Labels(phaseLabelArgs(name, p, d)...)
 			c.labelCtx[p][d] = pprof.WithLabels(context.Background(), c.phaseLbl[p][d])
 			pd := []attribute.KeyValue{AttrPhase.String(p.String())} // and the direction, if any
 			if d != None {

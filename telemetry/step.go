@@ -35,7 +35,7 @@ func (c *Component) Steps(p Phase, names ...string) *Steps {
 	st := &Steps{phase: p}
 	for d := None; d <= Reply; d++ {
 		for _, n := range names {
-			set := withLabel(phaseLabels(c.name, p, d), LabelStep, n)
+			set := pprof.Labels(append(phaseLabelArgs(c.name, p, d), LabelStep, n)...)
 			st.set[d] = append(st.set[d], set)
 			st.ctx[d] = append(st.ctx[d], pprof.WithLabels(context.Background(), set))
 		}
