@@ -59,17 +59,13 @@
 //
 // Frames: one type byte (TypeTaskConfiguration … TypeShutdown), a
 // little-endian uint32 body length, then the body: the packet's encoding
-// by the connection's Codec (plain protobuf by default). Both ends enforce a maximum body size (WithMaxPacketSize,
-// default 256 MiB). The reader always reads exactly the announced length
-// with io.ReadFull and allocates as bytes arrive, never ahead of them.
-// An unstamped frame is one write(2). A frame its Codec stamps
-// (SendStamper) is stamped with its send's times before the write that
-// carries the stamp is issued: in its one write when it is small (a
-// quarter of the send buffer, 16 KiB at most: a write that fits, and does
-// not wait for the reader unless the reader has left the buffer mostly
-// full), else in two, all but the stamp and then the stamp. The bytes on
-// the wire are a frame like any other, so a reader needs to know nothing
-// of it.
+// by the connection's Codec (plain protobuf by default). Both ends enforce
+// a maximum body size (WithMaxPacketSize, default 256 MiB). The reader
+// always reads exactly the announced length with io.ReadFull and
+// allocates as bytes arrive, never ahead of them. A frame is one
+// write(2), or two when its Codec stamps it and it is large
+// (SendStamper); either way the bytes on the wire are a frame like any
+// other, so a reader needs to know nothing of stamps.
 // Errors: io.EOF between frames (clean close, ErrPeerClosed from Recv),
 // io.ErrUnexpectedEOF inside one, *UnknownTypeError, *PacketSizeError
 // (matches ErrPacketTooLarge), *TrailingBytesError (DecodePacket),
@@ -132,11 +128,8 @@
 // amdahl.direction (request for packets the parent sends, reply for those
 // the child sends). An ipc.send span covers the packet's write(2), from
 // when the writer took the packet to when the write returned, except for
-// a stamped frame (SendStamper), whose send ends when the write carrying
-// its stamp is issued, so that the stamp can hold the end: a small
-// stamped frame's ipc.send ends as its one write is issued, and the
-// write itself (the kernel's copy, the peer's wake-up, any wait for the
-// reader) is not in the span; a large one's ends after its first write.
+// a stamped frame, whose send ends when the write carrying its stamp is
+// issued, so that the stamp can hold the end (SendStamper).
 // When span attributes are read (telemetry.Component.SpanAttributes),
 // ipc.serialize carries amdahl.bytes (the body's size), and ipc.send
 //

@@ -35,25 +35,16 @@
 //     stamped too: the codec ends the result with room for
 //     TaskResult.reply_send (fixed-width, 20 bytes), which the Conn's
 //     writer fills in with the send's start and end before those bytes
-//     are written (ipc.SendStamper). The protocol's rule, for a host in
+//     are written (ipc.SendStamper, which says how the Go Conn writes a
+//     stamped frame: a small one, as the runtime's replies of a few
+//     hundred bytes are, in one write(2) stamped just before it is
+//     issued; a larger one in two). The protocol's rule, for a host in
 //     any language: the end is no later than the moment the write(2)
 //     that carries reply_send's bytes is issued, so that write is not in
-//     the send. The Go Conn writes a reply within its one-write size (a
-//     quarter of the send buffer, 16 KiB at most; the runtime's replies
-//     are a few hundred bytes) in one write(2), stamped with the instant
-//     just before it is issued: the send ends as its write is issued,
-//     and the kernel's copy and the parent's wake-up are in the gap after
-//     it. Such a write does not wait for the parent unless the parent has
-//     left the buffer mostly unread; a wait then falls in that gap too. A
-//     larger reply goes in two writes, all but the stamp and then the
-//     stamp, filled in between them, so that its send covers the first
-//     write's wait for the parent's reading. Either way the parent cannot
-//     have read the reply whole before the send's end, so the send ends
-//     inside the parent's span whichever process reads its clock last,
-//     and the host's own taskhost.send span (which has the same times)
-//     too; that span carries the stamped write's own duration as
-//     amdahl.ipc.write.duration when the host exports span attributes.
-//     AppendTimings decodes them on the parent as Timing values (phase,
+//     the send, and the parent cannot have read the reply whole before
+//     the send's end: the send ends inside the parent's span whichever
+//     process reads its clock last, and so does the host's own
+//     taskhost.send span (which has the same times). AppendTimings decodes them on the parent as Timing values (phase,
 //     direction, start, end) placed in the parent's clock within the
 //     round trip that contains them.
 //
