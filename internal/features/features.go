@@ -24,6 +24,7 @@
 package features
 
 import (
+	"cmp"
 	"fmt"
 	"log/slog"
 	"os"
@@ -72,17 +73,8 @@ func (v Version) String() string {
 
 // Compare returns -1, 0 or +1 as v is less than, equal to or greater than w.
 func (v Version) Compare(w Version) int {
-	a := [4]int{v.Major, v.Minor, v.Build, v.Revision}
-	b := [4]int{w.Major, w.Minor, w.Build, w.Revision}
-	for i := range a {
-		if a[i] != b[i] {
-			if a[i] < b[i] {
-				return -1
-			}
-			return 1
-		}
-	}
-	return 0
+	return cmp.Or(cmp.Compare(v.Major, w.Major), cmp.Compare(v.Minor, w.Minor),
+		cmp.Compare(v.Build, w.Build), cmp.Compare(v.Revision, w.Revision))
 }
 
 // ParseVersion parses 2 to 4 dot-separated non-negative integers.
