@@ -16,13 +16,17 @@ import (
 	"strings"
 )
 
+// units are the units of sizes, in the order Format tries them: larger
+// units first, and at equal magnitude the binary unit first, since payload
+// sizes are usually powers of two.
 var units = []struct {
 	name string
-	mult int64
+	mult int
 }{
+	{"GiB", 1 << 30}, {"GB", 1e9},
+	{"MiB", 1 << 20}, {"MB", 1e6},
+	{"KiB", 1 << 10}, {"KB", 1e3},
 	{"B", 1},
-	{"KB", 1e3}, {"MB", 1e6}, {"GB", 1e9},
-	{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30},
 }
 
 // Want describes the grammar, for messages: "a whole number of bytes, or a
@@ -57,7 +61,7 @@ func Parse(s string) (int, error) {
 	mult := int64(0)
 	for _, u := range units {
 		if u.name == unit {
-			mult = u.mult
+			mult = int64(u.mult)
 		}
 	}
 	switch {
@@ -83,25 +87,13 @@ func Parse(s string) (int, error) {
 
 var number = regexp.MustCompile(`^[0-9]+(\.[0-9]+)?$`)
 
-// formatUnits are tried in order by Format: larger units first, and at
-// equal magnitude the binary unit first, since payload sizes are usually
-// powers of two.
-var formatUnits = []struct {
-	name string
-	mult int
-}{
-	{"GiB", 1 << 30}, {"GB", 1e9},
-	{"MiB", 1 << 20}, {"MB", 1e6},
-	{"KiB", 1 << 10}, {"KB", 1e3},
-}
-
 // Format formats n bytes for listings, in the largest unit (GiB, GB, MiB,
 // MB, KiB, KB) in which n is at least 1 and exact with at most one decimal
 // digit ("128KiB", "1.5MB", "46KB"), otherwise in bytes ("46001B"). The
 // result of a non-negative n parses back to n with Parse.
 func Format(n int) string {
 	if n > 0 {
-		for _, u := range formatUnits {
+		for _, u := range units { // B, last, takes any n not taken before
 			// n×10 is a multiple of u, computed without overflow.
 			if n >= u.mult && n%(u.mult/gcd(u.mult, 10)) == 0 {
 				whole, tenths := n/u.mult, (n%u.mult)*10/u.mult
