@@ -198,15 +198,11 @@ func (c *amdahlConnector) ConsumeTraces(_ context.Context, td ptrace.Traces) err
 	cv := c.converters.Get().(*converter)
 	defer c.converters.Put(cv)
 	cv.reset()
-	rss := td.ResourceSpans()
-	for i := 0; i < rss.Len(); i++ {
-		rs := rss.At(i)
+	for _, rs := range td.ResourceSpans().All() {
 		cv.resource(rs)
-		sss := rs.ScopeSpans()
-		for j := 0; j < sss.Len(); j++ {
-			ss := sss.At(j).Spans()
-			for k := 0; k < ss.Len(); k++ {
-				cv.span(ss.At(k))
+		for _, ss := range rs.ScopeSpans().All() {
+			for _, sp := range ss.Spans().All() {
+				cv.span(sp)
 			}
 		}
 	}
