@@ -65,14 +65,13 @@ func startProfiles(dir string, pc PyroscopeConfig, service string) (*profiles, e
 	p := &profiles{dir: dir}
 	if pc.ServerAddress != "" {
 		cfg := pyroscope.Config{
-			ApplicationName: pc.ApplicationName,
+			ApplicationName: cmp.Or(pc.ApplicationName, service),
 			ServerAddress:   pc.ServerAddress,
 			Tags:            pc.Tags,
 			UploadRate:      pc.UploadRate,
 			Logger:          pc.Logger,
 			ProfileTypes:    pc.ProfileTypes,
 		}
-		cfg.ApplicationName = cmp.Or(cfg.ApplicationName, service)
 		if len(cfg.ProfileTypes) == 0 {
 			cfg.ProfileTypes = append([]pyroscope.ProfileType(nil), pyroscope.DefaultProfileTypes...)
 		}
