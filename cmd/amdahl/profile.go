@@ -5,6 +5,7 @@ import (
 	"io"
 	"math"
 	"path/filepath"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -134,12 +135,7 @@ same labels select the phase in the flame graph.`,
 			files, tops := an.Files, an.Phases
 			shown := tops
 			if phase != "" {
-				shown = nil
-				for _, pt := range tops {
-					if pt.Phase == phase {
-						shown = append(shown, pt)
-					}
-				}
+				shown = slices.DeleteFunc(slices.Clone(tops), func(pt profiles.PhaseTop) bool { return pt.Phase != phase })
 			}
 			out := profileJSON{SchemaVersion: runtime.SchemaVersion, Dir: dir, Kind: "cpu", Attribution: cpuAttribution, Files: files,
 				Total: an.Total, ByLabel: an.ByLabel, ByStack: an.ByStack, InBuckets: an.InBuckets, Phases: shown}
