@@ -417,7 +417,7 @@ func benchUnitSpans(r *Runtime, c *spans.Collector) {
 	}
 	timings, in := benchReply()
 	r.replyPhases(hctx, &in)
-	r.hostPhases(hctx, timings[:])
+	r.hostComp.RecordSpans(hctx, timings[:], remoteAttrs...)
 	r.endHostSpan(hs)
 	u.work.End(telemetry.OK, nil)
 }

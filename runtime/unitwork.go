@@ -255,7 +255,7 @@ func (r *Runtime) childSpans(ctx context.Context, u *unit, res *ipcpb.TaskResult
 	timings := taskproto.AppendTimings(buf[:0], res, sendStart, replyStart)
 	host := trace.SpanContextFromContext(ctx)
 	if !r.cfg.Telemetry.AccountRemoteDirectly || r.cfg.Telemetry.TracerProvider == nil || !host.IsSampled() {
-		r.hostPhases(ctx, timings)
+		r.hostComp.RecordSpans(ctx, timings, remoteAttrs...)
 		return
 	}
 	// The spans attribution would have read from the SDK's, without them.
@@ -265,30 +265,6 @@ func (r *Runtime) childSpans(ctx context.Context, u *unit, res *ipcpb.TaskResult
 			r.col.Ended(remoteSpan(r.hostComp, host, t))
 		}
 	}
-}
-
-// hostPhases records a task host's phases, placed in the parent's clock,
-// under the host span in ctx.
-func (r *Runtime) hostPhases(ctx context.Context, timings []taskproto.Timing) {
-	tp, ok := r.phaseTP.(*spans.TracerProvider)
-	if !ok {
-		for _, t := range timings {
-			r.hostComp.RecordSpan(ctx, t.Phase, t.Direction, t.Start, t.End, remoteAttrs...)
-		}
-		return
-	}
-	// The runtime's tracer files them at once, as RecordSpan would each.
-	var leaves [taskproto.NumTimings]spans.Leaf
-	n := 0
-	for _, t := range timings {
-		if !t.Phase.Valid() || t.Direction > telemetry.Reply || n == len(leaves) {
-			continue // as RecordSpan: what another process sent
-		}
-		r.hostComp.RecordPhase(ctx, t.Phase, t.Direction, t.End.Sub(t.Start))
-		leaves[n] = spans.Leaf{Name: r.hostComp.SpanName(t.Phase, t.Direction), Phase: t.Phase, Direction: t.Direction, Start: t.Start, End: t.End}
-		n++
-	}
-	tp.RecordLeaves(ctx, r.hostComp.Name(), leaves[:n], remoteAttrs)
 }
 
 // remoteAttrs are the attributes of a task host's phase's span in the

@@ -50,6 +50,13 @@ type PhaseTracer interface {
 	PhaseAttributes() bool
 }
 
+// A PhaseTracer may also record several valid phases of c at once, as
+// RecordPhaseSpan would each with c's SpanName (the runtime's tracer
+// files a task host's in their unit under one lock).
+type phasesRecorder interface {
+	RecordPhaseSpans(ctx context.Context, c *Component, phases []Timing, attrs []attribute.KeyValue)
+}
+
 // A PhaseTracer may also say whether it samples spans out on its own
 // (SamplesOut: a sampler that can drop a root, or a child of a sampled
 // parent). A Component skips a phase under a span that was sampled out

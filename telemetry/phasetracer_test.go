@@ -404,3 +404,62 @@ func (samplesAll) SamplesOut() bool { return false }
 // metricnoopless is a meter provider that is not the no-op one: a
 // Component records metrics on it.
 type metricnoopless struct{ metricnoop.MeterProvider }
+
+// batchPhaseTracer is a fakePhaseTracer that also takes a Component's
+// phases several at once, and keeps each batch's names.
+type batchPhaseTracer struct {
+	fakePhaseTracer
+	batches [][]string
+}
+
+func (f *batchPhaseTracer) RecordPhaseSpans(_ context.Context, c *Component, phases []Timing, attrs []attribute.KeyValue) {
+	var names []string
+	for _, t := range phases {
+		names = append(names, c.SpanName(t.Phase, t.Direction)+" "+t.End.Sub(t.Start).String())
+	}
+	f.batches = append(f.batches, names)
+	f.attrs = append(f.attrs, attrs)
+}
+
+// TestRecordSpans: RecordSpans hands a PhaseTracer that batches the
+// phases in one call, with the attributes; with an invalid phase or
+// direction among them (what another process sent), or through a
+// PhaseTracer that does not batch, it records each valid one as
+// RecordSpan does and drops the others.
+func TestRecordSpans(t *testing.T) {
+	t0 := time.Unix(100, 0)
+	valid := []Timing{{Phase: Receive, Direction: Request, Start: t0, End: t0.Add(time.Millisecond)}, {Phase: Execute, Start: t0, End: t0.Add(2 * time.Millisecond)}}
+	invalid := append(slices.Clone(valid), Timing{Phase: Execute, Direction: Direction(9)})
+	wantEach := []string{"taskhost.receive taskhost receive request 1ms", "taskhost.execute taskhost execute  2ms"}
+	for _, tc := range []struct {
+		name    string
+		batches bool
+		phases  []Timing
+	}{{"batch", true, valid}, {"batch, an invalid phase", true, invalid}, {"no batch", false, invalid}} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := &batchPhaseTracer{}
+			var tp PhaseTracer = f
+			if !tc.batches {
+				tp = &f.fakePhaseTracer
+			}
+			c, err := NewComponent("taskhost", ComponentConfig{TracerProvider: tp, MeterProvider: metricnoop.NewMeterProvider()})
+			if err != nil {
+				t.Fatal(err)
+			}
+			c.RecordSpans(context.Background(), tc.phases, AttrRemote.Bool(true))
+			if len(tc.phases) == len(valid) {
+				want := [][]string{{"taskhost.receive 1ms", "taskhost.execute 2ms"}}
+				if !slices.EqualFunc(f.batches, want, slices.Equal) || len(f.recorded) != 0 {
+					t.Errorf("batches %q, recorded %q: want %q in one batch", f.batches, f.recorded, want)
+				}
+			} else if len(f.batches) != 0 || !slices.Equal(f.recorded, wantEach) {
+				t.Errorf("batches %q, recorded %q: want each of %q", f.batches, f.recorded, wantEach)
+			}
+			for _, a := range f.attrs {
+				if len(a) != 1 || a[0] != AttrRemote.Bool(true) {
+					t.Errorf("attributes %v, want amdahl.remote", a)
+				}
+			}
+		})
+	}
+}

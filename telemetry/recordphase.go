@@ -92,6 +92,37 @@ func (c *Component) RecordSpan(ctx context.Context, p Phase, d Direction, start,
 	c.recordSpan(ctx, p, d, start, end, nil, attrs)
 }
 
+// A Timing is a phase measured elsewhere (a task host's, from its reply),
+// for RecordSpans: its phase, direction and times.
+type Timing struct {
+	Phase      Phase
+	Direction  Direction
+	Start, End time.Time
+}
+
+// RecordSpans records phases measured elsewhere, each with attrs, as
+// RecordSpan records each: through a PhaseTracer that takes several at
+// once (phasesRecorder) in one call, when all are valid.
+func (c *Component) RecordSpans(ctx context.Context, phases []Timing, attrs ...attribute.KeyValue) {
+	if c == nil || c.off {
+		return
+	}
+	batch, ok := c.fast.(phasesRecorder)
+	for _, t := range phases {
+		ok = ok && t.Phase.Valid() && t.Direction <= Reply
+	}
+	if !ok {
+		for _, t := range phases {
+			c.RecordSpan(ctx, t.Phase, t.Direction, t.Start, t.End, attrs...)
+		}
+		return
+	}
+	for _, t := range phases {
+		c.RecordPhase(ctx, t.Phase, t.Direction, t.End.Sub(t.Start))
+	}
+	batch.RecordPhaseSpans(ctx, c, phases, attrs)
+}
+
 // recordSpan is RecordSpan, with err (if not nil) as the span's error.
 func (c *Component) recordSpan(ctx context.Context, p Phase, d Direction, start, end time.Time, err error, attrs []attribute.KeyValue) {
 	if c.metrics {

@@ -8,13 +8,9 @@ import (
 )
 
 // Timing is one phase the task host measured, placed in the parent's
-// clock.
-type Timing struct {
-	Phase     telemetry.Phase
-	Direction telemetry.Direction // Request, Reply, or None (execute)
-	Start     time.Time
-	End       time.Time
-}
+// clock (its Direction Request, Reply, or None for execute), as
+// telemetry.Component.RecordSpans takes it.
+type Timing = telemetry.Timing
 
 // NumTimings is the largest number of timings a reply sent with Reply
 // carries: receive, deserialize, execute, the reply's serialize and, when

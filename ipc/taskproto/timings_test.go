@@ -41,12 +41,12 @@ func TestAppendTimings(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			got := AppendTimings(nil, result(tt.anchor), tt.sendStart, tt.replyEnd)
 			want := []Timing{
-				{telemetry.Receive, telemetry.Request, tt.wantStart, tt.wantStart.Add(ms)},
-				{telemetry.Deserialize, telemetry.Request, tt.wantStart.Add(ms), tt.wantStart.Add(2 * ms)},
-				{telemetry.Execute, telemetry.None, tt.wantStart.Add(2 * ms), tt.wantStart.Add(7 * ms)},
-				{telemetry.Serialize, telemetry.Reply, tt.wantStart.Add(7 * ms), tt.wantStart.Add(8 * ms)},
+				{Phase: telemetry.Receive, Direction: telemetry.Request, Start: tt.wantStart, End: tt.wantStart.Add(ms)},
+				{Phase: telemetry.Deserialize, Direction: telemetry.Request, Start: tt.wantStart.Add(ms), End: tt.wantStart.Add(2 * ms)},
+				{Phase: telemetry.Execute, Direction: telemetry.None, Start: tt.wantStart.Add(2 * ms), End: tt.wantStart.Add(7 * ms)},
+				{Phase: telemetry.Serialize, Direction: telemetry.Reply, Start: tt.wantStart.Add(7 * ms), End: tt.wantStart.Add(8 * ms)},
 				// Moved with the window, not part of it.
-				{telemetry.Send, telemetry.Reply, tt.wantStart.Add(17 * ms / 2), tt.wantStart.Add(10 * ms)},
+				{Phase: telemetry.Send, Direction: telemetry.Reply, Start: tt.wantStart.Add(17 * ms / 2), End: tt.wantStart.Add(10 * ms)},
 			}
 			if len(got) != len(want) {
 				t.Fatalf("got %d timings, want %d", len(got), len(want))

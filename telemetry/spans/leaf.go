@@ -145,40 +145,32 @@ func (u *unit) addLeaves(leaves ...leaf) {
 	u.mu.Unlock()
 }
 
-// A Leaf is a phase measured elsewhere (a task host's, from its reply),
-// for RecordLeaves: its span's name, phase, direction and times.
-type Leaf struct {
-	Name       string
-	Phase      telemetry.Phase
-	Direction  telemetry.Direction
-	Start, End time.Time
-}
-
-// maxLeaves is how many leaves RecordLeaves files at once.
+// maxLeaves is how many leaves RecordPhaseSpans files at once.
 const maxLeaves = 8
 
-// RecordLeaves records leaves, phases of component, under the span in
-// ctx, each with attrs, as RecordPhaseSpan records one: under a span of a
-// tracked unit, all of them under one lock.
-func (p *TracerProvider) RecordLeaves(ctx context.Context, component string, leaves []Leaf, attrs []attribute.KeyValue) {
+// RecordPhaseSpans records phases of c under the span in ctx, each with
+// attrs, as RecordPhaseSpan records one (for Component.RecordSpans):
+// under a span of a tracked unit, all of them under one lock.
+func (p *TracerProvider) RecordPhaseSpans(ctx context.Context, c *telemetry.Component, phases []telemetry.Timing, attrs []attribute.KeyValue) {
 	t, under := p.phase, parentOf(ctx)
 	remote, ok := leafRemote(attrs)
 	u := under.unit
-	if !ok || u == nil || under.holder != nil || u.id == (TraceID{}) || !under.sc.IsSampled() || len(leaves) > maxLeaves {
-		for _, l := range leaves {
-			t.recordPhase(ctx, l.Name, component, l.Phase, l.Direction, l.Start, l.End, attrs)
+	if !ok || u == nil || under.holder != nil || u.id == (TraceID{}) || !under.sc.IsSampled() || len(phases) > maxLeaves {
+		for _, m := range phases {
+			t.recordPhase(ctx, c.SpanName(m.Phase, m.Direction), c.Name(), m.Phase, m.Direction, m.Start, m.End, attrs)
 		}
 		return
 	}
 	var buf [maxLeaves]leaf
 	n := 0
-	for _, l := range leaves {
-		k := p.leafKind(l.Name, component, l.Phase, l.Direction, remote)
+	for _, m := range phases {
+		name := c.SpanName(m.Phase, m.Direction)
+		k := p.leafKind(name, c.Name(), m.Phase, m.Direction, remote)
 		if k == nil {
-			t.recordPhase(ctx, l.Name, component, l.Phase, l.Direction, l.Start, l.End, attrs)
+			t.recordPhase(ctx, name, c.Name(), m.Phase, m.Direction, m.Start, m.End, attrs)
 			continue
 		}
-		buf[n] = leaf{kind: k, start: l.Start.UnixNano(), end: l.End.UnixNano(), parent: SpanID(under.sc.SpanID())}
+		buf[n] = leaf{kind: k, start: m.Start.UnixNano(), end: m.End.UnixNano(), parent: SpanID(under.sc.SpanID())}
 		n++
 	}
 	u.addLeaves(buf[:n]...)

@@ -28,7 +28,7 @@ func (e *recordingExporter) Export(r Record) {
 }
 
 // TestUnitLeaves: the leaves of a tracked unit (RecordPhaseSpan and
-// RecordLeaves, kept compactly) reach the account as the Spans they
+// Component.RecordSpans through RecordPhaseSpans, kept compactly) reach the account as the Spans they
 // were recorded as: name, component, phase, direction, remote, times,
 // parent and trace, each with an id of its own; a leaf whose attributes
 // say more than amdahl.remote is kept whole with them; a leaf recorded
@@ -78,10 +78,14 @@ func testUnitLeaves(t *testing.T, direct, exporting bool) {
 	hctx, host := tp.StartPhaseSpan(ctx, "runtime.host", "", 0, telemetry.None, at(1))
 	tp.RecordPhaseSpan(hctx, "ipc.send", "ipc", telemetry.Send, telemetry.Request, at(2), at(3), nil)
 	tp.RecordPhaseSpan(hctx, "ipc.receive", "ipc", telemetry.Receive, telemetry.Reply, at(9), at(10), []attribute.KeyValue{telemetry.AttrBytes.Int(5)})
-	tp.RecordLeaves(hctx, "taskhost", []Leaf{
-		{Name: "taskhost.receive", Phase: telemetry.Receive, Direction: telemetry.Request, Start: at(4), End: at(5)},
-		{Name: "taskhost.execute", Phase: telemetry.Execute, Start: at(5), End: at(8)},
-	}, []attribute.KeyValue{telemetry.AttrRemote.Bool(true)})
+	taskhost, err := telemetry.NewComponent("taskhost", telemetry.ComponentConfig{TracerProvider: tp})
+	if err != nil {
+		t.Fatal(err)
+	}
+	taskhost.RecordSpans(hctx, []telemetry.Timing{
+		{Phase: telemetry.Receive, Direction: telemetry.Request, Start: at(4), End: at(5)},
+		{Phase: telemetry.Execute, Start: at(5), End: at(8)},
+	}, telemetry.AttrRemote.Bool(true))
 	// amdahl.outcome is read by the attribution: this leaf is kept whole.
 	tp.RecordPhaseSpan(hctx, "ipc.deserialize", "ipc", telemetry.Deserialize, telemetry.Reply, at(10), at(11),
 		[]attribute.KeyValue{telemetry.AttrOutcome.String("failed")})
