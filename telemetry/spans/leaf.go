@@ -5,7 +5,6 @@ import (
 	"encoding/binary"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
@@ -91,31 +90,37 @@ func (p *TracerProvider) leafKind(name, component string, ph telemetry.Phase, d 
 	return k
 }
 
-// leafRemote returns amdahl.remote among attrs, and false if a Span would
-// take more of them than that (SetAttribute): such a leaf is kept whole.
-func leafRemote(attrs []attribute.KeyValue) (remote, ok bool) {
+// leafUnit returns the unit a leaf under p, with attrs, is kept in
+// compactly, and its amdahl.remote: nil unless p is a span of a tracked
+// unit, sampled and not a Holder's, and a Span would take nothing of
+// attrs but amdahl.remote (SetAttribute).
+func (p *under) leafUnit(attrs []attribute.KeyValue) (u *unit, remote bool) {
+	if u = p.unit; u == nil || p.holder != nil || u.id == (TraceID{}) || !p.sc.IsSampled() {
+		return nil, false
+	}
 	for _, kv := range attrs {
 		switch {
 		case kv.Key == telemetry.AttrRemote:
 			remote = kv.Value.AsBool()
 		case ReadsAttribute(kv.Key):
-			return false, false
+			return nil, false
 		}
 	}
-	return remote, true
+	return u, remote
 }
 
-// recordLeaf records a leaf of kind k under parent, a span of the tracked
-// unit u, from start to end, with attrs (exported only), and exports it
-// if the provider exports.
-func (t *Tracer) recordLeaf(u *unit, parent trace.SpanContext, k *leafKind, start, end time.Time, attrs []attribute.KeyValue) {
-	l := leaf{kind: k, start: start.UnixNano(), end: end.UnixNano(), parent: SpanID(parent.SpanID())}
-	u.addLeaves(l)
+// fileLeaves keeps leaves, under parent, a span of the tracked unit u, in
+// u, and exports each with attrs if the provider exports.
+func (t *Tracer) fileLeaves(u *unit, parent trace.SpanContext, attrs []attribute.KeyValue, leaves ...leaf) {
+	u.addLeaves(leaves...)
 	if t.p.export == nil {
 		return
 	}
-	sp := Span{Name: k.name, Start: l.start, End: l.end}
-	t.exportPhase(parent, trace.TraceID(parent.TraceID()), NewSpanID(), k.lead, &sp, attrs)
+	for i := range leaves {
+		l := &leaves[i]
+		sp := Span{Name: l.kind.name, Start: l.start, End: l.end}
+		t.exportPhase(parent, trace.TraceID(parent.TraceID()), NewSpanID(), l.kind.lead, &sp, attrs)
+	}
 }
 
 // exportPhase exports the phase span sp (its name and times), of trace
@@ -153,19 +158,14 @@ const maxLeaves = 8
 // under a span of a tracked unit, all of them under one lock.
 func (p *TracerProvider) RecordPhaseSpans(ctx context.Context, c *telemetry.Component, phases []telemetry.Timing, attrs []attribute.KeyValue) {
 	t, under := p.phase, parentOf(ctx)
-	remote, ok := leafRemote(attrs)
-	u := under.unit
-	if !ok || u == nil || under.holder != nil || u.id == (TraceID{}) || !under.sc.IsSampled() || len(phases) > maxLeaves {
-		for _, m := range phases {
-			t.recordPhase(ctx, c.SpanName(m.Phase, m.Direction), c.Name(), m.Phase, m.Direction, m.Start, m.End, attrs)
-		}
-		return
-	}
+	u, remote := under.leafUnit(attrs)
 	var buf [maxLeaves]leaf
 	n := 0
 	for _, m := range phases {
-		name := c.SpanName(m.Phase, m.Direction)
-		k := p.leafKind(name, c.Name(), m.Phase, m.Direction, remote)
+		name, k := c.SpanName(m.Phase, m.Direction), (*leafKind)(nil)
+		if u != nil && n < len(buf) {
+			k = p.leafKind(name, c.Name(), m.Phase, m.Direction, remote)
+		}
 		if k == nil {
 			t.recordPhase(ctx, name, c.Name(), m.Phase, m.Direction, m.Start, m.End, attrs)
 			continue
@@ -173,14 +173,8 @@ func (p *TracerProvider) RecordPhaseSpans(ctx context.Context, c *telemetry.Comp
 		buf[n] = leaf{kind: k, start: m.Start.UnixNano(), end: m.End.UnixNano(), parent: SpanID(under.sc.SpanID())}
 		n++
 	}
-	u.addLeaves(buf[:n]...)
-	if p.export == nil {
-		return
-	}
-	for i := range buf[:n] {
-		l := &buf[i]
-		sp := Span{Name: l.kind.name, Start: l.start, End: l.end}
-		t.exportPhase(under.sc, trace.TraceID(under.sc.TraceID()), NewSpanID(), l.kind.lead, &sp, attrs)
+	if n > 0 {
+		t.fileLeaves(u, under.sc, attrs, buf[:n]...)
 	}
 }
 

@@ -207,13 +207,11 @@ func (t *Tracer) recordPhase(ctx context.Context, name, component string, ph tel
 	if p.direct && p.holder.HoldLeaf(name, component, ph, d, start, end, attrs) {
 		return
 	}
-	if u := p.unit; u != nil && p.holder == nil && u.id != (TraceID{}) && p.sc.IsSampled() {
+	if u, remote := p.leafUnit(attrs); u != nil {
 		// A leaf of a tracked unit: kept compactly in it (leaf.go).
-		if remote, ok := leafRemote(attrs); ok {
-			if k := t.p.leafKind(name, component, ph, d, remote); k != nil {
-				t.recordLeaf(u, p.sc, k, start, end, attrs)
-				return
-			}
+		if k := t.p.leafKind(name, component, ph, d, remote); k != nil {
+			t.fileLeaves(u, p.sc, attrs, leaf{kind: k, start: start.UnixNano(), end: end.UnixNano(), parent: SpanID(p.sc.SpanID())})
+			return
 		}
 	}
 	parent := p.sc
