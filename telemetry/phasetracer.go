@@ -50,11 +50,12 @@ type PhaseTracer interface {
 	PhaseAttributes() bool
 }
 
-// A PhaseTracer may also record several valid phases of c at once, as
-// RecordPhaseSpan would each with c's SpanName (the runtime's tracer
-// files a task host's in their unit under one lock).
-type phasesRecorder interface {
-	RecordPhaseSpans(ctx context.Context, c *Component, phases []Timing, attrs []attribute.KeyValue)
+// A PhaseBatcher is a PhaseTracer that also records several valid
+// phases of c at once, as RecordPhaseSpan would each with c's SpanName
+// (spans.TracerProvider files a task host's in their unit under one
+// lock). Component.RecordSpans hands it them.
+type PhaseBatcher interface {
+	RecordPhaseSpans(ctx context.Context, c *Component, phases Timings, attrs []attribute.KeyValue)
 }
 
 // A PhaseTracer may also say whether it samples spans out on its own

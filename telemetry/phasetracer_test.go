@@ -412,30 +412,33 @@ type batchPhaseTracer struct {
 	batches [][]string
 }
 
-func (f *batchPhaseTracer) RecordPhaseSpans(_ context.Context, c *Component, phases []Timing, attrs []attribute.KeyValue) {
+func (f *batchPhaseTracer) RecordPhaseSpans(_ context.Context, c *Component, phases Timings, attrs []attribute.KeyValue) {
 	var names []string
-	for _, t := range phases {
+	for _, t := range phases.T[:phases.N] {
 		names = append(names, c.SpanName(t.Phase, t.Direction)+" "+t.End.Sub(t.Start).String())
 	}
 	f.batches = append(f.batches, names)
 	f.attrs = append(f.attrs, attrs)
 }
 
-// TestRecordSpans: RecordSpans hands a PhaseTracer that batches the
-// phases in one call, with the attributes; with an invalid phase or
-// direction among them (what another process sent), or through a
-// PhaseTracer that does not batch, it records each valid one as
+// TestRecordSpans: RecordSpans hands a PhaseBatcher the phases in one
+// call, with the attributes; with an invalid phase or direction among
+// them (what another process sent), more than Timings holds, or through
+// a PhaseTracer that does not batch, it records each valid one as
 // RecordSpan does and drops the others.
 func TestRecordSpans(t *testing.T) {
 	t0 := time.Unix(100, 0)
 	valid := []Timing{{Phase: Receive, Direction: Request, Start: t0, End: t0.Add(time.Millisecond)}, {Phase: Execute, Start: t0, End: t0.Add(2 * time.Millisecond)}}
 	invalid := append(slices.Clone(valid), Timing{Phase: Execute, Direction: Direction(9)})
 	wantEach := []string{"taskhost.receive taskhost receive request 1ms", "taskhost.execute taskhost execute  2ms"}
+	many := slices.Repeat(valid[:1], len(Timings{}.T)+1)
 	for _, tc := range []struct {
-		name    string
-		batches bool
-		phases  []Timing
-	}{{"batch", true, valid}, {"batch, an invalid phase", true, invalid}, {"no batch", false, invalid}} {
+		name     string
+		batches  bool
+		phases   []Timing
+		wantEach []string
+	}{{"batch", true, valid, nil}, {"batch, an invalid phase", true, invalid, wantEach}, {"no batch", false, invalid, wantEach},
+		{"batch, too many", true, many, slices.Repeat(wantEach[:1], len(many))}} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := &batchPhaseTracer{}
 			var tp PhaseTracer = f
@@ -447,13 +450,13 @@ func TestRecordSpans(t *testing.T) {
 				t.Fatal(err)
 			}
 			c.RecordSpans(context.Background(), tc.phases, AttrRemote.Bool(true))
-			if len(tc.phases) == len(valid) {
+			if tc.wantEach == nil {
 				want := [][]string{{"taskhost.receive 1ms", "taskhost.execute 2ms"}}
 				if !slices.EqualFunc(f.batches, want, slices.Equal) || len(f.recorded) != 0 {
 					t.Errorf("batches %q, recorded %q: want %q in one batch", f.batches, f.recorded, want)
 				}
-			} else if len(f.batches) != 0 || !slices.Equal(f.recorded, wantEach) {
-				t.Errorf("batches %q, recorded %q: want each of %q", f.batches, f.recorded, wantEach)
+			} else if len(f.batches) != 0 || !slices.Equal(f.recorded, tc.wantEach) {
+				t.Errorf("batches %q, recorded %q: want each of %q", f.batches, f.recorded, tc.wantEach)
 			}
 			for _, a := range f.attrs {
 				if len(a) != 1 || a[0] != AttrRemote.Bool(true) {

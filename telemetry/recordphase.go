@@ -100,16 +100,30 @@ type Timing struct {
 	Start, End time.Time
 }
 
+// Timings is up to 8 phases measured elsewhere, by value: RecordSpans
+// hands them so to a PhaseTracer that takes several at once, as a slice
+// passed to an interface's method escapes to the heap (an allocation
+// per unit in BenchmarkUnitTelemetry).
+type Timings struct {
+	N int
+	T [8]Timing
+}
+
 // RecordSpans records phases measured elsewhere, each with attrs, as
 // RecordSpan records each: through a PhaseTracer that takes several at
-// once (phasesRecorder) in one call, when all are valid.
+// once (PhaseBatcher) in one call, when all are valid and fit Timings.
 func (c *Component) RecordSpans(ctx context.Context, phases []Timing, attrs ...attribute.KeyValue) {
 	if c == nil || c.off {
 		return
 	}
-	batch, ok := c.fast.(phasesRecorder)
+	var all Timings
+	batch, ok := c.fast.(PhaseBatcher)
 	for _, t := range phases {
-		ok = ok && t.Phase.Valid() && t.Direction <= Reply
+		ok = ok && t.Phase.Valid() && t.Direction <= Reply && all.N < len(all.T)
+		if ok {
+			all.T[all.N] = t
+			all.N++
+		}
 	}
 	if !ok {
 		for _, t := range phases {
@@ -120,7 +134,7 @@ func (c *Component) RecordSpans(ctx context.Context, phases []Timing, attrs ...a
 	for _, t := range phases {
 		c.RecordPhase(ctx, t.Phase, t.Direction, t.End.Sub(t.Start))
 	}
-	batch.RecordPhaseSpans(ctx, c, phases, attrs)
+	batch.RecordPhaseSpans(ctx, c, all, attrs)
 }
 
 // recordSpan is RecordSpan, with err (if not nil) as the span's error.

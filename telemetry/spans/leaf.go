@@ -150,20 +150,17 @@ func (u *unit) addLeaves(leaves ...leaf) {
 	u.mu.Unlock()
 }
 
-// maxLeaves is how many leaves RecordPhaseSpans files at once.
-const maxLeaves = 8
-
 // RecordPhaseSpans records phases of c under the span in ctx, each with
 // attrs, as RecordPhaseSpan records one (for Component.RecordSpans):
 // under a span of a tracked unit, all of them under one lock.
-func (p *TracerProvider) RecordPhaseSpans(ctx context.Context, c *telemetry.Component, phases []telemetry.Timing, attrs []attribute.KeyValue) {
+func (p *TracerProvider) RecordPhaseSpans(ctx context.Context, c *telemetry.Component, phases telemetry.Timings, attrs []attribute.KeyValue) {
 	t, under := p.phase, parentOf(ctx)
 	u, remote := under.leafUnit(attrs)
-	var buf [maxLeaves]leaf
+	var buf [len(phases.T)]leaf
 	n := 0
-	for _, m := range phases {
+	for _, m := range phases.T[:phases.N] {
 		name, k := c.SpanName(m.Phase, m.Direction), (*leafKind)(nil)
-		if u != nil && n < len(buf) {
+		if u != nil {
 			k = p.leafKind(name, c.Name(), m.Phase, m.Direction, remote)
 		}
 		if k == nil {

@@ -74,9 +74,10 @@ func NewTracerProvider(cfg TracerConfig) *TracerProvider {
 }
 
 var (
-	_ trace.TracerProvider  = (*TracerProvider)(nil)
-	_ telemetry.PhaseTracer = (*TracerProvider)(nil)
-	_ trace.Tracer          = (*Tracer)(nil)
+	_ trace.TracerProvider   = (*TracerProvider)(nil)
+	_ telemetry.PhaseTracer  = (*TracerProvider)(nil)
+	_ telemetry.PhaseBatcher = (*TracerProvider)(nil)
+	_ trace.Tracer           = (*Tracer)(nil)
 )
 
 // defaultTracerName is the scope name of a tracer asked for without one,
