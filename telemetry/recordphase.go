@@ -117,13 +117,10 @@ func (c *Component) RecordSpans(ctx context.Context, phases []Timing, attrs ...a
 		return
 	}
 	var all Timings
+	all.N = copy(all.T[:], phases)
 	batch, ok := c.fast.(PhaseBatcher)
 	for _, t := range phases {
-		ok = ok && t.Phase.Valid() && t.Direction <= Reply && all.N < len(all.T)
-		if ok {
-			all.T[all.N] = t
-			all.N++
-		}
+		ok = ok && t.Phase.Valid() && t.Direction <= Reply && all.N == len(phases)
 	}
 	if !ok {
 		for _, t := range phases {
