@@ -29,9 +29,10 @@ import (
 //     is a *ProtocolError. Either error fails the connection.
 //
 // The size limit (WithMaxPacketSize) applies to what AppendBody produced.
-// A Send that fails after AppendBody (that limit, a closed connection,
-// its ctx) sends nothing, and what the codec kept of the packet (a delta
-// baseline, a reply it awaits) stays. Both ends of a connection must use
+// A packet AppendBody encoded that the Conn then does not queue (over that
+// limit, or Send's ctx ended or the connection closed while the queue was
+// full) is not sent; what the codec kept of it stays (a delta baseline),
+// but a PhasePolicy is told (Unsent). Both ends of a connection must use
 // codecs that agree.
 type Codec interface {
 	AppendBody(ctx context.Context, dst []byte, t Type, m proto.Message) ([]byte, error)
@@ -103,10 +104,13 @@ type SendStamper interface {
 //   - Awaiting on the watchdog goroutine, once per tick: f with the id
 //     of each request awaiting its reply (one awaited longer than the
 //     stall threshold is reported once). f must not call back.
+//   - Unsent in Send, when m, given to the codec, is not queued after all
+//     (it is not sent): a request it made await its reply awaits nothing.
 type PhasePolicy interface {
 	Traces(t Type) bool
 	Received(in *Incoming) (ctx context.Context, left bool)
 	Awaiting(f func(id uint64))
+	Unsent(m proto.Message)
 }
 
 // WithCodec sets the constructor of the connection's Codec; the Conn calls

@@ -216,16 +216,19 @@ func (c *Conn) Send(ctx context.Context, m proto.Message) error {
 		return err
 	}
 	it, err := c.serialize(ctx, t, m)
-	if err != nil {
-		c.sendMu.Unlock()
-		return err
+	if err == nil {
+		it.done = done
+		if err = c.q.push(ctx, it, c.closing); err != nil {
+			c.putBuf(it.buf)
+			err = fmt.Errorf("ipc: send %s: %w", t, err)
+		}
 	}
-	it.done = done
-	err = c.q.push(ctx, it, c.closing)
+	if err != nil && c.policy != nil {
+		c.policy.Unsent(m)
+	}
 	c.sendMu.Unlock()
 	if err != nil {
-		c.putBuf(it.buf)
-		return fmt.Errorf("ipc: send %s: %w", t, err)
+		return err
 	}
 	if done == nil {
 		return nil

@@ -95,7 +95,7 @@ func newMetrics(mp metric.MeterProvider, transport string, comp *telemetry.Compo
 	check(MetricHandshakes, err)
 	x.protoErrs, err = m.Int64Counter(MetricProtocolErrors, metric.WithUnit("{error}"), metric.WithDescription("Protocol errors by kind."))
 	check(MetricProtocolErrors, err)
-	x.stalls, err = m.Int64Counter(MetricStalls, metric.WithUnit("{stall}"), metric.WithDescription("Writes blocked, or results outstanding, longer than the stall threshold."))
+	x.stalls, err = m.Int64Counter(MetricStalls, metric.WithUnit("{stall}"), metric.WithDescription("Writes blocked, or replies a codec awaits, longer than the stall threshold."))
 	check(MetricStalls, err)
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)

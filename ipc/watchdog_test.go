@@ -69,6 +69,14 @@ func (c *awaitCodec) Awaiting(f func(uint64)) {
 	}
 }
 
+func (c *awaitCodec) Unsent(m proto.Message) {
+	if p, ok := m.(*ipcpb.TaskConfiguration); ok {
+		c.mu.Lock()
+		delete(c.awaited, p.Id)
+		c.mu.Unlock()
+	}
+}
+
 func newAwaitCodec() Codec { return &awaitCodec{awaited: map[uint64]bool{}} }
 
 // TestStallWatchdog: a write blocked, and a reply its codec awaits

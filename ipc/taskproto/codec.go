@@ -134,13 +134,22 @@ func (c *codec) Received(in *ipc.Incoming) (context.Context, bool) {
 }
 
 // Awaiting implements ipc.PhasePolicy: the ids of the configurations
-// sent whose results have not arrived (one whose Send failed after it
-// was encoded stays: the runtime replaces a host whose send failed).
+// sent whose results have not arrived.
 func (c *codec) Awaiting(f func(id uint64)) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for id := range c.awaited {
 		f(id)
+	}
+}
+
+// Unsent implements ipc.PhasePolicy: a configuration that was not sent
+// awaits no result.
+func (c *codec) Unsent(m proto.Message) {
+	if p, ok := m.(*ipcpb.TaskConfiguration); ok {
+		c.mu.Lock()
+		delete(c.awaited, p.GetId())
+		c.mu.Unlock()
 	}
 }
 

@@ -23,7 +23,8 @@
 //     configuration awaits its result by id (for the stall watchdog); a
 //     result that names the span its configuration was sent under gets
 //     its receive and deserialize spans in that Send's context, or none,
-//     left to the receiver, when that span is a ReplyPhaseRecorder.
+//     left to the receiver, when that span is a ReplyPhaseRecorder whose
+//     RecordsReplyPhases reports true.
 //
 //   - Reply timings. Reply fills TaskResult.timings with the host's
 //     receive, deserialize and execute phases as offsets from the moment it

@@ -2,7 +2,9 @@ package taskproto
 
 import (
 	"context"
+	"errors"
 	"slices"
+	"strings"
 	"testing"
 
 	metricnoop "go.opentelemetry.io/otel/metric/noop"
@@ -119,4 +121,26 @@ func awaited(conn *ipc.Conn) []uint64 {
 	conn.Codec().(ipc.PhasePolicy).Awaiting(func(id uint64) { ids = append(ids, id) })
 	slices.Sort(ids)
 	return ids
+}
+
+// TestUnsentAwaitsNothing: a configuration over the size limit is not
+// sent, so it awaits no result (PhasePolicy.Unsent), which the stall
+// watchdog would otherwise report one threshold later; one that is sent
+// still awaits its result.
+func TestUnsentAwaitsNothing(t *testing.T) {
+	parent, _ := pair(t, []ipc.Option{WithCodec(), ipc.WithMaxPacketSize(1 << 10)}, []ipc.Option{WithCodec()})
+	big := taskConfig(1, map[string]string{"PATH": strings.Repeat("x", 4<<10)})
+	var tooBig *ipc.PacketSizeError
+	if err := parent.Send(context.Background(), big); !errors.As(err, &tooBig) {
+		t.Fatalf("Send of a %d-byte environment with a 1 KiB limit: %v, want an *ipc.PacketSizeError", 4<<10, err)
+	}
+	if got := awaited(parent); len(got) != 0 {
+		t.Errorf("awaited %v after a configuration that was not sent, want none", got)
+	}
+	if err := parent.Send(context.Background(), taskConfig(2, nil)); err != nil {
+		t.Fatal(err)
+	}
+	if got := awaited(parent); !slices.Equal(got, []uint64{2}) {
+		t.Errorf("awaited %v after a configuration that was sent, want [2]", got)
+	}
 }

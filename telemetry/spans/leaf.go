@@ -158,7 +158,7 @@ func (p *TracerProvider) RecordPhaseSpans(ctx context.Context, c *telemetry.Comp
 	u, remote := under.leafUnit(attrs)
 	var buf [len(phases.T)]leaf
 	n := 0
-	for _, m := range phases.T[:phases.N] {
+	for _, m := range phases.T[:min(max(phases.N, 0), len(phases.T))] {
 		name, k := c.SpanName(m.Phase, m.Direction), (*leafKind)(nil)
 		if u != nil {
 			k = p.leafKind(name, c.Name(), m.Phase, m.Direction, remote)
