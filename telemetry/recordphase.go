@@ -119,8 +119,9 @@ func (c *Component) RecordSpans(ctx context.Context, phases []Timing, attrs ...a
 	var all Timings
 	all.N = copy(all.T[:], phases)
 	batch, ok := c.fast.(PhaseBatcher)
+	ok = ok && all.N == len(phases)
 	for _, t := range phases {
-		ok = ok && t.Phase.Valid() && t.Direction <= Reply && all.N == len(phases)
+		ok = ok && t.Phase.Valid() && t.Direction <= Reply
 	}
 	if !ok {
 		for _, t := range phases {
